@@ -1,0 +1,398 @@
+//! `/admin/v1`: apps (tenants) and their keys, for operators and the dashboard.
+//! Authenticated by `Authorization: Bearer <admin token>`, never by an API key.
+
+use actix_web::{delete, get, patch, post, web, HttpRequest, HttpResponse};
+use serde_json::{json, Map, Value};
+use utoipa_actix_web::service_config::ServiceConfig;
+
+use crate::api::{self, auth::Admin, Pagination};
+use crate::error::{ApiError, FieldError};
+use crate::ids;
+use crate::startup::AppState;
+use crate::store::{decode, encode, StoreError};
+use crate::tenants::{new_key, App, KeyKind, KeyRecord, KeyView, Permission, Plan, APPS_TREE, KEYS_TREE};
+
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(create_app)
+        .service(list_apps)
+        .service(get_app)
+        .service(update_app)
+        .service(rotate_integration_key)
+        .service(create_key)
+        .service(list_keys)
+        .service(update_key)
+        .service(revoke_key);
+}
+
+fn name_field(body: &Map<String, Value>, required: bool, errors: &mut Vec<FieldError>) -> Option<String> {
+    match body.get("name") {
+        None if !required => None,
+        Some(Value::String(s)) if !s.trim().is_empty() && s.trim().chars().count() <= 100 => Some(s.trim().to_owned()),
+        _ => {
+            errors.push(FieldError::new("name", "is required: 1 to 100 characters"));
+            None
+        }
+    }
+}
+
+fn plan_field(body: &Map<String, Value>, required: bool, errors: &mut Vec<FieldError>) -> Option<Plan> {
+    match body.get("plan") {
+        None if !required => None,
+        Some(Value::String(s)) if Plan::parse(s).is_some() => Plan::parse(s),
+        _ => {
+            errors.push(FieldError::new("plan", "must be free, pro or enterprise"));
+            None
+        }
+    }
+}
+
+fn permissions_field(body: &Map<String, Value>, errors: &mut Vec<FieldError>) -> Option<Vec<Permission>> {
+    let Some(Value::Array(items)) = body.get("permissions") else {
+        errors.push(FieldError::new("permissions", "is required: an array of permission names"));
+        return None;
+    };
+    let mut perms = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        match item.as_str().and_then(Permission::parse) {
+            Some(p) if !perms.contains(&p) => perms.push(p),
+            Some(_) => {}
+            None => errors.push(FieldError::new(
+                format!("permissions[{i}]"),
+                format!(
+                    "unknown permission; one of: {}",
+                    Permission::ALL.iter().map(|p| p.name()).collect::<Vec<_>>().join(", ")
+                ),
+            )),
+        }
+    }
+    Some(perms)
+}
+
+fn only_fields(body: &Map<String, Value>, allowed: &[&str], errors: &mut Vec<FieldError>) {
+    for k in body.keys().filter(|k| !allowed.contains(&k.as_str())) {
+        errors.push(FieldError::new(k.clone(), format!("is not accepted here ({})", allowed.join(", "))));
+    }
+}
+
+fn load_app(db: &sled::Db, id: &str) -> Result<Option<App>, StoreError> {
+    let tree = db.open_tree(APPS_TREE)?;
+    match tree.get(id)? {
+        Some(v) => Ok(Some(decode(id.as_bytes(), &v)?)),
+        None => Ok(None),
+    }
+}
+
+fn load_key(db: &sled::Db, app_id: &str, key_id: &str) -> Result<Option<KeyRecord>, StoreError> {
+    let tree = db.open_tree(KEYS_TREE)?;
+    match tree.get(key_id)? {
+        Some(v) => {
+            let k: KeyRecord = decode(key_id.as_bytes(), &v)?;
+            Ok((k.app_id == app_id && k.kind == KeyKind::Api).then_some(k))
+        }
+        None => Ok(None),
+    }
+}
+
+fn put(db: &sled::Db, tree: &str, id: &str, value: Vec<u8>) -> Result<(), StoreError> {
+    db.open_tree(tree)?.insert(id, value)?;
+    db.flush()?;
+    Ok(())
+}
+
+/// Create an app. Answers its integration key (`X-App-Key`) once.
+#[utoipa::path(
+    tag = "admin",
+    security(("admin_token" = [])),
+    request_body(content = Object, description = r#"{"name": "...", "plan": "free"|"pro"|"enterprise"}"#),
+    responses((status = 201, description = "{id, name, plan, integrationKey, createdAt}"), (status = 400), (status = 401))
+)]
+#[post("/apps")]
+async fn create_app(_: Admin, state: web::Data<AppState>, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse, ApiError> {
+    let body = api::read_body(payload, state.settings.server.max_body_bytes).await?;
+    let body = api::json_object(&req, &body)?;
+    let mut errors = Vec::new();
+    let name = name_field(&body, true, &mut errors);
+    let plan = plan_field(&body, false, &mut errors).unwrap_or(Plan::Free);
+    only_fields(&body, &["name", "plan"], &mut errors);
+    if !errors.is_empty() {
+        return Err(ApiError::validation(errors));
+    }
+    let id = ids::object_id();
+    let (key, integration_key) = new_key(&id, KeyKind::Integration, "integration", Vec::new());
+    let now = ids::iso(ids::now());
+    let app = App {
+        id: id.clone(),
+        name: name.expect("checked"),
+        plan,
+        integration_key_id: key.id.clone(),
+        created_at: now.clone(),
+        updated_at: now,
+    };
+    let (a, k) = (app.clone(), key.clone());
+    state
+        .store
+        .run(move |db| {
+            db.open_tree(KEYS_TREE)?.insert(&k.id, encode(&k))?;
+            put(db, APPS_TREE, &a.id, encode(&a))
+        })
+        .await?;
+    state.registry.set_key(&key);
+    state.registry.set_app(&app);
+    tracing::info!(app_id = %app.id, plan = app.plan.name(), "app created");
+    Ok(api::created(
+        &format!("/admin/v1/apps/{}", app.id),
+        &json!({ "id": app.id, "name": app.name, "plan": app.plan, "integrationKey": integration_key,
+                 "integrationKeyId": app.integration_key_id, "createdAt": app.created_at }),
+    ))
+}
+
+#[derive(serde::Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+struct PageQuery {
+    /// 1..100, default 20.
+    limit: Option<String>,
+    /// `pagination.nextCursor` of the previous page.
+    cursor: Option<String>,
+}
+
+/// List apps, oldest first.
+#[utoipa::path(tag = "admin", security(("admin_token" = [])), responses((status = 200, body = Vec<App>)))]
+#[get("/apps")]
+async fn list_apps(_: Admin, state: web::Data<AppState>, q: web::Query<PageQuery>) -> Result<HttpResponse, ApiError> {
+    let limit = api::page_limit(q.limit.as_deref()).map_err(|e| ApiError::validation(vec![e]))?;
+    let after = match &q.cursor {
+        Some(c) if ids::is_object_id(c) => Some(c.clone()),
+        Some(_) => return Err(ApiError::field("cursor", "malformed cursor")),
+        None => None,
+    };
+    let (apps, more) = state
+        .store
+        .run(move |db| {
+            let tree = db.open_tree(APPS_TREE)?;
+            let iter = match &after {
+                Some(a) => tree.range::<&[u8], _>((std::ops::Bound::Excluded(a.as_bytes()), std::ops::Bound::Unbounded)),
+                None => tree.iter(),
+            };
+            let mut apps = Vec::new();
+            for kv in iter {
+                let (k, v) = kv?;
+                if apps.len() == limit {
+                    return Ok((apps, true));
+                }
+                apps.push(decode::<App>(&k, &v)?);
+            }
+            Ok((apps, false))
+        })
+        .await?;
+    let next = if more { apps.last().map(|a| a.id.clone()) } else { None };
+    Ok(api::list(&apps, &Pagination { limit, next_cursor: next, has_more: more }))
+}
+
+async fn existing_app(state: &AppState, id: String) -> Result<App, ApiError> {
+    state.store.run(move |db| load_app(db, &id)).await?.ok_or_else(|| ApiError::not_found("app"))
+}
+
+/// Get one app.
+#[utoipa::path(tag = "admin", security(("admin_token" = [])), params(("appId" = String, Path)), responses((status = 200, body = App), (status = 404)))]
+#[get("/apps/{appId}")]
+async fn get_app(_: Admin, state: web::Data<AppState>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
+    Ok(api::ok(&existing_app(&state, id.into_inner()).await?))
+}
+
+/// Change an app's plan or name. A downgrade never deletes data.
+#[utoipa::path(
+    tag = "admin", security(("admin_token" = [])), params(("appId" = String, Path)),
+    request_body(content = Object, description = r#"{"plan"?, "name"?}"#),
+    responses((status = 200, body = App), (status = 400), (status = 404))
+)]
+#[patch("/apps/{appId}")]
+async fn update_app(
+    _: Admin,
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    id: web::Path<String>,
+    payload: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    let body = api::read_body(payload, state.settings.server.max_body_bytes).await?;
+    let body = api::json_object(&req, &body)?;
+    let mut errors = Vec::new();
+    let name = name_field(&body, false, &mut errors);
+    let plan = plan_field(&body, false, &mut errors);
+    only_fields(&body, &["name", "plan"], &mut errors);
+    if !errors.is_empty() {
+        return Err(ApiError::validation(errors));
+    }
+    let mut app = existing_app(&state, id.into_inner()).await?;
+    app.name = name.unwrap_or(app.name);
+    app.plan = plan.unwrap_or(app.plan);
+    app.updated_at = ids::iso(ids::now());
+    let a = app.clone();
+    state.store.run(move |db| put(db, APPS_TREE, &a.id, encode(&a))).await?;
+    state.registry.set_app(&app);
+    tracing::info!(app_id = %app.id, plan = app.plan.name(), "app updated");
+    Ok(api::ok(&app))
+}
+
+/// Issue a new integration key for the app and revoke the old one.
+#[utoipa::path(tag = "admin", security(("admin_token" = [])), params(("appId" = String, Path)), responses((status = 201, description = "{integrationKey, integrationKeyId}"), (status = 404)))]
+#[post("/apps/{appId}/integration-key")]
+async fn rotate_integration_key(_: Admin, state: web::Data<AppState>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
+    let mut app = existing_app(&state, id.into_inner()).await?;
+    let (key, secret) = new_key(&app.id, KeyKind::Integration, "integration", Vec::new());
+    let old_id = std::mem::replace(&mut app.integration_key_id, key.id.clone());
+    app.updated_at = ids::iso(ids::now());
+    let (a, k, old) = (app.clone(), key.clone(), old_id.clone());
+    let revoked = state
+        .store
+        .run(move |db| {
+            let keys = db.open_tree(KEYS_TREE)?;
+            keys.insert(&k.id, encode(&k))?;
+            let mut revoked = None;
+            if let Some(v) = keys.get(&old)? {
+                let mut r: KeyRecord = decode(old.as_bytes(), &v)?;
+                r.revoked_at = Some(ids::iso(ids::now()));
+                keys.insert(&old, encode(&r))?;
+                revoked = Some(r);
+            }
+            put(db, APPS_TREE, &a.id, encode(&a))?;
+            Ok(revoked)
+        })
+        .await?;
+    state.registry.set_key(&key);
+    if let Some(r) = revoked {
+        state.registry.set_key(&r);
+    }
+    state.registry.set_app(&app);
+    Ok(api::created(
+        &format!("/admin/v1/apps/{}", app.id),
+        &json!({ "integrationKey": secret, "integrationKeyId": key.id }),
+    ))
+}
+
+/// Create an API key. The secret `key` is shown only in this answer.
+#[utoipa::path(
+    tag = "admin", security(("admin_token" = [])), params(("appId" = String, Path)),
+    request_body(content = Object, description = r#"{"name": "...", "permissions": ["contacts:read", ...]}"#),
+    responses((status = 201, description = "{id, name, key, permissions, createdAt}"), (status = 400), (status = 404))
+)]
+#[post("/apps/{appId}/keys")]
+async fn create_key(
+    _: Admin,
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    app_id: web::Path<String>,
+    payload: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    let body = api::read_body(payload, state.settings.server.max_body_bytes).await?;
+    let body = api::json_object(&req, &body)?;
+    let mut errors = Vec::new();
+    let name = name_field(&body, true, &mut errors);
+    let permissions = permissions_field(&body, &mut errors);
+    only_fields(&body, &["name", "permissions"], &mut errors);
+    if !errors.is_empty() {
+        return Err(ApiError::validation(errors));
+    }
+    let app = existing_app(&state, app_id.into_inner()).await?;
+    let (key, secret) = new_key(&app.id, KeyKind::Api, &name.expect("checked"), permissions.expect("checked"));
+    let k = key.clone();
+    state.store.run(move |db| put(db, KEYS_TREE, &k.id, encode(&k))).await?;
+    state.registry.set_key(&key);
+    tracing::info!(app_id = %app.id, key_id = %key.id, "api key created");
+    Ok(api::created(
+        &format!("/admin/v1/apps/{}/keys/{}", app.id, key.id),
+        &json!({ "id": key.id, "name": key.name, "key": secret, "permissions": key.permissions, "createdAt": key.created_at }),
+    ))
+}
+
+/// List an app's API keys (never their secrets), revoked ones included.
+#[utoipa::path(tag = "admin", security(("admin_token" = [])), params(("appId" = String, Path)), responses((status = 200, body = Vec<KeyView>), (status = 404)))]
+#[get("/apps/{appId}/keys")]
+async fn list_keys(_: Admin, state: web::Data<AppState>, app_id: web::Path<String>) -> Result<HttpResponse, ApiError> {
+    let app = existing_app(&state, app_id.into_inner()).await?;
+    let keys = state
+        .store
+        .run(move |db| {
+            let mut keys = Vec::new();
+            for kv in db.open_tree(KEYS_TREE)?.iter() {
+                let (k, v) = kv?;
+                let rec: KeyRecord = decode(&k, &v)?;
+                if rec.app_id == app.id && rec.kind == KeyKind::Api {
+                    keys.push(KeyView::from(&rec));
+                }
+            }
+            Ok(keys)
+        })
+        .await?;
+    let pagination = Pagination { limit: keys.len(), next_cursor: None, has_more: false };
+    Ok(api::list(&keys, &pagination))
+}
+
+async fn change_key(
+    state: &AppState,
+    app_id: String,
+    key_id: String,
+    change: impl FnOnce(&mut KeyRecord) + Send + 'static,
+) -> Result<KeyRecord, ApiError> {
+    let updated = state
+        .store
+        .run(move |db| {
+            let Some(mut key) = load_key(db, &app_id, &key_id)? else { return Ok(None) };
+            change(&mut key);
+            put(db, KEYS_TREE, &key.id, encode(&key))?;
+            Ok(Some(key))
+        })
+        .await?
+        .ok_or_else(|| ApiError::not_found("key"))?;
+    state.registry.set_key(&updated);
+    Ok(updated)
+}
+
+/// Replace a key's permissions; takes effect on the next request.
+#[utoipa::path(
+    tag = "admin", security(("admin_token" = [])),
+    params(("appId" = String, Path), ("keyId" = String, Path)),
+    request_body(content = Object, description = r#"{"permissions": [...]}"#),
+    responses((status = 200, body = KeyView), (status = 400), (status = 404))
+)]
+#[patch("/apps/{appId}/keys/{keyId}")]
+async fn update_key(
+    _: Admin,
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    path: web::Path<(String, String)>,
+    payload: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    let body = api::read_body(payload, state.settings.server.max_body_bytes).await?;
+    let body = api::json_object(&req, &body)?;
+    let mut errors = Vec::new();
+    let permissions = permissions_field(&body, &mut errors);
+    only_fields(&body, &["permissions"], &mut errors);
+    if !errors.is_empty() {
+        return Err(ApiError::validation(errors));
+    }
+    let (app_id, key_id) = path.into_inner();
+    let perms = permissions.expect("checked");
+    let key = change_key(&state, app_id, key_id, move |k| k.permissions = perms).await?;
+    Ok(api::ok(&KeyView::from(&key)))
+}
+
+/// Revoke a key; takes effect on the next request.
+#[utoipa::path(
+    tag = "admin", security(("admin_token" = [])),
+    params(("appId" = String, Path), ("keyId" = String, Path)),
+    responses((status = 200, description = "{id, revoked: true}"), (status = 404))
+)]
+#[delete("/apps/{appId}/keys/{keyId}")]
+async fn revoke_key(_: Admin, state: web::Data<AppState>, path: web::Path<(String, String)>) -> Result<HttpResponse, ApiError> {
+    let (app_id, key_id) = path.into_inner();
+    let key = change_key(&state, app_id, key_id, |k| {
+        if k.revoked_at.is_none() {
+            k.revoked_at = Some(ids::iso(ids::now()));
+        }
+    })
+    .await?;
+    state.rate_limits.forget(&key.id);
+    tracing::info!(key_id = %key.id, "api key revoked");
+    Ok(api::ok(&json!({ "id": key.id, "revoked": true, "revokedAt": key.revoked_at })))
+}

@@ -1,0 +1,94 @@
+//! Authentication of API requests (`X-API-Key`), their permission and rate limit, and of admin
+//! requests (`Authorization: Bearer <admin token>`).
+
+use std::future::{ready, Ready};
+
+use actix_web::dev::Payload;
+use actix_web::{web, FromRequest, HttpMessage, HttpRequest};
+use subtle::ConstantTimeEq;
+
+use crate::error::{ApiError, ErrorCode, FieldError};
+use crate::startup::AppState;
+use crate::tenants::{KeyKind, Permission, Plan};
+
+/// The app and key behind an authenticated, rate-limited API request.
+#[derive(Debug, Clone)]
+pub struct Principal {
+    pub app_id: String,
+    pub key_id: String,
+    pub plan: Plan,
+    permissions: Vec<Permission>,
+}
+
+impl Principal {
+    /// 403 FORBIDDEN unless the key holds `p`.
+    pub fn require(&self, p: Permission) -> Result<(), ApiError> {
+        if self.permissions.contains(&p) {
+            Ok(())
+        } else {
+            Err(ApiError::new(ErrorCode::Forbidden, format!("this API key lacks the {} permission", p.name()))
+                .with_details(vec![FieldError::new("permission", format!("{} required", p.name()))]))
+        }
+    }
+}
+
+fn state(req: &HttpRequest) -> Result<&web::Data<AppState>, ApiError> {
+    req.app_data::<web::Data<AppState>>().ok_or_else(|| ApiError::internal("application state missing"))
+}
+
+fn authenticate(req: &HttpRequest) -> Result<Principal, ApiError> {
+    let state = state(req)?;
+    let presented = req
+        .headers()
+        .get("x-api-key")
+        .ok_or_else(|| ApiError::unauthorized("missing X-API-Key header"))?
+        .to_str()
+        .map_err(|_| ApiError::unauthorized("invalid API key"))?;
+    let who = state
+        .registry
+        .authenticate(presented, KeyKind::Api)
+        .ok_or_else(|| ApiError::unauthorized("invalid or revoked API key"))?;
+    let rate = state.rate_limits.check(&who.key_id, state.settings.plan(who.plan.name()).requests_per_minute);
+    req.extensions_mut().insert(rate);
+    if let Some(wait) = rate.retry_after {
+        return Err(ApiError::new(ErrorCode::RateLimited, format!("rate limit of {} requests per minute reached", rate.limit))
+            .with_header("retry-after", wait.to_string()));
+    }
+    Ok(Principal { app_id: who.app_id, key_id: who.key_id, plan: who.plan, permissions: who.permissions })
+}
+
+impl FromRequest for Principal {
+    type Error = ApiError;
+    type Future = Ready<Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        ready(authenticate(req))
+    }
+}
+
+/// An authenticated operator (`Authorization: Bearer <admin token>`).
+pub struct Admin;
+
+impl FromRequest for Admin {
+    type Error = ApiError;
+    type Future = Ready<Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        ready((|| {
+            let state = state(req)?;
+            let token = req
+                .headers()
+                .get("authorization")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("Bearer "))
+                .ok_or_else(|| ApiError::unauthorized("missing Authorization: Bearer <admin token>"))?;
+            let expected = crate::ids::hash_secret(state.admin_token.expose());
+            let given = crate::ids::hash_secret(token.trim());
+            if bool::from(expected.ct_eq(&given)) {
+                Ok(Admin)
+            } else {
+                Err(ApiError::unauthorized("invalid admin token"))
+            }
+        })())
+    }
+}

@@ -1,0 +1,137 @@
+//! Layered configuration: `config/default.toml` (built in), an optional file, then environment
+//! variables `TRIBUTARY__SECTION__KEY`, then command-line flags (applied by the caller).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+const DEFAULTS: &str = include_str!("../config/default.toml");
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Settings {
+    pub server: ServerSettings,
+    pub storage: StorageSettings,
+    pub api: ApiSettings,
+    pub plans: BTreeMap<String, PlanLimits>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct ServerSettings {
+    pub bind: String,
+    pub workers: usize,
+    pub max_body_bytes: usize,
+    pub shutdown_timeout_secs: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct StorageSettings {
+    pub data_dir: PathBuf,
+    pub store_threads: usize,
+    pub store_queue: usize,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct ApiSettings {
+    pub idempotency_ttl_secs: u64,
+}
+
+/// One plan's rate and quotas. A negative quota means unlimited.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+pub struct PlanLimits {
+    pub requests_per_minute: u32,
+    pub ideas: i64,
+    pub boards: i64,
+    pub contacts: i64,
+    pub active_surveys: i64,
+    pub responses_per_month: i64,
+    pub events_per_month: i64,
+}
+
+/// The quotas a plan limits, named as in configuration and in `PLAN_LIMIT_REACHED` details.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Quota {
+    Contacts,
+    Ideas,
+    Boards,
+    ActiveSurveys,
+    ResponsesPerMonth,
+    EventsPerMonth,
+}
+
+impl Quota {
+    pub fn name(self) -> &'static str {
+        match self {
+            Quota::Contacts => "contacts",
+            Quota::Ideas => "ideas",
+            Quota::Boards => "boards",
+            Quota::ActiveSurveys => "active_surveys",
+            Quota::ResponsesPerMonth => "responses_per_month",
+            Quota::EventsPerMonth => "events_per_month",
+        }
+    }
+}
+
+impl PlanLimits {
+    /// The limit for `quota`, `None` when unlimited.
+    pub fn limit(&self, quota: Quota) -> Option<u64> {
+        let v = match quota {
+            Quota::Contacts => self.contacts,
+            Quota::Ideas => self.ideas,
+            Quota::Boards => self.boards,
+            Quota::ActiveSurveys => self.active_surveys,
+            Quota::ResponsesPerMonth => self.responses_per_month,
+            Quota::EventsPerMonth => self.events_per_month,
+        };
+        u64::try_from(v).ok()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("configuration: {0}")]
+    Load(#[from] config::ConfigError),
+    #[error("configuration: plan `{0}` is missing (free, pro and enterprise are required)")]
+    MissingPlan(&'static str),
+    #[error("configuration: plans.{0}.requests_per_minute must be at least 1")]
+    ZeroRate(String),
+}
+
+pub const PLANS: [&str; 3] = ["free", "pro", "enterprise"];
+
+impl Settings {
+    /// Loads the layers; `file` is the optional `--config FILE`.
+    pub fn load(file: Option<&Path>) -> Result<Settings, ConfigError> {
+        let mut builder = config::Config::builder()
+            .add_source(config::File::from_str(DEFAULTS, config::FileFormat::Toml));
+        if let Some(file) = file {
+            builder = builder.add_source(config::File::from(file).required(true));
+        }
+        let settings: Settings = builder
+            .add_source(
+                config::Environment::with_prefix("TRIBUTARY")
+                    .prefix_separator("__")
+                    .separator("__")
+                    .try_parsing(true),
+            )
+            .build()?
+            .try_deserialize()?;
+        settings.check()?;
+        Ok(settings)
+    }
+
+    fn check(&self) -> Result<(), ConfigError> {
+        for plan in PLANS {
+            let limits = self.plans.get(plan).ok_or(ConfigError::MissingPlan(plan))?;
+            if limits.requests_per_minute == 0 {
+                return Err(ConfigError::ZeroRate(plan.to_owned()));
+            }
+        }
+        Ok(())
+    }
+
+    /// The limits of `plan`; plans are checked at load, and app plans are checked on write.
+    pub fn plan(&self, plan: &str) -> PlanLimits {
+        self.plans.get(plan).or_else(|| self.plans.get("free")).copied().expect("plans checked at load")
+    }
+}

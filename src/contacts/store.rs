@@ -1,0 +1,444 @@
+//! Contacts in sled: records and every index entry in one tree, so one transaction keeps
+//! them consistent.
+//!
+//! Keys (`app` and `id` are 24-character ObjectIds):
+//! - `r` app id             -> the contact as JSON
+//! - `e` app email          -> id (the unique e-mail index)
+//! - `i` app field value id -> empty (one sort index per sortable field; values order as bytes)
+//! - `n` app                -> number of contacts (u64, big endian) for the plan limit
+//!
+//! Invariant: a contact's record, e-mail entry, sort entries and count change in one
+//! transaction; a hard delete removes all of them (GDPR erasure leaves nothing behind).
+
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Value};
+use sled::transaction::{ConflictableTransactionError, TransactionError, TransactionalTree};
+
+use super::model::{apply, Contact, Mode, Rejection};
+use crate::error::FieldError;
+use crate::ids;
+use crate::store::{decode, encode, StoreError};
+
+pub const TREE: &str = "contacts";
+
+/// What can go wrong with a contact operation, in domain terms.
+#[derive(Debug)]
+pub enum ContactError {
+    NotFound,
+    Invalid(Vec<FieldError>),
+    NeedsConsent,
+    DuplicateEmail { existing_id: String },
+    PlanLimit { limit: u64, current: u64 },
+    Store(StoreError),
+}
+
+impl From<StoreError> for ContactError {
+    fn from(e: StoreError) -> Self {
+        ContactError::Store(e)
+    }
+}
+
+impl From<sled::Error> for ContactError {
+    fn from(e: sled::Error) -> Self {
+        ContactError::Store(StoreError::Sled(e))
+    }
+}
+
+impl From<Rejection> for ContactError {
+    fn from(r: Rejection) -> Self {
+        match r {
+            Rejection::Invalid(d) => ContactError::Invalid(d),
+            Rejection::NeedsConsent => ContactError::NeedsConsent,
+        }
+    }
+}
+
+impl From<TransactionError<ContactError>> for ContactError {
+    fn from(e: TransactionError<ContactError>) -> Self {
+        match e {
+            TransactionError::Abort(e) => e,
+            TransactionError::Storage(e) => e.into(),
+        }
+    }
+}
+
+/// The sortable fields (api.md §5) and their index tag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SortField {
+    CreatedAt,
+    UpdatedAt,
+    Score,
+    LastName,
+    Email,
+}
+
+impl SortField {
+    pub const ALL: [SortField; 5] =
+        [SortField::CreatedAt, SortField::UpdatedAt, SortField::Score, SortField::LastName, SortField::Email];
+
+    pub fn parse(s: &str) -> Option<SortField> {
+        Some(match s {
+            "createdAt" => SortField::CreatedAt,
+            "updatedAt" => SortField::UpdatedAt,
+            "score" => SortField::Score,
+            "lastName" => SortField::LastName,
+            "email" => SortField::Email,
+            _ => return None,
+        })
+    }
+
+    fn tag(self) -> u8 {
+        match self {
+            SortField::CreatedAt => b'c',
+            SortField::UpdatedAt => b'u',
+            SortField::Score => b's',
+            SortField::LastName => b'l',
+            SortField::Email => b'e',
+        }
+    }
+
+    /// The value's bytes in the index: they order as the field does.
+    fn encode(self, c: &Contact) -> Vec<u8> {
+        fn micros(s: &str) -> [u8; 8] {
+            let t = ids::parse_iso(s).map(|t| t.timestamp_micros()).unwrap_or(0);
+            ((t as u64) ^ (1 << 63)).to_be_bytes()
+        }
+        match self {
+            SortField::CreatedAt => micros(&c.created_at).to_vec(),
+            SortField::UpdatedAt => micros(&c.updated_at).to_vec(),
+            SortField::Score => (c.score.max(0) as u64).to_be_bytes().to_vec(),
+            // Validation forbids control characters, so 0 ends the value unambiguously.
+            SortField::LastName => {
+                let mut v = c.last_name.as_deref().unwrap_or("").to_lowercase().into_bytes();
+                v.push(0);
+                v
+            }
+            SortField::Email => {
+                let mut v = c.email.clone().into_bytes();
+                v.push(0);
+                v
+            }
+        }
+    }
+}
+
+/// Order of a list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sort {
+    pub field: SortField,
+    pub descending: bool,
+}
+
+/// Filters of `GET /acq/v1/contacts`; empty vectors mean "any".
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    pub statuses: Vec<String>,
+    pub sources: Vec<String>,
+    pub tags: Vec<String>,
+    pub emails: Vec<String>,
+    pub company_ids: Vec<String>,
+    /// Lowercased substring of name, e-mail or company.
+    pub q: Option<String>,
+    pub score_min: Option<i64>,
+    pub score_max: Option<i64>,
+    pub created_after: Option<DateTime<Utc>>,
+    pub updated_after: Option<DateTime<Utc>>,
+}
+
+impl Filter {
+    fn matches(&self, c: &Contact) -> bool {
+        fn any_of(set: &[String], v: &str) -> bool {
+            set.is_empty() || set.iter().any(|s| s == v)
+        }
+        let after = |bound: Option<DateTime<Utc>>, ts: &str| match bound {
+            None => true,
+            Some(b) => ids::parse_iso(ts).is_some_and(|t| t > b),
+        };
+        any_of(&self.statuses, &c.status)
+            && any_of(&self.sources, &c.source)
+            && any_of(&self.emails, &c.email)
+            && (self.company_ids.is_empty() || c.company_id.as_deref().is_some_and(|id| any_of(&self.company_ids, id)))
+            && (self.tags.is_empty() || self.tags.iter().any(|t| c.tags.contains(t)))
+            && self.score_min.is_none_or(|m| c.score >= m)
+            && self.score_max.is_none_or(|m| c.score <= m)
+            && after(self.created_after, &c.created_at)
+            && after(self.updated_after, &c.updated_at)
+            && self.q.as_deref().is_none_or(|q| {
+                [Some(&c.email), c.first_name.as_ref(), c.last_name.as_ref(), c.company.as_ref()]
+                    .into_iter()
+                    .flatten()
+                    .any(|s| s.to_lowercase().contains(q))
+            })
+    }
+}
+
+/// A position in a sorted walk: the index entry after the field tag (value bytes + id).
+/// Opaque to clients: `Cursor::encode` / `Cursor::decode` wrap it in base64url with the sort.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cursor(Vec<u8>);
+
+impl Cursor {
+    pub fn encode(&self, sort: Sort) -> String {
+        use base64::Engine;
+        let mut raw = vec![sort.field.tag(), if sort.descending { b'-' } else { b'+' }];
+        raw.extend_from_slice(&self.0);
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
+    }
+
+    /// `None` for a malformed cursor or one made for another sort order.
+    pub fn decode(s: &str, sort: Sort) -> Option<Cursor> {
+        use base64::Engine;
+        let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(s).ok()?;
+        let (head, rest) = raw.split_at_checked(2)?;
+        let dir = if sort.descending { b'-' } else { b'+' };
+        if head != [sort.field.tag(), dir] || rest.len() < 24 {
+            return None;
+        }
+        let id = std::str::from_utf8(&rest[rest.len() - 24..]).ok()?;
+        ids::is_object_id(id).then(|| Cursor(rest.to_vec()))
+    }
+}
+
+fn record_key(app: &str, id: &str) -> Vec<u8> {
+    [b"r", app.as_bytes(), id.as_bytes()].concat()
+}
+
+fn email_key(app: &str, email: &str) -> Vec<u8> {
+    [b"e", app.as_bytes(), email.as_bytes()].concat()
+}
+
+fn index_prefix(app: &str, field: SortField) -> Vec<u8> {
+    [b"i", app.as_bytes(), &[field.tag()]].concat()
+}
+
+fn count_key(app: &str) -> Vec<u8> {
+    [b"n", app.as_bytes()].concat()
+}
+
+fn index_keys(c: &Contact) -> impl Iterator<Item = Vec<u8>> + '_ {
+    SortField::ALL.into_iter().map(move |f| [index_prefix(&c.app_id, f), f.encode(c), c.id.as_bytes().to_vec()].concat())
+}
+
+type Tx<T> = Result<T, ConflictableTransactionError<ContactError>>;
+
+fn abort<T>(e: ContactError) -> Tx<T> {
+    Err(ConflictableTransactionError::Abort(e))
+}
+
+fn read_count(tx: &TransactionalTree, app: &str) -> Tx<u64> {
+    Ok(tx
+        .get(count_key(app))?
+        .and_then(|v| <[u8; 8]>::try_from(v.as_ref()).ok())
+        .map(u64::from_be_bytes)
+        .unwrap_or(0))
+}
+
+/// Inserts a new contact with its index entries; checks the e-mail is free and the plan has room.
+fn insert_tx(tx: &TransactionalTree, c: &Contact, limit: Option<u64>) -> Tx<()> {
+    if let Some(existing) = tx.get(email_key(&c.app_id, &c.email))? {
+        return abort(ContactError::DuplicateEmail { existing_id: String::from_utf8_lossy(&existing).into_owned() });
+    }
+    let count = read_count(tx, &c.app_id)?;
+    if let Some(limit) = limit {
+        if count >= limit {
+            return abort(ContactError::PlanLimit { limit, current: count });
+        }
+    }
+    tx.insert(record_key(&c.app_id, &c.id), encode(c))?;
+    tx.insert(email_key(&c.app_id, &c.email), c.id.as_bytes())?;
+    for k in index_keys(c) {
+        tx.insert(k, &[][..])?;
+    }
+    tx.insert(count_key(&c.app_id), &(count + 1).to_be_bytes()[..])?;
+    Ok(())
+}
+
+/// Replaces `old` by `new` (same id), moving the index entries whose values changed.
+fn replace_tx(tx: &TransactionalTree, old: &Contact, new: &Contact) -> Tx<()> {
+    if old.email != new.email {
+        if let Some(existing) = tx.get(email_key(&new.app_id, &new.email))? {
+            return abort(ContactError::DuplicateEmail {
+                existing_id: String::from_utf8_lossy(&existing).into_owned(),
+            });
+        }
+        tx.remove(email_key(&old.app_id, &old.email))?;
+        tx.insert(email_key(&new.app_id, &new.email), new.id.as_bytes())?;
+    }
+    for (o, n) in index_keys(old).zip(index_keys(new)) {
+        if o != n {
+            tx.remove(o)?;
+            tx.insert(n, &[][..])?;
+        }
+    }
+    tx.insert(record_key(&new.app_id, &new.id), encode(new))?;
+    Ok(())
+}
+
+fn load(tree: &sled::Tree, app: &str, id: &str) -> Result<Option<Contact>, StoreError> {
+    let key = record_key(app, id);
+    match tree.get(&key)? {
+        Some(v) => Ok(Some(decode(&key, &v)?)),
+        None => Ok(None),
+    }
+}
+
+/// Makes a contact from a create body; does not store it.
+pub fn build(app: &str, body: &Map<String, Value>) -> Result<Contact, ContactError> {
+    let now = ids::iso(ids::now());
+    let mut c = Contact::blank(ids::object_id(), app.to_owned(), &now);
+    apply(&mut c, body, Mode::Create)?;
+    Ok(c)
+}
+
+/// Stores a new contact. `limit` is the plan's contact quota (`None`: unlimited).
+pub fn create(db: &sled::Db, c: &Contact, limit: Option<u64>) -> Result<(), ContactError> {
+    let tree = db.open_tree(TREE)?;
+    tree.transaction(|tx| insert_tx(tx, c, limit))?;
+    db.flush()?;
+    Ok(())
+}
+
+pub fn get(db: &sled::Db, app: &str, id: &str) -> Result<Option<Contact>, StoreError> {
+    if !ids::is_object_id(id) {
+        return Ok(None);
+    }
+    load(&db.open_tree(TREE)?, app, id)
+}
+
+/// Applies a merge patch to the contact `id` of `app`.
+pub fn update(db: &sled::Db, app: &str, id: &str, body: &Map<String, Value>) -> Result<Contact, ContactError> {
+    let tree = db.open_tree(TREE)?;
+    let updated = tree.transaction(|tx| {
+        let key = record_key(app, id);
+        let Some(bytes) = tx.get(&key)? else { return abort(ContactError::NotFound) };
+        let old: Contact = decode(&key, &bytes).map_err(|e| ConflictableTransactionError::Abort(e.into()))?;
+        let mut new = old.clone();
+        if let Err(r) = apply(&mut new, body, Mode::Patch) {
+            return abort(r.into());
+        }
+        new.updated_at = ids::iso(ids::now());
+        replace_tx(tx, &old, &new)?;
+        Ok(new)
+    })?;
+    db.flush()?;
+    Ok(updated)
+}
+
+/// Hard delete: the record, its e-mail entry, its sort entries; the count goes down.
+pub fn delete(db: &sled::Db, app: &str, id: &str) -> Result<(), ContactError> {
+    if !ids::is_object_id(id) {
+        return Err(ContactError::NotFound);
+    }
+    let tree = db.open_tree(TREE)?;
+    tree.transaction(|tx| {
+        let key = record_key(app, id);
+        let Some(bytes) = tx.get(&key)? else { return abort(ContactError::NotFound) };
+        let c: Contact = decode(&key, &bytes).map_err(|e| ConflictableTransactionError::Abort(e.into()))?;
+        tx.remove(key)?;
+        tx.remove(email_key(app, &c.email))?;
+        for k in index_keys(&c) {
+            tx.remove(k)?;
+        }
+        let count = read_count(tx, app)?;
+        tx.insert(count_key(app), &count.saturating_sub(1).to_be_bytes()[..])?;
+        Ok(())
+    })?;
+    db.flush()?;
+    Ok(())
+}
+
+/// One page of a sorted, filtered walk, and the cursor of its last item when more follow.
+pub fn list(
+    db: &sled::Db,
+    app: &str,
+    filter: &Filter,
+    sort: Sort,
+    limit: usize,
+    after: Option<&Cursor>,
+) -> Result<(Vec<Contact>, Option<Cursor>), StoreError> {
+    let tree = db.open_tree(TREE)?;
+    let prefix = index_prefix(app, sort.field);
+    let mut end = prefix.clone();
+    *end.last_mut().expect("prefix is not empty") += 1;
+    let start_bound = |c: &Cursor| [prefix.as_slice(), &c.0].concat();
+    let entries: Box<dyn Iterator<Item = sled::Result<(sled::IVec, sled::IVec)>>> = match (after, sort.descending) {
+        (None, false) => Box::new(tree.range(prefix.clone()..end)),
+        (None, true) => Box::new(tree.range(prefix.clone()..end).rev()),
+        (Some(c), false) => {
+            Box::new(tree.range((std::ops::Bound::Excluded(start_bound(c)), std::ops::Bound::Excluded(end))))
+        }
+        (Some(c), true) => Box::new(tree.range(prefix.clone()..start_bound(c)).rev()),
+    };
+    let mut page = Vec::with_capacity(limit);
+    let mut last = None;
+    for entry in entries {
+        let (key, _) = entry?;
+        let suffix = &key[prefix.len()..];
+        let id = std::str::from_utf8(&suffix[suffix.len().saturating_sub(24)..]).unwrap_or_default();
+        let Some(c) = load(&tree, app, id)? else { continue };
+        if !filter.matches(&c) {
+            continue;
+        }
+        if page.len() == limit {
+            return Ok((page, last));
+        }
+        last = Some(Cursor(suffix.to_vec()));
+        page.push(c);
+    }
+    Ok((page, None))
+}
+
+/// Finds a contact of `app` by normalised e-mail.
+pub fn find_by_email(db: &sled::Db, app: &str, email: &str) -> Result<Option<Contact>, StoreError> {
+    let tree = db.open_tree(TREE)?;
+    match tree.get(email_key(app, email))? {
+        Some(id) => load(&tree, app, &String::from_utf8_lossy(&id)),
+        None => Ok(None),
+    }
+}
+
+/// Number of contacts of `app`.
+pub fn count(db: &sled::Db, app: &str) -> Result<u64, StoreError> {
+    let tree = db.open_tree(TREE)?;
+    Ok(tree
+        .get(count_key(app))?
+        .and_then(|v| <[u8; 8]>::try_from(v.as_ref()).ok())
+        .map(u64::from_be_bytes)
+        .unwrap_or(0))
+}
+
+/// Result of one item of a batch.
+#[derive(Debug)]
+pub enum BatchOutcome {
+    Created(Contact),
+    Updated(Contact),
+    Failed(ContactError),
+}
+
+/// Creates (or, with `upsert`, updates by e-mail) each body in turn; each item is its own
+/// transaction, so one bad item never stops the others. One flush covers the whole batch.
+pub fn batch(
+    db: &sled::Db,
+    app: &str,
+    bodies: &[Map<String, Value>],
+    upsert: bool,
+    limit: Option<u64>,
+) -> Result<Vec<BatchOutcome>, StoreError> {
+    let tree = db.open_tree(TREE)?;
+    let mut out = Vec::with_capacity(bodies.len());
+    for body in bodies {
+        let outcome = (|| -> Result<BatchOutcome, ContactError> {
+            let c = build(app, body)?;
+            if upsert {
+                if let Some(existing) = find_by_email(db, app, &c.email)? {
+                    return Ok(BatchOutcome::Updated(update(db, app, &existing.id, body)?));
+                }
+            }
+            tree.transaction(|tx| insert_tx(tx, &c, limit))?;
+            Ok(BatchOutcome::Created(c))
+        })();
+        out.push(outcome.unwrap_or_else(BatchOutcome::Failed));
+    }
+    db.flush()?;
+    Ok(out)
+}

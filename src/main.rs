@@ -1,0 +1,74 @@
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use tributary::config::Settings;
+use tributary::startup::Application;
+
+/// Tributary: feedback, acquisition and analytics service.
+///
+/// Configuration comes from config/default.toml (built in), then --config FILE, then
+/// environment variables TRIBUTARY__SECTION__KEY (e.g. TRIBUTARY__PLANS__FREE__CONTACTS=3),
+/// then the flags below. The admin token comes from TRIBUTARY_ADMIN_TOKEN, or is generated at
+/// first start, printed once and kept in <data-dir>/admin_token.
+#[derive(Parser)]
+#[command(version, about, long_about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the HTTP server (Ctrl-C or SIGTERM stops it gracefully).
+    Serve {
+        /// Address to listen on, e.g. 127.0.0.1:8080 (port 0 picks a free port).
+        #[arg(long)]
+        bind: Option<String>,
+        /// Directory for the database, the admin token and the event lake.
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+        /// A TOML file layered over the defaults.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Print the OpenAPI document of every endpoint.
+    Openapi,
+}
+
+fn main() -> std::process::ExitCode {
+    tributary::telemetry::init();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve { bind, data_dir, config } => {
+            let mut settings = match Settings::load(config.as_deref()) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return std::process::ExitCode::from(2);
+                }
+            };
+            if let Some(b) = bind {
+                settings.server.bind = b;
+            }
+            if let Some(d) = data_dir {
+                settings.storage.data_dir = d;
+            }
+            let result = actix_web::rt::System::new().block_on(async move {
+                let app = Application::build(settings)?;
+                app.run_until_stopped().await
+            });
+            match result {
+                Ok(()) => std::process::ExitCode::SUCCESS,
+                Err(e) => {
+                    tracing::error!(error = %e, "tributary stopped with an error");
+                    eprintln!("error: {e}");
+                    std::process::ExitCode::FAILURE
+                }
+            }
+        }
+        Command::Openapi => {
+            println!("{}", serde_json::to_string_pretty(&tributary::startup::openapi()).expect("openapi serializes"));
+            std::process::ExitCode::SUCCESS
+        }
+    }
+}

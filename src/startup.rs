@@ -1,0 +1,238 @@
+//! Building and running the server: open the store, load the registry, bind the listener
+//! (port 0 works and the real port is exposed, so tests can run many servers), wire the routes.
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::sync::Arc;
+
+use actix_web::dev::Server;
+use actix_web::middleware::from_fn;
+use actix_web::{get, web, App, HttpResponse, HttpServer};
+use utoipa::OpenApi;
+use utoipa_actix_web::{scope, AppExt};
+
+use crate::api::{self, ratelimit::RateLimits};
+use crate::config::Settings;
+use crate::store::{Store, StoreThreads};
+use crate::tenants::Registry;
+
+/// A secret that never reaches a log.
+#[derive(Clone)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(s: String) -> Secret {
+        Secret(s)
+    }
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret([redacted])")
+    }
+}
+
+/// What every handler can reach.
+pub struct AppState {
+    pub settings: Settings,
+    pub store: Store,
+    pub registry: Registry,
+    pub rate_limits: RateLimits,
+    pub admin_token: Secret,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("data directory {path}: {cause}")]
+    DataDir { path: String, cause: std::io::Error },
+    #[error("store: {0}")]
+    Store(#[from] crate::store::StoreError),
+    #[error("cannot listen on {addr}: {cause}")]
+    Bind { addr: String, cause: std::io::Error },
+    #[error("server: {0}")]
+    Server(std::io::Error),
+}
+
+/// A built, bound, not yet running server.
+pub struct Application {
+    port: u16,
+    server: Server,
+    store: Store,
+    threads: StoreThreads,
+}
+
+const ADMIN_TOKEN_FILE: &str = "admin_token";
+
+/// The admin token: `TRIBUTARY_ADMIN_TOKEN`, else the one kept in the data dir, else a new one
+/// that is written there (mode 0600) and printed once.
+fn admin_token(data_dir: &Path) -> Result<Secret, StartError> {
+    if let Ok(t) = std::env::var("TRIBUTARY_ADMIN_TOKEN") {
+        if !t.trim().is_empty() {
+            return Ok(Secret(t.trim().to_owned()));
+        }
+    }
+    let path = data_dir.join(ADMIN_TOKEN_FILE);
+    let io = |cause| StartError::DataDir { path: path.display().to_string(), cause };
+    match std::fs::read_to_string(&path) {
+        Ok(t) if !t.trim().is_empty() => Ok(Secret(t.trim().to_owned())),
+        _ => {
+            let token = format!("adm_{}", crate::ids::secret());
+            let mut opts = std::fs::OpenOptions::new();
+            opts.write(true).create(true).truncate(true);
+            #[cfg(unix)]
+            std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
+            use std::io::Write;
+            let mut f = opts.open(&path).map_err(io)?;
+            f.write_all(token.as_bytes()).and_then(|_| f.sync_all()).map_err(io)?;
+            eprintln!(
+                "\n  admin token (shown once; kept in {}):\n\n    {token}\n\n  use it as: Authorization: Bearer <token>\n",
+                path.display()
+            );
+            Ok(Secret(token))
+        }
+    }
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Tributary",
+        description = "Feedback, acquisition and analytics service. Errors use the envelope \
+            {success: false, error: {code, message, details?}, meta: {requestId}}; successes \
+            {success: true, data, pagination?, meta}."
+    ),
+    modifiers(&SecuritySchemes),
+    tags((name = "contacts", description = "Acquisition CRM (X-API-Key)"),
+         (name = "admin", description = "Apps and keys (Authorization: Bearer <admin token>)"),
+         (name = "service", description = "Health and API description"))
+)]
+struct ApiDoc;
+
+struct SecuritySchemes;
+
+impl utoipa::Modify for SecuritySchemes {
+    fn modify(&self, api: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{ApiKey, ApiKeyValue, Http, HttpAuthScheme, SecurityScheme};
+        let c = api.components.get_or_insert_with(Default::default);
+        c.add_security_scheme("api_key", SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::new("X-API-Key"))));
+        c.add_security_scheme("app_key", SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::new("X-App-Key"))));
+        c.add_security_scheme("admin_token", SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)));
+    }
+}
+
+/// Liveness: 200 while the server runs.
+#[utoipa::path(tag = "service", responses((status = 200, description = "{status: ok}")))]
+#[get("/healthz")]
+async fn healthz() -> HttpResponse {
+    api::ok(&serde_json::json!({ "status": "ok" }))
+}
+
+/// Wires every route on an app; also used to produce the OpenAPI document.
+fn routes(state: web::Data<AppState>) -> (App<impl actix_web::dev::ServiceFactory<
+    actix_web::dev::ServiceRequest,
+    Config = (),
+    Response = actix_web::dev::ServiceResponse<actix_web::body::BoxBody>,
+    Error = actix_web::Error,
+    InitError = (),
+>>, utoipa::openapi::OpenApi) {
+    let (app, doc) = App::new()
+        .into_utoipa_app()
+        .openapi(ApiDoc::openapi())
+        .app_data(state)
+        .app_data(web::QueryConfig::default().error_handler(api::query_error))
+        .app_data(web::PathConfig::default().error_handler(api::path_error))
+        .app_data(web::JsonConfig::default().error_handler(api::json_error))
+        .service(healthz)
+        .service(scope::scope("/acq/v1").configure(crate::contacts::configure))
+        .service(scope::scope("/admin/v1").configure(crate::admin::configure))
+        .split_for_parts();
+    (app.wrap(from_fn(api::request_context)), doc)
+}
+
+/// The OpenAPI document of every route.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    let mut doc = ApiDoc::openapi();
+    let (_, routes_doc) = App::new()
+        .into_utoipa_app()
+        .openapi(ApiDoc::openapi())
+        .service(healthz)
+        .service(scope::scope("/acq/v1").configure(crate::contacts::configure))
+        .service(scope::scope("/admin/v1").configure(crate::admin::configure))
+        .split_for_parts();
+    doc.merge(routes_doc);
+    doc
+}
+
+impl Application {
+    /// Opens the store and binds the listener; the server does not run until `run_until_stopped`.
+    pub fn build(settings: Settings) -> Result<Application, StartError> {
+        let data_dir = settings.storage.data_dir.clone();
+        std::fs::create_dir_all(&data_dir)
+            .map_err(|cause| StartError::DataDir { path: data_dir.display().to_string(), cause })?;
+        let (store, threads) =
+            Store::open(&data_dir.join("db"), settings.storage.store_threads, settings.storage.store_queue)?;
+        let registry = Registry::load(store.db_for_startup())?;
+        let swept = crate::idempotency::sweep(store.db_for_startup(), settings.api.idempotency_ttl_secs as i64)?;
+        if swept > 0 {
+            tracing::info!(swept, "expired idempotency records removed");
+        }
+        let admin_token = admin_token(&data_dir)?;
+        let listener = TcpListener::bind(&settings.server.bind)
+            .map_err(|cause| StartError::Bind { addr: settings.server.bind.clone(), cause })?;
+        let addr = listener.local_addr().map_err(StartError::Server)?;
+        let workers = match settings.server.workers {
+            0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
+            n => n,
+        };
+        let shutdown_timeout = settings.server.shutdown_timeout_secs;
+        tracing::info!(addr = %addr, data_dir = %data_dir.display(), workers, "tributary listening");
+        let state = web::Data::new(AppState {
+            settings,
+            store: store.clone(),
+            registry,
+            rate_limits: RateLimits::default(),
+            admin_token,
+        });
+        let doc = Arc::new(openapi());
+        let server = HttpServer::new(move || {
+            let doc = doc.clone();
+            let (app, _) = routes(state.clone());
+            app.route("/openapi.json", web::get().to(move || {
+                let doc = doc.clone();
+                async move { HttpResponse::Ok().json(&*doc) }
+            }))
+            .default_service(web::to(api::not_found))
+        })
+        .workers(workers)
+        .shutdown_timeout(shutdown_timeout)
+        .listen(listener)
+        .map_err(StartError::Server)?
+        .run();
+        Ok(Application { port: addr.port(), server, store, threads })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// A handle to stop the server (`stop(true)` is graceful).
+    pub fn handle(&self) -> actix_web::dev::ServerHandle {
+        self.server.handle()
+    }
+
+    /// Serves until SIGTERM / Ctrl-C (actix stops accepting and finishes in-flight requests
+    /// within `shutdown_timeout_secs`) or a stop through `handle`; then flushes sled.
+    pub async fn run_until_stopped(self) -> Result<(), StartError> {
+        let Application { server, store, threads, .. } = self;
+        let result = server.await.map_err(StartError::Server);
+        tracing::info!("http server stopped; flushing the store");
+        store.flush()?;
+        drop(store);
+        threads.join();
+        tracing::info!("shutdown complete");
+        result
+    }
+}

@@ -1,0 +1,122 @@
+//! The store actor: sled on disk, served by a few dedicated threads.
+//!
+//! `handler -> Store::run(closure) -> [bounded queue] -> store thread -> sled -> oneshot reply`
+//!
+//! Architecture invariant: sled is only touched from store threads (or at start-up, before the
+//! server accepts requests), never from an async worker. The queue is bounded: when it is full,
+//! `run` answers `StoreError::Busy` at once, which the API turns into 503 + Retry-After.
+
+use std::path::Path;
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{bounded, Sender, TrySendError};
+
+type Job = Box<dyn FnOnce(&sled::Db) + Send + 'static>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("store queue is full")]
+    Busy,
+    #[error("store is shut down")]
+    Closed,
+    #[error("sled: {0}")]
+    Sled(#[from] sled::Error),
+    #[error("corrupt record under {key}: {cause}")]
+    Corrupt { key: String, cause: String },
+}
+
+impl From<sled::transaction::TransactionError<StoreError>> for StoreError {
+    fn from(e: sled::transaction::TransactionError<StoreError>) -> Self {
+        match e {
+            sled::transaction::TransactionError::Abort(e) => e,
+            sled::transaction::TransactionError::Storage(e) => StoreError::Sled(e),
+        }
+    }
+}
+
+/// A handle to the store actor; cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    tx: Sender<Job>,
+    db: sled::Db,
+}
+
+/// Owns the store threads; dropping the last `Store` and calling `join` ends them.
+pub struct StoreThreads {
+    handles: Vec<JoinHandle<()>>,
+}
+
+impl Store {
+    /// Opens (or creates) the database under `dir` and starts `threads` store threads.
+    pub fn open(dir: &Path, threads: usize, queue: usize) -> Result<(Store, StoreThreads), StoreError> {
+        let db = sled::Config::new().path(dir).mode(sled::Mode::HighThroughput).open()?;
+        let (tx, rx) = bounded::<Job>(queue.max(1));
+        let handles = (0..threads.max(1))
+            .map(|i| {
+                let rx = rx.clone();
+                let db = db.clone();
+                std::thread::Builder::new()
+                    .name(format!("store-{i}"))
+                    .spawn(move || {
+                        for job in rx.iter() {
+                            job(&db);
+                        }
+                    })
+                    .expect("spawn store thread")
+            })
+            .collect();
+        Ok((Store { tx, db }, StoreThreads { handles }))
+    }
+
+    /// Runs `f` on a store thread and awaits its answer.
+    pub async fn run<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&sled::Db) -> Result<T, StoreError> + Send + 'static,
+    {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let job: Job = Box::new(move |db| {
+            let _ = reply.send(f(db));
+        });
+        match self.tx.try_send(job) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => return Err(StoreError::Busy),
+            Err(TrySendError::Disconnected(_)) => return Err(StoreError::Closed),
+        }
+        answer.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// Direct access for start-up code that runs before any request is served.
+    pub fn db_for_startup(&self) -> &sled::Db {
+        &self.db
+    }
+
+    /// Writes every dirty buffer to disk.
+    pub fn flush(&self) -> Result<(), StoreError> {
+        self.db.flush()?;
+        Ok(())
+    }
+}
+
+impl StoreThreads {
+    /// Waits for the store threads to finish their queued jobs; call after the last `Store`
+    /// handle is dropped.
+    pub fn join(self) {
+        for h in self.handles {
+            let _ = h.join();
+        }
+    }
+}
+
+/// JSON-decodes a stored record, naming its key when it is corrupt.
+pub fn decode<T: serde::de::DeserializeOwned>(key: &[u8], bytes: &[u8]) -> Result<T, StoreError> {
+    serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt {
+        key: String::from_utf8_lossy(key).into_owned(),
+        cause: e.to_string(),
+    })
+}
+
+/// JSON-encodes a record for storage.
+pub fn encode<T: serde::Serialize>(value: &T) -> Vec<u8> {
+    serde_json::to_vec(value).expect("records always serialize")
+}
