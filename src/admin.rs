@@ -10,7 +10,9 @@ use crate::error::{ApiError, FieldError};
 use crate::ids;
 use crate::startup::AppState;
 use crate::store::{decode, encode, StoreError};
-use crate::tenants::{new_key, App, KeyKind, KeyRecord, KeyView, Permission, Plan, APPS_TREE, KEYS_TREE};
+use crate::tenants::{
+    new_key, App, KeyKind, KeyRecord, KeyView, Permission, Plan, APPS_TREE, KEYS_TREE,
+};
 
 pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(create_app)
@@ -24,10 +26,16 @@ pub fn configure(cfg: &mut ServiceConfig) {
         .service(revoke_key);
 }
 
-fn name_field(body: &Map<String, Value>, required: bool, errors: &mut Vec<FieldError>) -> Option<String> {
+fn name_field(
+    body: &Map<String, Value>,
+    required: bool,
+    errors: &mut Vec<FieldError>,
+) -> Option<String> {
     match body.get("name") {
         None if !required => None,
-        Some(Value::String(s)) if !s.trim().is_empty() && s.trim().chars().count() <= 100 => Some(s.trim().to_owned()),
+        Some(Value::String(s)) if !s.trim().is_empty() && s.trim().chars().count() <= 100 => {
+            Some(s.trim().to_owned())
+        }
         _ => {
             errors.push(FieldError::new("name", "is required: 1 to 100 characters"));
             None
@@ -35,7 +43,11 @@ fn name_field(body: &Map<String, Value>, required: bool, errors: &mut Vec<FieldE
     }
 }
 
-fn plan_field(body: &Map<String, Value>, required: bool, errors: &mut Vec<FieldError>) -> Option<Plan> {
+fn plan_field(
+    body: &Map<String, Value>,
+    required: bool,
+    errors: &mut Vec<FieldError>,
+) -> Option<Plan> {
     match body.get("plan") {
         None if !required => None,
         Some(Value::String(s)) if Plan::parse(s).is_some() => Plan::parse(s),
@@ -46,9 +58,15 @@ fn plan_field(body: &Map<String, Value>, required: bool, errors: &mut Vec<FieldE
     }
 }
 
-fn permissions_field(body: &Map<String, Value>, errors: &mut Vec<FieldError>) -> Option<Vec<Permission>> {
+fn permissions_field(
+    body: &Map<String, Value>,
+    errors: &mut Vec<FieldError>,
+) -> Option<Vec<Permission>> {
     let Some(Value::Array(items)) = body.get("permissions") else {
-        errors.push(FieldError::new("permissions", "is required: an array of permission names"));
+        errors.push(FieldError::new(
+            "permissions",
+            "is required: an array of permission names",
+        ));
         return None;
     };
     let mut perms = Vec::new();
@@ -60,7 +78,11 @@ fn permissions_field(body: &Map<String, Value>, errors: &mut Vec<FieldError>) ->
                 format!("permissions[{i}]"),
                 format!(
                     "unknown permission; one of: {}",
-                    Permission::ALL.iter().map(|p| p.name()).collect::<Vec<_>>().join(", ")
+                    Permission::ALL
+                        .iter()
+                        .map(|p| p.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ),
             )),
         }
@@ -70,7 +92,10 @@ fn permissions_field(body: &Map<String, Value>, errors: &mut Vec<FieldError>) ->
 
 fn only_fields(body: &Map<String, Value>, allowed: &[&str], errors: &mut Vec<FieldError>) {
     for k in body.keys().filter(|k| !allowed.contains(&k.as_str())) {
-        errors.push(FieldError::new(k.clone(), format!("is not accepted here ({})", allowed.join(", "))));
+        errors.push(FieldError::new(
+            k.clone(),
+            format!("is not accepted here ({})", allowed.join(", ")),
+        ));
     }
 }
 
@@ -107,7 +132,12 @@ fn put(db: &sled::Db, tree: &str, id: &str, value: Vec<u8>) -> Result<(), StoreE
     responses((status = 201, description = "{id, name, plan, integrationKey, createdAt}"), (status = 400), (status = 401))
 )]
 #[post("/apps")]
-async fn create_app(_: Admin, state: web::Data<AppState>, req: HttpRequest, payload: web::Payload) -> Result<HttpResponse, ApiError> {
+async fn create_app(
+    _: Admin,
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> Result<HttpResponse, ApiError> {
     let body = api::read_body(payload, state.settings.server.max_body_bytes).await?;
     let body = api::json_object(&req, &body)?;
     let mut errors = Vec::new();
@@ -159,7 +189,11 @@ struct PageQuery {
 /// List apps, oldest first.
 #[utoipa::path(tag = "admin", security(("admin_token" = [])), responses((status = 200, body = Vec<App>)))]
 #[get("/apps")]
-async fn list_apps(_: Admin, state: web::Data<AppState>, q: web::Query<PageQuery>) -> Result<HttpResponse, ApiError> {
+async fn list_apps(
+    _: Admin,
+    state: web::Data<AppState>,
+    q: web::Query<PageQuery>,
+) -> Result<HttpResponse, ApiError> {
     let limit = api::page_limit(q.limit.as_deref()).map_err(|e| ApiError::validation(vec![e]))?;
     let after = match &q.cursor {
         Some(c) if ids::is_object_id(c) => Some(c.clone()),
@@ -171,7 +205,10 @@ async fn list_apps(_: Admin, state: web::Data<AppState>, q: web::Query<PageQuery
         .run(move |db| {
             let tree = db.open_tree(APPS_TREE)?;
             let iter = match &after {
-                Some(a) => tree.range::<&[u8], _>((std::ops::Bound::Excluded(a.as_bytes()), std::ops::Bound::Unbounded)),
+                Some(a) => tree.range::<&[u8], _>((
+                    std::ops::Bound::Excluded(a.as_bytes()),
+                    std::ops::Bound::Unbounded,
+                )),
                 None => tree.iter(),
             };
             let mut apps = Vec::new();
@@ -185,18 +222,37 @@ async fn list_apps(_: Admin, state: web::Data<AppState>, q: web::Query<PageQuery
             Ok((apps, false))
         })
         .await?;
-    let next = if more { apps.last().map(|a| a.id.clone()) } else { None };
-    Ok(api::list(&apps, &Pagination { limit, next_cursor: next, has_more: more }))
+    let next = if more {
+        apps.last().map(|a| a.id.clone())
+    } else {
+        None
+    };
+    Ok(api::list(
+        &apps,
+        &Pagination {
+            limit,
+            next_cursor: next,
+            has_more: more,
+        },
+    ))
 }
 
 async fn existing_app(state: &AppState, id: String) -> Result<App, ApiError> {
-    state.store.run(move |db| load_app(db, &id)).await?.ok_or_else(|| ApiError::not_found("app"))
+    state
+        .store
+        .run(move |db| load_app(db, &id))
+        .await?
+        .ok_or_else(|| ApiError::not_found("app"))
 }
 
 /// Get one app.
 #[utoipa::path(tag = "admin", security(("admin_token" = [])), params(("appId" = String, Path)), responses((status = 200, body = App), (status = 404)))]
 #[get("/apps/{appId}")]
-async fn get_app(_: Admin, state: web::Data<AppState>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
+async fn get_app(
+    _: Admin,
+    state: web::Data<AppState>,
+    id: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
     Ok(api::ok(&existing_app(&state, id.into_inner()).await?))
 }
 
@@ -228,7 +284,10 @@ async fn update_app(
     app.plan = plan.unwrap_or(app.plan);
     app.updated_at = ids::iso(ids::now());
     let a = app.clone();
-    state.store.run(move |db| put(db, APPS_TREE, &a.id, encode(&a))).await?;
+    state
+        .store
+        .run(move |db| put(db, APPS_TREE, &a.id, encode(&a)))
+        .await?;
     state.registry.set_app(&app);
     tracing::info!(app_id = %app.id, plan = app.plan.name(), "app updated");
     Ok(api::ok(&app))
@@ -237,7 +296,11 @@ async fn update_app(
 /// Issue a new integration key for the app and revoke the old one.
 #[utoipa::path(tag = "admin", security(("admin_token" = [])), params(("appId" = String, Path)), responses((status = 201, description = "{integrationKey, integrationKeyId}"), (status = 404)))]
 #[post("/apps/{appId}/integration-key")]
-async fn rotate_integration_key(_: Admin, state: web::Data<AppState>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
+async fn rotate_integration_key(
+    _: Admin,
+    state: web::Data<AppState>,
+    id: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
     let mut app = existing_app(&state, id.into_inner()).await?;
     let (key, secret) = new_key(&app.id, KeyKind::Integration, "integration", Vec::new());
     let old_id = std::mem::replace(&mut app.integration_key_id, key.id.clone());
@@ -294,9 +357,17 @@ async fn create_key(
         return Err(ApiError::validation(errors));
     }
     let app = existing_app(&state, app_id.into_inner()).await?;
-    let (key, secret) = new_key(&app.id, KeyKind::Api, &name.expect("checked"), permissions.expect("checked"));
+    let (key, secret) = new_key(
+        &app.id,
+        KeyKind::Api,
+        &name.expect("checked"),
+        permissions.expect("checked"),
+    );
     let k = key.clone();
-    state.store.run(move |db| put(db, KEYS_TREE, &k.id, encode(&k))).await?;
+    state
+        .store
+        .run(move |db| put(db, KEYS_TREE, &k.id, encode(&k)))
+        .await?;
     state.registry.set_key(&key);
     tracing::info!(app_id = %app.id, key_id = %key.id, "api key created");
     Ok(api::created(
@@ -308,7 +379,11 @@ async fn create_key(
 /// List an app's API keys (never their secrets), revoked ones included.
 #[utoipa::path(tag = "admin", security(("admin_token" = [])), params(("appId" = String, Path)), responses((status = 200, body = Vec<KeyView>), (status = 404)))]
 #[get("/apps/{appId}/keys")]
-async fn list_keys(_: Admin, state: web::Data<AppState>, app_id: web::Path<String>) -> Result<HttpResponse, ApiError> {
+async fn list_keys(
+    _: Admin,
+    state: web::Data<AppState>,
+    app_id: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
     let app = existing_app(&state, app_id.into_inner()).await?;
     let keys = state
         .store
@@ -324,7 +399,11 @@ async fn list_keys(_: Admin, state: web::Data<AppState>, app_id: web::Path<Strin
             Ok(keys)
         })
         .await?;
-    let pagination = Pagination { limit: keys.len(), next_cursor: None, has_more: false };
+    let pagination = Pagination {
+        limit: keys.len(),
+        next_cursor: None,
+        has_more: false,
+    };
     Ok(api::list(&keys, &pagination))
 }
 
@@ -337,7 +416,9 @@ async fn change_key(
     let updated = state
         .store
         .run(move |db| {
-            let Some(mut key) = load_key(db, &app_id, &key_id)? else { return Ok(None) };
+            let Some(mut key) = load_key(db, &app_id, &key_id)? else {
+                return Ok(None);
+            };
             change(&mut key);
             put(db, KEYS_TREE, &key.id, encode(&key))?;
             Ok(Some(key))
@@ -384,7 +465,11 @@ async fn update_key(
     responses((status = 200, description = "{id, revoked: true}"), (status = 404))
 )]
 #[delete("/apps/{appId}/keys/{keyId}")]
-async fn revoke_key(_: Admin, state: web::Data<AppState>, path: web::Path<(String, String)>) -> Result<HttpResponse, ApiError> {
+async fn revoke_key(
+    _: Admin,
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
     let (app_id, key_id) = path.into_inner();
     let key = change_key(&state, app_id, key_id, |k| {
         if k.revoked_at.is_none() {
@@ -394,5 +479,7 @@ async fn revoke_key(_: Admin, state: web::Data<AppState>, path: web::Path<(Strin
     .await?;
     state.rate_limits.forget(&key.id);
     tracing::info!(key_id = %key.id, "api key revoked");
-    Ok(api::ok(&json!({ "id": key.id, "revoked": true, "revokedAt": key.revoked_at })))
+    Ok(api::ok(
+        &json!({ "id": key.id, "revoked": true, "revokedAt": key.revoked_at }),
+    ))
 }

@@ -14,6 +14,10 @@ pub struct Settings {
     pub storage: StorageSettings,
     pub api: ApiSettings,
     pub plans: BTreeMap<String, PlanLimits>,
+    /// The admin API's bearer token: `TRIBUTARY_ADMIN_TOKEN`; when unset, one is generated at
+    /// first start and kept in the data dir.
+    #[serde(skip)]
+    pub admin_token: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -107,7 +111,7 @@ impl Settings {
         if let Some(file) = file {
             builder = builder.add_source(config::File::from(file).required(true));
         }
-        let settings: Settings = builder
+        let mut settings: Settings = builder
             .add_source(
                 config::Environment::with_prefix("TRIBUTARY")
                     .prefix_separator("__")
@@ -116,6 +120,9 @@ impl Settings {
             )
             .build()?
             .try_deserialize()?;
+        settings.admin_token = std::env::var("TRIBUTARY_ADMIN_TOKEN")
+            .ok()
+            .filter(|t| !t.trim().is_empty());
         settings.check()?;
         Ok(settings)
     }
@@ -132,6 +139,10 @@ impl Settings {
 
     /// The limits of `plan`; plans are checked at load, and app plans are checked on write.
     pub fn plan(&self, plan: &str) -> PlanLimits {
-        self.plans.get(plan).or_else(|| self.plans.get("free")).copied().expect("plans checked at load")
+        self.plans
+            .get(plan)
+            .or_else(|| self.plans.get("free"))
+            .copied()
+            .expect("plans checked at load")
     }
 }

@@ -70,7 +70,10 @@ pub struct FieldError {
 
 impl FieldError {
     pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
-        FieldError { field: field.into(), message: message.into() }
+        FieldError {
+            field: field.into(),
+            message: message.into(),
+        }
     }
 }
 
@@ -92,7 +95,13 @@ pub struct Enveloped;
 
 impl ApiError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        ApiError { code, message: message.into(), details: Vec::new(), headers: Vec::new(), source: None }
+        ApiError {
+            code,
+            message: message.into(),
+            details: Vec::new(),
+            headers: Vec::new(),
+            source: None,
+        }
     }
 
     pub fn validation(details: Vec<FieldError>) -> Self {
@@ -127,7 +136,8 @@ impl ApiError {
     }
 
     pub fn unavailable(message: impl Into<String>, retry_after_secs: u64) -> Self {
-        ApiError::new(ErrorCode::ServiceUnavailable, message).with_header("retry-after", retry_after_secs.to_string())
+        ApiError::new(ErrorCode::ServiceUnavailable, message)
+            .with_header("retry-after", retry_after_secs.to_string())
     }
 
     pub fn with_details(mut self, details: Vec<FieldError>) -> Self {
@@ -146,10 +156,16 @@ impl ApiError {
     pub fn from_status(status: StatusCode) -> Self {
         match status.as_u16() {
             404 => ApiError::new(ErrorCode::NotFound, "no such route"),
-            405 => ApiError::new(ErrorCode::MethodNotAllowed, "method not allowed on this route"),
+            405 => ApiError::new(
+                ErrorCode::MethodNotAllowed,
+                "method not allowed on this route",
+            ),
             413 => ApiError::new(ErrorCode::PayloadTooLarge, "request body too large"),
             400..=499 => ApiError::new(ErrorCode::ValidationError, "bad request"),
-            503 => ApiError::new(ErrorCode::ServiceUnavailable, "service unavailable, retry later"),
+            503 => ApiError::new(
+                ErrorCode::ServiceUnavailable,
+                "service unavailable, retry later",
+            ),
             _ => ApiError::internal(format!("status {status} without an error body")),
         }
     }
@@ -192,7 +208,9 @@ impl ResponseError for ApiError {
 impl From<crate::store::StoreError> for ApiError {
     fn from(e: crate::store::StoreError) -> Self {
         match e {
-            crate::store::StoreError::Busy => ApiError::unavailable("the store is busy, retry later", 1),
+            crate::store::StoreError::Busy => {
+                ApiError::unavailable("the store is busy, retry later", 1)
+            }
             other => ApiError::internal(other),
         }
     }

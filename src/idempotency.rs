@@ -45,15 +45,27 @@ fn begin(db: &sled::Db, key: &[u8], fingerprint: &str, ttl: i64) -> Result<Begin
             let age = now - rec.created_unix;
             match &rec.answer {
                 Some(answer) if age < ttl => {
-                    return Ok(if rec.fingerprint == fingerprint { Begin::Replay(answer.clone()) } else { Begin::Mismatch });
+                    return Ok(if rec.fingerprint == fingerprint {
+                        Begin::Replay(answer.clone())
+                    } else {
+                        Begin::Mismatch
+                    });
                 }
                 None if age < PENDING_TIMEOUT_SECS => {
-                    return Ok(if rec.fingerprint == fingerprint { Begin::InFlight } else { Begin::Mismatch });
+                    return Ok(if rec.fingerprint == fingerprint {
+                        Begin::InFlight
+                    } else {
+                        Begin::Mismatch
+                    });
                 }
                 _ => {}
             }
         }
-        let pending = encode(&Record { fingerprint: fingerprint.to_owned(), created_unix: now, answer: None });
+        let pending = encode(&Record {
+            fingerprint: fingerprint.to_owned(),
+            created_unix: now,
+            answer: None,
+        });
         if tree.compare_and_swap(key, current, Some(pending))?.is_ok() {
             return Ok(Begin::Started);
         }
@@ -67,7 +79,9 @@ pub fn sweep(db: &sled::Db, ttl: i64) -> Result<usize, StoreError> {
     let mut removed = 0;
     for kv in tree.iter() {
         let (k, v) = kv?;
-        let expired = decode::<Record>(&k, &v).map(|r| now - r.created_unix >= ttl).unwrap_or(true);
+        let expired = decode::<Record>(&k, &v)
+            .map(|r| now - r.created_unix >= ttl)
+            .unwrap_or(true);
         if expired {
             tree.remove(k)?;
             removed += 1;
@@ -77,7 +91,13 @@ pub fn sweep(db: &sled::Db, ttl: i64) -> Result<usize, StoreError> {
 }
 
 /// Runs `work` once per idempotency key (when the request has one).
-pub async fn once<F, Fut>(state: &AppState, app_id: &str, req: &HttpRequest, body: &[u8], work: F) -> Result<HttpResponse, ApiError>
+pub async fn once<F, Fut>(
+    state: &AppState,
+    app_id: &str,
+    req: &HttpRequest,
+    body: &[u8],
+    work: F,
+) -> Result<HttpResponse, ApiError>
 where
     F: FnOnce() -> Fut,
     Fut: Future<Output = Result<StoredAnswer, ApiError>>,
@@ -89,7 +109,12 @@ where
         .to_str()
         .ok()
         .filter(|k| !k.is_empty() && k.len() <= 255 && k.bytes().all(|b| b.is_ascii_graphic()))
-        .ok_or_else(|| ApiError::field("Idempotency-Key", "must be 1 to 255 printable ASCII characters"))?;
+        .ok_or_else(|| {
+            ApiError::field(
+                "Idempotency-Key",
+                "must be 1 to 255 printable ASCII characters",
+            )
+        })?;
     let mut h = Sha256::new();
     h.update(req.method().as_str());
     h.update([0]);
@@ -110,8 +135,16 @@ where
             );
             return Ok(res);
         }
-        Begin::Mismatch => return Err(ApiError::conflict("this Idempotency-Key was used for a different request")),
-        Begin::InFlight => return Err(ApiError::conflict("a request with this Idempotency-Key is still in progress")),
+        Begin::Mismatch => {
+            return Err(ApiError::conflict(
+                "this Idempotency-Key was used for a different request",
+            ))
+        }
+        Begin::InFlight => {
+            return Err(ApiError::conflict(
+                "a request with this Idempotency-Key is still in progress",
+            ))
+        }
     }
     let result = work().await;
     let finished = match &result {
@@ -130,7 +163,12 @@ where
                 })
                 .await
         }
-        Err(_) => state.store.run(move |db| Ok(db.open_tree(TREE)?.remove(key).map(|_| ())?)).await,
+        Err(_) => {
+            state
+                .store
+                .run(move |db| Ok(db.open_tree(TREE)?.remove(key).map(|_| ())?))
+                .await
+        }
     };
     if let Err(e) = finished {
         tracing::warn!(error = %e, "could not record the idempotency outcome");

@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 pub fn object_id() -> String {
     static PROCESS: OnceLock<[u8; 5]> = OnceLock::new();
     static COUNTER: OnceLock<AtomicU32> = OnceLock::new();
-    let process = PROCESS.get_or_init(|| random_bytes::<5>());
+    let process = PROCESS.get_or_init(random_bytes::<5>);
     let counter = COUNTER.get_or_init(|| {
         let seed = random_bytes::<4>();
         AtomicU32::new(u32::from_be_bytes(seed) & 0x00ff_ffff)
@@ -28,7 +28,9 @@ pub fn object_id() -> String {
 
 /// True when `s` has the shape of an [`object_id`].
 pub fn is_object_id(s: &str) -> bool {
-    s.len() == 24 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    s.len() == 24
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// A request id as it appears in `meta.requestId` and `X-Request-Id`.
@@ -91,7 +93,10 @@ mod tests {
     fn iso_round_trips_and_dates_parse() {
         let t = parse_iso("2026-01-02T03:04:05.678+02:00").unwrap();
         assert_eq!(iso(t), "2026-01-02T01:04:05.678Z");
-        assert_eq!(iso(parse_iso("2026-01-02").unwrap()), "2026-01-02T00:00:00.000Z");
+        assert_eq!(
+            iso(parse_iso("2026-01-02").unwrap()),
+            "2026-01-02T00:00:00.000Z"
+        );
         assert!(parse_iso("yesterday").is_none());
     }
 }

@@ -39,7 +39,11 @@ fn main() -> std::process::ExitCode {
     tributary::telemetry::init();
     let cli = Cli::parse();
     match cli.command {
-        Command::Serve { bind, data_dir, config } => {
+        Command::Serve {
+            bind,
+            data_dir,
+            config,
+        } => {
             let mut settings = match Settings::load(config.as_deref()) {
                 Ok(s) => s,
                 Err(e) => {
@@ -67,7 +71,11 @@ fn main() -> std::process::ExitCode {
             }
         }
         Command::Openapi => {
-            println!("{}", serde_json::to_string_pretty(&tributary::startup::openapi()).expect("openapi serializes"));
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&tributary::startup::openapi())
+                    .expect("openapi serializes")
+            );
             std::process::ExitCode::SUCCESS
         }
     }

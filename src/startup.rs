@@ -68,14 +68,15 @@ const ADMIN_TOKEN_FILE: &str = "admin_token";
 
 /// The admin token: `TRIBUTARY_ADMIN_TOKEN`, else the one kept in the data dir, else a new one
 /// that is written there (mode 0600) and printed once.
-fn admin_token(data_dir: &Path) -> Result<Secret, StartError> {
-    if let Ok(t) = std::env::var("TRIBUTARY_ADMIN_TOKEN") {
-        if !t.trim().is_empty() {
-            return Ok(Secret(t.trim().to_owned()));
-        }
+fn admin_token(configured: Option<&str>, data_dir: &Path) -> Result<Secret, StartError> {
+    if let Some(t) = configured {
+        return Ok(Secret(t.trim().to_owned()));
     }
     let path = data_dir.join(ADMIN_TOKEN_FILE);
-    let io = |cause| StartError::DataDir { path: path.display().to_string(), cause };
+    let io = |cause| StartError::DataDir {
+        path: path.display().to_string(),
+        cause,
+    };
     match std::fs::read_to_string(&path) {
         Ok(t) if !t.trim().is_empty() => Ok(Secret(t.trim().to_owned())),
         _ => {
@@ -86,7 +87,9 @@ fn admin_token(data_dir: &Path) -> Result<Secret, StartError> {
             std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
             use std::io::Write;
             let mut f = opts.open(&path).map_err(io)?;
-            f.write_all(token.as_bytes()).and_then(|_| f.sync_all()).map_err(io)?;
+            f.write_all(token.as_bytes())
+                .and_then(|_| f.sync_all())
+                .map_err(io)?;
             eprintln!(
                 "\n  admin token (shown once; kept in {}):\n\n    {token}\n\n  use it as: Authorization: Bearer <token>\n",
                 path.display()
@@ -115,11 +118,22 @@ struct SecuritySchemes;
 
 impl utoipa::Modify for SecuritySchemes {
     fn modify(&self, api: &mut utoipa::openapi::OpenApi) {
-        use utoipa::openapi::security::{ApiKey, ApiKeyValue, Http, HttpAuthScheme, SecurityScheme};
+        use utoipa::openapi::security::{
+            ApiKey, ApiKeyValue, Http, HttpAuthScheme, SecurityScheme,
+        };
         let c = api.components.get_or_insert_with(Default::default);
-        c.add_security_scheme("api_key", SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::new("X-API-Key"))));
-        c.add_security_scheme("app_key", SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::new("X-App-Key"))));
-        c.add_security_scheme("admin_token", SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)));
+        c.add_security_scheme(
+            "api_key",
+            SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::new("X-API-Key"))),
+        );
+        c.add_security_scheme(
+            "app_key",
+            SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::new("X-App-Key"))),
+        );
+        c.add_security_scheme(
+            "admin_token",
+            SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
+        );
     }
 }
 
@@ -131,13 +145,20 @@ async fn healthz() -> HttpResponse {
 }
 
 /// Wires every route on an app; also used to produce the OpenAPI document.
-fn routes(state: web::Data<AppState>) -> (App<impl actix_web::dev::ServiceFactory<
-    actix_web::dev::ServiceRequest,
-    Config = (),
-    Response = actix_web::dev::ServiceResponse<actix_web::body::BoxBody>,
-    Error = actix_web::Error,
-    InitError = (),
->>, utoipa::openapi::OpenApi) {
+fn routes(
+    state: web::Data<AppState>,
+) -> (
+    App<
+        impl actix_web::dev::ServiceFactory<
+            actix_web::dev::ServiceRequest,
+            Config = (),
+            Response = actix_web::dev::ServiceResponse<actix_web::body::BoxBody>,
+            Error = actix_web::Error,
+            InitError = (),
+        >,
+    >,
+    utoipa::openapi::OpenApi,
+) {
     let (app, doc) = App::new()
         .into_utoipa_app()
         .openapi(ApiDoc::openapi())
@@ -170,21 +191,34 @@ impl Application {
     /// Opens the store and binds the listener; the server does not run until `run_until_stopped`.
     pub fn build(settings: Settings) -> Result<Application, StartError> {
         let data_dir = settings.storage.data_dir.clone();
-        std::fs::create_dir_all(&data_dir)
-            .map_err(|cause| StartError::DataDir { path: data_dir.display().to_string(), cause })?;
-        let (store, threads) =
-            Store::open(&data_dir.join("db"), settings.storage.store_threads, settings.storage.store_queue)?;
+        std::fs::create_dir_all(&data_dir).map_err(|cause| StartError::DataDir {
+            path: data_dir.display().to_string(),
+            cause,
+        })?;
+        let (store, threads) = Store::open(
+            &data_dir.join("db"),
+            settings.storage.store_threads,
+            settings.storage.store_queue,
+        )?;
         let registry = Registry::load(store.db_for_startup())?;
-        let swept = crate::idempotency::sweep(store.db_for_startup(), settings.api.idempotency_ttl_secs as i64)?;
+        let swept = crate::idempotency::sweep(
+            store.db_for_startup(),
+            settings.api.idempotency_ttl_secs as i64,
+        )?;
         if swept > 0 {
             tracing::info!(swept, "expired idempotency records removed");
         }
-        let admin_token = admin_token(&data_dir)?;
-        let listener = TcpListener::bind(&settings.server.bind)
-            .map_err(|cause| StartError::Bind { addr: settings.server.bind.clone(), cause })?;
+        let admin_token = admin_token(settings.admin_token.as_deref(), &data_dir)?;
+        let listener =
+            TcpListener::bind(&settings.server.bind).map_err(|cause| StartError::Bind {
+                addr: settings.server.bind.clone(),
+                cause,
+            })?;
         let addr = listener.local_addr().map_err(StartError::Server)?;
         let workers = match settings.server.workers {
-            0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
+            0 => std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(2),
             n => n,
         };
         let shutdown_timeout = settings.server.shutdown_timeout_secs;
@@ -200,10 +234,13 @@ impl Application {
         let server = HttpServer::new(move || {
             let doc = doc.clone();
             let (app, _) = routes(state.clone());
-            app.route("/openapi.json", web::get().to(move || {
-                let doc = doc.clone();
-                async move { HttpResponse::Ok().json(&*doc) }
-            }))
+            app.route(
+                "/openapi.json",
+                web::get().to(move || {
+                    let doc = doc.clone();
+                    async move { HttpResponse::Ok().json(&*doc) }
+                }),
+            )
             .default_service(web::to(api::not_found))
         })
         .workers(workers)
@@ -211,7 +248,12 @@ impl Application {
         .listen(listener)
         .map_err(StartError::Server)?
         .run();
-        Ok(Application { port: addr.port(), server, store, threads })
+        Ok(Application {
+            port: addr.port(),
+            server,
+            store,
+            threads,
+        })
     }
 
     pub fn port(&self) -> u16 {
@@ -226,7 +268,12 @@ impl Application {
     /// Serves until SIGTERM / Ctrl-C (actix stops accepting and finishes in-flight requests
     /// within `shutdown_timeout_secs`) or a stop through `handle`; then flushes sled.
     pub async fn run_until_stopped(self) -> Result<(), StartError> {
-        let Application { server, store, threads, .. } = self;
+        let Application {
+            server,
+            store,
+            threads,
+            ..
+        } = self;
         let result = server.await.map_err(StartError::Server);
         tracing::info!("http server stopped; flushing the store");
         store.flush()?;

@@ -48,8 +48,15 @@ pub struct StoreThreads {
 
 impl Store {
     /// Opens (or creates) the database under `dir` and starts `threads` store threads.
-    pub fn open(dir: &Path, threads: usize, queue: usize) -> Result<(Store, StoreThreads), StoreError> {
-        let db = sled::Config::new().path(dir).mode(sled::Mode::HighThroughput).open()?;
+    pub fn open(
+        dir: &Path,
+        threads: usize,
+        queue: usize,
+    ) -> Result<(Store, StoreThreads), StoreError> {
+        let db = sled::Config::new()
+            .path(dir)
+            .mode(sled::Mode::HighThroughput)
+            .open()?;
         let (tx, rx) = bounded::<Job>(queue.max(1));
         let handles = (0..threads.max(1))
             .map(|i| {

@@ -101,7 +101,9 @@ impl Plan {
     }
 
     pub fn parse(s: &str) -> Option<Plan> {
-        [Plan::Free, Plan::Pro, Plan::Enterprise].into_iter().find(|p| p.name() == s)
+        [Plan::Free, Plan::Pro, Plan::Enterprise]
+            .into_iter()
+            .find(|p| p.name() == s)
     }
 }
 
@@ -163,7 +165,12 @@ impl From<&KeyRecord> for KeyView {
 }
 
 /// Makes a new key: the record to store and the full key string to show once.
-pub fn new_key(app_id: &str, kind: KeyKind, name: &str, permissions: Vec<Permission>) -> (KeyRecord, String) {
+pub fn new_key(
+    app_id: &str,
+    kind: KeyKind,
+    name: &str,
+    permissions: Vec<Permission>,
+) -> (KeyRecord, String) {
     let id = ids::object_id();
     let secret = ids::secret();
     let prefix = match kind {
@@ -225,7 +232,10 @@ impl Registry {
     }
 
     pub fn set_app(&self, app: &App) {
-        self.plans.write().expect("registry lock").insert(app.id.clone(), app.plan);
+        self.plans
+            .write()
+            .expect("registry lock")
+            .insert(app.id.clone(), app.plan);
     }
 
     /// Adds, updates or (when revoked) removes a key.
@@ -242,12 +252,21 @@ impl Registry {
         }
         keys.insert(
             key.id.clone(),
-            Arc::new(LiveKey { kind: key.kind, app_id: key.app_id.clone(), hash, permissions: key.permissions.clone() }),
+            Arc::new(LiveKey {
+                kind: key.kind,
+                app_id: key.app_id.clone(),
+                hash,
+                permissions: key.permissions.clone(),
+            }),
         );
     }
 
     pub fn plan_of(&self, app_id: &str) -> Option<Plan> {
-        self.plans.read().expect("registry lock").get(app_id).copied()
+        self.plans
+            .read()
+            .expect("registry lock")
+            .get(app_id)
+            .copied()
     }
 
     /// Checks a presented key of the given kind; `None` for malformed, unknown or revoked keys.

@@ -26,14 +26,21 @@ impl Principal {
         if self.permissions.contains(&p) {
             Ok(())
         } else {
-            Err(ApiError::new(ErrorCode::Forbidden, format!("this API key lacks the {} permission", p.name()))
-                .with_details(vec![FieldError::new("permission", format!("{} required", p.name()))]))
+            Err(ApiError::new(
+                ErrorCode::Forbidden,
+                format!("this API key lacks the {} permission", p.name()),
+            )
+            .with_details(vec![FieldError::new(
+                "permission",
+                format!("{} required", p.name()),
+            )]))
         }
     }
 }
 
 fn state(req: &HttpRequest) -> Result<&web::Data<AppState>, ApiError> {
-    req.app_data::<web::Data<AppState>>().ok_or_else(|| ApiError::internal("application state missing"))
+    req.app_data::<web::Data<AppState>>()
+        .ok_or_else(|| ApiError::internal("application state missing"))
 }
 
 fn authenticate(req: &HttpRequest) -> Result<Principal, ApiError> {
@@ -48,13 +55,24 @@ fn authenticate(req: &HttpRequest) -> Result<Principal, ApiError> {
         .registry
         .authenticate(presented, KeyKind::Api)
         .ok_or_else(|| ApiError::unauthorized("invalid or revoked API key"))?;
-    let rate = state.rate_limits.check(&who.key_id, state.settings.plan(who.plan.name()).requests_per_minute);
+    let rate = state.rate_limits.check(
+        &who.key_id,
+        state.settings.plan(who.plan.name()).requests_per_minute,
+    );
     req.extensions_mut().insert(rate);
     if let Some(wait) = rate.retry_after {
-        return Err(ApiError::new(ErrorCode::RateLimited, format!("rate limit of {} requests per minute reached", rate.limit))
-            .with_header("retry-after", wait.to_string()));
+        return Err(ApiError::new(
+            ErrorCode::RateLimited,
+            format!("rate limit of {} requests per minute reached", rate.limit),
+        )
+        .with_header("retry-after", wait.to_string()));
     }
-    Ok(Principal { app_id: who.app_id, key_id: who.key_id, plan: who.plan, permissions: who.permissions })
+    Ok(Principal {
+        app_id: who.app_id,
+        key_id: who.key_id,
+        plan: who.plan,
+        permissions: who.permissions,
+    })
 }
 
 impl FromRequest for Principal {
@@ -81,7 +99,9 @@ impl FromRequest for Admin {
                 .get("authorization")
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.strip_prefix("Bearer "))
-                .ok_or_else(|| ApiError::unauthorized("missing Authorization: Bearer <admin token>"))?;
+                .ok_or_else(|| {
+                    ApiError::unauthorized("missing Authorization: Bearer <admin token>")
+                })?;
             let expected = crate::ids::hash_secret(state.admin_token.expose());
             let given = crate::ids::hash_secret(token.trim());
             if bool::from(expected.ct_eq(&given)) {

@@ -26,7 +26,9 @@ tokio::task_local! {
 
 /// The id of the request being served (set by [`request_context`]).
 pub fn current_request_id() -> String {
-    REQUEST_ID.try_with(|id| id.clone()).unwrap_or_else(|_| crate::ids::request_id())
+    REQUEST_ID
+        .try_with(|id| id.clone())
+        .unwrap_or_else(|_| crate::ids::request_id())
 }
 
 /// Outermost middleware: gives every request an id (`X-Request-Id`, `meta.requestId`, the log
@@ -39,7 +41,10 @@ pub async fn request_context(
     let id = crate::ids::request_id();
     let span = tracing::info_span!("request", request_id = %id, method = %req.method(), path = %req.path());
     let started = Instant::now();
-    let outcome = REQUEST_ID.scope(id.clone(), next.call(req)).instrument(span.clone()).await;
+    let outcome = REQUEST_ID
+        .scope(id.clone(), next.call(req))
+        .instrument(span.clone())
+        .await;
     let mut res = match outcome {
         Ok(res) => res.map_into_boxed_body(),
         // Handlers and extractors turn their errors into responses inside the scope; an error
@@ -56,9 +61,14 @@ pub async fn request_context(
         res = res.into_response(replacement.json(body));
     }
     if let Ok(v) = HeaderValue::from_str(&id) {
-        res.headers_mut().insert(header::HeaderName::from_static("x-request-id"), v);
+        res.headers_mut()
+            .insert(header::HeaderName::from_static("x-request-id"), v);
     }
-    let rate = res.request().extensions().get::<ratelimit::RateLimitInfo>().copied();
+    let rate = res
+        .request()
+        .extensions()
+        .get::<ratelimit::RateLimitInfo>()
+        .copied();
     if let Some(rate) = rate {
         rate.write_headers(res.headers_mut());
     }
@@ -127,12 +137,18 @@ pub struct Pagination {
     pub has_more: bool,
 }
 
-fn envelope<T: Serialize>(status: StatusCode, data: &T, pagination: Option<&Pagination>) -> HttpResponse {
+fn envelope<T: Serialize>(
+    status: StatusCode,
+    data: &T,
+    pagination: Option<&Pagination>,
+) -> HttpResponse {
     HttpResponse::build(status).json(Envelope {
         success: true,
         data,
         pagination,
-        meta: Meta { request_id: current_request_id() },
+        meta: Meta {
+            request_id: current_request_id(),
+        },
     })
 }
 
@@ -167,7 +183,11 @@ impl StoredAnswer {
     pub fn respond(&self) -> HttpResponse {
         let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::OK);
         let mut res = envelope(status, &self.data, None);
-        if let Some(loc) = self.location.as_deref().and_then(|l| HeaderValue::from_str(l).ok()) {
+        if let Some(loc) = self
+            .location
+            .as_deref()
+            .and_then(|l| HeaderValue::from_str(l).ok())
+        {
             res.headers_mut().insert(header::LOCATION, loc);
         }
         res
@@ -176,10 +196,24 @@ impl StoredAnswer {
 
 /// Parses a JSON request body: the content type must be JSON (`application/json`, or any
 /// `+json` type such as `application/merge-patch+json`), the body an object.
-pub fn json_object(req: &HttpRequest, body: &[u8]) -> Result<serde_json::Map<String, serde_json::Value>, ApiError> {
-    let ct = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
-    let essence = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
-    if essence != "application/json" && !(essence.starts_with("application/") && essence.ends_with("+json")) {
+pub fn json_object(
+    req: &HttpRequest,
+    body: &[u8],
+) -> Result<serde_json::Map<String, serde_json::Value>, ApiError> {
+    let ct = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let essence = ct
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    if essence != "application/json"
+        && !(essence.starts_with("application/") && essence.ends_with("+json"))
+    {
         return Err(ApiError::field("Content-Type", "must be application/json"));
     }
     match serde_json::from_slice::<serde_json::Value>(body) {
@@ -201,19 +235,32 @@ pub fn page_limit(limit: Option<&str>) -> Result<usize, FieldError> {
 }
 
 /// Error handlers for actix's own extractors, so their failures use the envelope too.
-pub fn query_error(err: actix_web::error::QueryPayloadError, _req: &HttpRequest) -> actix_web::Error {
+pub fn query_error(
+    err: actix_web::error::QueryPayloadError,
+    _req: &HttpRequest,
+) -> actix_web::Error {
     let msg = err.to_string();
-    let msg = msg.strip_prefix("Query deserialize error: ").unwrap_or(&msg);
+    let msg = msg
+        .strip_prefix("Query deserialize error: ")
+        .unwrap_or(&msg);
     // serde names the offending parameter between backticks: report it as the field.
     if let Some(rest) = msg.strip_prefix("unknown field `") {
         if let Some((name, expected)) = rest.split_once('`') {
             let expected = expected.trim_start_matches(", expected ").replace('`', "");
-            return ApiError::field(name.to_owned(), format!("unknown query parameter; expected {expected}")).into();
+            return ApiError::field(
+                name.to_owned(),
+                format!("unknown query parameter; expected {expected}"),
+            )
+            .into();
         }
     }
     if let Some(rest) = msg.strip_prefix("duplicate field `") {
         let name = rest.split('`').next().unwrap_or("query");
-        return ApiError::field(name.to_owned(), "given twice; use a comma to pass several values").into();
+        return ApiError::field(
+            name.to_owned(),
+            "given twice; use a comma to pass several values",
+        )
+        .into();
     }
     ApiError::field("query", msg.to_owned()).into()
 }
@@ -234,13 +281,19 @@ pub fn json_error(err: actix_web::error::JsonPayloadError, _req: &HttpRequest) -
 }
 
 /// Reads a request body of at most `limit` bytes; a bigger one is 400 VALIDATION_ERROR (api.md §2).
-pub async fn read_body(mut payload: actix_web::web::Payload, limit: usize) -> Result<bytes::Bytes, ApiError> {
+pub async fn read_body(
+    mut payload: actix_web::web::Payload,
+    limit: usize,
+) -> Result<bytes::Bytes, ApiError> {
     use futures_util::StreamExt;
     let mut buf = bytes::BytesMut::new();
     while let Some(chunk) = payload.next().await {
         let chunk = chunk.map_err(|e| ApiError::field("body", e.to_string()))?;
         if buf.len() + chunk.len() > limit {
-            return Err(ApiError::field("body", format!("larger than {limit} bytes")));
+            return Err(ApiError::field(
+                "body",
+                format!("larger than {limit} bytes"),
+            ));
         }
         buf.extend_from_slice(&chunk);
     }
@@ -249,5 +302,8 @@ pub async fn read_body(mut payload: actix_web::web::Payload, limit: usize) -> Re
 
 /// Every route that matches nothing.
 pub async fn not_found() -> Result<HttpResponse, ApiError> {
-    Err(ApiError::new(crate::error::ErrorCode::NotFound, "no such route"))
+    Err(ApiError::new(
+        crate::error::ErrorCode::NotFound,
+        "no such route",
+    ))
 }

@@ -47,7 +47,10 @@ pub struct RateLimits {
 }
 
 fn unix_after(d: Duration) -> u64 {
-    (SystemTime::now() + d).duration_since(UNIX_EPOCH).map(|t| t.as_secs_f64().ceil() as u64).unwrap_or(0)
+    (SystemTime::now() + d)
+        .duration_since(UNIX_EPOCH)
+        .map(|t| t.as_secs_f64().ceil() as u64)
+        .unwrap_or(0)
 }
 
 impl RateLimits {
@@ -73,12 +76,22 @@ impl RateLimits {
         match bucket.check() {
             Ok(snap) => {
                 let remaining = snap.remaining_burst_capacity();
-                RateLimitInfo { limit, remaining, reset_unix: unix_after(refill * (limit - remaining)), retry_after: None }
+                RateLimitInfo {
+                    limit,
+                    remaining,
+                    reset_unix: unix_after(refill * (limit - remaining)),
+                    retry_after: None,
+                }
             }
             Err(not_until) => {
                 let wait = not_until.wait_time_from(bucket.clock().now());
                 let retry = wait.as_secs_f64().ceil().max(1.0) as u64;
-                RateLimitInfo { limit, remaining: 0, reset_unix: unix_after(refill * limit), retry_after: Some(retry) }
+                RateLimitInfo {
+                    limit,
+                    remaining: 0,
+                    reset_unix: unix_after(refill * limit),
+                    retry_after: Some(retry),
+                }
             }
         }
     }
@@ -97,11 +110,17 @@ mod tests {
     fn a_bucket_empties_and_then_refuses_with_a_wait() {
         let limits = RateLimits::default();
         let first = limits.check("k", 3);
-        assert_eq!((first.limit, first.remaining, first.retry_after), (3, 2, None));
+        assert_eq!(
+            (first.limit, first.remaining, first.retry_after),
+            (3, 2, None)
+        );
         limits.check("k", 3);
         assert_eq!(limits.check("k", 3).remaining, 0);
         let refused = limits.check("k", 3);
-        assert!(refused.retry_after.is_some_and(|s| (1..=20).contains(&s)), "{refused:?}");
+        assert!(
+            refused.retry_after.is_some_and(|s| (1..=20).contains(&s)),
+            "{refused:?}"
+        );
         // Another key has its own bucket.
         assert_eq!(limits.check("other", 3).remaining, 2);
     }

@@ -50,8 +50,14 @@ impl From<ContactError> for ApiError {
 
 /// 403 PLAN_LIMIT_REACHED with the usage in `details`.
 pub fn plan_limit(quota: Quota, limit: u64, current: u64) -> ApiError {
-    ApiError::new(ErrorCode::PlanLimitReached, format!("the plan allows {limit} {}", quota.name()))
-        .with_details(vec![FieldError::new(quota.name(), format!("limit {limit}, current {current}"))])
+    ApiError::new(
+        ErrorCode::PlanLimitReached,
+        format!("the plan allows {limit} {}", quota.name()),
+    )
+    .with_details(vec![FieldError::new(
+        quota.name(),
+        format!("limit {limit}, current {current}"),
+    )])
 }
 
 /// Query parameters of the contact list. A comma inside a value means OR.
@@ -86,7 +92,13 @@ pub struct ListQuery {
 
 fn split(v: &Option<String>) -> Vec<String> {
     v.as_deref()
-        .map(|s| s.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect())
+        .map(|s| {
+            s.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -95,7 +107,10 @@ fn parse_list(q: &ListQuery) -> Result<(Filter, Sort, usize, Option<Cursor>), Ap
     let mut enumerated = |name: &str, raw: &Option<String>, allowed: &[&str]| {
         let values = split(raw);
         if let Some(bad) = values.iter().find(|v| !allowed.contains(&v.as_str())) {
-            errors.push(FieldError::new(name, format!("unknown value {bad:?}; one of: {}", allowed.join(", "))));
+            errors.push(FieldError::new(
+                name,
+                format!("unknown value {bad:?}; one of: {}", allowed.join(", ")),
+            ));
         }
         values
     };
@@ -105,20 +120,27 @@ fn parse_list(q: &ListQuery) -> Result<(Filter, Sort, usize, Option<Cursor>), Ap
         None => None,
         Some(Ok(v)) if (0..=model::MAX_SCORE).contains(&v) => Some(v),
         Some(_) => {
-            errors.push(FieldError::new(name, format!("must be an integer from 0 to {}", model::MAX_SCORE)));
+            errors.push(FieldError::new(
+                name,
+                format!("must be an integer from 0 to {}", model::MAX_SCORE),
+            ));
             None
         }
     };
     let score_min = score("scoreMin", &q.score_min);
     let score_max = score("scoreMax", &q.score_max);
-    let mut date = |name: &str, raw: &Option<String>| match raw.as_deref().map(crate::ids::parse_iso) {
-        None => None,
-        Some(Some(t)) => Some(t),
-        Some(None) => {
-            errors.push(FieldError::new(name, "must be an ISO 8601 date or timestamp"));
-            None
-        }
-    };
+    let mut date =
+        |name: &str, raw: &Option<String>| match raw.as_deref().map(crate::ids::parse_iso) {
+            None => None,
+            Some(Some(t)) => Some(t),
+            Some(None) => {
+                errors.push(FieldError::new(
+                    name,
+                    "must be an ISO 8601 date or timestamp",
+                ));
+                None
+            }
+        };
     let created_after = date("createdAfter", &q.created_after);
     let updated_after = date("updatedAfter", &q.updated_after);
     let sort_raw = q.sort.as_deref().unwrap_or("-createdAt");
@@ -129,22 +151,33 @@ fn parse_list(q: &ListQuery) -> Result<(Filter, Sort, usize, Option<Cursor>), Ap
     let sort = match SortField::parse(name) {
         Some(field) => Some(Sort { field, descending }),
         None => {
-            errors.push(FieldError::new("sort", "must be createdAt, updatedAt, score, lastName or email, optionally with '-'"));
+            errors.push(FieldError::new(
+                "sort",
+                "must be createdAt, updatedAt, score, lastName or email, optionally with '-'",
+            ));
             None
         }
     };
-    let limit = api::page_limit(q.limit.as_deref()).map_err(|e| errors.push(e)).ok();
+    let limit = api::page_limit(q.limit.as_deref())
+        .map_err(|e| errors.push(e))
+        .ok();
     let cursor = match (&q.cursor, sort) {
         (Some(raw), Some(sort)) => match Cursor::decode(raw, sort) {
             Some(c) => Some(c),
             None => {
-                errors.push(FieldError::new("cursor", "malformed, or made for another sort order"));
+                errors.push(FieldError::new(
+                    "cursor",
+                    "malformed, or made for another sort order",
+                ));
                 None
             }
         },
         _ => None,
     };
-    let emails = split(&q.email).into_iter().map(|e| e.to_lowercase()).collect();
+    let emails = split(&q.email)
+        .into_iter()
+        .map(|e| e.to_lowercase())
+        .collect();
     if !errors.is_empty() {
         return Err(ApiError::validation(errors));
     }
@@ -154,13 +187,22 @@ fn parse_list(q: &ListQuery) -> Result<(Filter, Sort, usize, Option<Cursor>), Ap
         tags: split(&q.tag),
         emails,
         company_ids: split(&q.company_id),
-        q: q.q.as_deref().map(str::trim).filter(|s| !s.is_empty()).map(str::to_lowercase),
+        q: q.q
+            .as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_lowercase),
         score_min,
         score_max,
         created_after,
         updated_after,
     };
-    Ok((filter, sort.expect("checked"), limit.expect("checked"), cursor))
+    Ok((
+        filter,
+        sort.expect("checked"),
+        limit.expect("checked"),
+        cursor,
+    ))
 }
 
 /// List contacts, filtered and sorted, one page at a time (cursor pagination).
@@ -186,7 +228,11 @@ async fn list_contacts(
         .store
         .run(move |db| store::list(db, &app, &filter, sort, limit, cursor.as_ref()))
         .await?;
-    let pagination = Pagination { limit, has_more: next.is_some(), next_cursor: next.map(|c| c.encode(sort)) };
+    let pagination = Pagination {
+        limit,
+        has_more: next.is_some(),
+        next_cursor: next.map(|c| c.encode(sort)),
+    };
     Ok(api::list(&page, &pagination))
 }
 
@@ -198,12 +244,18 @@ async fn list_contacts(
     responses((status = 200, body = Contact), (status = 404), (status = 401), (status = 403))
 )]
 #[get("/contacts/{id}")]
-async fn get_contact(who: Principal, state: web::Data<AppState>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
+async fn get_contact(
+    who: Principal,
+    state: web::Data<AppState>,
+    id: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
     who.require(Permission::ContactsRead)?;
     let app = who.app_id.clone();
     let id = id.into_inner();
     let found = state.store.run(move |db| store::get(db, &app, &id)).await?;
-    found.map(|c| api::ok(&c)).ok_or_else(|| ApiError::not_found("contact"))
+    found
+        .map(|c| api::ok(&c))
+        .ok_or_else(|| ApiError::not_found("contact"))
 }
 
 fn location(c: &Contact) -> String {
@@ -237,8 +289,15 @@ async fn create_contact(
     crate::idempotency::once(&state, &who.app_id, &req, &body, || async {
         let contact = store::build(&who.app_id, &fields)?;
         let stored = contact.clone();
-        state.store.run(move |db| Ok(store::create(db, &stored, limit))).await??;
-        Ok(StoredAnswer { status: 201, location: Some(location(&contact)), data: json!(contact) })
+        state
+            .store
+            .run(move |db| Ok(store::create(db, &stored, limit)))
+            .await??;
+        Ok(StoredAnswer {
+            status: 201,
+            location: Some(location(&contact)),
+            data: json!(contact),
+        })
     })
     .await
 }
@@ -267,7 +326,10 @@ async fn update_contact(
     if !crate::ids::is_object_id(&id) {
         return Err(ApiError::not_found("contact"));
     }
-    let updated = state.store.run(move |db| Ok(store::update(db, &app, &id, &fields))).await??;
+    let updated = state
+        .store
+        .run(move |db| Ok(store::update(db, &app, &id, &fields)))
+        .await??;
     Ok(api::ok(&updated))
 }
 
@@ -279,12 +341,19 @@ async fn update_contact(
     responses((status = 200, description = "{id, deleted: true}"), (status = 404))
 )]
 #[delete("/contacts/{id}")]
-async fn delete_contact(who: Principal, state: web::Data<AppState>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
+async fn delete_contact(
+    who: Principal,
+    state: web::Data<AppState>,
+    id: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
     who.require(Permission::ContactsDelete)?;
     let app = who.app_id.clone();
     let id = id.into_inner();
     let gone = id.clone();
-    state.store.run(move |db| Ok(store::delete(db, &app, &id))).await??;
+    state
+        .store
+        .run(move |db| Ok(store::delete(db, &app, &id)))
+        .await??;
     Ok(api::ok(&json!({ "id": gone, "deleted": true })))
 }
 
@@ -317,11 +386,17 @@ async fn batch_contacts(
     };
     let items: Vec<Map<String, Value>> = match fields.get("contacts") {
         Some(Value::Array(items)) if items.is_empty() => {
-            errors.push(FieldError::new("contacts", "must hold at least one contact"));
+            errors.push(FieldError::new(
+                "contacts",
+                "must hold at least one contact",
+            ));
             Vec::new()
         }
         Some(Value::Array(items)) if items.len() > MAX_BATCH => {
-            errors.push(FieldError::new("contacts", format!("must hold at most {MAX_BATCH} contacts")));
+            errors.push(FieldError::new(
+                "contacts",
+                format!("must hold at most {MAX_BATCH} contacts"),
+            ));
             Vec::new()
         }
         Some(Value::Array(items)) => items
@@ -330,18 +405,27 @@ async fn batch_contacts(
             .filter_map(|(i, v)| match v {
                 Value::Object(m) => Some(m.clone()),
                 _ => {
-                    errors.push(FieldError::new(format!("contacts[{i}]"), "must be an object"));
+                    errors.push(FieldError::new(
+                        format!("contacts[{i}]"),
+                        "must be an object",
+                    ));
                     None
                 }
             })
             .collect(),
         _ => {
-            errors.push(FieldError::new("contacts", "is required: an array of contacts"));
+            errors.push(FieldError::new(
+                "contacts",
+                "is required: an array of contacts",
+            ));
             Vec::new()
         }
     };
     if let Some(unknown) = fields.keys().find(|k| *k != "mode" && *k != "contacts") {
-        errors.push(FieldError::new(unknown.clone(), "is not a batch field (mode, contacts)"));
+        errors.push(FieldError::new(
+            unknown.clone(),
+            "is not a batch field (mode, contacts)",
+        ));
     }
     if !errors.is_empty() {
         return Err(ApiError::validation(errors));

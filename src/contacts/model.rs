@@ -8,9 +8,24 @@ use serde_json::{Map, Value};
 
 use crate::error::FieldError;
 
-pub const STATUSES: [&str; 8] =
-    ["new", "contacted", "interested", "qualified", "demo_scheduled", "customer", "lost", "unsubscribed"];
-pub const SOURCES: [&str; 6] = ["manual", "import", "prospection", "form", "api", "enrichment"];
+pub const STATUSES: [&str; 8] = [
+    "new",
+    "contacted",
+    "interested",
+    "qualified",
+    "demo_scheduled",
+    "customer",
+    "lost",
+    "unsubscribed",
+];
+pub const SOURCES: [&str; 6] = [
+    "manual",
+    "import",
+    "prospection",
+    "form",
+    "api",
+    "enrichment",
+];
 pub const MAX_TAGS: usize = 50;
 pub const MAX_TAG_CHARS: usize = 64;
 pub const MAX_CUSTOM_FIELDS: usize = 50;
@@ -144,7 +159,9 @@ pub fn normalize_email(raw: &str) -> Result<String, &'static str> {
         && !local.starts_with('.')
         && !local.ends_with('.')
         && !local.contains("..")
-        && local.chars().all(|c| c.is_alphanumeric() || "!#$%&'*+-/=?^_`{|}~.".contains(c));
+        && local
+            .chars()
+            .all(|c| c.is_alphanumeric() || "!#$%&'*+-/=?^_`{|}~.".contains(c));
     let labels: Vec<&str> = domain.split('.').collect();
     let domain_ok = labels.len() >= 2
         && labels.iter().all(|l| {
@@ -154,7 +171,9 @@ pub fn normalize_email(raw: &str) -> Result<String, &'static str> {
                 && !l.ends_with('-')
                 && l.chars().all(|c| c.is_alphanumeric() || c == '-')
         })
-        && labels.last().is_some_and(|tld| tld.chars().all(char::is_alphabetic) || tld.starts_with("xn--"));
+        && labels
+            .last()
+            .is_some_and(|tld| tld.chars().all(char::is_alphabetic) || tld.starts_with("xn--"));
     if local_ok && domain_ok {
         Ok(email)
     } else {
@@ -167,7 +186,9 @@ fn check_text(value: &str, max: usize, multiline: bool) -> Result<String, String
     if v.chars().count() > max {
         return Err(format!("must be at most {max} characters"));
     }
-    if v.chars().any(|c| c.is_control() && !(multiline && (c == '\n' || c == '\t'))) {
+    if v.chars()
+        .any(|c| c.is_control() && !(multiline && (c == '\n' || c == '\t')))
+    {
         return Err("must not contain control characters".into());
     }
     Ok(v.to_owned())
@@ -195,7 +216,11 @@ pub enum Mode {
 /// is required. On patch, `null` clears a field (email, status and source cannot be cleared),
 /// `customFields` merge key by key and `tags` replace. Status rules: becoming `unsubscribed` sets
 /// `unsubscribed: true`; leaving it needs `gdprConsent: true` in the same body.
-pub fn apply(contact: &mut Contact, body: &Map<String, Value>, mode: Mode) -> Result<(), Rejection> {
+pub fn apply(
+    contact: &mut Contact,
+    body: &Map<String, Value>,
+    mode: Mode,
+) -> Result<(), Rejection> {
     let mut errors = Vec::new();
     let was_unsubscribed = contact.status == "unsubscribed" || contact.unsubscribed;
     if mode == Mode::Create && !body.contains_key("email") {
@@ -225,7 +250,8 @@ pub fn apply(contact: &mut Contact, body: &Map<String, Value>, mode: Mode) -> Re
                 Value::String(s)
                     if !s.is_empty()
                         && s.len() <= 64
-                        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') =>
+                        && s.bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') =>
                 {
                     contact.company_id = Some(s.clone())
                 }
@@ -252,7 +278,10 @@ pub fn apply(contact: &mut Contact, body: &Map<String, Value>, mode: Mode) -> Re
                     Ok(tags) => contact.tags = tags,
                     Err(e) => errors.push(e),
                 },
-                other => bad(format!("must be an array of strings, not {}", type_name(other))),
+                other => bad(format!(
+                    "must be an array of strings, not {}",
+                    type_name(other)
+                )),
             },
             "score" => match value {
                 Value::Null => contact.score = 0,
@@ -277,7 +306,8 @@ pub fn apply(contact: &mut Contact, body: &Map<String, Value>, mode: Mode) -> Re
             "customFields" => match value {
                 Value::Null => contact.custom_fields.clear(),
                 Value::Object(patch) => {
-                    if let Err(mut e) = merge_custom_fields(&mut contact.custom_fields, patch, mode) {
+                    if let Err(mut e) = merge_custom_fields(&mut contact.custom_fields, patch, mode)
+                    {
                         errors.append(&mut e);
                     }
                 }
@@ -304,9 +334,14 @@ pub fn apply(contact: &mut Contact, body: &Map<String, Value>, mode: Mode) -> Re
     if let Some(phone) = &contact.phone {
         if body.contains_key("phone")
             && !(phone.chars().any(|c| c.is_ascii_digit())
-                && phone.chars().all(|c| c.is_ascii_digit() || " +-().x/".contains(c)))
+                && phone
+                    .chars()
+                    .all(|c| c.is_ascii_digit() || " +-().x/".contains(c)))
         {
-            errors.push(FieldError::new("phone", "must be a phone number: digits, spaces and + - ( ) . x /"));
+            errors.push(FieldError::new(
+                "phone",
+                "must be a phone number: digits, spaces and + - ( ) . x /",
+            ));
         }
     }
     if !errors.is_empty() {
@@ -337,17 +372,26 @@ pub fn apply(contact: &mut Contact, body: &Map<String, Value>, mode: Mode) -> Re
 
 fn check_tags(items: &[Value]) -> Result<Vec<String>, FieldError> {
     if items.len() > MAX_TAGS {
-        return Err(FieldError::new("tags", format!("must hold at most {MAX_TAGS} tags")));
+        return Err(FieldError::new(
+            "tags",
+            format!("must hold at most {MAX_TAGS} tags"),
+        ));
     }
     let mut tags: Vec<String> = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
         let field = format!("tags[{i}]");
         let Value::String(s) = item else {
-            return Err(FieldError::new(field, format!("must be a string, not {}", type_name(item))));
+            return Err(FieldError::new(
+                field,
+                format!("must be a string, not {}", type_name(item)),
+            ));
         };
         let t = s.trim();
         if t.is_empty() || t.chars().count() > MAX_TAG_CHARS || t.chars().any(char::is_control) {
-            return Err(FieldError::new(field, format!("must be 1 to {MAX_TAG_CHARS} printable characters")));
+            return Err(FieldError::new(
+                field,
+                format!("must be 1 to {MAX_TAG_CHARS} printable characters"),
+            ));
         }
         if !tags.iter().any(|x| x == t) {
             tags.push(t.to_owned());
@@ -368,7 +412,10 @@ fn merge_custom_fields(
     for (key, value) in patch {
         let field = format!("customFields.{key}");
         if key.is_empty() || key.chars().count() > 64 || key.chars().any(char::is_control) {
-            errors.push(FieldError::new(field, "keys must be 1 to 64 printable characters"));
+            errors.push(FieldError::new(
+                field,
+                "keys must be 1 to 64 printable characters",
+            ));
             continue;
         }
         match value {
@@ -383,12 +430,18 @@ fn merge_custom_fields(
             }
             other => errors.push(FieldError::new(
                 field,
-                format!("must be a string, number, boolean or null, not {}", type_name(other)),
+                format!(
+                    "must be a string, number, boolean or null, not {}",
+                    type_name(other)
+                ),
             )),
         }
     }
     if fields.len() > MAX_CUSTOM_FIELDS {
-        errors.push(FieldError::new("customFields", format!("must hold at most {MAX_CUSTOM_FIELDS} keys")));
+        errors.push(FieldError::new(
+            "customFields",
+            format!("must hold at most {MAX_CUSTOM_FIELDS} keys"),
+        ));
     }
     if errors.is_empty() {
         Ok(())
@@ -412,8 +465,20 @@ mod tests {
 
     #[test]
     fn emails_are_normalised_or_rejected() {
-        assert_eq!(normalize_email("  Ada@Example.COM ").unwrap(), "ada@example.com");
-        for bad in ["", "ada", "ada@", "@example.com", "ada@example", "a b@example.com", "ada@@example.com", "ada@-x.com"] {
+        assert_eq!(
+            normalize_email("  Ada@Example.COM ").unwrap(),
+            "ada@example.com"
+        );
+        for bad in [
+            "",
+            "ada",
+            "ada@",
+            "@example.com",
+            "ada@example",
+            "a b@example.com",
+            "ada@@example.com",
+            "ada@-x.com",
+        ] {
             assert!(normalize_email(bad).is_err(), "{bad:?} should be rejected");
         }
     }
@@ -427,30 +492,60 @@ mod tests {
             Mode::Create,
         )
         .unwrap_err();
-        let Rejection::Invalid(details) = err else { panic!("expected invalid") };
+        let Rejection::Invalid(details) = err else {
+            panic!("expected invalid")
+        };
         let mut fields: Vec<_> = details.iter().map(|d| d.field.as_str()).collect();
         fields.sort();
-        assert_eq!(fields, ["colour", "email", "id", "score", "status", "tags[0]"]);
+        assert_eq!(
+            fields,
+            ["colour", "email", "id", "score", "status", "tags[0]"]
+        );
     }
 
     #[test]
     fn patch_merges_custom_fields_and_replaces_tags() {
         let mut c = fresh();
-        apply(&mut c, &body(json!({"email": "a@b.co", "tags": ["x"], "customFields": {"a": 1, "b": "2"}})), Mode::Create)
-            .unwrap();
-        apply(&mut c, &body(json!({"tags": ["y"], "customFields": {"a": null, "c": true}})), Mode::Patch).unwrap();
+        apply(
+            &mut c,
+            &body(json!({"email": "a@b.co", "tags": ["x"], "customFields": {"a": 1, "b": "2"}})),
+            Mode::Create,
+        )
+        .unwrap();
+        apply(
+            &mut c,
+            &body(json!({"tags": ["y"], "customFields": {"a": null, "c": true}})),
+            Mode::Patch,
+        )
+        .unwrap();
         assert_eq!(c.tags, ["y"]);
-        assert_eq!(Value::Object(c.custom_fields.clone()), json!({"b": "2", "c": true}));
+        assert_eq!(
+            Value::Object(c.custom_fields.clone()),
+            json!({"b": "2", "c": true})
+        );
     }
 
     #[test]
     fn leaving_unsubscribed_needs_consent() {
         let mut c = fresh();
-        apply(&mut c, &body(json!({"email": "a@b.co", "status": "unsubscribed"})), Mode::Create).unwrap();
+        apply(
+            &mut c,
+            &body(json!({"email": "a@b.co", "status": "unsubscribed"})),
+            Mode::Create,
+        )
+        .unwrap();
         assert!(c.unsubscribed);
         let mut copy = c.clone();
-        assert_eq!(apply(&mut copy, &body(json!({"status": "new"})), Mode::Patch), Err(Rejection::NeedsConsent));
-        apply(&mut c, &body(json!({"status": "new", "gdprConsent": true})), Mode::Patch).unwrap();
+        assert_eq!(
+            apply(&mut copy, &body(json!({"status": "new"})), Mode::Patch),
+            Err(Rejection::NeedsConsent)
+        );
+        apply(
+            &mut c,
+            &body(json!({"status": "new", "gdprConsent": true})),
+            Mode::Patch,
+        )
+        .unwrap();
         assert!(!c.unsubscribed && c.gdpr_consent);
     }
 }

@@ -73,8 +73,13 @@ pub enum SortField {
 }
 
 impl SortField {
-    pub const ALL: [SortField; 5] =
-        [SortField::CreatedAt, SortField::UpdatedAt, SortField::Score, SortField::LastName, SortField::Email];
+    pub const ALL: [SortField; 5] = [
+        SortField::CreatedAt,
+        SortField::UpdatedAt,
+        SortField::Score,
+        SortField::LastName,
+        SortField::Email,
+    ];
 
     pub fn parse(s: &str) -> Option<SortField> {
         Some(match s {
@@ -109,7 +114,12 @@ impl SortField {
             SortField::Score => (c.score.max(0) as u64).to_be_bytes().to_vec(),
             // Validation forbids control characters, so 0 ends the value unambiguously.
             SortField::LastName => {
-                let mut v = c.last_name.as_deref().unwrap_or("").to_lowercase().into_bytes();
+                let mut v = c
+                    .last_name
+                    .as_deref()
+                    .unwrap_or("")
+                    .to_lowercase()
+                    .into_bytes();
                 v.push(0);
                 v
             }
@@ -157,17 +167,25 @@ impl Filter {
         any_of(&self.statuses, &c.status)
             && any_of(&self.sources, &c.source)
             && any_of(&self.emails, &c.email)
-            && (self.company_ids.is_empty() || c.company_id.as_deref().is_some_and(|id| any_of(&self.company_ids, id)))
+            && (self.company_ids.is_empty()
+                || c.company_id
+                    .as_deref()
+                    .is_some_and(|id| any_of(&self.company_ids, id)))
             && (self.tags.is_empty() || self.tags.iter().any(|t| c.tags.contains(t)))
             && self.score_min.is_none_or(|m| c.score >= m)
             && self.score_max.is_none_or(|m| c.score <= m)
             && after(self.created_after, &c.created_at)
             && after(self.updated_after, &c.updated_at)
             && self.q.as_deref().is_none_or(|q| {
-                [Some(&c.email), c.first_name.as_ref(), c.last_name.as_ref(), c.company.as_ref()]
-                    .into_iter()
-                    .flatten()
-                    .any(|s| s.to_lowercase().contains(q))
+                [
+                    Some(&c.email),
+                    c.first_name.as_ref(),
+                    c.last_name.as_ref(),
+                    c.company.as_ref(),
+                ]
+                .into_iter()
+                .flatten()
+                .any(|s| s.to_lowercase().contains(q))
             })
     }
 }
@@ -188,7 +206,9 @@ impl Cursor {
     /// `None` for a malformed cursor or one made for another sort order.
     pub fn decode(s: &str, sort: Sort) -> Option<Cursor> {
         use base64::Engine;
-        let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(s).ok()?;
+        let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(s)
+            .ok()?;
         let (head, rest) = raw.split_at_checked(2)?;
         let dir = if sort.descending { b'-' } else { b'+' };
         if head != [sort.field.tag(), dir] || rest.len() < 24 {
@@ -216,7 +236,14 @@ fn count_key(app: &str) -> Vec<u8> {
 }
 
 fn index_keys(c: &Contact) -> impl Iterator<Item = Vec<u8>> + '_ {
-    SortField::ALL.into_iter().map(move |f| [index_prefix(&c.app_id, f), f.encode(c), c.id.as_bytes().to_vec()].concat())
+    SortField::ALL.into_iter().map(move |f| {
+        [
+            index_prefix(&c.app_id, f),
+            f.encode(c),
+            c.id.as_bytes().to_vec(),
+        ]
+        .concat()
+    })
 }
 
 type Tx<T> = Result<T, ConflictableTransactionError<ContactError>>;
@@ -236,12 +263,17 @@ fn read_count(tx: &TransactionalTree, app: &str) -> Tx<u64> {
 /// Inserts a new contact with its index entries; checks the e-mail is free and the plan has room.
 fn insert_tx(tx: &TransactionalTree, c: &Contact, limit: Option<u64>) -> Tx<()> {
     if let Some(existing) = tx.get(email_key(&c.app_id, &c.email))? {
-        return abort(ContactError::DuplicateEmail { existing_id: String::from_utf8_lossy(&existing).into_owned() });
+        return abort(ContactError::DuplicateEmail {
+            existing_id: String::from_utf8_lossy(&existing).into_owned(),
+        });
     }
     let count = read_count(tx, &c.app_id)?;
     if let Some(limit) = limit {
         if count >= limit {
-            return abort(ContactError::PlanLimit { limit, current: count });
+            return abort(ContactError::PlanLimit {
+                limit,
+                current: count,
+            });
         }
     }
     tx.insert(record_key(&c.app_id, &c.id), encode(c))?;
@@ -306,12 +338,20 @@ pub fn get(db: &sled::Db, app: &str, id: &str) -> Result<Option<Contact>, StoreE
 }
 
 /// Applies a merge patch to the contact `id` of `app`.
-pub fn update(db: &sled::Db, app: &str, id: &str, body: &Map<String, Value>) -> Result<Contact, ContactError> {
+pub fn update(
+    db: &sled::Db,
+    app: &str,
+    id: &str,
+    body: &Map<String, Value>,
+) -> Result<Contact, ContactError> {
     let tree = db.open_tree(TREE)?;
     let updated = tree.transaction(|tx| {
         let key = record_key(app, id);
-        let Some(bytes) = tx.get(&key)? else { return abort(ContactError::NotFound) };
-        let old: Contact = decode(&key, &bytes).map_err(|e| ConflictableTransactionError::Abort(e.into()))?;
+        let Some(bytes) = tx.get(&key)? else {
+            return abort(ContactError::NotFound);
+        };
+        let old: Contact =
+            decode(&key, &bytes).map_err(|e| ConflictableTransactionError::Abort(e.into()))?;
         let mut new = old.clone();
         if let Err(r) = apply(&mut new, body, Mode::Patch) {
             return abort(r.into());
@@ -332,8 +372,11 @@ pub fn delete(db: &sled::Db, app: &str, id: &str) -> Result<(), ContactError> {
     let tree = db.open_tree(TREE)?;
     tree.transaction(|tx| {
         let key = record_key(app, id);
-        let Some(bytes) = tx.get(&key)? else { return abort(ContactError::NotFound) };
-        let c: Contact = decode(&key, &bytes).map_err(|e| ConflictableTransactionError::Abort(e.into()))?;
+        let Some(bytes) = tx.get(&key)? else {
+            return abort(ContactError::NotFound);
+        };
+        let c: Contact =
+            decode(&key, &bytes).map_err(|e| ConflictableTransactionError::Abort(e.into()))?;
         tx.remove(key)?;
         tx.remove(email_key(app, &c.email))?;
         for k in index_keys(&c) {
@@ -361,21 +404,26 @@ pub fn list(
     let mut end = prefix.clone();
     *end.last_mut().expect("prefix is not empty") += 1;
     let start_bound = |c: &Cursor| [prefix.as_slice(), &c.0].concat();
-    let entries: Box<dyn Iterator<Item = sled::Result<(sled::IVec, sled::IVec)>>> = match (after, sort.descending) {
-        (None, false) => Box::new(tree.range(prefix.clone()..end)),
-        (None, true) => Box::new(tree.range(prefix.clone()..end).rev()),
-        (Some(c), false) => {
-            Box::new(tree.range((std::ops::Bound::Excluded(start_bound(c)), std::ops::Bound::Excluded(end))))
-        }
-        (Some(c), true) => Box::new(tree.range(prefix.clone()..start_bound(c)).rev()),
-    };
+    let entries: Box<dyn Iterator<Item = sled::Result<(sled::IVec, sled::IVec)>>> =
+        match (after, sort.descending) {
+            (None, false) => Box::new(tree.range(prefix.clone()..end)),
+            (None, true) => Box::new(tree.range(prefix.clone()..end).rev()),
+            (Some(c), false) => Box::new(tree.range((
+                std::ops::Bound::Excluded(start_bound(c)),
+                std::ops::Bound::Excluded(end),
+            ))),
+            (Some(c), true) => Box::new(tree.range(prefix.clone()..start_bound(c)).rev()),
+        };
     let mut page = Vec::with_capacity(limit);
     let mut last = None;
     for entry in entries {
         let (key, _) = entry?;
         let suffix = &key[prefix.len()..];
-        let id = std::str::from_utf8(&suffix[suffix.len().saturating_sub(24)..]).unwrap_or_default();
-        let Some(c) = load(&tree, app, id)? else { continue };
+        let id =
+            std::str::from_utf8(&suffix[suffix.len().saturating_sub(24)..]).unwrap_or_default();
+        let Some(c) = load(&tree, app, id)? else {
+            continue;
+        };
         if !filter.matches(&c) {
             continue;
         }

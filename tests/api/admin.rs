@@ -1,0 +1,154 @@
+//! `/admin/v1`: apps and keys.
+
+use reqwest::Method;
+use serde_json::json;
+
+use crate::helpers::*;
+
+#[tokio::test]
+async fn the_admin_api_needs_the_admin_token() {
+    let app = spawn_app();
+    app.send(Method::GET, "/admin/v1/apps", &[], None)
+        .await
+        .assert_error(401, "UNAUTHORIZED");
+    app.send(
+        Method::GET,
+        "/admin/v1/apps",
+        &[("authorization", "Bearer wrong")],
+        None,
+    )
+    .await
+    .assert_error(401, "UNAUTHORIZED");
+    // An API key is not an admin token.
+    let key = app.contacts_key("free").await;
+    app.send(
+        Method::GET,
+        "/admin/v1/apps",
+        &[("authorization", &format!("Bearer {key}"))],
+        None,
+    )
+    .await
+    .assert_error(401, "UNAUTHORIZED");
+}
+
+#[tokio::test]
+async fn apps_and_keys_are_managed_and_secrets_are_shown_once() {
+    let app = spawn_app();
+    let created = app
+        .admin(
+            Method::POST,
+            "/apps",
+            Some(json!({"name": "Shop", "plan": "pro"})),
+        )
+        .await;
+    assert_eq!(created.status, 201);
+    let d = created.data();
+    assert_eq!(
+        (d["name"].as_str(), d["plan"].as_str()),
+        (Some("Shop"), Some("pro"))
+    );
+    assert!(d["integrationKey"].as_str().unwrap().starts_with("ik_"));
+    let app_id = d["id"].as_str().unwrap().to_owned();
+
+    let bad = app
+        .admin(
+            Method::POST,
+            "/apps",
+            Some(json!({"name": "", "plan": "gold"})),
+        )
+        .await;
+    bad.assert_error(400, "VALIDATION_ERROR");
+    assert_eq!(bad.fields(), ["name", "plan"]);
+
+    let k = app
+        .admin(
+            Method::POST,
+            &format!("/apps/{app_id}/keys"),
+            Some(json!({"name": "crm", "permissions": ["contacts:read"]})),
+        )
+        .await;
+    assert_eq!(k.status, 201);
+    let key = k.data()["key"].as_str().unwrap().to_owned();
+    let key_id = k.data()["id"].as_str().unwrap().to_owned();
+    let bad = app
+        .admin(
+            Method::POST,
+            &format!("/apps/{app_id}/keys"),
+            Some(json!({"name": "x", "permissions": ["contacts:fly"]})),
+        )
+        .await;
+    assert_eq!(bad.fields(), ["permissions[0]"]);
+
+    let list = app
+        .admin(Method::GET, &format!("/apps/{app_id}/keys"), None)
+        .await;
+    assert_eq!(list.data().as_array().unwrap().len(), 1);
+    assert!(
+        !list.body.to_string().contains(&key[key.len() - 20..]),
+        "the secret must never be listed"
+    );
+
+    // A permission change takes effect on the next request.
+    app.create_contact(&key, json!({"email": "a@b.co"}))
+        .await
+        .assert_error(403, "FORBIDDEN");
+    let p = app
+        .admin(
+            Method::PATCH,
+            &format!("/apps/{app_id}/keys/{key_id}"),
+            Some(json!({"permissions": ["contacts:read", "contacts:write"]})),
+        )
+        .await;
+    assert_eq!(p.status, 200, "{}", p.body);
+    assert_eq!(
+        app.create_contact(&key, json!({"email": "a@b.co"}))
+            .await
+            .status,
+        201
+    );
+
+    app.admin(Method::GET, "/apps/0123456789abcdef01234567", None)
+        .await
+        .assert_error(404, "NOT_FOUND");
+    app.admin(
+        Method::DELETE,
+        &format!("/apps/{app_id}/keys/0123456789abcdef01234567"),
+        None,
+    )
+    .await
+    .assert_error(404, "NOT_FOUND");
+    let patched = app
+        .admin(
+            Method::PATCH,
+            &format!("/apps/{app_id}"),
+            Some(json!({"plan": "enterprise"})),
+        )
+        .await;
+    assert_eq!(patched.data()["plan"], "enterprise");
+}
+
+#[tokio::test]
+async fn the_app_list_pages_with_a_cursor() {
+    let app = spawn_app();
+    let mut ids = Vec::new();
+    for _ in 0..5 {
+        ids.push(app.create_app("free").await.0);
+    }
+    let mut seen = Vec::new();
+    let mut path = "/apps?limit=2".to_owned();
+    loop {
+        let page = app.admin(Method::GET, &path, None).await;
+        seen.extend(
+            page.data()
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a["id"].as_str().unwrap().to_owned()),
+        );
+        match page.body["pagination"]["nextCursor"].as_str() {
+            Some(c) => path = format!("/apps?limit=2&cursor={c}"),
+            None => break,
+        }
+    }
+    assert_eq!(seen, ids);
+}

@@ -1,0 +1,353 @@
+//! The error envelope and the statuses of interface §7, on every kind of failure.
+
+use reqwest::Method;
+use serde_json::json;
+
+use crate::helpers::*;
+
+#[tokio::test]
+async fn health_answers_200_with_a_request_id_equal_to_the_header() {
+    let app = spawn_app();
+    let a = app.send(Method::GET, "/healthz", &[], None).await;
+    assert_eq!(a.status, 200);
+    assert_eq!(a.body["success"], json!(true));
+    let rid = a.body["meta"]["requestId"].as_str().unwrap();
+    assert!(rid.starts_with("req_"));
+    assert_eq!(a.header("x-request-id"), Some(rid));
+}
+
+#[tokio::test]
+async fn unknown_routes_and_wrong_methods_answer_in_the_envelope() {
+    let app = spawn_app();
+    let key = app.contacts_key("free").await;
+    app.send(Method::GET, "/nowhere", &[], None)
+        .await
+        .assert_error(404, "NOT_FOUND");
+    app.api(&key, Method::PUT, "/acq/v1/contacts", None)
+        .await
+        .assert_error(404, "NOT_FOUND");
+    app.api(&key, Method::GET, "/acq/v1/contacts/not-an-id", None)
+        .await
+        .assert_error(404, "NOT_FOUND");
+}
+
+#[tokio::test]
+async fn a_malformed_json_body_is_400_in_the_envelope() {
+    let app = spawn_app();
+    let key = app.contacts_key("free").await;
+    let a = app
+        .raw(
+            Method::POST,
+            "/acq/v1/contacts",
+            &[("x-api-key", &key), ("content-type", "application/json")],
+            b"{\"email\": ".to_vec(),
+        )
+        .await;
+    a.assert_error(400, "VALIDATION_ERROR");
+    assert_eq!(a.fields(), ["body"]);
+}
+
+#[tokio::test]
+async fn bad_content_types_bodies_and_query_parameters_are_400_with_the_field() {
+    let app = spawn_app();
+    let key = app.contacts_key("free").await;
+    let cases: Vec<(Answer, &str, &str)> = vec![
+        (
+            app.raw(
+                Method::POST,
+                "/acq/v1/contacts",
+                &[("x-api-key", &key), ("content-type", "text/plain")],
+                b"{}".to_vec(),
+            )
+            .await,
+            "Content-Type",
+            "a body that is not declared JSON",
+        ),
+        (
+            app.raw(
+                Method::POST,
+                "/acq/v1/contacts",
+                &[("x-api-key", &key), ("content-type", "application/json")],
+                b"[1]".to_vec(),
+            )
+            .await,
+            "body",
+            "a JSON array instead of an object",
+        ),
+        (
+            app.raw(
+                Method::POST,
+                "/acq/v1/contacts",
+                &[("x-api-key", &key), ("content-type", "application/json")],
+                format!(
+                    "{{\"email\": \"a@b.co\", \"address\": \"{}\"}}",
+                    "x".repeat(1_100_000)
+                )
+                .into_bytes(),
+            )
+            .await,
+            "body",
+            "a body over 1 MiB",
+        ),
+        (
+            app.api(&key, Method::GET, "/acq/v1/contacts?limit=0", None)
+                .await,
+            "limit",
+            "limit below 1",
+        ),
+        (
+            app.api(&key, Method::GET, "/acq/v1/contacts?limit=101", None)
+                .await,
+            "limit",
+            "limit above 100",
+        ),
+        (
+            app.api(&key, Method::GET, "/acq/v1/contacts?limit=ten", None)
+                .await,
+            "limit",
+            "limit not a number",
+        ),
+        (
+            app.api(&key, Method::GET, "/acq/v1/contacts?cursor=%%%", None)
+                .await,
+            "cursor",
+            "cursor not base64",
+        ),
+        (
+            app.api(&key, Method::GET, "/acq/v1/contacts?cursor=YWJj", None)
+                .await,
+            "cursor",
+            "cursor of nothing",
+        ),
+        (
+            app.api(&key, Method::GET, "/acq/v1/contacts?sort=phone", None)
+                .await,
+            "sort",
+            "sort field not allowed",
+        ),
+        (
+            app.api(&key, Method::GET, "/acq/v1/contacts?status=vip", None)
+                .await,
+            "status",
+            "unknown status",
+        ),
+        (
+            app.api(&key, Method::GET, "/acq/v1/contacts?scoreMin=-1", None)
+                .await,
+            "scoreMin",
+            "score out of range",
+        ),
+        (
+            app.api(
+                &key,
+                Method::GET,
+                "/acq/v1/contacts?createdAfter=soon",
+                None,
+            )
+            .await,
+            "createdAfter",
+            "not a date",
+        ),
+        (
+            app.api(&key, Method::GET, "/acq/v1/contacts?colour=red", None)
+                .await,
+            "colour",
+            "unknown parameter",
+        ),
+    ];
+    for (answer, field, why) in cases {
+        assert_eq!(answer.status, 400, "{why}: {}", answer.body);
+        answer.assert_error(400, "VALIDATION_ERROR");
+        assert_eq!(answer.fields(), [field], "{why}");
+    }
+}
+
+#[tokio::test]
+async fn missing_invalid_and_revoked_keys_are_401() {
+    let app = spawn_app();
+    let (app_id, _) = app.create_app("free").await;
+    let (key_id, key) = app.create_key(&app_id, &["contacts:read"]).await;
+    app.send(Method::GET, "/acq/v1/contacts", &[], None)
+        .await
+        .assert_error(401, "UNAUTHORIZED");
+    app.api("tk_nope", Method::GET, "/acq/v1/contacts", None)
+        .await
+        .assert_error(401, "UNAUTHORIZED");
+    let forged = format!("{}0", &key[..key.len() - 1]);
+    let forged = if forged == key {
+        format!("{}1", &key[..key.len() - 1])
+    } else {
+        forged
+    };
+    app.api(&forged, Method::GET, "/acq/v1/contacts", None)
+        .await
+        .assert_error(401, "UNAUTHORIZED");
+    assert_eq!(
+        app.api(&key, Method::GET, "/acq/v1/contacts", None)
+            .await
+            .status,
+        200
+    );
+    let revoked = app
+        .admin(
+            Method::DELETE,
+            &format!("/apps/{app_id}/keys/{key_id}"),
+            None,
+        )
+        .await;
+    assert_eq!(revoked.status, 200, "{}", revoked.body);
+    app.api(&key, Method::GET, "/acq/v1/contacts", None)
+        .await
+        .assert_error(401, "UNAUTHORIZED");
+}
+
+#[tokio::test]
+async fn a_key_without_the_permission_is_403_forbidden_naming_it() {
+    let app = spawn_app();
+    let (app_id, _) = app.create_app("free").await;
+    let (_, reader) = app.create_key(&app_id, &["contacts:read"]).await;
+    let a = app
+        .create_contact(&reader, json!({"email": "a@b.co"}))
+        .await;
+    a.assert_error(403, "FORBIDDEN");
+    assert_eq!(
+        a.body["error"]["details"],
+        json!([{"field": "permission", "message": "contacts:write required"}])
+    );
+    app.api(
+        &reader,
+        Method::DELETE,
+        "/acq/v1/contacts/0123456789abcdef01234567",
+        None,
+    )
+    .await
+    .assert_error(403, "FORBIDDEN");
+}
+
+#[tokio::test]
+async fn the_plan_limit_is_403_with_the_usage_and_a_bigger_plan_lifts_it() {
+    let app = spawn_app_with(|s| s.plans.get_mut("free").unwrap().contacts = 3);
+    let (app_id, _) = app.create_app("free").await;
+    let (_, key) = app
+        .create_key(&app_id, &["contacts:write", "contacts:delete"])
+        .await;
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        let a = app
+            .create_contact(&key, json!({"email": format!("u{i}@example.com")}))
+            .await;
+        assert_eq!(a.status, 201, "{}", a.body);
+        ids.push(a.data()["id"].as_str().unwrap().to_owned());
+    }
+    let over = app
+        .create_contact(&key, json!({"email": "u3@example.com"}))
+        .await;
+    over.assert_error(403, "PLAN_LIMIT_REACHED");
+    assert_eq!(
+        over.body["error"]["details"],
+        json!([{"field": "contacts", "message": "limit 3, current 3"}])
+    );
+    // A delete frees a seat.
+    assert_eq!(
+        app.api(
+            &key,
+            Method::DELETE,
+            &format!("/acq/v1/contacts/{}", ids[0]),
+            None
+        )
+        .await
+        .status,
+        200
+    );
+    assert_eq!(
+        app.create_contact(&key, json!({"email": "u3@example.com"}))
+            .await
+            .status,
+        201
+    );
+    app.create_contact(&key, json!({"email": "u4@example.com"}))
+        .await
+        .assert_error(403, "PLAN_LIMIT_REACHED");
+    let up = app
+        .admin(
+            Method::PATCH,
+            &format!("/apps/{app_id}"),
+            Some(json!({"plan": "pro"})),
+        )
+        .await;
+    assert_eq!(up.status, 200, "{}", up.body);
+    assert_eq!(
+        app.create_contact(&key, json!({"email": "u4@example.com"}))
+            .await
+            .status,
+        201
+    );
+}
+
+#[tokio::test]
+async fn over_the_rate_limit_is_429_with_retry_after_and_every_answer_has_the_headers() {
+    let app = spawn_app_with(|s| s.plans.get_mut("free").unwrap().requests_per_minute = 5);
+    let key = app.contacts_key("free").await;
+    for expected_remaining in (0..5).rev() {
+        let a = app.api(&key, Method::GET, "/acq/v1/contacts", None).await;
+        assert_eq!(a.status, 200);
+        assert_eq!(a.header("x-ratelimit-limit"), Some("5"));
+        assert_eq!(
+            a.header("x-ratelimit-remaining"),
+            Some(expected_remaining.to_string().as_str())
+        );
+        let reset: u64 = a.header("x-ratelimit-reset").unwrap().parse().unwrap();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        assert!(reset >= now && reset <= now + 61, "reset {reset} now {now}");
+    }
+    let limited = app.api(&key, Method::GET, "/acq/v1/contacts", None).await;
+    limited.assert_error(429, "RATE_LIMITED");
+    let retry: u64 = limited.header("retry-after").unwrap().parse().unwrap();
+    assert!((1..=12).contains(&retry), "retry-after {retry}");
+    assert_eq!(limited.header("x-ratelimit-remaining"), Some("0"));
+    // Errors of a keyed request carry the headers too, and another key has its own bucket.
+    let other = app.contacts_key("free").await;
+    let a = app
+        .api(
+            &other,
+            Method::GET,
+            "/acq/v1/contacts/0123456789abcdef01234567",
+            None,
+        )
+        .await;
+    a.assert_error(404, "NOT_FOUND");
+    assert_eq!(a.header("x-ratelimit-remaining"), Some("4"));
+}
+
+#[tokio::test]
+async fn the_openapi_document_lists_every_route() {
+    let app = spawn_app();
+    let a = app.send(Method::GET, "/openapi.json", &[], None).await;
+    assert_eq!(a.status, 200);
+    assert!(a.body["openapi"].as_str().unwrap().starts_with("3."));
+    let paths = a.body["paths"].as_object().unwrap();
+    for (path, method) in [
+        ("/healthz", "get"),
+        ("/acq/v1/contacts", "get"),
+        ("/acq/v1/contacts", "post"),
+        ("/acq/v1/contacts/batch", "post"),
+        ("/acq/v1/contacts/{id}", "get"),
+        ("/acq/v1/contacts/{id}", "patch"),
+        ("/acq/v1/contacts/{id}", "delete"),
+        ("/admin/v1/apps", "post"),
+        ("/admin/v1/apps", "get"),
+        ("/admin/v1/apps/{appId}", "patch"),
+        ("/admin/v1/apps/{appId}/keys", "post"),
+        ("/admin/v1/apps/{appId}/keys", "get"),
+        ("/admin/v1/apps/{appId}/keys/{keyId}", "patch"),
+        ("/admin/v1/apps/{appId}/keys/{keyId}", "delete"),
+    ] {
+        assert!(
+            paths.get(path).and_then(|p| p.get(method)).is_some(),
+            "{method} {path} missing from openapi.json"
+        );
+    }
+}

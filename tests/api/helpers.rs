@@ -1,0 +1,267 @@
+//! `spawn_app()`: the real server on port 0 with a temporary data directory, plus typed helpers.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+use tributary::config::Settings;
+use tributary::startup::Application;
+
+pub const ADMIN_TOKEN: &str = "adm_test_token_for_the_suite";
+
+pub struct TestApp {
+    pub base: String,
+    pub client: reqwest::Client,
+    pub data_dir: PathBuf,
+    handle: Option<actix_web::dev::ServerHandle>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    _tmp: Option<tempfile::TempDir>,
+}
+
+/// One HTTP answer: status, headers and the parsed JSON body.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: StatusCode,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: Value,
+}
+
+impl Answer {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+    pub fn data(&self) -> &Value {
+        &self.body["data"]
+    }
+    pub fn code(&self) -> &str {
+        self.body["error"]["code"].as_str().unwrap_or("")
+    }
+    /// The `details[].field` names of an error.
+    pub fn fields(&self) -> Vec<String> {
+        let mut f: Vec<String> = self.body["error"]["details"]
+            .as_array()
+            .map(|d| {
+                d.iter()
+                    .map(|x| x["field"].as_str().unwrap_or("").to_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        f.sort();
+        f
+    }
+    /// Asserts the envelope of an error: status, code, and a requestId equal to the header.
+    pub fn assert_error(&self, status: u16, code: &str) {
+        assert_eq!(self.status.as_u16(), status, "body: {}", self.body);
+        assert_eq!(self.body["success"], json!(false), "body: {}", self.body);
+        assert_eq!(self.code(), code, "body: {}", self.body);
+        assert!(self.body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()));
+        let rid = self.body["meta"]["requestId"]
+            .as_str()
+            .expect("meta.requestId");
+        assert_eq!(Some(rid), self.header("x-request-id"));
+    }
+}
+
+/// Settings for a test server: defaults, port 0, a given data dir.
+pub fn test_settings(data_dir: &std::path::Path) -> Settings {
+    let mut s = Settings::load(None).expect("default settings load");
+    s.server.bind = "127.0.0.1:0".into();
+    s.server.workers = 2;
+    s.server.shutdown_timeout_secs = 5;
+    s.storage.data_dir = data_dir.to_path_buf();
+    s.admin_token = Some(ADMIN_TOKEN.into());
+    s
+}
+
+pub fn spawn_app() -> TestApp {
+    spawn_app_with(|_| {})
+}
+
+pub fn spawn_app_with(tweak: impl FnOnce(&mut Settings)) -> TestApp {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let mut app = start(tmp.path().to_path_buf(), tweak);
+    app._tmp = Some(tmp);
+    app
+}
+
+/// Starts a server over an existing data dir (used to restart).
+pub fn start(data_dir: PathBuf, tweak: impl FnOnce(&mut Settings)) -> TestApp {
+    let mut settings = test_settings(&data_dir);
+    tweak(&mut settings);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let thread = std::thread::spawn(move || {
+        actix_web::rt::System::new().block_on(async move {
+            let app = Application::build(settings).expect("server builds");
+            tx.send((app.port(), app.handle())).unwrap();
+            app.run_until_stopped().await.expect("server runs");
+        })
+    });
+    let (port, handle) = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("server started");
+    TestApp {
+        base: format!("http://127.0.0.1:{port}"),
+        client: reqwest::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()
+            .unwrap(),
+        data_dir,
+        handle: Some(handle),
+        thread: Some(thread),
+        _tmp: None,
+    }
+}
+
+impl TestApp {
+    /// Graceful stop; waits until the store is flushed and closed.
+    pub async fn stop(&mut self) {
+        if let Some(h) = self.handle.take() {
+            h.stop(true).await;
+        }
+        if let Some(t) = self.thread.take() {
+            tokio::task::spawn_blocking(move || t.join().expect("server thread"))
+                .await
+                .unwrap();
+        }
+    }
+
+    /// Stops and starts again over the same data dir.
+    pub async fn restart(mut self) -> TestApp {
+        self.stop().await;
+        let tmp = self._tmp.take();
+        let mut next = start(self.data_dir.clone(), |_| {});
+        next._tmp = tmp;
+        next
+    }
+
+    pub async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<Value>,
+    ) -> Answer {
+        let mut req = self
+            .client
+            .request(method, format!("{}{}", self.base, path));
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let res = req.send().await.expect("request sent");
+        let status = res.status();
+        let headers = res.headers().clone();
+        let text = res.text().await.unwrap();
+        let body =
+            serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON ({status}): {text:?}"));
+        Answer {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    pub async fn raw(
+        &self,
+        method: Method,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Vec<u8>,
+    ) -> Answer {
+        let mut req = self
+            .client
+            .request(method, format!("{}{}", self.base, path))
+            .body(body);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let res = req.send().await.expect("request sent");
+        let status = res.status();
+        let headers = res.headers().clone();
+        let text = res.text().await.unwrap();
+        let body =
+            serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON ({status}): {text:?}"));
+        Answer {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    pub async fn admin(&self, method: Method, path: &str, body: Option<Value>) -> Answer {
+        let auth = format!("Bearer {ADMIN_TOKEN}");
+        self.send(
+            method,
+            &format!("/admin/v1{path}"),
+            &[("authorization", &auth)],
+            body,
+        )
+        .await
+    }
+
+    /// Creates an app on `plan`; returns (appId, integrationKey).
+    pub async fn create_app(&self, plan: &str) -> (String, String) {
+        let a = self
+            .admin(
+                Method::POST,
+                "/apps",
+                Some(json!({"name": "Test app", "plan": plan})),
+            )
+            .await;
+        assert_eq!(a.status, 201, "{}", a.body);
+        (
+            a.data()["id"].as_str().unwrap().into(),
+            a.data()["integrationKey"].as_str().unwrap().into(),
+        )
+    }
+
+    /// Creates an API key with the given permissions; returns (keyId, key).
+    pub async fn create_key(&self, app_id: &str, permissions: &[&str]) -> (String, String) {
+        let a = self
+            .admin(
+                Method::POST,
+                &format!("/apps/{app_id}/keys"),
+                Some(json!({"name": "k", "permissions": permissions})),
+            )
+            .await;
+        assert_eq!(a.status, 201, "{}", a.body);
+        (
+            a.data()["id"].as_str().unwrap().into(),
+            a.data()["key"].as_str().unwrap().into(),
+        )
+    }
+
+    /// A fresh app with a key holding every contact permission; returns the key.
+    pub async fn contacts_key(&self, plan: &str) -> String {
+        let (app, _) = self.create_app(plan).await;
+        self.create_key(
+            &app,
+            &["contacts:read", "contacts:write", "contacts:delete"],
+        )
+        .await
+        .1
+    }
+
+    pub async fn api(&self, key: &str, method: Method, path: &str, body: Option<Value>) -> Answer {
+        self.send(method, path, &[("x-api-key", key)], body).await
+    }
+
+    pub async fn create_contact(&self, key: &str, body: Value) -> Answer {
+        self.api(key, Method::POST, "/acq/v1/contacts", Some(body))
+            .await
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        if let Some(h) = self.handle.take() {
+            // Not awaited: the runtime may be gone. The thread ends with the process.
+            drop(h.stop(false));
+        }
+    }
+}

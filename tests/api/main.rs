@@ -1,0 +1,6 @@
+//! Black-box tests: the real server on port 0 with a temporary data dir.
+
+mod admin;
+mod contacts;
+mod errors;
+mod helpers;
