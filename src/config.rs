@@ -13,6 +13,8 @@ pub struct Settings {
     pub server: ServerSettings,
     pub storage: StorageSettings,
     pub api: ApiSettings,
+    pub collector: CollectorSettings,
+    pub lake: LakeSettings,
     pub plans: BTreeMap<String, PlanLimits>,
     /// The admin API's bearer token: `TRIBUTARY_ADMIN_TOKEN`; when unset, one is generated at
     /// first start and kept in the data dir.
@@ -38,6 +40,33 @@ pub struct StorageSettings {
 #[derive(Debug, Clone, Deserialize)]
 pub struct ApiSettings {
     pub idempotency_ttl_secs: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct CollectorSettings {
+    pub shards: usize,
+    pub queue_batches: usize,
+    pub max_event_bytes: usize,
+    pub max_batch_bytes: usize,
+    pub max_file_rows: usize,
+    pub max_file_bytes: usize,
+    pub max_file_age_ms: u64,
+    pub trust_forwarded_for: bool,
+    pub anonymize_ip: bool,
+    pub node_id: String,
+    pub allowed_origins: Vec<String>,
+    pub shutdown_upload_timeout_ms: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct LakeSettings {
+    pub kind: String,
+    pub path: String,
+    pub s3_bucket: String,
+    pub s3_endpoint: String,
+    pub s3_region: String,
+    pub s3_allow_http: bool,
+    pub prefix: String,
 }
 
 /// One plan's rate and quotas. A negative quota means unlimited.
@@ -116,7 +145,9 @@ impl Settings {
                 config::Environment::with_prefix("TRIBUTARY")
                     .prefix_separator("__")
                     .separator("__")
-                    .try_parsing(true),
+                    .try_parsing(true)
+                    .list_separator(",")
+                    .with_list_parse_key("collector.allowed_origins"),
             )
             .build()?
             .try_deserialize()?;

@@ -140,6 +140,11 @@ impl ApiError {
             .with_header("retry-after", retry_after_secs.to_string())
     }
 
+    pub fn with_message(mut self, message: impl Into<String>) -> Self {
+        self.message = message.into();
+        self
+    }
+
     pub fn with_details(mut self, details: Vec<FieldError>) -> Self {
         self.details = details;
         self

@@ -2,10 +2,12 @@
 
 pub mod admin;
 pub mod api;
+pub mod collector;
 pub mod config;
 pub mod contacts;
 pub mod error;
 pub mod idempotency;
+pub mod profiles;
 pub mod ids;
 pub mod startup;
 pub mod store;

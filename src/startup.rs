@@ -12,6 +12,7 @@ use utoipa::OpenApi;
 use utoipa_actix_web::{scope, AppExt};
 
 use crate::api::{self, ratelimit::RateLimits};
+use crate::collector::Collector;
 use crate::config::Settings;
 use crate::store::{Store, StoreThreads};
 use crate::tenants::Registry;
@@ -38,6 +39,7 @@ impl std::fmt::Debug for Secret {
 /// What every handler can reach.
 pub struct AppState {
     pub settings: Settings,
+    pub collector: Collector,
     pub store: Store,
     pub registry: Registry,
     pub rate_limits: RateLimits,
@@ -52,6 +54,8 @@ pub enum StartError {
     Store(#[from] crate::store::StoreError),
     #[error("cannot listen on {addr}: {cause}")]
     Bind { addr: String, cause: std::io::Error },
+    #[error("collector: {0}")]
+    Collector(#[from] crate::collector::CollectorError),
     #[error("server: {0}")]
     Server(std::io::Error),
 }
@@ -60,6 +64,7 @@ pub enum StartError {
 pub struct Application {
     port: u16,
     server: Server,
+    state: web::Data<AppState>,
     store: Store,
     threads: StoreThreads,
 }
@@ -109,6 +114,8 @@ fn admin_token(configured: Option<&str>, data_dir: &Path) -> Result<Secret, Star
     ),
     modifiers(&SecuritySchemes),
     tags((name = "contacts", description = "Acquisition CRM (X-API-Key)"),
+         (name = "collector", description = "Analytics collection (X-App-Key)"),
+         (name = "profiles", description = "Merged visitor profiles (X-API-Key)"),
          (name = "admin", description = "Apps and keys (Authorization: Bearer <admin token>)"),
          (name = "service", description = "Health and API description"))
 )]
@@ -167,7 +174,14 @@ fn routes(
         .app_data(web::PathConfig::default().error_handler(api::path_error))
         .app_data(web::JsonConfig::default().error_handler(api::json_error))
         .service(healthz)
+        .service(crate::collector::http::metrics)
         .service(scope::scope("/acq/v1").configure(crate::contacts::configure))
+        .service(scope::scope("/api/v1").configure(crate::profiles::configure))
+        .service(
+            scope::scope("/api/w")
+                .wrap(from_fn(crate::collector::http::cors))
+                .configure(crate::collector::http::configure),
+        )
         .service(scope::scope("/admin/v1").configure(crate::admin::configure))
         .split_for_parts();
     (app.wrap(from_fn(api::request_context)), doc)
@@ -180,7 +194,10 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
         .into_utoipa_app()
         .openapi(ApiDoc::openapi())
         .service(healthz)
+        .service(crate::collector::http::metrics)
         .service(scope::scope("/acq/v1").configure(crate::contacts::configure))
+        .service(scope::scope("/api/v1").configure(crate::profiles::configure))
+        .service(scope::scope("/api/w").configure(crate::collector::http::configure))
         .service(scope::scope("/admin/v1").configure(crate::admin::configure))
         .split_for_parts();
     doc.merge(routes_doc);
@@ -209,6 +226,7 @@ impl Application {
             tracing::info!(swept, "expired idempotency records removed");
         }
         let admin_token = admin_token(settings.admin_token.as_deref(), &data_dir)?;
+        let collector = Collector::start(&settings, store.db_for_startup())?;
         let listener =
             TcpListener::bind(&settings.server.bind).map_err(|cause| StartError::Bind {
                 addr: settings.server.bind.clone(),
@@ -225,15 +243,18 @@ impl Application {
         tracing::info!(addr = %addr, data_dir = %data_dir.display(), workers, "tributary listening");
         let state = web::Data::new(AppState {
             settings,
+            collector,
             store: store.clone(),
             registry,
             rate_limits: RateLimits::default(),
             admin_token,
         });
         let doc = Arc::new(openapi());
+        let app_state = state.clone();
         let server = HttpServer::new(move || {
             let doc = doc.clone();
             let (app, _) = routes(state.clone());
+            let app = app.app_data(web::PayloadConfig::new(16 * 1024 * 1024));
             app.route(
                 "/openapi.json",
                 web::get().to(move || {
@@ -251,6 +272,7 @@ impl Application {
         Ok(Application {
             port: addr.port(),
             server,
+            state: app_state,
             store,
             threads,
         })
@@ -266,16 +288,16 @@ impl Application {
     }
 
     /// Serves until SIGTERM / Ctrl-C (actix stops accepting and finishes in-flight requests
-    /// within `shutdown_timeout_secs`) or a stop through `handle`; then flushes sled.
+    /// within `shutdown_timeout_secs`) or a stop through `handle`; then drains the collector
+    /// (every accepted event goes to the lake) and flushes sled.
     pub async fn run_until_stopped(self) -> Result<(), StartError> {
-        let Application {
-            server,
-            store,
-            threads,
-            ..
-        } = self;
+        let Application { server, state, store, threads, .. } = self;
         let result = server.await.map_err(StartError::Server);
-        tracing::info!("http server stopped; flushing the store");
+        tracing::info!("http server stopped; draining the collector");
+        let drained = state.clone();
+        let _ = tokio::task::spawn_blocking(move || drained.collector.shutdown()).await;
+        drop(state);
+        tracing::info!("flushing the store");
         store.flush()?;
         drop(store);
         threads.join();

@@ -1,0 +1,288 @@
+//! The collector's HTTP edge: `POST /api/w/analytics/collect` (api.md §7) and `GET /metrics`.
+//!
+//! `body (limits, gzip) -> simd-json parse -> key (header, query or body) -> validate, enrich
+//!  -> plan limit -> Collector::submit (durable) -> 200 {accepted, duplicates, rejected, errors}`
+
+use std::io::Read;
+use std::net::IpAddr;
+
+use actix_web::body::MessageBody;
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::http::header::{self, HeaderValue};
+use actix_web::middleware::Next;
+use actix_web::{get, post, web, HttpRequest, HttpResponse};
+use serde_json::json;
+use utoipa_actix_web::service_config::ServiceConfig;
+
+use super::decode::{self, BodyError, Enrichment, Rejected};
+use super::metrics::Reject;
+use super::{usage, SubmitError};
+use crate::api;
+use crate::config::{CollectorSettings, Quota};
+use crate::error::{ApiError, ErrorCode, FieldError};
+use crate::startup::AppState;
+use crate::tenants::KeyKind;
+
+/// Bodies above this are parsed on the blocking pool rather than on the HTTP worker.
+const INLINE_PARSE_BYTES: usize = 64 * 1024;
+
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(collect);
+}
+
+/// CORS for the widget endpoints: answers preflights itself and marks every answer, errors
+/// included, so a browser tracker can read them.
+pub async fn cors(req: ServiceRequest, next: Next<impl MessageBody + 'static>) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
+    let origin = req.headers().get(header::ORIGIN).cloned();
+    let allowed = req
+        .app_data::<web::Data<AppState>>()
+        .map(|s| s.settings.collector.allowed_origins.clone())
+        .unwrap_or_default();
+    let allow = match &origin {
+        None => Some(HeaderValue::from_static("*")),
+        Some(o) if allowed.is_empty() || allowed.iter().any(|a| a.as_bytes() == o.as_bytes()) => Some(o.clone()),
+        Some(_) => None,
+    };
+    let decorate = |headers: &mut header::HeaderMap| {
+        if let Some(a) = &allow {
+            headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, a.clone());
+            headers.insert(header::VARY, HeaderValue::from_static("Origin"));
+            headers.insert(header::ACCESS_CONTROL_EXPOSE_HEADERS, HeaderValue::from_static("X-Request-Id, Retry-After"));
+        }
+    };
+    if req.method() == actix_web::http::Method::OPTIONS {
+        let mut res = HttpResponse::NoContent().finish();
+        decorate(res.headers_mut());
+        if allow.is_some() {
+            let h = res.headers_mut();
+            h.insert(header::ACCESS_CONTROL_ALLOW_METHODS, HeaderValue::from_static("POST, GET, OPTIONS"));
+            h.insert(
+                header::ACCESS_CONTROL_ALLOW_HEADERS,
+                HeaderValue::from_static("Content-Type, Content-Encoding, X-App-Key"),
+            );
+            h.insert(header::ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static("86400"));
+        }
+        return Ok(req.into_response(res).map_into_right_body());
+    }
+    let mut res = next.call(req).await?;
+    decorate(res.headers_mut());
+    Ok(res.map_into_left_body())
+}
+
+/// The client address: the connection's, or the first X-Forwarded-For entry behind a trusted
+/// proxy; optionally anonymised.
+fn client_ip(req: &HttpRequest, cfg: &CollectorSettings) -> Option<String> {
+    let forwarded = cfg
+        .trust_forwarded_for
+        .then(|| req.headers().get("x-forwarded-for")?.to_str().ok()?.split(',').next()?.trim().parse::<IpAddr>().ok())
+        .flatten();
+    let ip = forwarded.or_else(|| req.peer_addr().map(|a| a.ip()))?;
+    let ip = match (cfg.anonymize_ip, ip) {
+        (false, ip) => ip,
+        (true, IpAddr::V4(v4)) => {
+            let [a, b, c, _] = v4.octets();
+            IpAddr::from([a, b, c, 0])
+        }
+        (true, IpAddr::V6(v6)) => {
+            let mut s = v6.segments();
+            s[3..].fill(0);
+            IpAddr::from(s)
+        }
+    };
+    Some(ip.to_string())
+}
+
+fn too_large(state: &AppState, what: &str, limit: usize) -> ApiError {
+    state.collector.edge.reject(Reject::TooLarge, 1);
+    ApiError::new(ErrorCode::PayloadTooLarge, format!("{what} larger than {limit} bytes"))
+}
+
+/// Reads the body up to the batch limit and undoes gzip, capping the decompressed size.
+async fn read_body(state: &AppState, req: &HttpRequest, mut payload: web::Payload) -> Result<Vec<u8>, ApiError> {
+    use futures_util::StreamExt;
+    let limit = state.settings.collector.max_batch_bytes;
+    let mut raw = Vec::new();
+    while let Some(chunk) = payload.next().await {
+        let chunk = chunk.map_err(|e| ApiError::field("body", e.to_string()))?;
+        if raw.len() + chunk.len() > limit {
+            return Err(too_large(state, "batch", limit));
+        }
+        raw.extend_from_slice(&chunk);
+    }
+    let encoding = req.headers().get(header::CONTENT_ENCODING).and_then(|v| v.to_str().ok()).unwrap_or("identity");
+    match encoding.trim().to_ascii_lowercase().as_str() {
+        "" | "identity" => Ok(raw),
+        "gzip" | "x-gzip" => {
+            let mut out = Vec::new();
+            let mut reader = flate2::read::GzDecoder::new(raw.as_slice()).take(limit as u64 + 1);
+            reader.read_to_end(&mut out).map_err(|e| ApiError::field("body", format!("invalid gzip: {e}")))?;
+            if out.len() > limit {
+                return Err(too_large(state, "decompressed batch", limit));
+            }
+            Ok(out)
+        }
+        other => Err(ApiError::field("Content-Encoding", format!("{other} is not supported; use gzip or none"))),
+    }
+}
+
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+struct CollectQuery {
+    /// The integration key, for `navigator.sendBeacon` (which cannot set headers).
+    #[serde(rename = "appKey")]
+    app_key: Option<String>,
+}
+
+type Decoded = (Vec<super::Event>, Vec<Rejected>, Option<String>);
+
+fn decode_body(mut body: Vec<u8>, enrich: Enrichment, max_event_bytes: usize) -> Result<Decoded, BodyError> {
+    let parsed = decode::parse(&mut body)?;
+    let key = parsed.write_key.clone();
+    let (events, rejected) = decode::validate(parsed, &enrich, max_event_bytes);
+    Ok((events, rejected, key))
+}
+
+/// Receive a batch of analytics events from the tracker.
+///
+/// Body: `{"batch": [event, ...], "sentAt": "ISO 8601"}` or one event. Key: `X-App-Key`, or
+/// `appKey` in the query, or `writeKey` in the body. `application/json` or `text/plain`, optionally
+/// gzip. A 200 means every accepted event is on disk.
+#[utoipa::path(
+    tag = "collector",
+    security(("app_key" = [])),
+    request_body(content = Object, description = "A batch of events (interface §6.2)"),
+    responses(
+        (status = 200, description = "{accepted, duplicates, rejected, errors: [{index, field, message}]}"),
+        (status = 400, description = "Not JSON, or no valid event"),
+        (status = 401, description = "Missing or invalid integration key"),
+        (status = 403, description = "PLAN_LIMIT_REACHED: events_per_month"),
+        (status = 413, description = "PAYLOAD_TOO_LARGE: over 32 KiB per event or 500 KiB per batch"),
+        (status = 503, description = "SERVICE_UNAVAILABLE: writers are full; retry after Retry-After")
+    )
+)]
+#[post("/analytics/collect")]
+async fn collect(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    query: web::Query<CollectQuery>,
+    payload: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    let edge = &state.collector.edge;
+    edge.requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let cfg = &state.settings.collector;
+    let ct = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let essence = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    if !matches!(essence.as_str(), "application/json" | "text/plain" | "") {
+        edge.reject(Reject::InvalidBody, 1);
+        return Err(ApiError::field("Content-Type", "must be application/json or text/plain"));
+    }
+    let unauthorized = || {
+        edge.reject(Reject::Unauthorized, 1);
+        ApiError::unauthorized("missing or invalid integration key (X-App-Key, appKey or writeKey)")
+    };
+    let outer_key = req.headers().get("x-app-key").and_then(|v| v.to_str().ok()).map(str::to_owned).or(query.app_key.clone());
+    let mut who = None;
+    if let Some(k) = &outer_key {
+        who = Some(state.registry.authenticate(k, KeyKind::Integration).ok_or_else(unauthorized)?);
+    }
+    let body = read_body(&state, &req, payload).await?;
+    edge.body_bytes.fetch_add(body.len() as u64, std::sync::atomic::Ordering::Relaxed);
+    let received_at = chrono::Utc::now().timestamp_micros();
+    let enrich = Enrichment {
+        app_id: String::new(),
+        received_at,
+        ip: client_ip(&req, cfg),
+        user_agent: req.headers().get(header::USER_AGENT).and_then(|v| v.to_str().ok()).map(str::to_owned),
+    };
+    let max_event = cfg.max_event_bytes;
+    let decoded = if body.len() <= INLINE_PARSE_BYTES {
+        decode_body(body, enrich, max_event)
+    } else {
+        web::block(move || decode_body(body, enrich, max_event)).await.map_err(ApiError::internal)?
+    };
+    let (mut events, rejected, body_key) = decoded.map_err(|e| {
+        edge.reject(Reject::InvalidBody, 1);
+        match e {
+            BodyError::NotJson(m) => ApiError::field("body", format!("malformed JSON: {m}")),
+            BodyError::Invalid { field, message } => ApiError::field(field, message),
+        }
+    })?;
+    let who = match who {
+        Some(w) => w,
+        None => {
+            let key = body_key.ok_or_else(unauthorized)?;
+            state.registry.authenticate(&key, KeyKind::Integration).ok_or_else(unauthorized)?
+        }
+    };
+    let rejected_events = {
+        let mut idx: Vec<usize> = rejected.iter().map(|r| r.index).collect();
+        idx.dedup();
+        idx.len()
+    };
+    edge.reject(Reject::InvalidEvent, rejected_events as u64);
+    if events.is_empty() {
+        let details = rejected.iter().map(|r| FieldError::new(format!("batch[{}].{}", r.index, r.field), r.message.clone())).collect();
+        return Err(ApiError::validation(details).with_message("no valid event in the batch"));
+    }
+    for e in &mut events {
+        e.app_id.clone_from(&who.app_id);
+    }
+    let month = usage::month_of(received_at);
+    if let Some(limit) = state.settings.plan(who.plan.name()).limit(Quota::EventsPerMonth) {
+        let current = match state.collector.meter.get(&who.app_id, &month) {
+            Some(n) => n,
+            None => {
+                let (app, m) = (who.app_id.clone(), month.clone());
+                let n = state.store.run(move |db| usage::get(db, &app, &m)).await?;
+                state.collector.meter.seed(&who.app_id, &month, n);
+                state.collector.meter.get(&who.app_id, &month).unwrap_or(n)
+            }
+        };
+        if current + events.len() as u64 > limit {
+            edge.reject(Reject::PlanLimit, events.len() as u64);
+            return Err(crate::contacts::plan_limit(Quota::EventsPerMonth, limit, current));
+        }
+    }
+    match state.collector.submit(events).await {
+        Ok(done) => {
+            state.collector.meter.add(&who.app_id, &month, done.accepted as u64);
+            Ok(api::ok(&json!({
+                "accepted": done.accepted,
+                "duplicates": done.duplicates,
+                "rejected": rejected_events,
+                "errors": rejected,
+            })))
+        }
+        Err(SubmitError::Overloaded) => {
+            edge.reject(Reject::Overloaded, 1);
+            Err(ApiError::unavailable("the collector is overloaded, retry later", 1))
+        }
+        Err(SubmitError::Failed(e)) => Err(ApiError::internal(e)),
+    }
+}
+
+/// Prometheus metrics of the collector.
+#[utoipa::path(tag = "service", responses((status = 200, description = "Prometheus text format", content_type = "text/plain")))]
+#[get("/metrics")]
+pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
+    HttpResponse::Ok().content_type("text/plain; version=0.0.4").body(state.collector.metrics())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ips_are_anonymised_when_asked() {
+        let req = actix_web::test::TestRequest::default()
+            .peer_addr("203.0.113.77:5000".parse().unwrap())
+            .insert_header(("x-forwarded-for", "198.51.100.9, 10.0.0.1"))
+            .to_http_request();
+        let mut cfg = crate::config::Settings::load(None).unwrap().collector;
+        assert_eq!(client_ip(&req, &cfg).as_deref(), Some("203.0.113.77"));
+        cfg.trust_forwarded_for = true;
+        assert_eq!(client_ip(&req, &cfg).as_deref(), Some("198.51.100.9"));
+        cfg.anonymize_ip = true;
+        assert_eq!(client_ip(&req, &cfg).as_deref(), Some("198.51.100.0"));
+    }
+}

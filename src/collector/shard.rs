@@ -1,0 +1,500 @@
+//! A shard writer actor and its uploader.
+//!
+//! `HTTP handler -> [bounded queue] -> shard writer -> [bounded queue] -> uploader -> object store`
+//!
+//! The writer, on its own thread:
+//! 1. takes every batch waiting in its queue (group commit), drops duplicates by messageId,
+//!    fills in the userId of identified visitors, appends the events to its WAL and fsyncs once;
+//! 2. only then answers each batch (the HTTP 200 waits for this);
+//! 3. records messageIds, profiles and usage in sled, and appends the rows to Arrow builders,
+//!    one per (app, hour) partition;
+//! 4. on rows, bytes or age, rotates the WAL and hands the open files to its uploader.
+//!
+//! The uploader encodes Parquet (zstd), notes the paths it is about to write in an intent file,
+//! puts each file (retrying with backoff), flushes sled, writes the checkpoint (the last LSN now
+//! in the lake), clears the intent and trims the WAL. At start, the paths of an unfinished intent
+//! are deleted and the WAL is replayed from the checkpoint, so every acknowledged event lands in
+//! the lake exactly once.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path as FsPath, PathBuf};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use arrow_array::RecordBatch;
+use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
+
+use super::event::{encode_parquet, Event, RowBuilder};
+use super::metrics::ShardCounters;
+use super::{identity, lake, usage, wal};
+
+pub const DEDUPE_TREE: &str = "dedupe";
+const INTENT: &str = "intent";
+/// Batches taken together into one group commit.
+const MAX_GROUP: usize = 128;
+
+/// What a writer needs to know.
+#[derive(Debug, Clone)]
+pub struct ShardConfig {
+    pub index: usize,
+    pub node_id: String,
+    pub wal_dir: PathBuf,
+    pub prefix: String,
+    pub max_rows: usize,
+    pub max_bytes: usize,
+    pub max_age: Duration,
+    pub shutdown_upload_timeout: Duration,
+    /// Set when the service shuts down: uploads then give up after `shutdown_upload_timeout`.
+    pub stopping: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// The answer to one batch: it is on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Committed {
+    pub accepted: usize,
+    pub duplicates: usize,
+}
+
+pub enum Msg {
+    Write { events: Vec<Event>, reply: tokio::sync::oneshot::Sender<Result<Committed, String>> },
+    /// Commit what is queued, flush every open file, stop.
+    Stop,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ShardError {
+    #[error("write-ahead log of shard {0}: {1}")]
+    Wal(usize, std::io::Error),
+    #[error("store: {0}")]
+    Store(#[from] crate::store::StoreError),
+    #[error("sled: {0}")]
+    Sled(#[from] sled::Error),
+    #[error("lake: {0}")]
+    Lake(#[from] object_store::Error),
+    #[error("runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+/// The day number of a timestamp (µs), for the two-day dedupe window.
+fn day(micros: i64) -> u32 {
+    micros.div_euclid(86_400_000_000).max(0) as u32
+}
+
+fn dedupe_key(day: u32, app: &str, message_id: &str) -> Vec<u8> {
+    [&day.to_be_bytes()[..], app.as_bytes(), &[0], message_id.as_bytes()].concat()
+}
+
+/// Drops dedupe entries older than yesterday (so the window is 24 to 48 hours).
+pub fn sweep_dedupe(db: &sled::Db, now_micros: i64) -> Result<usize, crate::store::StoreError> {
+    let tree = db.open_tree(DEDUPE_TREE)?;
+    let keep_from = day(now_micros).saturating_sub(1).to_be_bytes();
+    let mut n = 0;
+    for kv in tree.range(..&keep_from[..]) {
+        tree.remove(kv?.0)?;
+        n += 1;
+    }
+    Ok(n)
+}
+
+struct Upload {
+    last_lsn: u64,
+    files: Vec<(Path, RecordBatch)>,
+}
+
+struct Writer {
+    cfg: ShardConfig,
+    db: sled::Db,
+    dedupe: sled::Tree,
+    wal: wal::Wal,
+    open: BTreeMap<(String, i64), RowBuilder>,
+    first_open_lsn: Option<u64>,
+    oldest: Option<Instant>,
+    rows: usize,
+    bytes: usize,
+    uploads: Sender<Upload>,
+    counters: Arc<ShardCounters>,
+    last_sweep: Instant,
+}
+
+/// Starts shard `cfg.index`: replays its WAL into the lake first (so that start-up finishes with
+/// nothing pending), then runs the writer and uploader threads.
+pub fn start(
+    cfg: ShardConfig,
+    db: sled::Db,
+    store: Arc<dyn ObjectStore>,
+    counters: Arc<ShardCounters>,
+    rx: Receiver<Msg>,
+) -> Result<Vec<JoinHandle<()>>, ShardError> {
+    let index = cfg.index;
+    std::fs::create_dir_all(&cfg.wal_dir).map_err(|e| ShardError::Wal(index, e))?;
+    let mut uploader = Uploader::new(cfg.clone(), db.clone(), store, counters.clone())?;
+    uploader.undo_unfinished()?;
+    let checkpoint = wal::read_checkpoint(&cfg.wal_dir).map_err(|e| ShardError::Wal(index, e))?;
+    let (wal, replay) = wal::Wal::open(&cfg.wal_dir, checkpoint).map_err(|e| ShardError::Wal(index, e))?;
+    let (up_tx, up_rx) = bounded::<Upload>(2);
+    let mut writer = Writer {
+        dedupe: db.open_tree(DEDUPE_TREE)?,
+        cfg: cfg.clone(),
+        db,
+        wal,
+        open: BTreeMap::new(),
+        first_open_lsn: None,
+        oldest: None,
+        rows: 0,
+        bytes: 0,
+        uploads: up_tx,
+        counters: counters.clone(),
+        last_sweep: Instant::now() - Duration::from_secs(3600),
+    };
+    if !replay.is_empty() {
+        let n = replay.len();
+        let mut events = Vec::with_capacity(n);
+        for r in replay {
+            match serde_json::from_slice::<Event>(&r.payload) {
+                Ok(e) => events.push((r.lsn, e)),
+                Err(e) => tracing::error!(shard = index, lsn = r.lsn, error = %e, "unreadable WAL record skipped"),
+            }
+        }
+        for (lsn, e) in &events {
+            writer.after_commit(e, *lsn, false)?;
+        }
+        counters.replayed.fetch_add(n as u64, Relaxed);
+        tracing::info!(shard = index, events = n, "write-ahead log replayed");
+        // Flush the replayed rows now, synchronously, before taking new events.
+        if let Some(job) = writer.take_files().map_err(|e| ShardError::Wal(index, e))? {
+            uploader.run(job);
+        }
+    }
+    let up = std::thread::Builder::new()
+        .name(format!("uploader-{index}"))
+        .spawn(move || {
+            for job in up_rx.iter() {
+                uploader.run(job);
+            }
+        })
+        .map_err(ShardError::Runtime)?;
+    let w = std::thread::Builder::new()
+        .name(format!("shard-{index}"))
+        .spawn(move || writer.run(rx))
+        .map_err(ShardError::Runtime)?;
+    Ok(vec![w, up])
+}
+
+impl Writer {
+    fn run(mut self, rx: Receiver<Msg>) {
+        loop {
+            let wait = match self.oldest {
+                Some(t) => self.cfg.max_age.saturating_sub(t.elapsed()),
+                None => Duration::from_secs(1),
+            };
+            let mut stop = false;
+            match rx.recv_timeout(wait) {
+                Ok(first) => {
+                    let mut group = Vec::new();
+                    let mut push = |m: Msg, group: &mut Vec<_>| match m {
+                        Msg::Write { events, reply } => group.push((events, reply)),
+                        Msg::Stop => stop = true,
+                    };
+                    push(first, &mut group);
+                    while group.len() < MAX_GROUP {
+                        match rx.try_recv() {
+                            Ok(m) => push(m, &mut group),
+                            Err(_) => break,
+                        }
+                    }
+                    self.counters.queue_depth.store(rx.len() as u64, Relaxed);
+                    if !group.is_empty() {
+                        self.commit(group);
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => stop = true,
+            }
+            let aged = self.oldest.is_some_and(|t| t.elapsed() >= self.cfg.max_age);
+            if stop || aged || self.rows >= self.cfg.max_rows || self.bytes >= self.cfg.max_bytes {
+                if let Err(e) = self.flush() {
+                    tracing::error!(shard = self.cfg.index, error = %e, "flush failed; the WAL keeps the events");
+                }
+            }
+            if self.cfg.index == 0 && self.last_sweep.elapsed() > Duration::from_secs(3600) {
+                self.last_sweep = Instant::now();
+                match sweep_dedupe(&self.db, chrono::Utc::now().timestamp_micros()) {
+                    Ok(n) if n > 0 => tracing::info!(removed = n, "old dedupe entries swept"),
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(error = %e, "dedupe sweep failed"),
+                }
+            }
+            if stop {
+                tracing::info!(shard = self.cfg.index, "shard writer stopped");
+                return;
+            }
+        }
+    }
+
+    fn is_duplicate(&self, e: &Event) -> Result<bool, crate::store::StoreError> {
+        let d = day(e.received_at);
+        for day in [d, d.saturating_sub(1)] {
+            if self.dedupe.contains_key(dedupe_key(day, &e.app_id, &e.message_id))? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Group commit: dedupe, enrich, one WAL append + fsync, then answer every batch.
+    fn commit(&mut self, group: Vec<(Vec<Event>, Reply)>) {
+        match self.prepare(group) {
+            Ok((kept, outcomes)) => {
+                let first_lsn = if kept.is_empty() {
+                    self.wal.next_lsn()
+                } else {
+                    let payloads: Vec<Vec<u8>> =
+                        kept.iter().map(|e| serde_json::to_vec(e).expect("events serialize")).collect();
+                    let started = Instant::now();
+                    match self.wal.append(&payloads) {
+                        Ok(first) => {
+                            self.counters.fsync_micros.fetch_add(started.elapsed().as_micros() as u64, Relaxed);
+                            self.counters.wal_fsyncs.fetch_add(1, Relaxed);
+                            self.counters
+                                .wal_bytes
+                                .fetch_add(payloads.iter().map(|p| p.len() as u64 + 16).sum(), Relaxed);
+                            first
+                        }
+                        Err(e) => {
+                            tracing::error!(shard = self.cfg.index, error = %e, "write-ahead log append failed");
+                            for (reply, _) in outcomes {
+                                let _ = reply.send(Err(format!("write-ahead log: {e}")));
+                            }
+                            return;
+                        }
+                    }
+                };
+                for (reply, done) in outcomes {
+                    self.counters.accepted.fetch_add(done.accepted as u64, Relaxed);
+                    self.counters.duplicates.fetch_add(done.duplicates as u64, Relaxed);
+                    let _ = reply.send(Ok(done));
+                }
+                if let Err(e) = usage::add_events(&self.db, &kept) {
+                    tracing::warn!(shard = self.cfg.index, error = %e, "usage counter not updated");
+                }
+                for (i, e) in kept.iter().enumerate() {
+                    if let Err(err) = self.after_commit(e, first_lsn + i as u64, true) {
+                        tracing::error!(shard = self.cfg.index, error = %err, "post-commit bookkeeping failed");
+                    }
+                }
+            }
+            Err((e, replies)) => {
+                tracing::error!(shard = self.cfg.index, error = %e, "dedupe lookup failed");
+                for reply in replies {
+                    let _ = reply.send(Err(e.to_string()));
+                }
+            }
+        }
+    }
+
+    /// Drops duplicates (against sled and within the group) and fills in userIds.
+    #[allow(clippy::type_complexity)]
+    fn prepare(
+        &self,
+        group: Vec<(Vec<Event>, Reply)>,
+    ) -> Result<(Vec<Event>, Vec<(Reply, Committed)>), (crate::store::StoreError, Vec<Reply>)> {
+        let mut seen: HashSet<(String, String)> = HashSet::new();
+        let mut identified: HashMap<(String, String), String> = HashMap::new();
+        let mut kept = Vec::new();
+        let mut outcomes = Vec::with_capacity(group.len());
+        let mut iter = group.into_iter();
+        while let Some((events, reply)) = iter.next() {
+            let mut done = Committed::default();
+            for mut e in events {
+                let key = (e.app_id.clone(), e.message_id.clone());
+                let dup = match self.is_duplicate(&e) {
+                    Ok(d) => d || seen.contains(&key),
+                    Err(err) => {
+                        let mut replies: Vec<Reply> = outcomes.into_iter().map(|(r, _)| r).collect();
+                        replies.push(reply);
+                        replies.extend(iter.map(|(_, r)| r));
+                        return Err((err, replies));
+                    }
+                };
+                if dup {
+                    done.duplicates += 1;
+                    continue;
+                }
+                seen.insert(key);
+                if let Some(anon) = e.anonymous_id.clone() {
+                    let k = (e.app_id.clone(), anon);
+                    if e.kind == "identify" {
+                        if let Some(user) = &e.user_id {
+                            identified.insert(k, user.clone());
+                        }
+                    } else if e.user_id.is_none() {
+                        e.user_id = match identified.get(&k) {
+                            Some(u) => Some(u.clone()),
+                            None => identity::user_of(&self.db, &k.0, &k.1).ok().flatten(),
+                        };
+                    }
+                }
+                done.accepted += 1;
+                kept.push(e);
+            }
+            outcomes.push((reply, done));
+        }
+        Ok((kept, outcomes))
+    }
+
+    /// Everything after the fsync: dedupe entry, profile, and the row in its open file.
+    fn after_commit(&mut self, e: &Event, lsn: u64, _live: bool) -> Result<(), crate::store::StoreError> {
+        self.dedupe.insert(dedupe_key(day(e.received_at), &e.app_id, &e.message_id), &[][..])?;
+        identity::apply(&self.db, e)?;
+        let hour = e.received_at.div_euclid(3_600_000_000);
+        self.open.entry((e.app_id.clone(), hour)).or_default().append(e);
+        self.rows += 1;
+        self.bytes += e.approx_bytes();
+        self.oldest.get_or_insert_with(Instant::now);
+        self.first_open_lsn.get_or_insert(lsn);
+        Ok(())
+    }
+
+    /// Closes the open files: rotates the WAL and returns them with the last LSN they cover.
+    fn take_files(&mut self) -> std::io::Result<Option<Upload>> {
+        let Some(first_lsn) = self.first_open_lsn.take() else { return Ok(None) };
+        let last_lsn = self.wal.next_lsn() - 1;
+        self.wal.rotate()?;
+        let files = std::mem::take(&mut self.open)
+            .into_iter()
+            .map(|((app, hour), mut rows)| {
+                let hour = chrono::DateTime::from_timestamp(hour * 3600, 0).unwrap_or_default();
+                let path = lake::file_path(&self.cfg.prefix, &app, hour, &self.cfg.node_id, self.cfg.index, first_lsn);
+                (path, rows.finish())
+            })
+            .collect();
+        self.rows = 0;
+        self.bytes = 0;
+        self.oldest = None;
+        Ok(Some(Upload { last_lsn, files }))
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if let Some(job) = self.take_files()? {
+            if self.uploads.send(job).is_err() {
+                return Err(std::io::Error::other("uploader stopped"));
+            }
+        }
+        Ok(())
+    }
+}
+
+type Reply = tokio::sync::oneshot::Sender<Result<Committed, String>>;
+
+/// Encodes and uploads closed files, then checkpoints and trims the WAL.
+struct Uploader {
+    cfg: ShardConfig,
+    db: sled::Db,
+    store: Arc<dyn ObjectStore>,
+    counters: Arc<ShardCounters>,
+    rt: tokio::runtime::Runtime,
+    /// Set once an upload was abandoned (only at shutdown): later jobs must not checkpoint
+    /// past the abandoned one, so they are left in the WAL too.
+    failed: bool,
+}
+
+impl Uploader {
+    fn new(cfg: ShardConfig, db: sled::Db, store: Arc<dyn ObjectStore>, counters: Arc<ShardCounters>) -> Result<Self, ShardError> {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(ShardError::Runtime)?;
+        Ok(Uploader { cfg, db, store, counters, rt, failed: false })
+    }
+
+    fn dir(&self) -> &FsPath {
+        &self.cfg.wal_dir
+    }
+
+    /// Deletes the files of a flush that did not reach its checkpoint (a crash mid-upload):
+    /// the WAL still holds their events and the replay writes them again. An intent whose
+    /// checkpoint was written (a crash just before it was removed) is simply removed.
+    fn undo_unfinished(&mut self) -> Result<(), ShardError> {
+        let path = self.dir().join(INTENT);
+        let Ok(text) = std::fs::read_to_string(&path) else { return Ok(()) };
+        let mut lines = text.lines();
+        let intent_lsn = lines.next().and_then(|l| l.strip_prefix("lsn ")).and_then(|n| n.parse::<u64>().ok());
+        let checkpoint = wal::read_checkpoint(self.dir()).map_err(|e| ShardError::Wal(self.cfg.index, e))?;
+        let finished = intent_lsn.is_some_and(|lsn| checkpoint >= lsn);
+        for line in lines.filter(|l| !l.is_empty() && !finished) {
+            let p = Path::from(line);
+            match self.rt.block_on(self.store.delete(&p)) {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+            tracing::info!(shard = self.cfg.index, path = line, "file of an unfinished flush removed");
+        }
+        std::fs::remove_file(&path).map_err(|e| ShardError::Wal(self.cfg.index, e))?;
+        Ok(())
+    }
+
+    fn run(&mut self, job: Upload) {
+        if self.failed {
+            return;
+        }
+        let started = Instant::now();
+        let index = self.cfg.index;
+        let mut encoded = Vec::with_capacity(job.files.len());
+        for (path, batch) in &job.files {
+            match encode_parquet(batch) {
+                Ok(bytes) => encoded.push((path.clone(), bytes::Bytes::from(bytes), batch.num_rows())),
+                Err(e) => {
+                    tracing::error!(shard = index, error = %e, "parquet encoding failed; events stay in the WAL");
+                    self.failed = true;
+                    return;
+                }
+            }
+        }
+        let mut intent = format!("lsn {}\n", job.last_lsn);
+        intent.extend(encoded.iter().map(|(p, _, _)| format!("{p}\n")));
+        if let Err(e) = wal::write_atomic(self.dir(), INTENT, intent.as_bytes()) {
+            tracing::error!(shard = index, error = %e, "cannot write the flush intent; events stay in the WAL");
+            self.failed = true;
+            return;
+        }
+        let timeout = self.cfg.shutdown_upload_timeout;
+        let stopping = self.cfg.stopping.clone();
+        for (path, bytes, rows) in &encoded {
+            let counters = self.counters.clone();
+            let give_up = |attempt: u32| {
+                counters.upload_retries.fetch_add(1, Relaxed);
+                // Retry for as long as it takes, except when asked to stop.
+                attempt > 0 && stopping.load(Relaxed) && started.elapsed() > timeout
+            };
+            match self.rt.block_on(lake::put_with_retry(self.store.as_ref(), path, bytes.clone(), give_up)) {
+                Ok(_) => {
+                    self.counters.files_written.fetch_add(1, Relaxed);
+                    self.counters.rows_written.fetch_add(*rows as u64, Relaxed);
+                }
+                Err(e) => {
+                    tracing::error!(shard = index, path = %path, error = %e, "upload abandoned at shutdown; the WAL keeps the events");
+                    self.failed = true;
+                    return;
+                }
+            }
+        }
+        let finish = || -> Result<usize, String> {
+            self.db.flush().map_err(|e| format!("sled flush: {e}"))?;
+            wal::write_checkpoint(self.dir(), job.last_lsn).map_err(|e| format!("checkpoint: {e}"))?;
+            std::fs::remove_file(self.dir().join(INTENT)).map_err(|e| format!("intent: {e}"))?;
+            wal::trim(self.dir(), job.last_lsn).map_err(|e| format!("trim: {e}"))
+        };
+        match finish() {
+            Ok(trimmed) => {
+                self.counters.flushes.fetch_add(1, Relaxed);
+                self.counters.flush_micros.fetch_add(started.elapsed().as_micros() as u64, Relaxed);
+                tracing::debug!(shard = index, files = encoded.len(), last_lsn = job.last_lsn, trimmed, "flush done");
+            }
+            Err(e) => {
+                tracing::error!(shard = index, error = %e, "flush could not be checkpointed; the WAL keeps the events");
+                self.failed = true;
+            }
+        }
+    }
+}

@@ -1,0 +1,66 @@
+//! Monthly event counts per app, for the `events_per_month` plan limit.
+//!
+//! The shard writers add accepted events to sled (`usage` tree, `app \0 YYYY-MM -> u64`); the
+//! HTTP edge keeps an in-memory meter seeded from sled on first use, so the limit check on the
+//! hot path costs a hash lookup.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use super::event::Event;
+use crate::store::StoreError;
+
+pub const TREE: &str = "usage";
+
+/// `YYYY-MM` of a timestamp in µs.
+pub fn month_of(micros: i64) -> String {
+    chrono::DateTime::from_timestamp_micros(micros).unwrap_or_default().format("%Y-%m").to_string()
+}
+
+fn key(app: &str, month: &str) -> Vec<u8> {
+    [app.as_bytes(), &[0], month.as_bytes()].concat()
+}
+
+fn read(v: Option<&[u8]>) -> u64 {
+    v.and_then(|b| <[u8; 8]>::try_from(b).ok()).map(u64::from_be_bytes).unwrap_or(0)
+}
+
+/// Adds accepted events to their app's monthly count.
+pub fn add_events(db: &sled::Db, events: &[Event]) -> Result<(), StoreError> {
+    let mut per: HashMap<(&str, String), u64> = HashMap::new();
+    for e in events {
+        *per.entry((e.app_id.as_str(), month_of(e.received_at))).or_default() += 1;
+    }
+    let tree = db.open_tree(TREE)?;
+    for ((app, month), n) in per {
+        tree.update_and_fetch(key(app, &month), |old| Some((read(old) + n).to_be_bytes().to_vec()))?;
+    }
+    Ok(())
+}
+
+pub fn get(db: &sled::Db, app: &str, month: &str) -> Result<u64, StoreError> {
+    Ok(read(db.open_tree(TREE)?.get(key(app, month))?.as_deref()))
+}
+
+/// The edge's view of the counts.
+#[derive(Default)]
+pub struct Meter {
+    counts: Mutex<HashMap<(String, String), u64>>,
+}
+
+impl Meter {
+    pub fn get(&self, app: &str, month: &str) -> Option<u64> {
+        self.counts.lock().expect("meter lock").get(&(app.to_owned(), month.to_owned())).copied()
+    }
+
+    /// Seeds a count read from sled (keeps the larger value if the edge counted meanwhile).
+    pub fn seed(&self, app: &str, month: &str, n: u64) {
+        let mut c = self.counts.lock().expect("meter lock");
+        let v = c.entry((app.to_owned(), month.to_owned())).or_insert(0);
+        *v = (*v).max(n);
+    }
+
+    pub fn add(&self, app: &str, month: &str, n: u64) {
+        *self.counts.lock().expect("meter lock").entry((app.to_owned(), month.to_owned())).or_insert(0) += n;
+    }
+}

@@ -1,0 +1,242 @@
+//! A shard's write-ahead log: numbered records in segment files, group-committed with one
+//! `fdatasync` per group.
+//!
+//! Record: `len: u32 LE | crc32(lsn ++ payload): u32 LE | lsn: u64 LE | payload`.
+//! Segments: `wal-<first lsn, 20 digits>.log`. The writer only appends to the newest segment; a
+//! flush rotates to a new one, and once the flushed rows are in the lake the older segments are
+//! deleted (`trim`). A torn record at the end of a segment (a crash in the middle of a write that
+//! was never acknowledged) is cut off when the log is opened.
+//!
+//! The checkpoint file holds the last LSN known to be in the lake; it is replaced atomically
+//! (write, fsync, rename, fsync the directory).
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+
+const HEADER: usize = 16;
+/// Records bigger than this are corrupt by definition (an event is at most 32 KiB of JSON).
+const MAX_RECORD: usize = 16 * 1024 * 1024;
+
+pub struct Wal {
+    dir: PathBuf,
+    file: File,
+    next_lsn: u64,
+    segment_bytes: u64,
+}
+
+/// A record found when opening the log.
+pub struct Record {
+    pub lsn: u64,
+    pub payload: Vec<u8>,
+}
+
+fn segment_name(first_lsn: u64) -> String {
+    format!("wal-{first_lsn:020}.log")
+}
+
+/// The segments of `dir`, oldest first, with their first LSN.
+pub fn segments(dir: &Path) -> io::Result<Vec<(u64, PathBuf)>> {
+    let mut out = Vec::new();
+    for entry in fs::read_dir(dir)? {
+        let path = entry?.path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if let Some(n) = name.strip_prefix("wal-").and_then(|n| n.strip_suffix(".log")) {
+            if let Ok(lsn) = n.parse::<u64>() {
+                out.push((lsn, path));
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// Reads a segment's valid records; returns them and the length of the valid prefix.
+fn read_segment(path: &Path) -> io::Result<(Vec<Record>, u64)> {
+    let mut bytes = Vec::new();
+    BufReader::new(File::open(path)?).read_to_end(&mut bytes)?;
+    let mut records = Vec::new();
+    let mut pos = 0usize;
+    while bytes.len() - pos >= HEADER {
+        let len = u32::from_le_bytes(bytes[pos..pos + 4].try_into().expect("4 bytes")) as usize;
+        let crc = u32::from_le_bytes(bytes[pos + 4..pos + 8].try_into().expect("4 bytes"));
+        if len > MAX_RECORD || bytes.len() - pos - HEADER < len {
+            break;
+        }
+        let body = &bytes[pos + 8..pos + HEADER + len];
+        if crc32fast::hash(body) != crc {
+            break;
+        }
+        let lsn = u64::from_le_bytes(body[..8].try_into().expect("8 bytes"));
+        records.push(Record { lsn, payload: body[8..].to_vec() });
+        pos += HEADER + len;
+    }
+    Ok((records, pos as u64))
+}
+
+impl Wal {
+    /// Opens the log in `dir`: returns every intact record with an LSN above `checkpoint`, cuts
+    /// torn tails off, and starts a fresh segment for new writes.
+    pub fn open(dir: &Path, checkpoint: u64) -> io::Result<(Wal, Vec<Record>)> {
+        fs::create_dir_all(dir)?;
+        let mut next_lsn = checkpoint + 1;
+        let mut replay = Vec::new();
+        for (_, path) in segments(dir)? {
+            let (records, valid) = read_segment(&path)?;
+            let len = fs::metadata(&path)?.len();
+            if valid < len {
+                tracing::warn!(segment = %path.display(), cut = len - valid, "torn write-ahead log tail cut off");
+                let f = OpenOptions::new().write(true).open(&path)?;
+                f.set_len(valid)?;
+                f.sync_all()?;
+            }
+            for r in records {
+                next_lsn = next_lsn.max(r.lsn + 1);
+                if r.lsn > checkpoint {
+                    replay.push(r);
+                }
+            }
+        }
+        let file = Self::create_segment(dir, next_lsn)?;
+        Ok((Wal { dir: dir.to_path_buf(), file, next_lsn, segment_bytes: 0 }, replay))
+    }
+
+    fn create_segment(dir: &Path, first_lsn: u64) -> io::Result<File> {
+        let file = OpenOptions::new().create(true).append(true).open(dir.join(segment_name(first_lsn)))?;
+        sync_dir(dir)?;
+        Ok(file)
+    }
+
+    /// Appends the payloads as consecutive records and makes them durable with one fdatasync.
+    /// Returns the LSN of the first one.
+    pub fn append<P: AsRef<[u8]>>(&mut self, payloads: &[P]) -> io::Result<u64> {
+        let first = self.next_lsn;
+        let mut buf = Vec::with_capacity(payloads.iter().map(|p| p.as_ref().len() + HEADER).sum());
+        for (i, p) in payloads.iter().enumerate() {
+            let p = p.as_ref();
+            let lsn = first + i as u64;
+            let mut body = Vec::with_capacity(8 + p.len());
+            body.extend_from_slice(&lsn.to_le_bytes());
+            body.extend_from_slice(p);
+            buf.extend_from_slice(&((body.len() - 8) as u32).to_le_bytes());
+            buf.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+            buf.extend_from_slice(&body);
+        }
+        self.file.write_all(&buf)?;
+        self.file.sync_data()?;
+        self.next_lsn += payloads.len() as u64;
+        self.segment_bytes += buf.len() as u64;
+        Ok(first)
+    }
+
+    /// The LSN the next record will get.
+    pub fn next_lsn(&self) -> u64 {
+        self.next_lsn
+    }
+
+    /// Bytes written to the current segment.
+    pub fn segment_bytes(&self) -> u64 {
+        self.segment_bytes
+    }
+
+    /// Starts a new segment; every record so far is in older segments.
+    pub fn rotate(&mut self) -> io::Result<()> {
+        self.file = Self::create_segment(&self.dir, self.next_lsn)?;
+        self.segment_bytes = 0;
+        Ok(())
+    }
+}
+
+/// Deletes the segments whose records all have LSNs up to `upto` (never the newest segment).
+pub fn trim(dir: &Path, upto: u64) -> io::Result<usize> {
+    let segs = segments(dir)?;
+    let mut removed = 0;
+    for pair in segs.windows(2) {
+        let (_, path) = &pair[0];
+        let (next_first, _) = pair[1];
+        if next_first <= upto + 1 {
+            fs::remove_file(path)?;
+            removed += 1;
+        }
+    }
+    if removed > 0 {
+        sync_dir(dir)?;
+    }
+    Ok(removed)
+}
+
+const CHECKPOINT: &str = "checkpoint";
+
+/// The last LSN known to be in the lake (0 when none).
+pub fn read_checkpoint(dir: &Path) -> io::Result<u64> {
+    match fs::read_to_string(dir.join(CHECKPOINT)) {
+        Ok(s) => s.trim().parse().map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("checkpoint: {e}"))),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(0),
+        Err(e) => Err(e),
+    }
+}
+
+/// Atomically replaces a small file: write a temporary, fsync, rename, fsync the directory.
+pub fn write_atomic(dir: &Path, name: &str, contents: &[u8]) -> io::Result<()> {
+    let tmp = dir.join(format!("{name}.tmp"));
+    let mut f = File::create(&tmp)?;
+    f.write_all(contents)?;
+    f.sync_all()?;
+    fs::rename(&tmp, dir.join(name))?;
+    sync_dir(dir)
+}
+
+pub fn write_checkpoint(dir: &Path, lsn: u64) -> io::Result<()> {
+    write_atomic(dir, CHECKPOINT, lsn.to_string().as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_survive_reopen_and_a_torn_tail_is_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut wal, replay) = Wal::open(dir.path(), 0).unwrap();
+        assert!(replay.is_empty());
+        assert_eq!(wal.append(&[b"a".to_vec(), b"bb".to_vec()]).unwrap(), 1);
+        assert_eq!(wal.append(&[b"ccc"]).unwrap(), 3);
+        drop(wal);
+        // A torn write: half a record at the end.
+        let (_, last) = segments(dir.path()).unwrap().pop().unwrap();
+        let mut f = OpenOptions::new().append(true).open(&last).unwrap();
+        f.write_all(&[9, 0, 0, 0, 1, 2]).unwrap();
+        let (mut wal, replay) = Wal::open(dir.path(), 0).unwrap();
+        let got: Vec<(u64, Vec<u8>)> = replay.into_iter().map(|r| (r.lsn, r.payload)).collect();
+        assert_eq!(got, [(1, b"a".to_vec()), (2, b"bb".to_vec()), (3, b"ccc".to_vec())]);
+        assert_eq!(wal.next_lsn(), 4);
+        assert_eq!(wal.append(&[b"d"]).unwrap(), 4);
+        // Only records above the checkpoint are replayed.
+        write_checkpoint(dir.path(), 2).unwrap();
+        drop(wal);
+        let cp = read_checkpoint(dir.path()).unwrap();
+        let (_, replay) = Wal::open(dir.path(), cp).unwrap();
+        assert_eq!(replay.iter().map(|r| r.lsn).collect::<Vec<_>>(), [3, 4]);
+    }
+
+    #[test]
+    fn trim_deletes_whole_segments_up_to_the_checkpoint() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut wal, _) = Wal::open(dir.path(), 0).unwrap();
+        wal.append(&[b"1", b"2"]).unwrap();
+        wal.rotate().unwrap();
+        wal.append(&[b"3"]).unwrap();
+        wal.rotate().unwrap();
+        assert_eq!(trim(dir.path(), 2).unwrap(), 1);
+        assert_eq!(trim(dir.path(), 3).unwrap(), 1);
+        assert_eq!(segments(dir.path()).unwrap().len(), 1, "the newest segment stays");
+        drop(wal);
+        let (wal, replay) = Wal::open(dir.path(), 3).unwrap();
+        assert!(replay.is_empty());
+        assert_eq!(wal.next_lsn(), 4, "LSNs keep growing after a trim");
+    }
+}
