@@ -66,6 +66,8 @@ pub struct LakeSettings {
     pub s3_endpoint: String,
     pub s3_region: String,
     pub s3_allow_http: bool,
+    pub s3_access_key_id: String,
+    pub s3_secret_access_key: String,
     pub prefix: String,
 }
 

@@ -29,6 +29,9 @@ pub struct Rejected {
     pub index: usize,
     pub field: String,
     pub message: String,
+    /// Rejected for its size: when nothing else is left, the answer is 413, not 400.
+    #[serde(skip)]
+    pub too_large: bool,
 }
 
 /// Facts about the request, used to enrich each event.
@@ -104,7 +107,7 @@ struct Checker {
 
 impl Checker {
     fn fail(&mut self, field: &str, message: impl Into<String>) {
-        self.errors.push(Rejected { index: self.index, field: field.to_owned(), message: message.into() });
+        self.errors.push(Rejected { index: self.index, field: field.to_owned(), message: message.into(), too_large: false });
     }
 
     /// An optional string of at most `max` characters.
@@ -333,6 +336,7 @@ fn check_event(
     };
     if e.approx_bytes() > max_event_bytes {
         c.fail("body", format!("event larger than {max_event_bytes} bytes"));
+        c.errors[0].too_large = true;
         return Err(c.errors);
     }
     Ok(e)

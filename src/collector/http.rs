@@ -220,6 +220,9 @@ async fn collect(
         idx.len()
     };
     edge.reject(Reject::InvalidEvent, rejected_events as u64);
+    if events.is_empty() && rejected.iter().any(|r| r.too_large) {
+        return Err(too_large(&state, "event", cfg.max_event_bytes));
+    }
     if events.is_empty() {
         let details = rejected.iter().map(|r| FieldError::new(format!("batch[{}].{}", r.index, r.field), r.message.clone())).collect();
         return Err(ApiError::validation(details).with_message("no valid event in the batch"));

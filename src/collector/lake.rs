@@ -47,6 +47,11 @@ pub fn open(settings: &LakeSettings, default_dir: &std::path::Path) -> Result<Ar
             if !settings.s3_region.is_empty() {
                 b = b.with_region(&settings.s3_region);
             }
+            if !settings.s3_access_key_id.is_empty() {
+                b = b
+                    .with_access_key_id(&settings.s3_access_key_id)
+                    .with_secret_access_key(&settings.s3_secret_access_key);
+            }
             if !settings.s3_endpoint.is_empty() {
                 b = b.with_endpoint(&settings.s3_endpoint);
             }

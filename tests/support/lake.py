@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""Reads a Tributary lake with DuckDB for the black-box tests and prints one JSON document.
+
+usage: lake.py local <lake dir>
+       lake.py s3 <endpoint> <bucket>      (objects are fetched with boto3: DuckDB's httpfs
+                                            extension cannot be downloaded on this machine)
+"""
+import json
+import os
+import sys
+import tempfile
+
+import duckdb
+
+
+def fetch_s3(endpoint, bucket, into):
+    import boto3
+
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+        region_name="us-east-1",
+    )
+    n = 0
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+        for obj in page.get("Contents", []):
+            target = os.path.join(into, obj["Key"])
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            s3.download_file(bucket, obj["Key"], target)
+            n += 1
+    return n
+
+
+def main():
+    mode = sys.argv[1]
+    tmp = None
+    if mode == "local":
+        root = sys.argv[2]
+    elif mode == "s3":
+        tmp = tempfile.TemporaryDirectory()
+        root = tmp.name
+        fetch_s3(sys.argv[2], sys.argv[3], root)
+    else:
+        sys.exit(f"unknown mode {mode}")
+    files = []
+    for d, _, names in os.walk(os.path.join(root, "events")):
+        files += [os.path.join(d, n) for n in names if n.endswith(".parquet")]
+    out = {"files": [os.path.relpath(f, root) for f in sorted(files)], "types": {}, "rows": [], "timestamp_logical": None}
+    if files:
+        con = duckdb.connect()
+        src = f"read_parquet('{root}/events/**/*.parquet', hive_partitioning=true)"
+        rel = con.sql(f"select * from {src}")
+        out["types"] = {c: str(t) for c, t in zip(rel.columns, rel.types)}
+        cols = [
+            "message_id", "app_id", "type", "event", "anonymous_id", "user_id", "group_id", "session_id",
+            "epoch_us(timestamp)", "epoch_us(original_timestamp)", "epoch_us(sent_at)", "epoch_us(received_at)",
+            "page_url", "page_path", "page_title", "page_referrer", "device_type", "locale", "timezone",
+            "screen_width", "screen_height", "ip", "user_agent", "properties", "traits", "context",
+            "json_valid(properties)", "dt", "hour",
+        ]
+        names = [c.replace("epoch_us(", "").replace("json_valid(", "valid_").rstrip(")") for c in cols]
+        for r in con.sql(f"select {', '.join(cols)} from {src} order by received_at, message_id").fetchall():
+            out["rows"].append({n: (str(v) if n in ("dt", "hour") and v is not None else v) for n, v in zip(names, r)})
+        logical = con.sql(
+            f"select logical_type from parquet_schema('{files[0]}') where name = 'timestamp'"
+        ).fetchall()
+        out["timestamp_logical"] = str(logical[0][0]) if logical else None
+    print(json.dumps(out, default=str))
+
+
+if __name__ == "__main__":
+    main()
