@@ -27,11 +27,19 @@ fn micros_iso(t: i64) -> String {
     responses((status = 200, body = identity::Profile), (status = 404), (status = 401), (status = 403))
 )]
 #[get("/profiles/{userId}")]
-async fn get_profile(who: Principal, state: web::Data<AppState>, user: web::Path<String>) -> Result<HttpResponse, ApiError> {
+async fn get_profile(
+    who: Principal,
+    state: web::Data<AppState>,
+    user: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
     who.require(Permission::ProfilesRead)?;
     let app = who.app_id.clone();
     let user = user.into_inner();
-    let p = state.store.run(move |db| identity::profile(db, &app, &user)).await?.ok_or_else(|| ApiError::not_found("profile"))?;
+    let p = state
+        .store
+        .run(move |db| identity::profile(db, &app, &user))
+        .await?
+        .ok_or_else(|| ApiError::not_found("profile"))?;
     Ok(api::ok(&json!({
         "userId": p.user_id,
         "traits": p.traits,

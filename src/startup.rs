@@ -291,7 +291,13 @@ impl Application {
     /// within `shutdown_timeout_secs`) or a stop through `handle`; then drains the collector
     /// (every accepted event goes to the lake) and flushes sled.
     pub async fn run_until_stopped(self) -> Result<(), StartError> {
-        let Application { server, state, store, threads, .. } = self;
+        let Application {
+            server,
+            state,
+            store,
+            threads,
+            ..
+        } = self;
         let result = server.await.map_err(StartError::Server);
         tracing::info!("http server stopped; draining the collector");
         let drained = state.clone();

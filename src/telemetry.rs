@@ -1,4 +1,6 @@
-//! Logging: `tracing` to stderr; `RUST_LOG` filters (default `info`).
+//! Logging: `tracing` to stderr; `RUST_LOG` filters (default `info`). Colours only on a terminal.
+
+use std::io::IsTerminal;
 
 use tracing_subscriber::EnvFilter;
 
@@ -8,6 +10,7 @@ pub fn init() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_target(false)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .try_init();
 }

@@ -20,7 +20,10 @@ const MAX_TEXT_CHARS: usize = 2048;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BodyError {
     NotJson(String),
-    Invalid { field: &'static str, message: String },
+    Invalid {
+        field: &'static str,
+        message: String,
+    },
 }
 
 /// One rejected event: `{"index", "field", "message"}` in the answer.
@@ -63,26 +66,39 @@ impl Parsed<'_> {
 }
 
 fn parse_time(s: &str) -> Option<i64> {
-    DateTime::parse_from_rfc3339(s).ok().map(|t| t.timestamp_micros())
+    DateTime::parse_from_rfc3339(s)
+        .ok()
+        .map(|t| t.timestamp_micros())
 }
 
 /// Parses the body in place.
 pub fn parse(body: &mut [u8]) -> Result<Parsed<'_>, BodyError> {
-    let value = simd_json::to_borrowed_value(body).map_err(|e| BodyError::NotJson(e.to_string()))?;
+    let value =
+        simd_json::to_borrowed_value(body).map_err(|e| BodyError::NotJson(e.to_string()))?;
     let Value::Object(mut root) = value else {
-        return Err(BodyError::Invalid { field: "body", message: "must be a JSON object".into() });
+        return Err(BodyError::Invalid {
+            field: "body",
+            message: "must be a JSON object".into(),
+        });
     };
     let write_key = match root.get("writeKey") {
         Some(v) => Some(
             v.as_str()
-                .ok_or(BodyError::Invalid { field: "writeKey", message: "must be a string".into() })?
+                .ok_or(BodyError::Invalid {
+                    field: "writeKey",
+                    message: "must be a string".into(),
+                })?
                 .to_owned(),
         ),
         None => None,
     };
     if !root.contains_key("batch") {
         root.remove("writeKey");
-        return Ok(Parsed { items: vec![Value::Object(root)], sent_at: None, write_key });
+        return Ok(Parsed {
+            items: vec![Value::Object(root)],
+            sent_at: None,
+            write_key,
+        });
     }
     let sent_at = match root.get("sentAt") {
         None => None,
@@ -92,11 +108,19 @@ pub fn parse(body: &mut [u8]) -> Result<Parsed<'_>, BodyError> {
         })?),
     };
     match root.remove("batch") {
-        Some(Value::Array(items)) if items.is_empty() => {
-            Err(BodyError::Invalid { field: "batch", message: "must hold at least one event".into() })
-        }
-        Some(Value::Array(items)) => Ok(Parsed { items: *items, sent_at, write_key }),
-        _ => Err(BodyError::Invalid { field: "batch", message: "must be an array of events".into() }),
+        Some(Value::Array(items)) if items.is_empty() => Err(BodyError::Invalid {
+            field: "batch",
+            message: "must hold at least one event".into(),
+        }),
+        Some(Value::Array(items)) => Ok(Parsed {
+            items: *items,
+            sent_at,
+            write_key,
+        }),
+        _ => Err(BodyError::Invalid {
+            field: "batch",
+            message: "must be an array of events".into(),
+        }),
     }
 }
 
@@ -107,7 +131,12 @@ struct Checker {
 
 impl Checker {
     fn fail(&mut self, field: &str, message: impl Into<String>) {
-        self.errors.push(Rejected { index: self.index, field: field.to_owned(), message: message.into(), too_large: false });
+        self.errors.push(Rejected {
+            index: self.index,
+            field: field.to_owned(),
+            message: message.into(),
+            too_large: false,
+        });
     }
 
     /// An optional string of at most `max` characters.
@@ -132,7 +161,11 @@ impl Checker {
     fn id(&mut self, v: Option<&Value>, field: &str, prefix: &str) -> Option<String> {
         let s = self.text(v, field, MAX_ID_CHARS)?;
         if s.is_empty() || !s.starts_with(prefix) || s.len() == prefix.len() {
-            let shape = if prefix.is_empty() { "a non-empty string".to_owned() } else { format!("a string starting with {prefix}") };
+            let shape = if prefix.is_empty() {
+                "a non-empty string".to_owned()
+            } else {
+                format!("a string starting with {prefix}")
+            };
             self.fail(field, format!("must be {shape}"));
             return None;
         }
@@ -176,12 +209,17 @@ fn is_locale(s: &str) -> bool {
 fn is_timezone(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 64
-        && s.chars().all(|c| c.is_ascii_alphanumeric() || "/_-+".contains(c))
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/_-+".contains(c))
         && s.starts_with(|c: char| c.is_ascii_alphabetic())
 }
 
 /// Validates and enriches every event; returns the accepted ones and the rejections.
-pub fn validate(parsed: Parsed<'_>, enrich: &Enrichment, max_event_bytes: usize) -> (Vec<Event>, Vec<Rejected>) {
+pub fn validate(
+    parsed: Parsed<'_>,
+    enrich: &Enrichment,
+    max_event_bytes: usize,
+) -> (Vec<Event>, Vec<Rejected>) {
     let mut events = Vec::with_capacity(parsed.items.len());
     let mut rejected = Vec::new();
     for (index, item) in parsed.items.iter().enumerate() {
@@ -200,7 +238,10 @@ fn check_event(
     enrich: &Enrichment,
     max_event_bytes: usize,
 ) -> Result<Event, Vec<Rejected>> {
-    let mut c = Checker { index, errors: Vec::new() };
+    let mut c = Checker {
+        index,
+        errors: Vec::new(),
+    };
     let Some(obj) = item.as_object() else {
         c.fail("body", "an event must be a JSON object");
         return Err(c.errors);
@@ -221,12 +262,19 @@ fn check_event(
         }
     }
     let user_id = c.id(get("userId"), "userId", "");
-    if anonymous_id.is_none() && user_id.is_none() && get("anonymousId").is_none() && get("userId").is_none() {
+    if anonymous_id.is_none()
+        && user_id.is_none()
+        && get("anonymousId").is_none()
+        && get("userId").is_none()
+    {
         c.fail("anonymousId", "anonymousId or userId is required");
     }
     let session_id = c.id(get("sessionId"), "sessionId", "ses_");
     let event = c.text(get("event"), "event", MAX_ID_CHARS);
-    if kind == "track" && event.as_deref().is_none_or(|e| e.trim().is_empty()) && !c.errors.iter().any(|e| e.field == "event") {
+    if kind == "track"
+        && event.as_deref().is_none_or(|e| e.trim().is_empty())
+        && !c.errors.iter().any(|e| e.field == "event")
+    {
         c.fail("event", "is required for track: the event name");
     }
     let group_id = c.id(get("groupId"), "groupId", "");
@@ -262,16 +310,24 @@ fn check_event(
             }
             match ctx.get("device") {
                 None => {}
-                Some(Value::Object(d)) => device_type = c.text(d.get("type"), "context.device.type", 64),
+                Some(Value::Object(d)) => {
+                    device_type = c.text(d.get("type"), "context.device.type", 64)
+                }
                 Some(_) => c.fail("context.device", "must be an object"),
             }
             locale = c.text(ctx.get("locale"), "context.locale", 35);
             if locale.as_deref().is_some_and(|l| !is_locale(l)) {
-                c.fail("context.locale", "must be a language-region tag such as en-US");
+                c.fail(
+                    "context.locale",
+                    "must be a language-region tag such as en-US",
+                );
             }
             timezone = c.text(ctx.get("timezone"), "context.timezone", 64);
             if timezone.as_deref().is_some_and(|t| !is_timezone(t)) {
-                c.fail("context.timezone", "must be an IANA zone name such as Europe/Paris");
+                c.fail(
+                    "context.timezone",
+                    "must be an IANA zone name such as Europe/Paris",
+                );
             }
             match ctx.get("screen") {
                 None => {}
@@ -280,14 +336,25 @@ fn check_event(
                         match s.get(key).map(|v| v.as_i64()) {
                             None => {}
                             Some(Some(n)) if (0..=100_000).contains(&n) => *slot = Some(n as i32),
-                            Some(_) => c.fail(&format!("context.screen.{key}"), "must be an integer from 0 to 100000"),
+                            Some(_) => c.fail(
+                                &format!("context.screen.{key}"),
+                                "must be an integer from 0 to 100000",
+                            ),
                         }
                     }
                 }
                 Some(_) => c.fail("context.screen", "must be an object"),
             }
             let mut rest = ctx.clone();
-            for k in ["page", "device", "locale", "timezone", "screen", "ip", "userAgent"] {
+            for k in [
+                "page",
+                "device",
+                "locale",
+                "timezone",
+                "screen",
+                "ip",
+                "userAgent",
+            ] {
                 rest.remove(k);
             }
             if !rest.is_empty() {
@@ -343,7 +410,11 @@ fn check_event(
 }
 
 /// Convenience for tests and the fuzzer: parse and validate in one go.
-pub fn decode(body: &mut [u8], enrich: &Enrichment, max_event_bytes: usize) -> Result<(Vec<Event>, Vec<Rejected>), BodyError> {
+pub fn decode(
+    body: &mut [u8],
+    enrich: &Enrichment,
+    max_event_bytes: usize,
+) -> Result<(Vec<Event>, Vec<Rejected>), BodyError> {
     let parsed = parse(body)?;
     Ok(validate(parsed, enrich, max_event_bytes))
 }
@@ -353,7 +424,12 @@ mod tests {
     use super::*;
 
     fn enrich() -> Enrichment {
-        Enrichment { app_id: "app1".into(), received_at: 1_000_000_000_000_000, ip: Some("10.0.0.1".into()), user_agent: Some("UA".into()) }
+        Enrichment {
+            app_id: "app1".into(),
+            received_at: 1_000_000_000_000_000,
+            ip: Some("10.0.0.1".into()),
+            user_agent: Some("UA".into()),
+        }
     }
 
     fn run(body: &str) -> Result<(Vec<Event>, Vec<Rejected>), BodyError> {
@@ -383,12 +459,27 @@ mod tests {
         assert_eq!(e.page_path.as_deref(), Some("/p"));
         assert_eq!(e.page_referrer.as_deref(), Some(""));
         assert_eq!((e.screen_width, e.screen_height), (Some(390), Some(844)));
-        assert_eq!(e.ip.as_deref(), Some("10.0.0.1"), "the client's ip is overwritten");
+        assert_eq!(
+            e.ip.as_deref(),
+            Some("10.0.0.1"),
+            "the client's ip is overwritten"
+        );
         assert_eq!(e.context.as_deref(), Some(r#"{"library":{"name":"t"}}"#));
         // Skew: the client clock says it sent 10 s after the event; the server got it at received_at.
         assert_eq!(e.timestamp, 1_000_000_000_000_000 - 10_000_000);
-        let fields: Vec<(usize, &str)> = rejected.iter().map(|r| (r.index, r.field.as_str())).collect();
-        assert_eq!(fields, [(1, "event"), (2, "type"), (2, "messageId"), (2, "anonymousId")]);
+        let fields: Vec<(usize, &str)> = rejected
+            .iter()
+            .map(|r| (r.index, r.field.as_str()))
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                (1, "event"),
+                (2, "type"),
+                (2, "messageId"),
+                (2, "anonymousId")
+            ]
+        );
         assert_eq!(events[1].user_id.as_deref(), Some("u1"));
         assert!(events[1].message_id.starts_with("msg_"));
     }
@@ -396,9 +487,21 @@ mod tests {
     #[test]
     fn bodies_that_are_not_batches_are_refused_whole() {
         assert!(matches!(run("{"), Err(BodyError::NotJson(_))));
-        assert!(matches!(run("[1]"), Err(BodyError::Invalid { field: "body", .. })));
-        assert!(matches!(run(r#"{"batch": {}}"#), Err(BodyError::Invalid { field: "batch", .. })));
-        assert!(matches!(run(r#"{"batch": [], "sentAt": "x"}"#), Err(BodyError::Invalid { field: "sentAt", .. })));
+        assert!(matches!(
+            run("[1]"),
+            Err(BodyError::Invalid { field: "body", .. })
+        ));
+        assert!(matches!(
+            run(r#"{"batch": {}}"#),
+            Err(BodyError::Invalid { field: "batch", .. })
+        ));
+        assert!(matches!(
+            run(r#"{"batch": [], "sentAt": "x"}"#),
+            Err(BodyError::Invalid {
+                field: "sentAt",
+                ..
+            })
+        ));
         let single = format!(r#"{{"type": "page", "anonymousId": "{ANON}", "writeKey": "ik_x"}}"#);
         let mut b = single.into_bytes();
         let parsed = parse(&mut b).unwrap();
@@ -427,7 +530,10 @@ mod tests {
 
     #[test]
     fn oversized_events_are_rejected() {
-        let body = format!(r#"{{"type": "track", "event": "x", "anonymousId": "{ANON}", "properties": {{"blob": "{}"}}}}"#, "a".repeat(40_000));
+        let body = format!(
+            r#"{{"type": "track", "event": "x", "anonymousId": "{ANON}", "properties": {{"blob": "{}"}}}}"#,
+            "a".repeat(40_000)
+        );
         let (events, rejected) = run(&body).unwrap();
         assert!(events.is_empty());
         assert_eq!(rejected[0].field, "body");

@@ -32,7 +32,10 @@ pub fn configure(cfg: &mut ServiceConfig) {
 
 /// CORS for the widget endpoints: answers preflights itself and marks every answer, errors
 /// included, so a browser tracker can read them.
-pub async fn cors(req: ServiceRequest, next: Next<impl MessageBody + 'static>) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
+pub async fn cors(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
     let origin = req.headers().get(header::ORIGIN).cloned();
     let allowed = req
         .app_data::<web::Data<AppState>>()
@@ -40,14 +43,19 @@ pub async fn cors(req: ServiceRequest, next: Next<impl MessageBody + 'static>) -
         .unwrap_or_default();
     let allow = match &origin {
         None => Some(HeaderValue::from_static("*")),
-        Some(o) if allowed.is_empty() || allowed.iter().any(|a| a.as_bytes() == o.as_bytes()) => Some(o.clone()),
+        Some(o) if allowed.is_empty() || allowed.iter().any(|a| a.as_bytes() == o.as_bytes()) => {
+            Some(o.clone())
+        }
         Some(_) => None,
     };
     let decorate = |headers: &mut header::HeaderMap| {
         if let Some(a) = &allow {
             headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, a.clone());
             headers.insert(header::VARY, HeaderValue::from_static("Origin"));
-            headers.insert(header::ACCESS_CONTROL_EXPOSE_HEADERS, HeaderValue::from_static("X-Request-Id, Retry-After"));
+            headers.insert(
+                header::ACCESS_CONTROL_EXPOSE_HEADERS,
+                HeaderValue::from_static("X-Request-Id, Retry-After"),
+            );
         }
     };
     if req.method() == actix_web::http::Method::OPTIONS {
@@ -55,12 +63,18 @@ pub async fn cors(req: ServiceRequest, next: Next<impl MessageBody + 'static>) -
         decorate(res.headers_mut());
         if allow.is_some() {
             let h = res.headers_mut();
-            h.insert(header::ACCESS_CONTROL_ALLOW_METHODS, HeaderValue::from_static("POST, GET, OPTIONS"));
+            h.insert(
+                header::ACCESS_CONTROL_ALLOW_METHODS,
+                HeaderValue::from_static("POST, GET, OPTIONS"),
+            );
             h.insert(
                 header::ACCESS_CONTROL_ALLOW_HEADERS,
                 HeaderValue::from_static("Content-Type, Content-Encoding, X-App-Key"),
             );
-            h.insert(header::ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static("86400"));
+            h.insert(
+                header::ACCESS_CONTROL_MAX_AGE,
+                HeaderValue::from_static("86400"),
+            );
         }
         return Ok(req.into_response(res).map_into_right_body());
     }
@@ -74,7 +88,17 @@ pub async fn cors(req: ServiceRequest, next: Next<impl MessageBody + 'static>) -
 fn client_ip(req: &HttpRequest, cfg: &CollectorSettings) -> Option<String> {
     let forwarded = cfg
         .trust_forwarded_for
-        .then(|| req.headers().get("x-forwarded-for")?.to_str().ok()?.split(',').next()?.trim().parse::<IpAddr>().ok())
+        .then(|| {
+            req.headers()
+                .get("x-forwarded-for")?
+                .to_str()
+                .ok()?
+                .split(',')
+                .next()?
+                .trim()
+                .parse::<IpAddr>()
+                .ok()
+        })
         .flatten();
     let ip = forwarded.or_else(|| req.peer_addr().map(|a| a.ip()))?;
     let ip = match (cfg.anonymize_ip, ip) {
@@ -94,11 +118,18 @@ fn client_ip(req: &HttpRequest, cfg: &CollectorSettings) -> Option<String> {
 
 fn too_large(state: &AppState, what: &str, limit: usize) -> ApiError {
     state.collector.edge.reject(Reject::TooLarge, 1);
-    ApiError::new(ErrorCode::PayloadTooLarge, format!("{what} larger than {limit} bytes"))
+    ApiError::new(
+        ErrorCode::PayloadTooLarge,
+        format!("{what} larger than {limit} bytes"),
+    )
 }
 
 /// Reads the body up to the batch limit and undoes gzip, capping the decompressed size.
-async fn read_body(state: &AppState, req: &HttpRequest, mut payload: web::Payload) -> Result<Vec<u8>, ApiError> {
+async fn read_body(
+    state: &AppState,
+    req: &HttpRequest,
+    mut payload: web::Payload,
+) -> Result<Vec<u8>, ApiError> {
     use futures_util::StreamExt;
     let limit = state.settings.collector.max_batch_bytes;
     let mut raw = Vec::new();
@@ -109,19 +140,28 @@ async fn read_body(state: &AppState, req: &HttpRequest, mut payload: web::Payloa
         }
         raw.extend_from_slice(&chunk);
     }
-    let encoding = req.headers().get(header::CONTENT_ENCODING).and_then(|v| v.to_str().ok()).unwrap_or("identity");
+    let encoding = req
+        .headers()
+        .get(header::CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("identity");
     match encoding.trim().to_ascii_lowercase().as_str() {
         "" | "identity" => Ok(raw),
         "gzip" | "x-gzip" => {
             let mut out = Vec::new();
             let mut reader = flate2::read::GzDecoder::new(raw.as_slice()).take(limit as u64 + 1);
-            reader.read_to_end(&mut out).map_err(|e| ApiError::field("body", format!("invalid gzip: {e}")))?;
+            reader
+                .read_to_end(&mut out)
+                .map_err(|e| ApiError::field("body", format!("invalid gzip: {e}")))?;
             if out.len() > limit {
                 return Err(too_large(state, "decompressed batch", limit));
             }
             Ok(out)
         }
-        other => Err(ApiError::field("Content-Encoding", format!("{other} is not supported; use gzip or none"))),
+        other => Err(ApiError::field(
+            "Content-Encoding",
+            format!("{other} is not supported; use gzip or none"),
+        )),
     }
 }
 
@@ -135,7 +175,11 @@ struct CollectQuery {
 
 type Decoded = (Vec<super::Event>, Vec<Rejected>, Option<String>);
 
-fn decode_body(mut body: Vec<u8>, enrich: Enrichment, max_event_bytes: usize) -> Result<Decoded, BodyError> {
+fn decode_body(
+    mut body: Vec<u8>,
+    enrich: Enrichment,
+    max_event_bytes: usize,
+) -> Result<Decoded, BodyError> {
     let parsed = decode::parse(&mut body)?;
     let key = parsed.write_key.clone();
     let (events, rejected) = decode::validate(parsed, &enrich, max_event_bytes);
@@ -168,37 +212,67 @@ async fn collect(
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     let edge = &state.collector.edge;
-    edge.requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    edge.requests
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let cfg = &state.settings.collector;
-    let ct = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
-    let essence = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    let ct = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let essence = ct
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
     if !matches!(essence.as_str(), "application/json" | "text/plain" | "") {
         edge.reject(Reject::InvalidBody, 1);
-        return Err(ApiError::field("Content-Type", "must be application/json or text/plain"));
+        return Err(ApiError::field(
+            "Content-Type",
+            "must be application/json or text/plain",
+        ));
     }
     let unauthorized = || {
         edge.reject(Reject::Unauthorized, 1);
         ApiError::unauthorized("missing or invalid integration key (X-App-Key, appKey or writeKey)")
     };
-    let outer_key = req.headers().get("x-app-key").and_then(|v| v.to_str().ok()).map(str::to_owned).or(query.app_key.clone());
+    let outer_key = req
+        .headers()
+        .get("x-app-key")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+        .or(query.app_key.clone());
     let mut who = None;
     if let Some(k) = &outer_key {
-        who = Some(state.registry.authenticate(k, KeyKind::Integration).ok_or_else(unauthorized)?);
+        who = Some(
+            state
+                .registry
+                .authenticate(k, KeyKind::Integration)
+                .ok_or_else(unauthorized)?,
+        );
     }
     let body = read_body(&state, &req, payload).await?;
-    edge.body_bytes.fetch_add(body.len() as u64, std::sync::atomic::Ordering::Relaxed);
+    edge.body_bytes
+        .fetch_add(body.len() as u64, std::sync::atomic::Ordering::Relaxed);
     let received_at = chrono::Utc::now().timestamp_micros();
     let enrich = Enrichment {
         app_id: String::new(),
         received_at,
         ip: client_ip(&req, cfg),
-        user_agent: req.headers().get(header::USER_AGENT).and_then(|v| v.to_str().ok()).map(str::to_owned),
+        user_agent: req
+            .headers()
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned),
     };
     let max_event = cfg.max_event_bytes;
     let decoded = if body.len() <= INLINE_PARSE_BYTES {
         decode_body(body, enrich, max_event)
     } else {
-        web::block(move || decode_body(body, enrich, max_event)).await.map_err(ApiError::internal)?
+        web::block(move || decode_body(body, enrich, max_event))
+            .await
+            .map_err(ApiError::internal)?
     };
     let (mut events, rejected, body_key) = decoded.map_err(|e| {
         edge.reject(Reject::InvalidBody, 1);
@@ -211,7 +285,10 @@ async fn collect(
         Some(w) => w,
         None => {
             let key = body_key.ok_or_else(unauthorized)?;
-            state.registry.authenticate(&key, KeyKind::Integration).ok_or_else(unauthorized)?
+            state
+                .registry
+                .authenticate(&key, KeyKind::Integration)
+                .ok_or_else(unauthorized)?
         }
     };
     let rejected_events = {
@@ -224,14 +301,21 @@ async fn collect(
         return Err(too_large(&state, "event", cfg.max_event_bytes));
     }
     if events.is_empty() {
-        let details = rejected.iter().map(|r| FieldError::new(format!("batch[{}].{}", r.index, r.field), r.message.clone())).collect();
+        let details = rejected
+            .iter()
+            .map(|r| FieldError::new(format!("batch[{}].{}", r.index, r.field), r.message.clone()))
+            .collect();
         return Err(ApiError::validation(details).with_message("no valid event in the batch"));
     }
     for e in &mut events {
         e.app_id.clone_from(&who.app_id);
     }
     let month = usage::month_of(received_at);
-    if let Some(limit) = state.settings.plan(who.plan.name()).limit(Quota::EventsPerMonth) {
+    if let Some(limit) = state
+        .settings
+        .plan(who.plan.name())
+        .limit(Quota::EventsPerMonth)
+    {
         let current = match state.collector.meter.get(&who.app_id, &month) {
             Some(n) => n,
             None => {
@@ -243,12 +327,19 @@ async fn collect(
         };
         if current + events.len() as u64 > limit {
             edge.reject(Reject::PlanLimit, events.len() as u64);
-            return Err(crate::contacts::plan_limit(Quota::EventsPerMonth, limit, current));
+            return Err(crate::contacts::plan_limit(
+                Quota::EventsPerMonth,
+                limit,
+                current,
+            ));
         }
     }
     match state.collector.submit(events).await {
         Ok(done) => {
-            state.collector.meter.add(&who.app_id, &month, done.accepted as u64);
+            state
+                .collector
+                .meter
+                .add(&who.app_id, &month, done.accepted as u64);
             Ok(api::ok(&json!({
                 "accepted": done.accepted,
                 "duplicates": done.duplicates,
@@ -258,7 +349,10 @@ async fn collect(
         }
         Err(SubmitError::Overloaded) => {
             edge.reject(Reject::Overloaded, 1);
-            Err(ApiError::unavailable("the collector is overloaded, retry later", 1))
+            Err(ApiError::unavailable(
+                "the collector is overloaded, retry later",
+                1,
+            ))
         }
         Err(SubmitError::Failed(e)) => Err(ApiError::internal(e)),
     }
@@ -268,7 +362,9 @@ async fn collect(
 #[utoipa::path(tag = "service", responses((status = 200, description = "Prometheus text format", content_type = "text/plain")))]
 #[get("/metrics")]
 pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
-    HttpResponse::Ok().content_type("text/plain; version=0.0.4").body(state.collector.metrics())
+    HttpResponse::Ok()
+        .content_type("text/plain; version=0.0.4")
+        .body(state.collector.metrics())
 }
 
 #[cfg(test)]

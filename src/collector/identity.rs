@@ -45,7 +45,10 @@ fn key(app: &str, id: &str) -> Vec<u8> {
 
 /// The user an anonymous visitor was identified as.
 pub fn user_of(db: &sled::Db, app: &str, anonymous_id: &str) -> Result<Option<String>, StoreError> {
-    Ok(db.open_tree(IDENTITIES)?.get(key(app, anonymous_id))?.map(|v| String::from_utf8_lossy(&v).into_owned()))
+    Ok(db
+        .open_tree(IDENTITIES)?
+        .get(key(app, anonymous_id))?
+        .map(|v| String::from_utf8_lossy(&v).into_owned()))
 }
 
 pub fn profile(db: &sled::Db, app: &str, user_id: &str) -> Result<Option<Profile>, StoreError> {
@@ -57,7 +60,10 @@ pub fn profile(db: &sled::Db, app: &str, user_id: &str) -> Result<Option<Profile
 }
 
 fn traits_of(e: &Event) -> Map<String, Value> {
-    e.traits.as_deref().and_then(|t| serde_json::from_str::<Map<String, Value>>(t).ok()).unwrap_or_default()
+    e.traits
+        .as_deref()
+        .and_then(|t| serde_json::from_str::<Map<String, Value>>(t).ok())
+        .unwrap_or_default()
 }
 
 fn merge(into: &mut Map<String, Value>, from: Map<String, Value>) {
@@ -71,10 +77,13 @@ fn merge(into: &mut Map<String, Value>, from: Map<String, Value>) {
 /// Folds one event into its user's profile (identify, group, or any event with a userId).
 /// Idempotent, so replaying the WAL after a crash is harmless.
 pub fn apply(db: &sled::Db, e: &Event) -> Result<(), StoreError> {
-    let Some(user) = e.user_id.as_deref() else { return Ok(()) };
+    let Some(user) = e.user_id.as_deref() else {
+        return Ok(());
+    };
     if e.kind == "identify" {
         if let Some(anon) = &e.anonymous_id {
-            db.open_tree(IDENTITIES)?.insert(key(&e.app_id, anon), user.as_bytes())?;
+            db.open_tree(IDENTITIES)?
+                .insert(key(&e.app_id, anon), user.as_bytes())?;
         }
     }
     let tree = db.open_tree(PROFILES)?;
@@ -104,9 +113,10 @@ pub fn apply(db: &sled::Db, e: &Event) -> Result<(), StoreError> {
             if let Some(gid) = &e.group_id {
                 match p.groups.iter().position(|g| &g.group_id == gid) {
                     Some(i) => merge(&mut p.groups[i].traits, traits_of(e)),
-                    None if p.groups.len() < MAX_GROUPS => {
-                        p.groups.push(Group { group_id: gid.clone(), traits: traits_of(e) })
-                    }
+                    None if p.groups.len() < MAX_GROUPS => p.groups.push(Group {
+                        group_id: gid.clone(),
+                        traits: traits_of(e),
+                    }),
                     None => {}
                 }
             }

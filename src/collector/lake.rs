@@ -28,11 +28,19 @@ pub enum LakeError {
 }
 
 /// Opens the configured object store. `default_dir` is `<data-dir>/lake`.
-pub fn open(settings: &LakeSettings, default_dir: &std::path::Path) -> Result<Arc<dyn ObjectStore>, LakeError> {
+pub fn open(
+    settings: &LakeSettings,
+    default_dir: &std::path::Path,
+) -> Result<Arc<dyn ObjectStore>, LakeError> {
     match settings.kind.as_str() {
         "local" => {
-            let dir = if settings.path.is_empty() { default_dir.to_path_buf() } else { settings.path.clone().into() };
-            std::fs::create_dir_all(&dir).map_err(|e| LakeError::Dir(dir.display().to_string(), e))?;
+            let dir = if settings.path.is_empty() {
+                default_dir.to_path_buf()
+            } else {
+                settings.path.clone().into()
+            };
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| LakeError::Dir(dir.display().to_string(), e))?;
             let fs = object_store::local::LocalFileSystem::new_with_prefix(&dir)?.with_fsync(true);
             Ok(Arc::new(fs))
         }
@@ -62,7 +70,14 @@ pub fn open(settings: &LakeSettings, default_dir: &std::path::Path) -> Result<Ar
 }
 
 /// Where a file of `app_id`'s events received in `hour` goes.
-pub fn file_path(prefix: &str, app_id: &str, hour: DateTime<Utc>, node: &str, shard: usize, first_lsn: u64) -> Path {
+pub fn file_path(
+    prefix: &str,
+    app_id: &str,
+    hour: DateTime<Utc>,
+    node: &str,
+    shard: usize,
+    first_lsn: u64,
+) -> Path {
     let p = format!(
         "events/app_id={app_id}/dt={}/hour={}/part-{node}-{shard}-{first_lsn:020}.parquet",
         hour.format("%Y-%m-%d"),
@@ -107,11 +122,15 @@ mod tests {
 
     #[test]
     fn paths_follow_the_hive_layout() {
-        let t = DateTime::parse_from_rfc3339("2026-03-04T05:06:07Z").unwrap().with_timezone(&Utc);
+        let t = DateTime::parse_from_rfc3339("2026-03-04T05:06:07Z")
+            .unwrap()
+            .with_timezone(&Utc);
         assert_eq!(
             file_path("", "app1", t, "n0", 1, 42).as_ref(),
             "events/app_id=app1/dt=2026-03-04/hour=05/part-n0-1-00000000000000000042.parquet"
         );
-        assert!(file_path("/lake/", "a", t, "n", 0, 1).as_ref().starts_with("lake/events/"));
+        assert!(file_path("/lake/", "a", t, "n", 0, 1)
+            .as_ref()
+            .starts_with("lake/events/"));
     }
 }

@@ -32,8 +32,14 @@ pub enum Reject {
 }
 
 impl Reject {
-    const ALL: [Reject; 6] =
-        [Reject::InvalidEvent, Reject::InvalidBody, Reject::TooLarge, Reject::Unauthorized, Reject::PlanLimit, Reject::Overloaded];
+    const ALL: [Reject; 6] = [
+        Reject::InvalidEvent,
+        Reject::InvalidBody,
+        Reject::TooLarge,
+        Reject::Unauthorized,
+        Reject::PlanLimit,
+        Reject::Overloaded,
+    ];
 
     fn name(self) -> &'static str {
         match self {
@@ -70,36 +76,131 @@ impl EdgeCounters {
 pub fn render(edge: &EdgeCounters, shards: &[std::sync::Arc<ShardCounters>]) -> String {
     let mut out = String::new();
     fn family(out: &mut String, name: &str, help: &str, kind: &str) {
-        let _ = writeln!(out, "# HELP tributary_collector_{name} {help}\n# TYPE tributary_collector_{name} {kind}");
+        let _ = writeln!(
+            out,
+            "# HELP tributary_collector_{name} {help}\n# TYPE tributary_collector_{name} {kind}"
+        );
     }
-    family(&mut out, "requests_total", "Collect requests received.", "counter");
-    let _ = writeln!(out, "tributary_collector_requests_total {}", edge.requests.load(Relaxed));
-    family(&mut out, "body_bytes_total", "Request body bytes received (after decompression).", "counter");
-    let _ = writeln!(out, "tributary_collector_body_bytes_total {}", edge.body_bytes.load(Relaxed));
-    family(&mut out, "rejected_total", "Events or requests refused, by reason.", "counter");
+    family(
+        &mut out,
+        "requests_total",
+        "Collect requests received.",
+        "counter",
+    );
+    let _ = writeln!(
+        out,
+        "tributary_collector_requests_total {}",
+        edge.requests.load(Relaxed)
+    );
+    family(
+        &mut out,
+        "body_bytes_total",
+        "Request body bytes received (after decompression).",
+        "counter",
+    );
+    let _ = writeln!(
+        out,
+        "tributary_collector_body_bytes_total {}",
+        edge.body_bytes.load(Relaxed)
+    );
+    family(
+        &mut out,
+        "rejected_total",
+        "Events or requests refused, by reason.",
+        "counter",
+    );
     for r in Reject::ALL {
-        let _ = writeln!(out, "tributary_collector_rejected_total{{reason=\"{}\"}} {}", r.name(), edge.rejected(r));
+        let _ = writeln!(
+            out,
+            "tributary_collector_rejected_total{{reason=\"{}\"}} {}",
+            r.name(),
+            edge.rejected(r)
+        );
     }
     let per_shard: [(&str, &str, &str, fn(&ShardCounters) -> u64); 12] = [
-        ("accepted_total", "Events made durable and acknowledged.", "counter", |c| c.accepted.load(Relaxed)),
-        ("duplicates_total", "Events dropped as duplicates by messageId.", "counter", |c| c.duplicates.load(Relaxed)),
-        ("wal_bytes_total", "Bytes appended to the write-ahead log.", "counter", |c| c.wal_bytes.load(Relaxed)),
-        ("wal_fsyncs_total", "Group commits (one fdatasync each).", "counter", |c| c.wal_fsyncs.load(Relaxed)),
-        ("wal_fsync_seconds_total", "Time spent in fdatasync.", "counter", |c| c.fsync_micros.load(Relaxed)),
-        ("rows_written_total", "Rows written to Parquet files in the lake.", "counter", |c| c.rows_written.load(Relaxed)),
-        ("files_written_total", "Parquet files put in the lake.", "counter", |c| c.files_written.load(Relaxed)),
-        ("flushes_total", "Flushes (each closes every open file of the shard).", "counter", |c| c.flushes.load(Relaxed)),
-        ("flush_seconds_total", "Time spent encoding and uploading flushes.", "counter", |c| c.flush_micros.load(Relaxed)),
-        ("upload_retries_total", "Failed uploads that were retried.", "counter", |c| c.upload_retries.load(Relaxed)),
-        ("replayed_total", "Events replayed from the write-ahead log at start.", "counter", |c| c.replayed.load(Relaxed)),
-        ("queue_depth", "Batches waiting for the shard.", "gauge", |c| c.queue_depth.load(Relaxed)),
+        (
+            "accepted_total",
+            "Events made durable and acknowledged.",
+            "counter",
+            |c| c.accepted.load(Relaxed),
+        ),
+        (
+            "duplicates_total",
+            "Events dropped as duplicates by messageId.",
+            "counter",
+            |c| c.duplicates.load(Relaxed),
+        ),
+        (
+            "wal_bytes_total",
+            "Bytes appended to the write-ahead log.",
+            "counter",
+            |c| c.wal_bytes.load(Relaxed),
+        ),
+        (
+            "wal_fsyncs_total",
+            "Group commits (one fdatasync each).",
+            "counter",
+            |c| c.wal_fsyncs.load(Relaxed),
+        ),
+        (
+            "wal_fsync_seconds_total",
+            "Time spent in fdatasync.",
+            "counter",
+            |c| c.fsync_micros.load(Relaxed),
+        ),
+        (
+            "rows_written_total",
+            "Rows written to Parquet files in the lake.",
+            "counter",
+            |c| c.rows_written.load(Relaxed),
+        ),
+        (
+            "files_written_total",
+            "Parquet files put in the lake.",
+            "counter",
+            |c| c.files_written.load(Relaxed),
+        ),
+        (
+            "flushes_total",
+            "Flushes (each closes every open file of the shard).",
+            "counter",
+            |c| c.flushes.load(Relaxed),
+        ),
+        (
+            "flush_seconds_total",
+            "Time spent encoding and uploading flushes.",
+            "counter",
+            |c| c.flush_micros.load(Relaxed),
+        ),
+        (
+            "upload_retries_total",
+            "Failed uploads that were retried.",
+            "counter",
+            |c| c.upload_retries.load(Relaxed),
+        ),
+        (
+            "replayed_total",
+            "Events replayed from the write-ahead log at start.",
+            "counter",
+            |c| c.replayed.load(Relaxed),
+        ),
+        (
+            "queue_depth",
+            "Batches waiting for the shard.",
+            "gauge",
+            |c| c.queue_depth.load(Relaxed),
+        ),
     ];
     for (name, help, kind, get) in per_shard {
         family(&mut out, name, help, kind);
         for (i, c) in shards.iter().enumerate() {
             let v = get(c);
             if name.ends_with("_seconds_total") {
-                let _ = writeln!(out, "tributary_collector_{name}{{shard=\"{i}\"}} {:.6}", v as f64 / 1e6);
+                let _ = writeln!(
+                    out,
+                    "tributary_collector_{name}{{shard=\"{i}\"}} {:.6}",
+                    v as f64 / 1e6
+                );
             } else {
                 let _ = writeln!(out, "tributary_collector_{name}{{shard=\"{i}\"}} {v}");
             }

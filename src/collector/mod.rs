@@ -4,7 +4,7 @@
 //! http (auth, limits, simd-json parse, validate, enrich)        collector/http.rs, decode.rs
 //!   -> route by hash(app, anonymousId) over bounded queues       Collector::submit
 //!   -> shard writer: dedupe, WAL append + fsync, reply            shard.rs, wal.rs
-//!   -> Arrow builders per (app, hour) -> uploader: Parquet zstd   event.rs
+//!   -> Arrow builders per (app, hour) -> uploader: Parquet zstd   columns.rs
 //!   -> object_store put (local dir or S3) -> checkpoint, trim WAL lake.rs
 //! ```
 //!
@@ -12,6 +12,7 @@
 //! fsync'd in a shard's WAL. Architecture invariant: every queue is bounded; a full shard queue
 //! is answered 503 + Retry-After at the edge, never buffered without bound.
 
+pub mod columns;
 pub mod decode;
 pub mod event;
 pub mod http;
@@ -69,13 +70,15 @@ impl Collector {
         let data_dir = &settings.storage.data_dir;
         let store = lake::open(&settings.lake, &data_dir.join("lake"))?;
         let n = match c.shards {
-            0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
+            0 => std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(2),
             n => n,
         };
         let stopping = Arc::new(AtomicBool::new(false));
         let mut queues = Vec::with_capacity(n);
         let mut shard_counters = Vec::with_capacity(n);
-        let mut threads = Vec::new();
+        let mut starting = Vec::with_capacity(n);
         for index in 0..n {
             let (tx, rx) = bounded(c.queue_batches.max(1));
             let counters = Arc::new(ShardCounters::default());
@@ -90,9 +93,34 @@ impl Collector {
                 shutdown_upload_timeout: Duration::from_millis(c.shutdown_upload_timeout_ms),
                 stopping: stopping.clone(),
             };
-            threads.extend(shard::start(cfg, db.clone(), store.clone(), counters.clone(), rx)?);
+            starting.push(shard::start(
+                cfg,
+                db.clone(),
+                store.clone(),
+                counters.clone(),
+                rx,
+            )?);
             queues.push(tx);
             shard_counters.push(counters);
+        }
+        // Shards recover (replay their WAL into the lake) in parallel; wait for all of them.
+        let mut threads = Vec::with_capacity(n);
+        let mut failure = None;
+        for s in starting {
+            match s.wait() {
+                Ok(t) => threads.push(t),
+                Err(e) => failure = failure.or(Some(e)),
+            }
+        }
+        if let Some(e) = failure {
+            stopping.store(true, Relaxed);
+            for q in &queues {
+                let _ = q.send(shard::Msg::Stop);
+            }
+            for t in threads {
+                let _ = t.join();
+            }
+            return Err(e.into());
         }
         tracing::info!(shards = n, lake = %settings.lake.kind, "collector started");
         Ok(Collector {
@@ -121,12 +149,18 @@ impl Collector {
         }
         let mut waiting = Vec::new();
         let mut overloaded = false;
-        for (i, events) in per_shard.into_iter().enumerate().filter(|(_, e)| !e.is_empty()) {
+        for (i, events) in per_shard
+            .into_iter()
+            .enumerate()
+            .filter(|(_, e)| !e.is_empty())
+        {
             let (reply, answer) = tokio::sync::oneshot::channel();
             match self.queues[i].try_send(shard::Msg::Write { events, reply }) {
                 Ok(()) => waiting.push(answer),
                 Err(TrySendError::Full(_)) => overloaded = true,
-                Err(TrySendError::Disconnected(_)) => return Err(SubmitError::Failed("collector stopped".into())),
+                Err(TrySendError::Disconnected(_)) => {
+                    return Err(SubmitError::Failed("collector stopped".into()))
+                }
             }
         }
         // Wait for what was sent even when another shard was full: a retry of the whole batch

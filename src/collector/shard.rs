@@ -28,7 +28,8 @@ use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 
-use super::event::{encode_parquet, Event, RowBuilder};
+use super::columns::{encode_parquet, RowBuilder};
+use super::event::Event;
 use super::metrics::ShardCounters;
 use super::{identity, lake, usage, wal};
 
@@ -60,7 +61,10 @@ pub struct Committed {
 }
 
 pub enum Msg {
-    Write { events: Vec<Event>, reply: tokio::sync::oneshot::Sender<Result<Committed, String>> },
+    Write {
+        events: Vec<Event>,
+        reply: tokio::sync::oneshot::Sender<Result<Committed, String>>,
+    },
     /// Commit what is queued, flush every open file, stop.
     Stop,
 }
@@ -85,7 +89,13 @@ fn day(micros: i64) -> u32 {
 }
 
 fn dedupe_key(day: u32, app: &str, message_id: &str) -> Vec<u8> {
-    [&day.to_be_bytes()[..], app.as_bytes(), &[0], message_id.as_bytes()].concat()
+    [
+        &day.to_be_bytes()[..],
+        app.as_bytes(),
+        &[0],
+        message_id.as_bytes(),
+    ]
+    .concat()
 }
 
 /// Drops dedupe entries older than yesterday (so the window is 24 to 48 hours).
@@ -120,25 +130,85 @@ struct Writer {
     last_sweep: Instant,
 }
 
-/// Starts shard `cfg.index`: replays its WAL into the lake first (so that start-up finishes with
-/// nothing pending), then runs the writer and uploader threads.
+/// A shard being started: `wait` returns once its WAL is replayed into the lake.
+pub struct Starting {
+    ready: std::sync::mpsc::Receiver<Result<(), ShardError>>,
+    thread: JoinHandle<()>,
+}
+
+impl Starting {
+    /// Waits for recovery to finish; the handle ends when the shard has stopped and its
+    /// uploader has finished.
+    pub fn wait(self) -> Result<JoinHandle<()>, ShardError> {
+        match self.ready.recv() {
+            Ok(Ok(())) => Ok(self.thread),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(ShardError::Runtime(std::io::Error::other(
+                "shard thread died during recovery",
+            ))),
+        }
+    }
+}
+
+/// Starts shard `cfg.index` on its own thread: it first replays its WAL into the lake (so that
+/// start-up finishes with nothing pending), then serves its queue.
 pub fn start(
     cfg: ShardConfig,
     db: sled::Db,
     store: Arc<dyn ObjectStore>,
     counters: Arc<ShardCounters>,
     rx: Receiver<Msg>,
-) -> Result<Vec<JoinHandle<()>>, ShardError> {
+) -> Result<Starting, ShardError> {
+    let (ready_tx, ready) = std::sync::mpsc::channel();
+    let index = cfg.index;
+    let thread = std::thread::Builder::new()
+        .name(format!("shard-{index}"))
+        .spawn(move || match recover(cfg, db, store, counters) {
+            Ok((writer, mut uploader, up_rx)) => {
+                let up = std::thread::Builder::new()
+                    .name(format!("uploader-{index}"))
+                    .spawn(move || {
+                        for job in up_rx.iter() {
+                            uploader.run(job);
+                        }
+                    });
+                match up {
+                    Ok(up) => {
+                        let _ = ready_tx.send(Ok(()));
+                        writer.run(rx);
+                        let _ = up.join();
+                    }
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(ShardError::Runtime(e)));
+                    }
+                }
+            }
+            Err(e) => {
+                let _ = ready_tx.send(Err(e));
+            }
+        })
+        .map_err(ShardError::Runtime)?;
+    Ok(Starting { ready, thread })
+}
+
+/// Undoes an unfinished flush, opens the WAL and writes what it holds beyond the checkpoint.
+fn recover(
+    cfg: ShardConfig,
+    db: sled::Db,
+    store: Arc<dyn ObjectStore>,
+    counters: Arc<ShardCounters>,
+) -> Result<(Writer, Uploader, Receiver<Upload>), ShardError> {
     let index = cfg.index;
     std::fs::create_dir_all(&cfg.wal_dir).map_err(|e| ShardError::Wal(index, e))?;
     let mut uploader = Uploader::new(cfg.clone(), db.clone(), store, counters.clone())?;
     uploader.undo_unfinished()?;
     let checkpoint = wal::read_checkpoint(&cfg.wal_dir).map_err(|e| ShardError::Wal(index, e))?;
-    let (wal, replay) = wal::Wal::open(&cfg.wal_dir, checkpoint).map_err(|e| ShardError::Wal(index, e))?;
+    let (wal, replay) =
+        wal::Wal::open(&cfg.wal_dir, checkpoint).map_err(|e| ShardError::Wal(index, e))?;
     let (up_tx, up_rx) = bounded::<Upload>(2);
     let mut writer = Writer {
         dedupe: db.open_tree(DEDUPE_TREE)?,
-        cfg: cfg.clone(),
+        cfg,
         db,
         wal,
         open: BTreeMap::new(),
@@ -152,36 +222,22 @@ pub fn start(
     };
     if !replay.is_empty() {
         let n = replay.len();
-        let mut events = Vec::with_capacity(n);
         for r in replay {
             match serde_json::from_slice::<Event>(&r.payload) {
-                Ok(e) => events.push((r.lsn, e)),
-                Err(e) => tracing::error!(shard = index, lsn = r.lsn, error = %e, "unreadable WAL record skipped"),
+                Ok(e) => writer.after_commit(&e, r.lsn)?,
+                Err(e) => {
+                    tracing::error!(shard = index, lsn = r.lsn, error = %e, "unreadable WAL record skipped")
+                }
             }
-        }
-        for (lsn, e) in &events {
-            writer.after_commit(e, *lsn, false)?;
         }
         counters.replayed.fetch_add(n as u64, Relaxed);
         tracing::info!(shard = index, events = n, "write-ahead log replayed");
-        // Flush the replayed rows now, synchronously, before taking new events.
+        // Flush the replayed rows now, before taking new events.
         if let Some(job) = writer.take_files().map_err(|e| ShardError::Wal(index, e))? {
             uploader.run(job);
         }
     }
-    let up = std::thread::Builder::new()
-        .name(format!("uploader-{index}"))
-        .spawn(move || {
-            for job in up_rx.iter() {
-                uploader.run(job);
-            }
-        })
-        .map_err(ShardError::Runtime)?;
-    let w = std::thread::Builder::new()
-        .name(format!("shard-{index}"))
-        .spawn(move || writer.run(rx))
-        .map_err(ShardError::Runtime)?;
-    Ok(vec![w, up])
+    Ok((writer, uploader, up_rx))
 }
 
 impl Writer {
@@ -238,7 +294,10 @@ impl Writer {
     fn is_duplicate(&self, e: &Event) -> Result<bool, crate::store::StoreError> {
         let d = day(e.received_at);
         for day in [d, d.saturating_sub(1)] {
-            if self.dedupe.contains_key(dedupe_key(day, &e.app_id, &e.message_id))? {
+            if self
+                .dedupe
+                .contains_key(dedupe_key(day, &e.app_id, &e.message_id))?
+            {
                 return Ok(true);
             }
         }
@@ -252,16 +311,21 @@ impl Writer {
                 let first_lsn = if kept.is_empty() {
                     self.wal.next_lsn()
                 } else {
-                    let payloads: Vec<Vec<u8>> =
-                        kept.iter().map(|e| serde_json::to_vec(e).expect("events serialize")).collect();
+                    let payloads: Vec<Vec<u8>> = kept
+                        .iter()
+                        .map(|e| serde_json::to_vec(e).expect("events serialize"))
+                        .collect();
                     let started = Instant::now();
                     match self.wal.append(&payloads) {
                         Ok(first) => {
-                            self.counters.fsync_micros.fetch_add(started.elapsed().as_micros() as u64, Relaxed);
-                            self.counters.wal_fsyncs.fetch_add(1, Relaxed);
                             self.counters
-                                .wal_bytes
-                                .fetch_add(payloads.iter().map(|p| p.len() as u64 + 16).sum(), Relaxed);
+                                .fsync_micros
+                                .fetch_add(started.elapsed().as_micros() as u64, Relaxed);
+                            self.counters.wal_fsyncs.fetch_add(1, Relaxed);
+                            self.counters.wal_bytes.fetch_add(
+                                payloads.iter().map(|p| p.len() as u64 + 16).sum(),
+                                Relaxed,
+                            );
                             first
                         }
                         Err(e) => {
@@ -274,15 +338,19 @@ impl Writer {
                     }
                 };
                 for (reply, done) in outcomes {
-                    self.counters.accepted.fetch_add(done.accepted as u64, Relaxed);
-                    self.counters.duplicates.fetch_add(done.duplicates as u64, Relaxed);
+                    self.counters
+                        .accepted
+                        .fetch_add(done.accepted as u64, Relaxed);
+                    self.counters
+                        .duplicates
+                        .fetch_add(done.duplicates as u64, Relaxed);
                     let _ = reply.send(Ok(done));
                 }
                 if let Err(e) = usage::add_events(&self.db, &kept) {
                     tracing::warn!(shard = self.cfg.index, error = %e, "usage counter not updated");
                 }
                 for (i, e) in kept.iter().enumerate() {
-                    if let Err(err) = self.after_commit(e, first_lsn + i as u64, true) {
+                    if let Err(err) = self.after_commit(e, first_lsn + i as u64) {
                         tracing::error!(shard = self.cfg.index, error = %err, "post-commit bookkeeping failed");
                     }
                 }
@@ -314,7 +382,8 @@ impl Writer {
                 let dup = match self.is_duplicate(&e) {
                     Ok(d) => d || seen.contains(&key),
                     Err(err) => {
-                        let mut replies: Vec<Reply> = outcomes.into_iter().map(|(r, _)| r).collect();
+                        let mut replies: Vec<Reply> =
+                            outcomes.into_iter().map(|(r, _)| r).collect();
                         replies.push(reply);
                         replies.extend(iter.map(|(_, r)| r));
                         return Err((err, replies));
@@ -347,11 +416,17 @@ impl Writer {
     }
 
     /// Everything after the fsync: dedupe entry, profile, and the row in its open file.
-    fn after_commit(&mut self, e: &Event, lsn: u64, _live: bool) -> Result<(), crate::store::StoreError> {
-        self.dedupe.insert(dedupe_key(day(e.received_at), &e.app_id, &e.message_id), &[][..])?;
+    fn after_commit(&mut self, e: &Event, lsn: u64) -> Result<(), crate::store::StoreError> {
+        self.dedupe.insert(
+            dedupe_key(day(e.received_at), &e.app_id, &e.message_id),
+            &[][..],
+        )?;
         identity::apply(&self.db, e)?;
         let hour = e.received_at.div_euclid(3_600_000_000);
-        self.open.entry((e.app_id.clone(), hour)).or_default().append(e);
+        self.open
+            .entry((e.app_id.clone(), hour))
+            .or_default()
+            .append(e);
         self.rows += 1;
         self.bytes += e.approx_bytes();
         self.oldest.get_or_insert_with(Instant::now);
@@ -361,14 +436,23 @@ impl Writer {
 
     /// Closes the open files: rotates the WAL and returns them with the last LSN they cover.
     fn take_files(&mut self) -> std::io::Result<Option<Upload>> {
-        let Some(first_lsn) = self.first_open_lsn.take() else { return Ok(None) };
+        let Some(first_lsn) = self.first_open_lsn.take() else {
+            return Ok(None);
+        };
         let last_lsn = self.wal.next_lsn() - 1;
         self.wal.rotate()?;
         let files = std::mem::take(&mut self.open)
             .into_iter()
             .map(|((app, hour), mut rows)| {
                 let hour = chrono::DateTime::from_timestamp(hour * 3600, 0).unwrap_or_default();
-                let path = lake::file_path(&self.cfg.prefix, &app, hour, &self.cfg.node_id, self.cfg.index, first_lsn);
+                let path = lake::file_path(
+                    &self.cfg.prefix,
+                    &app,
+                    hour,
+                    &self.cfg.node_id,
+                    self.cfg.index,
+                    first_lsn,
+                );
                 (path, rows.finish())
             })
             .collect();
@@ -403,9 +487,24 @@ struct Uploader {
 }
 
 impl Uploader {
-    fn new(cfg: ShardConfig, db: sled::Db, store: Arc<dyn ObjectStore>, counters: Arc<ShardCounters>) -> Result<Self, ShardError> {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(ShardError::Runtime)?;
-        Ok(Uploader { cfg, db, store, counters, rt, failed: false })
+    fn new(
+        cfg: ShardConfig,
+        db: sled::Db,
+        store: Arc<dyn ObjectStore>,
+        counters: Arc<ShardCounters>,
+    ) -> Result<Self, ShardError> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(ShardError::Runtime)?;
+        Ok(Uploader {
+            cfg,
+            db,
+            store,
+            counters,
+            rt,
+            failed: false,
+        })
     }
 
     fn dir(&self) -> &FsPath {
@@ -417,10 +516,16 @@ impl Uploader {
     /// checkpoint was written (a crash just before it was removed) is simply removed.
     fn undo_unfinished(&mut self) -> Result<(), ShardError> {
         let path = self.dir().join(INTENT);
-        let Ok(text) = std::fs::read_to_string(&path) else { return Ok(()) };
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            return Ok(());
+        };
         let mut lines = text.lines();
-        let intent_lsn = lines.next().and_then(|l| l.strip_prefix("lsn ")).and_then(|n| n.parse::<u64>().ok());
-        let checkpoint = wal::read_checkpoint(self.dir()).map_err(|e| ShardError::Wal(self.cfg.index, e))?;
+        let intent_lsn = lines
+            .next()
+            .and_then(|l| l.strip_prefix("lsn "))
+            .and_then(|n| n.parse::<u64>().ok());
+        let checkpoint =
+            wal::read_checkpoint(self.dir()).map_err(|e| ShardError::Wal(self.cfg.index, e))?;
         let finished = intent_lsn.is_some_and(|lsn| checkpoint >= lsn);
         for line in lines.filter(|l| !l.is_empty() && !finished) {
             let p = Path::from(line);
@@ -428,7 +533,11 @@ impl Uploader {
                 Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
                 Err(e) => return Err(e.into()),
             }
-            tracing::info!(shard = self.cfg.index, path = line, "file of an unfinished flush removed");
+            tracing::info!(
+                shard = self.cfg.index,
+                path = line,
+                "file of an unfinished flush removed"
+            );
         }
         std::fs::remove_file(&path).map_err(|e| ShardError::Wal(self.cfg.index, e))?;
         Ok(())
@@ -443,7 +552,9 @@ impl Uploader {
         let mut encoded = Vec::with_capacity(job.files.len());
         for (path, batch) in &job.files {
             match encode_parquet(batch) {
-                Ok(bytes) => encoded.push((path.clone(), bytes::Bytes::from(bytes), batch.num_rows())),
+                Ok(bytes) => {
+                    encoded.push((path.clone(), bytes::Bytes::from(bytes), batch.num_rows()))
+                }
                 Err(e) => {
                     tracing::error!(shard = index, error = %e, "parquet encoding failed; events stay in the WAL");
                     self.failed = true;
@@ -467,7 +578,12 @@ impl Uploader {
                 // Retry for as long as it takes, except when asked to stop.
                 attempt > 0 && stopping.load(Relaxed) && started.elapsed() > timeout
             };
-            match self.rt.block_on(lake::put_with_retry(self.store.as_ref(), path, bytes.clone(), give_up)) {
+            match self.rt.block_on(lake::put_with_retry(
+                self.store.as_ref(),
+                path,
+                bytes.clone(),
+                give_up,
+            )) {
                 Ok(_) => {
                     self.counters.files_written.fetch_add(1, Relaxed);
                     self.counters.rows_written.fetch_add(*rows as u64, Relaxed);
@@ -481,15 +597,24 @@ impl Uploader {
         }
         let finish = || -> Result<usize, String> {
             self.db.flush().map_err(|e| format!("sled flush: {e}"))?;
-            wal::write_checkpoint(self.dir(), job.last_lsn).map_err(|e| format!("checkpoint: {e}"))?;
+            wal::write_checkpoint(self.dir(), job.last_lsn)
+                .map_err(|e| format!("checkpoint: {e}"))?;
             std::fs::remove_file(self.dir().join(INTENT)).map_err(|e| format!("intent: {e}"))?;
             wal::trim(self.dir(), job.last_lsn).map_err(|e| format!("trim: {e}"))
         };
         match finish() {
             Ok(trimmed) => {
                 self.counters.flushes.fetch_add(1, Relaxed);
-                self.counters.flush_micros.fetch_add(started.elapsed().as_micros() as u64, Relaxed);
-                tracing::debug!(shard = index, files = encoded.len(), last_lsn = job.last_lsn, trimmed, "flush done");
+                self.counters
+                    .flush_micros
+                    .fetch_add(started.elapsed().as_micros() as u64, Relaxed);
+                tracing::debug!(
+                    shard = index,
+                    files = encoded.len(),
+                    last_lsn = job.last_lsn,
+                    trimmed,
+                    "flush done"
+                );
             }
             Err(e) => {
                 tracing::error!(shard = index, error = %e, "flush could not be checkpointed; the WAL keeps the events");

@@ -14,7 +14,10 @@ pub const TREE: &str = "usage";
 
 /// `YYYY-MM` of a timestamp in µs.
 pub fn month_of(micros: i64) -> String {
-    chrono::DateTime::from_timestamp_micros(micros).unwrap_or_default().format("%Y-%m").to_string()
+    chrono::DateTime::from_timestamp_micros(micros)
+        .unwrap_or_default()
+        .format("%Y-%m")
+        .to_string()
 }
 
 fn key(app: &str, month: &str) -> Vec<u8> {
@@ -22,18 +25,23 @@ fn key(app: &str, month: &str) -> Vec<u8> {
 }
 
 fn read(v: Option<&[u8]>) -> u64 {
-    v.and_then(|b| <[u8; 8]>::try_from(b).ok()).map(u64::from_be_bytes).unwrap_or(0)
+    v.and_then(|b| <[u8; 8]>::try_from(b).ok())
+        .map(u64::from_be_bytes)
+        .unwrap_or(0)
 }
 
 /// Adds accepted events to their app's monthly count.
 pub fn add_events(db: &sled::Db, events: &[Event]) -> Result<(), StoreError> {
     let mut per: HashMap<(&str, String), u64> = HashMap::new();
     for e in events {
-        *per.entry((e.app_id.as_str(), month_of(e.received_at))).or_default() += 1;
+        *per.entry((e.app_id.as_str(), month_of(e.received_at)))
+            .or_default() += 1;
     }
     let tree = db.open_tree(TREE)?;
     for ((app, month), n) in per {
-        tree.update_and_fetch(key(app, &month), |old| Some((read(old) + n).to_be_bytes().to_vec()))?;
+        tree.update_and_fetch(key(app, &month), |old| {
+            Some((read(old) + n).to_be_bytes().to_vec())
+        })?;
     }
     Ok(())
 }
@@ -50,7 +58,11 @@ pub struct Meter {
 
 impl Meter {
     pub fn get(&self, app: &str, month: &str) -> Option<u64> {
-        self.counts.lock().expect("meter lock").get(&(app.to_owned(), month.to_owned())).copied()
+        self.counts
+            .lock()
+            .expect("meter lock")
+            .get(&(app.to_owned(), month.to_owned()))
+            .copied()
     }
 
     /// Seeds a count read from sled (keeps the larger value if the edge counted meanwhile).
@@ -61,6 +73,11 @@ impl Meter {
     }
 
     pub fn add(&self, app: &str, month: &str, n: u64) {
-        *self.counts.lock().expect("meter lock").entry((app.to_owned(), month.to_owned())).or_insert(0) += n;
+        *self
+            .counts
+            .lock()
+            .expect("meter lock")
+            .entry((app.to_owned(), month.to_owned()))
+            .or_insert(0) += n;
     }
 }

@@ -41,7 +41,10 @@ pub fn segments(dir: &Path) -> io::Result<Vec<(u64, PathBuf)>> {
     for entry in fs::read_dir(dir)? {
         let path = entry?.path();
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if let Some(n) = name.strip_prefix("wal-").and_then(|n| n.strip_suffix(".log")) {
+        if let Some(n) = name
+            .strip_prefix("wal-")
+            .and_then(|n| n.strip_suffix(".log"))
+        {
             if let Ok(lsn) = n.parse::<u64>() {
                 out.push((lsn, path));
             }
@@ -72,7 +75,10 @@ fn read_segment(path: &Path) -> io::Result<(Vec<Record>, u64)> {
             break;
         }
         let lsn = u64::from_le_bytes(body[..8].try_into().expect("8 bytes"));
-        records.push(Record { lsn, payload: body[8..].to_vec() });
+        records.push(Record {
+            lsn,
+            payload: body[8..].to_vec(),
+        });
         pos += HEADER + len;
     }
     Ok((records, pos as u64))
@@ -102,11 +108,22 @@ impl Wal {
             }
         }
         let file = Self::create_segment(dir, next_lsn)?;
-        Ok((Wal { dir: dir.to_path_buf(), file, next_lsn, segment_bytes: 0 }, replay))
+        Ok((
+            Wal {
+                dir: dir.to_path_buf(),
+                file,
+                next_lsn,
+                segment_bytes: 0,
+            },
+            replay,
+        ))
     }
 
     fn create_segment(dir: &Path, first_lsn: u64) -> io::Result<File> {
-        let file = OpenOptions::new().create(true).append(true).open(dir.join(segment_name(first_lsn)))?;
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join(segment_name(first_lsn)))?;
         sync_dir(dir)?;
         Ok(file)
     }
@@ -174,7 +191,10 @@ const CHECKPOINT: &str = "checkpoint";
 /// The last LSN known to be in the lake (0 when none).
 pub fn read_checkpoint(dir: &Path) -> io::Result<u64> {
     match fs::read_to_string(dir.join(CHECKPOINT)) {
-        Ok(s) => s.trim().parse().map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("checkpoint: {e}"))),
+        Ok(s) => s
+            .trim()
+            .parse()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("checkpoint: {e}"))),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(0),
         Err(e) => Err(e),
     }
@@ -212,7 +232,14 @@ mod tests {
         f.write_all(&[9, 0, 0, 0, 1, 2]).unwrap();
         let (mut wal, replay) = Wal::open(dir.path(), 0).unwrap();
         let got: Vec<(u64, Vec<u8>)> = replay.into_iter().map(|r| (r.lsn, r.payload)).collect();
-        assert_eq!(got, [(1, b"a".to_vec()), (2, b"bb".to_vec()), (3, b"ccc".to_vec())]);
+        assert_eq!(
+            got,
+            [
+                (1, b"a".to_vec()),
+                (2, b"bb".to_vec()),
+                (3, b"ccc".to_vec())
+            ]
+        );
         assert_eq!(wal.next_lsn(), 4);
         assert_eq!(wal.append(&[b"d"]).unwrap(), 4);
         // Only records above the checkpoint are replayed.
@@ -233,7 +260,11 @@ mod tests {
         wal.rotate().unwrap();
         assert_eq!(trim(dir.path(), 2).unwrap(), 1);
         assert_eq!(trim(dir.path(), 3).unwrap(), 1);
-        assert_eq!(segments(dir.path()).unwrap().len(), 1, "the newest segment stays");
+        assert_eq!(
+            segments(dir.path()).unwrap().len(),
+            1,
+            "the newest segment stays"
+        );
         drop(wal);
         let (wal, replay) = Wal::open(dir.path(), 3).unwrap();
         assert!(replay.is_empty());

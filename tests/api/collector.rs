@@ -35,7 +35,13 @@ pub fn batch(events: Vec<Value>) -> Value {
 
 impl TestApp {
     pub async fn collect(&self, key: &str, body: Value) -> Answer {
-        self.send(Method::POST, "/api/w/analytics/collect", &[("x-app-key", key)], Some(body)).await
+        self.send(
+            Method::POST,
+            "/api/w/analytics/collect",
+            &[("x-app-key", key)],
+            Some(body),
+        )
+        .await
     }
 }
 
@@ -59,7 +65,13 @@ async fn accepted_events_land_in_the_lake_once_and_duckdb_reads_them() {
     // A client retry of a whole batch lands once.
     let retry: Vec<Value> = (0..10).map(|i| track(&format!("0_{i}"))).collect();
     let a = app.collect(&ik, batch(retry)).await;
-    assert_eq!((a.data()["accepted"].as_u64(), a.data()["duplicates"].as_u64()), (Some(0), Some(10)));
+    assert_eq!(
+        (
+            a.data()["accepted"].as_u64(),
+            a.data()["duplicates"].as_u64()
+        ),
+        (Some(0), Some(10))
+    );
 
     app.stop().await;
     let view = lake::read_local(&app.data_dir.join("lake"));
@@ -70,21 +82,43 @@ async fn accepted_events_land_in_the_lake_once_and_duckdb_reads_them() {
     assert_eq!(view.types["timestamp"], "TIMESTAMP WITH TIME ZONE");
     assert_eq!(view.types["received_at"], "TIMESTAMP WITH TIME ZONE");
     let logical = view.timestamp_logical.clone().unwrap();
-    assert!(logical.contains("MICROS") && logical.contains("isAdjustedToUTC=1"), "{logical}");
+    assert!(
+        logical.contains("MICROS") && logical.contains("isAdjustedToUTC=1"),
+        "{logical}"
+    );
     let row = view.row("msg_1_3");
     assert_eq!(row["app_id"], json!(app_id));
     assert_eq!(row["valid_properties"], json!(true));
     let props: Value = serde_json::from_str(row["properties"].as_str().unwrap()).unwrap();
-    assert_eq!(props, json!({"plan": "pro", "seats": 3, "nested": {"a": [1, 2]}}));
+    assert_eq!(
+        props,
+        json!({"plan": "pro", "seats": 3, "nested": {"a": [1, 2]}})
+    );
     assert_eq!(row["page_path"], "/pricing");
     assert_eq!(row["page_referrer"], "");
-    assert_eq!((row["screen_width"].as_i64(), row["screen_height"].as_i64()), (Some(1440), Some(900)));
-    assert_eq!((row["locale"].as_str(), row["timezone"].as_str()), (Some("en-US"), Some("Europe/Paris")));
+    assert_eq!(
+        (row["screen_width"].as_i64(), row["screen_height"].as_i64()),
+        (Some(1440), Some(900))
+    );
+    assert_eq!(
+        (row["locale"].as_str(), row["timezone"].as_str()),
+        (Some("en-US"), Some("Europe/Paris"))
+    );
     assert_eq!(row["ip"], "127.0.0.1");
     let context: Value = serde_json::from_str(row["context"].as_str().unwrap()).unwrap();
-    assert_eq!(context, json!({"library": {"name": "tributary.js", "version": "1.0.0"}}));
-    assert!(view.files.iter().all(|f| f.starts_with(&format!("events/app_id={app_id}/dt="))), "{:?}", view.files);
-    let received = chrono::DateTime::from_timestamp_micros(row["received_at"].as_i64().unwrap()).unwrap();
+    assert_eq!(
+        context,
+        json!({"library": {"name": "tributary.js", "version": "1.0.0"}})
+    );
+    assert!(
+        view.files
+            .iter()
+            .all(|f| f.starts_with(&format!("events/app_id={app_id}/dt="))),
+        "{:?}",
+        view.files
+    );
+    let received =
+        chrono::DateTime::from_timestamp_micros(row["received_at"].as_i64().unwrap()).unwrap();
     assert_eq!(row["dt"], received.format("%Y-%m-%d").to_string());
 }
 
@@ -103,15 +137,27 @@ async fn the_lake_can_live_on_s3() {
     });
     let (_, ik) = app.create_app("free").await;
     for b in 0..3 {
-        let a = app.collect(&ik, batch((0..10).map(|i| track(&format!("{b}_{i}"))).collect())).await;
+        let a = app
+            .collect(
+                &ik,
+                batch((0..10).map(|i| track(&format!("{b}_{i}"))).collect()),
+            )
+            .await;
         assert_eq!(a.status, 200, "{}", a.body);
     }
     app.stop().await;
     let view = lake::read_s3(&moto.endpoint, "tributary-lake");
     assert_eq!(view.rows.len(), 30);
-    assert!(view.files.len() >= 2, "files close by row count: {:?}", view.files);
+    assert!(
+        view.files.len() >= 2,
+        "files close by row count: {:?}",
+        view.files
+    );
     assert_eq!(view.types["timestamp"], "TIMESTAMP WITH TIME ZONE");
-    assert!(!app.data_dir.join("lake").exists(), "nothing was written locally");
+    assert!(
+        !app.data_dir.join("lake").exists(),
+        "nothing was written locally"
+    );
 }
 
 #[tokio::test]
@@ -120,24 +166,48 @@ async fn a_beacon_sends_text_plain_with_the_key_in_the_query_or_the_body() {
     let (_, ik) = app.create_app("free").await;
     let body = serde_json::to_vec(&batch(vec![track("b1")])).unwrap();
     let a = app
-        .raw(Method::POST, &format!("/api/w/analytics/collect?appKey={ik}"), &[("content-type", "text/plain;charset=UTF-8")], body)
+        .raw(
+            Method::POST,
+            &format!("/api/w/analytics/collect?appKey={ik}"),
+            &[("content-type", "text/plain;charset=UTF-8")],
+            body,
+        )
         .await;
     assert_eq!(a.status, 200, "{}", a.body);
     assert_eq!(a.data()["accepted"], 1);
     let mut with_key = batch(vec![track("b2")]);
     with_key["writeKey"] = json!(ik);
-    let a = app.raw(Method::POST, "/api/w/analytics/collect", &[("content-type", "text/plain")], serde_json::to_vec(&with_key).unwrap()).await;
+    let a = app
+        .raw(
+            Method::POST,
+            "/api/w/analytics/collect",
+            &[("content-type", "text/plain")],
+            serde_json::to_vec(&with_key).unwrap(),
+        )
+        .await;
     assert_eq!(a.status, 200, "{}", a.body);
     // A bad key anywhere is 401.
-    app.raw(Method::POST, "/api/w/analytics/collect?appKey=ik_nope", &[("content-type", "text/plain")], b"{}".to_vec())
+    app.raw(
+        Method::POST,
+        "/api/w/analytics/collect?appKey=ik_nope",
+        &[("content-type", "text/plain")],
+        b"{}".to_vec(),
+    )
+    .await
+    .assert_error(401, "UNAUTHORIZED");
+    app.collect("ik_bad_key", batch(vec![track("x")]))
         .await
         .assert_error(401, "UNAUTHORIZED");
-    app.collect("ik_bad_key", batch(vec![track("x")])).await.assert_error(401, "UNAUTHORIZED");
     let mut no_key = batch(vec![track("b3")]);
     no_key["writeKey"] = json!("tk_api_keys_are_not_integration_keys");
-    app.raw(Method::POST, "/api/w/analytics/collect", &[("content-type", "text/plain")], serde_json::to_vec(&no_key).unwrap())
-        .await
-        .assert_error(401, "UNAUTHORIZED");
+    app.raw(
+        Method::POST,
+        "/api/w/analytics/collect",
+        &[("content-type", "text/plain")],
+        serde_json::to_vec(&no_key).unwrap(),
+    )
+    .await
+    .assert_error(401, "UNAUTHORIZED");
 }
 
 #[tokio::test]
@@ -145,7 +215,10 @@ async fn cors_preflight_is_answered_for_any_origin() {
     let app = spawn_app();
     let res = app
         .client
-        .request(Method::OPTIONS, format!("{}/api/w/analytics/collect", app.base))
+        .request(
+            Method::OPTIONS,
+            format!("{}/api/w/analytics/collect", app.base),
+        )
         .header("origin", "https://shop.example")
         .header("access-control-request-method", "POST")
         .header("access-control-request-headers", "x-app-key, content-type")
@@ -153,14 +226,33 @@ async fn cors_preflight_is_answered_for_any_origin() {
         .await
         .unwrap();
     assert_eq!(res.status(), 204);
-    let h = |n: &str| res.headers().get(n).and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+    let h = |n: &str| {
+        res.headers()
+            .get(n)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned()
+    };
     assert_eq!(h("access-control-allow-origin"), "https://shop.example");
     assert!(h("access-control-allow-methods").contains("POST"));
     let allowed = h("access-control-allow-headers").to_lowercase();
-    assert!(allowed.contains("x-app-key") && allowed.contains("content-type"), "{allowed}");
+    assert!(
+        allowed.contains("x-app-key") && allowed.contains("content-type"),
+        "{allowed}"
+    );
     // Answers, errors included, carry the origin too so the tracker can read them.
-    let a = app.send(Method::POST, "/api/w/analytics/collect", &[("origin", "https://shop.example")], Some(json!({}))).await;
-    assert_eq!(a.header("access-control-allow-origin"), Some("https://shop.example"));
+    let a = app
+        .send(
+            Method::POST,
+            "/api/w/analytics/collect",
+            &[("origin", "https://shop.example")],
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(
+        a.header("access-control-allow-origin"),
+        Some("https://shop.example")
+    );
 }
 
 #[tokio::test]
@@ -172,9 +264,20 @@ async fn gzip_bodies_are_accepted_and_capped_once_decompressed() {
         e.write_all(v).unwrap();
         e.finish().unwrap()
     };
-    let body = gz(&serde_json::to_vec(&batch((0..10).map(|i| track(&format!("g{i}"))).collect())).unwrap());
+    let body = gz(
+        &serde_json::to_vec(&batch((0..10).map(|i| track(&format!("g{i}"))).collect())).unwrap(),
+    );
     let a = app
-        .raw(Method::POST, "/api/w/analytics/collect", &[("x-app-key", &ik), ("content-type", "application/json"), ("content-encoding", "gzip")], body)
+        .raw(
+            Method::POST,
+            "/api/w/analytics/collect",
+            &[
+                ("x-app-key", &ik),
+                ("content-type", "application/json"),
+                ("content-encoding", "gzip"),
+            ],
+            body,
+        )
         .await;
     assert_eq!(a.status, 200, "{}", a.body);
     assert_eq!(a.data()["accepted"], 10);
@@ -183,12 +286,30 @@ async fn gzip_bodies_are_accepted_and_capped_once_decompressed() {
     bomb["padding"] = json!("x".repeat(600 * 1024));
     let body = gz(&serde_json::to_vec(&bomb).unwrap());
     assert!(body.len() < 20_000);
-    app.raw(Method::POST, "/api/w/analytics/collect", &[("x-app-key", &ik), ("content-type", "application/json"), ("content-encoding", "gzip")], body)
-        .await
-        .assert_error(413, "PAYLOAD_TOO_LARGE");
-    app.raw(Method::POST, "/api/w/analytics/collect", &[("x-app-key", &ik), ("content-type", "application/json"), ("content-encoding", "gzip")], b"not gzip".to_vec())
-        .await
-        .assert_error(400, "VALIDATION_ERROR");
+    app.raw(
+        Method::POST,
+        "/api/w/analytics/collect",
+        &[
+            ("x-app-key", &ik),
+            ("content-type", "application/json"),
+            ("content-encoding", "gzip"),
+        ],
+        body,
+    )
+    .await
+    .assert_error(413, "PAYLOAD_TOO_LARGE");
+    app.raw(
+        Method::POST,
+        "/api/w/analytics/collect",
+        &[
+            ("x-app-key", &ik),
+            ("content-type", "application/json"),
+            ("content-encoding", "gzip"),
+        ],
+        b"not gzip".to_vec(),
+    )
+    .await
+    .assert_error(400, "VALIDATION_ERROR");
 }
 
 #[tokio::test]
@@ -201,11 +322,23 @@ async fn oversized_batches_and_events_are_413_and_the_rest_of_a_batch_is_kept() 
         e
     };
     let too_big: Vec<Value> = (0..20).map(|i| big(&format!("tb{i}"))).collect();
-    app.collect(&ik, batch(too_big)).await.assert_error(413, "PAYLOAD_TOO_LARGE");
-    app.collect(&ik, big("single")).await.assert_error(413, "PAYLOAD_TOO_LARGE");
-    let mixed = app.collect(&ik, batch(vec![track("ok1"), big("huge"), track("ok2")])).await;
+    app.collect(&ik, batch(too_big))
+        .await
+        .assert_error(413, "PAYLOAD_TOO_LARGE");
+    app.collect(&ik, big("single"))
+        .await
+        .assert_error(413, "PAYLOAD_TOO_LARGE");
+    let mixed = app
+        .collect(&ik, batch(vec![track("ok1"), big("huge"), track("ok2")]))
+        .await;
     assert_eq!(mixed.status, 200, "{}", mixed.body);
-    assert_eq!((mixed.data()["accepted"].as_u64(), mixed.data()["rejected"].as_u64()), (Some(2), Some(1)));
+    assert_eq!(
+        (
+            mixed.data()["accepted"].as_u64(),
+            mixed.data()["rejected"].as_u64()
+        ),
+        (Some(2), Some(1))
+    );
     assert_eq!(mixed.data()["errors"][0]["index"], 1);
 }
 
@@ -233,12 +366,20 @@ async fn invalid_events_are_rejected_one_by_one_with_their_index_and_field() {
     ];
     let a = app.collect(&ik, batch(events)).await;
     assert_eq!(a.status, 200, "{}", a.body);
-    assert_eq!((a.data()["accepted"].as_u64(), a.data()["rejected"].as_u64()), (Some(2), Some(10)));
+    assert_eq!(
+        (a.data()["accepted"].as_u64(), a.data()["rejected"].as_u64()),
+        (Some(2), Some(10))
+    );
     let got: Vec<(u64, String)> = a.data()["errors"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|e| (e["index"].as_u64().unwrap(), e["field"].as_str().unwrap().to_owned()))
+        .map(|e| {
+            (
+                e["index"].as_u64().unwrap(),
+                e["field"].as_str().unwrap().to_owned(),
+            )
+        })
         .collect();
     let expected: Vec<(u64, String)> = [
         (1, "event"),
@@ -257,15 +398,30 @@ async fn invalid_events_are_rejected_one_by_one_with_their_index_and_field() {
     .collect();
     assert_eq!(got, expected);
     // Nothing valid left: 400, with the reasons as details.
-    let none = app.collect(&ik, batch(vec![json!({"type": "dance", "anonymousId": ANON})])).await;
+    let none = app
+        .collect(
+            &ik,
+            batch(vec![json!({"type": "dance", "anonymousId": ANON})]),
+        )
+        .await;
     none.assert_error(400, "VALIDATION_ERROR");
     assert_eq!(none.fields(), ["batch[0].type"]);
-    app.raw(Method::POST, "/api/w/analytics/collect", &[("x-app-key", &ik), ("content-type", "application/json")], b"{\"batch\": [".to_vec())
-        .await
-        .assert_error(400, "VALIDATION_ERROR");
-    app.raw(Method::POST, "/api/w/analytics/collect", &[("x-app-key", &ik), ("content-type", "application/xml")], b"<a/>".to_vec())
-        .await
-        .assert_error(400, "VALIDATION_ERROR");
+    app.raw(
+        Method::POST,
+        "/api/w/analytics/collect",
+        &[("x-app-key", &ik), ("content-type", "application/json")],
+        b"{\"batch\": [".to_vec(),
+    )
+    .await
+    .assert_error(400, "VALIDATION_ERROR");
+    app.raw(
+        Method::POST,
+        "/api/w/analytics/collect",
+        &[("x-app-key", &ik), ("content-type", "application/xml")],
+        b"<a/>".to_vec(),
+    )
+    .await
+    .assert_error(400, "VALIDATION_ERROR");
 }
 
 #[tokio::test]
@@ -276,15 +432,30 @@ async fn a_client_clock_one_hour_ahead_is_corrected() {
     let client_now = chrono::Utc::now() + skew;
     let mut e = track("skewed");
     e["timestamp"] = json!((client_now - chrono::Duration::seconds(30)).to_rfc3339());
-    let a = app.collect(&ik, json!({"batch": [e], "sentAt": client_now.to_rfc3339()})).await;
+    let a = app
+        .collect(
+            &ik,
+            json!({"batch": [e], "sentAt": client_now.to_rfc3339()}),
+        )
+        .await;
     assert_eq!(a.status, 200, "{}", a.body);
     app.stop().await;
     let view = lake::read_local(&app.data_dir.join("lake"));
     let row = view.row("msg_skewed");
-    let (ts, received, original) =
-        (row["timestamp"].as_i64().unwrap(), row["received_at"].as_i64().unwrap(), row["original_timestamp"].as_i64().unwrap());
-    assert_eq!(received - ts, 30_000_000, "timestamp = receivedAt - (sentAt - originalTimestamp)");
-    assert!((original - received - 3_570_000_000).abs() < 5_000_000, "the client's own timestamp is kept");
+    let (ts, received, original) = (
+        row["timestamp"].as_i64().unwrap(),
+        row["received_at"].as_i64().unwrap(),
+        row["original_timestamp"].as_i64().unwrap(),
+    );
+    assert_eq!(
+        received - ts,
+        30_000_000,
+        "timestamp = receivedAt - (sentAt - originalTimestamp)"
+    );
+    assert!(
+        (original - received - 3_570_000_000).abs() < 5_000_000,
+        "the client's own timestamp is kept"
+    );
     assert!(row["sent_at"].as_i64().is_some());
 }
 
@@ -307,25 +478,54 @@ async fn identify_links_later_events_to_the_user_and_merges_the_profile() {
                            "traits": {"plan": "pro", "name": "Ada"}});
     let group = json!({"type": "group", "userId": "user_42", "anonymousId": ANON2, "groupId": "acme", "messageId": "msg_g1",
                        "traits": {"name": "Acme Inc"}});
-    assert_eq!(app.collect(&ik, batch(vec![identify2, group])).await.data()["accepted"], 2);
+    assert_eq!(
+        app.collect(&ik, batch(vec![identify2, group])).await.data()["accepted"],
+        2
+    );
 
-    let p = app.api(&key, Method::GET, "/api/v1/profiles/user_42", None).await;
+    let p = app
+        .api(&key, Method::GET, "/api/v1/profiles/user_42", None)
+        .await;
     assert_eq!(p.status, 200, "{}", p.body);
     let d = p.data();
-    assert_eq!(d["traits"], json!({"email": "ada@example.com", "plan": "pro", "name": "Ada"}));
+    assert_eq!(
+        d["traits"],
+        json!({"email": "ada@example.com", "plan": "pro", "name": "Ada"})
+    );
     assert_eq!(d["anonymousIds"], json!([ANON, ANON2]));
-    assert_eq!(d["groups"], json!([{"groupId": "acme", "traits": {"name": "Acme Inc"}}]));
+    assert_eq!(
+        d["groups"],
+        json!([{"groupId": "acme", "traits": {"name": "Acme Inc"}}])
+    );
     assert!(d["firstSeen"].as_str().unwrap() <= d["lastSeen"].as_str().unwrap());
-    app.api(&key, Method::GET, "/api/v1/profiles/nobody", None).await.assert_error(404, "NOT_FOUND");
+    app.api(&key, Method::GET, "/api/v1/profiles/nobody", None)
+        .await
+        .assert_error(404, "NOT_FOUND");
     let other_app_key = app.contacts_key("free").await;
-    app.api(&other_app_key, Method::GET, "/api/v1/profiles/user_42", None).await.assert_error(403, "FORBIDDEN");
+    app.api(
+        &other_app_key,
+        Method::GET,
+        "/api/v1/profiles/user_42",
+        None,
+    )
+    .await
+    .assert_error(403, "FORBIDDEN");
 
     app.stop().await;
     let view = lake::read_local(&app.data_dir.join("lake"));
-    assert_eq!(view.row("msg_before")["user_id"], Value::Null, "events before identify stay anonymous");
-    assert_eq!(view.row("msg_after")["user_id"], "user_42", "later events carry the userId");
+    assert_eq!(
+        view.row("msg_before")["user_id"],
+        Value::Null,
+        "events before identify stay anonymous"
+    );
+    assert_eq!(
+        view.row("msg_after")["user_id"],
+        "user_42",
+        "later events carry the userId"
+    );
     assert_eq!(view.row("msg_g1")["group_id"], "acme");
-    let traits: Value = serde_json::from_str(view.row("msg_id1")["traits"].as_str().unwrap()).unwrap();
+    let traits: Value =
+        serde_json::from_str(view.row("msg_id1")["traits"].as_str().unwrap()).unwrap();
     assert_eq!(traits["email"], "ada@example.com");
 }
 
@@ -333,20 +533,57 @@ async fn identify_links_later_events_to_the_user_and_merges_the_profile() {
 async fn the_monthly_event_quota_is_403_plan_limit_reached() {
     let app = spawn_app_with(|s| s.plans.get_mut("free").unwrap().events_per_month = 15);
     let (_, ik) = app.create_app("free").await;
-    assert_eq!(app.collect(&ik, batch((0..10).map(|i| track(&format!("q{i}"))).collect())).await.status, 200);
-    let over = app.collect(&ik, batch((10..20).map(|i| track(&format!("q{i}"))).collect())).await;
+    assert_eq!(
+        app.collect(
+            &ik,
+            batch((0..10).map(|i| track(&format!("q{i}"))).collect())
+        )
+        .await
+        .status,
+        200
+    );
+    let over = app
+        .collect(
+            &ik,
+            batch((10..20).map(|i| track(&format!("q{i}"))).collect()),
+        )
+        .await;
     over.assert_error(403, "PLAN_LIMIT_REACHED");
-    assert_eq!(over.body["error"]["details"], json!([{"field": "events_per_month", "message": "limit 15, current 10"}]));
-    assert_eq!(app.collect(&ik, batch((10..15).map(|i| track(&format!("q{i}"))).collect())).await.status, 200);
+    assert_eq!(
+        over.body["error"]["details"],
+        json!([{"field": "events_per_month", "message": "limit 15, current 10"}])
+    );
+    assert_eq!(
+        app.collect(
+            &ik,
+            batch((10..15).map(|i| track(&format!("q{i}"))).collect())
+        )
+        .await
+        .status,
+        200
+    );
 }
 
 #[tokio::test]
 async fn metrics_count_what_the_collector_did() {
     let mut app = spawn_app_with(|s| s.collector.max_file_rows = 5);
     let (_, ik) = app.create_app("free").await;
-    app.collect(&ik, batch((0..10).map(|i| track(&format!("m{i}"))).collect())).await;
-    app.collect(&ik, batch(vec![track("m0"), json!({"type": "nope"})])).await;
-    let text = app.client.get(format!("{}/metrics", app.base)).send().await.unwrap().text().await.unwrap();
+    app.collect(
+        &ik,
+        batch((0..10).map(|i| track(&format!("m{i}"))).collect()),
+    )
+    .await;
+    app.collect(&ik, batch(vec![track("m0"), json!({"type": "nope"})]))
+        .await;
+    let text = app
+        .client
+        .get(format!("{}/metrics", app.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     let sum = |name: &str| -> f64 {
         text.lines()
             .filter(|l| l.starts_with(&format!("tributary_collector_{name}")))

@@ -9,8 +9,14 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 fn venv_bin(name: &str) -> PathBuf {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin").join(name);
-    assert!(p.exists(), "{} is missing: run tests/run once, it sets up the Python tools (DuckDB, moto)", p.display());
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(".venv/bin")
+        .join(name);
+    assert!(
+        p.exists(),
+        "{} is missing: run tests/run once, it sets up the Python tools (DuckDB, moto)",
+        p.display()
+    );
     p
 }
 
@@ -26,7 +32,10 @@ pub struct LakeView {
 
 impl LakeView {
     pub fn message_ids(&self) -> Vec<String> {
-        self.rows.iter().map(|r| r["message_id"].as_str().unwrap().to_owned()).collect()
+        self.rows
+            .iter()
+            .map(|r| r["message_id"].as_str().unwrap().to_owned())
+            .collect()
     }
 
     pub fn row(&self, message_id: &str) -> &Map<String, Value> {
@@ -39,8 +48,16 @@ impl LakeView {
 
 fn run_reader(args: &[&str]) -> LakeView {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/lake.py");
-    let out = Command::new(venv_bin("python")).arg(script).args(args).output().expect("python runs");
-    assert!(out.status.success(), "lake.py failed: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(venv_bin("python"))
+        .arg(script)
+        .args(args)
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "lake.py failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).expect("lake.py prints JSON")
 }
 
@@ -60,7 +77,11 @@ pub struct Moto {
 
 impl Moto {
     pub async fn start(bucket: &str) -> Moto {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
         let child = Command::new(venv_bin("moto_server"))
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
             .stdout(Stdio::null())
@@ -73,7 +94,11 @@ impl Moto {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             // moto creates a bucket on an unsigned PUT.
-            if let Ok(r) = client.put(format!("{}/{bucket}", moto.endpoint)).send().await {
+            if let Ok(r) = client
+                .put(format!("{}/{bucket}", moto.endpoint))
+                .send()
+                .await
+            {
                 if r.status().is_success() {
                     break;
                 }

@@ -3,6 +3,7 @@
 mod admin;
 mod collector;
 mod contacts;
+mod crash;
 mod errors;
 mod helpers;
 mod lake;
