@@ -204,3 +204,49 @@ impl Collector {
         metrics::render(&self.edge, &self.shard_counters)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(n: usize) -> Event {
+        serde_json::from_value(serde_json::json!({
+            "message_id": format!("msg_{n}"), "app_id": "a", "type": "page", "event": null,
+            "anonymous_id": "v", "user_id": null, "group_id": null, "session_id": null,
+            "timestamp": 1, "original_timestamp": null, "sent_at": null, "received_at": 1,
+            "page_url": null, "page_path": null, "page_title": null, "page_referrer": null,
+            "device_type": null, "locale": null, "timezone": null, "screen_width": null,
+            "screen_height": null, "ip": null, "user_agent": null, "properties": null,
+            "traits": null, "context": null
+        }))
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_full_shard_queue_answers_overloaded_instead_of_buffering() {
+        let (tx, rx) = bounded(1);
+        let collector = Collector {
+            queues: vec![tx],
+            shard_counters: vec![Arc::default()],
+            edge: EdgeCounters::default(),
+            meter: usage::Meter::default(),
+            threads: Mutex::default(),
+            stopping: Arc::default(),
+        };
+        let collector = Arc::new(collector);
+        // The first batch takes the only slot; nobody serves the queue, so it waits.
+        let first = tokio::spawn({
+            let c = collector.clone();
+            async move { c.submit(vec![event(1)]).await }
+        });
+        while rx.is_empty() {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(collector.submit(vec![event(2)]).await, Err(SubmitError::Overloaded));
+        // Once the shard answers, the waiting batch completes.
+        let Ok(shard::Msg::Write { reply, events }) = rx.recv() else { panic!("expected a write") };
+        assert_eq!(events.len(), 1);
+        reply.send(Ok(Committed { accepted: 1, duplicates: 0 })).unwrap();
+        assert_eq!(first.await.unwrap(), Ok(Committed { accepted: 1, duplicates: 0 }));
+    }
+}
