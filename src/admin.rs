@@ -138,8 +138,7 @@ async fn create_app(
     req: HttpRequest,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    let body = api::read_body(payload, state.settings.server.max_body_bytes).await?;
-    let body = api::json_object(&req, &body)?;
+    let (_, body) = api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
     let mut errors = Vec::new();
     let name = name_field(&body, true, &mut errors);
     let plan = plan_field(&body, false, &mut errors).unwrap_or(Plan::Free);
@@ -270,8 +269,7 @@ async fn update_app(
     id: web::Path<String>,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    let body = api::read_body(payload, state.settings.server.max_body_bytes).await?;
-    let body = api::json_object(&req, &body)?;
+    let (_, body) = api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
     let mut errors = Vec::new();
     let name = name_field(&body, false, &mut errors);
     let plan = plan_field(&body, false, &mut errors);
@@ -347,8 +345,7 @@ async fn create_key(
     app_id: web::Path<String>,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    let body = api::read_body(payload, state.settings.server.max_body_bytes).await?;
-    let body = api::json_object(&req, &body)?;
+    let (_, body) = api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
     let mut errors = Vec::new();
     let name = name_field(&body, true, &mut errors);
     let permissions = permissions_field(&body, &mut errors);
@@ -444,8 +441,7 @@ async fn update_key(
     path: web::Path<(String, String)>,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    let body = api::read_body(payload, state.settings.server.max_body_bytes).await?;
-    let body = api::json_object(&req, &body)?;
+    let (_, body) = api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
     let mut errors = Vec::new();
     let permissions = permissions_field(&body, &mut errors);
     only_fields(&body, &["permissions"], &mut errors);

@@ -2,6 +2,7 @@
 
 pub mod admin;
 pub mod api;
+pub mod cli;
 pub mod collector;
 pub mod config;
 pub mod contacts;

@@ -1,6 +1,7 @@
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
+use tributary::cli;
 use tributary::config::Settings;
 use tributary::startup::Application;
 
@@ -31,8 +32,36 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Manage apps (tenants) through a running server's admin API.
+    Apps {
+        #[command(flatten)]
+        target: cli::Target,
+        #[command(subcommand)]
+        command: cli::AppsCommand,
+    },
+    /// Manage API keys through a running server's admin API.
+    Keys {
+        #[command(flatten)]
+        target: cli::Target,
+        #[command(subcommand)]
+        command: cli::KeysCommand,
+    },
     /// Print the OpenAPI document of every endpoint.
     Openapi,
+}
+
+fn run_client(f: impl std::future::Future<Output = Result<(), String>>) -> std::process::ExitCode {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    match rt.block_on(f) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
 }
 
 fn main() -> std::process::ExitCode {
@@ -70,6 +99,8 @@ fn main() -> std::process::ExitCode {
                 }
             }
         }
+        Command::Apps { target, command } => run_client(cli::apps(&target, command)),
+        Command::Keys { target, command } => run_client(cli::keys(&target, command)),
         Command::Openapi => {
             println!(
                 "{}",

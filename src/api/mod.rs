@@ -194,23 +194,27 @@ impl StoredAnswer {
     }
 }
 
+/// The media type of a request without parameters, lowercased (`""` when absent).
+pub fn content_type(req: &HttpRequest) -> String {
+    let ct = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    ct.split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase()
+}
+
 /// Parses a JSON request body: the content type must be JSON (`application/json`, or any
 /// `+json` type such as `application/merge-patch+json`), the body an object.
 pub fn json_object(
     req: &HttpRequest,
     body: &[u8],
 ) -> Result<serde_json::Map<String, serde_json::Value>, ApiError> {
-    let ct = req
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    let essence = ct
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
+    let essence = content_type(req);
     if essence != "application/json"
         && !(essence.starts_with("application/") && essence.ends_with("+json"))
     {
@@ -221,6 +225,18 @@ pub fn json_object(
         Ok(_) => Err(ApiError::field("body", "must be a JSON object")),
         Err(e) => Err(ApiError::field("body", format!("malformed JSON: {e}"))),
     }
+}
+
+/// Reads (at most `limit` bytes) and parses a JSON object body; returns the raw bytes too (the
+/// idempotency fingerprint needs them).
+pub async fn json_body(
+    req: &HttpRequest,
+    payload: actix_web::web::Payload,
+    limit: usize,
+) -> Result<(bytes::Bytes, serde_json::Map<String, serde_json::Value>), ApiError> {
+    let raw = read_body(payload, limit).await?;
+    let fields = json_object(req, &raw)?;
+    Ok((raw, fields))
 }
 
 /// `limit` and `cursor` of every list: limit 1..=100, default 20.

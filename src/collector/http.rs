@@ -215,17 +215,7 @@ async fn collect(
     edge.requests
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let cfg = &state.settings.collector;
-    let ct = req
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    let essence = ct
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
+    let essence = api::content_type(&req);
     if !matches!(essence.as_str(), "application/json" | "text/plain" | "") {
         edge.reject(Reject::InvalidBody, 1);
         return Err(ApiError::field(

@@ -117,7 +117,13 @@ pub fn render(edge: &EdgeCounters, shards: &[std::sync::Arc<ShardCounters>]) -> 
             edge.rejected(r)
         );
     }
-    let per_shard: [(&str, &str, &str, fn(&ShardCounters) -> u64); 12] = [
+    type Family = (
+        &'static str,
+        &'static str,
+        &'static str,
+        fn(&ShardCounters) -> u64,
+    );
+    let per_shard: [Family; 12] = [
         (
             "accepted_total",
             "Events made durable and acknowledged.",

@@ -242,11 +242,27 @@ mod tests {
         while rx.is_empty() {
             tokio::task::yield_now().await;
         }
-        assert_eq!(collector.submit(vec![event(2)]).await, Err(SubmitError::Overloaded));
+        assert_eq!(
+            collector.submit(vec![event(2)]).await,
+            Err(SubmitError::Overloaded)
+        );
         // Once the shard answers, the waiting batch completes.
-        let Ok(shard::Msg::Write { reply, events }) = rx.recv() else { panic!("expected a write") };
+        let Ok(shard::Msg::Write { reply, events }) = rx.recv() else {
+            panic!("expected a write")
+        };
         assert_eq!(events.len(), 1);
-        reply.send(Ok(Committed { accepted: 1, duplicates: 0 })).unwrap();
-        assert_eq!(first.await.unwrap(), Ok(Committed { accepted: 1, duplicates: 0 }));
+        reply
+            .send(Ok(Committed {
+                accepted: 1,
+                duplicates: 0,
+            }))
+            .unwrap();
+        assert_eq!(
+            first.await.unwrap(),
+            Ok(Committed {
+                accepted: 1,
+                duplicates: 0
+            })
+        );
     }
 }

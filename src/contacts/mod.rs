@@ -283,8 +283,8 @@ async fn create_contact(
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     who.require(Permission::ContactsWrite)?;
-    let body = api::read_body(payload, state.settings.server.max_body_bytes).await?;
-    let fields = api::json_object(&req, &body)?;
+    let (body, fields) =
+        api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
     let limit = state.settings.plan(who.plan.name()).limit(Quota::Contacts);
     crate::idempotency::once(&state, &who.app_id, &req, &body, || async {
         let contact = store::build(&who.app_id, &fields)?;
@@ -319,8 +319,7 @@ async fn update_contact(
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     who.require(Permission::ContactsWrite)?;
-    let body = api::read_body(payload, state.settings.server.max_body_bytes).await?;
-    let fields = api::json_object(&req, &body)?;
+    let (_, fields) = api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
     let app = who.app_id.clone();
     let id = id.into_inner();
     if !crate::ids::is_object_id(&id) {
@@ -372,8 +371,8 @@ async fn batch_contacts(
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     who.require(Permission::ContactsWrite)?;
-    let body = api::read_body(payload, state.settings.server.max_body_bytes).await?;
-    let fields = api::json_object(&req, &body)?;
+    let (body, fields) =
+        api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
     let mut errors = Vec::new();
     let upsert = match fields.get("mode") {
         None => false,

@@ -147,23 +147,10 @@ impl TestApp {
         let mut req = self
             .client
             .request(method, format!("{}{}", self.base, path));
-        for (k, v) in headers {
-            req = req.header(*k, *v);
-        }
         if let Some(b) = body {
             req = req.json(&b);
         }
-        let res = req.send().await.expect("request sent");
-        let status = res.status();
-        let headers = res.headers().clone();
-        let text = res.text().await.unwrap();
-        let body =
-            serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON ({status}): {text:?}"));
-        Answer {
-            status,
-            headers,
-            body,
-        }
+        finish(req, headers).await
     }
 
     pub async fn raw(
@@ -173,24 +160,13 @@ impl TestApp {
         headers: &[(&str, &str)],
         body: Vec<u8>,
     ) -> Answer {
-        let mut req = self
-            .client
-            .request(method, format!("{}{}", self.base, path))
-            .body(body);
-        for (k, v) in headers {
-            req = req.header(*k, *v);
-        }
-        let res = req.send().await.expect("request sent");
-        let status = res.status();
-        let headers = res.headers().clone();
-        let text = res.text().await.unwrap();
-        let body =
-            serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON ({status}): {text:?}"));
-        Answer {
-            status,
+        finish(
+            self.client
+                .request(method, format!("{}{}", self.base, path))
+                .body(body),
             headers,
-            body,
-        }
+        )
+        .await
     }
 
     pub async fn admin(&self, method: Method, path: &str, body: Option<Value>) -> Answer {
@@ -254,6 +230,23 @@ impl TestApp {
     pub async fn create_contact(&self, key: &str, body: Value) -> Answer {
         self.api(key, Method::POST, "/acq/v1/contacts", Some(body))
             .await
+    }
+}
+
+async fn finish(mut req: reqwest::RequestBuilder, headers: &[(&str, &str)]) -> Answer {
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let res = req.send().await.expect("request sent");
+    let status = res.status();
+    let headers = res.headers().clone();
+    let text = res.text().await.unwrap();
+    let body =
+        serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON ({status}): {text:?}"));
+    Answer {
+        status,
+        headers,
+        body,
     }
 }
 

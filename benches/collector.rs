@@ -1,0 +1,226 @@
+//! The collector's hot path, stage by stage.
+//!
+//! `cargo bench --bench collector`
+//!
+//! - `parse/*`: a 10-event tracker batch (~3.6 KB). `simd_decode` is what the endpoint does
+//!   (simd-json in place + validation + enrichment into `Event`s); `simd_parse` is the simd-json
+//!   parse alone; `serde_json_value` parses the same bytes into a `serde_json::Value` as a
+//!   reference (the crate builds serde_json with `preserve_order`, so objects are IndexMaps);
+//! - `arrow/append_1000`: 1000 events into the column builders, then `finish()`;
+//! - `parquet/encode_10000`: one 10 000-row batch to Parquet (zstd 3);
+//! - `submit/batch_10`: `Collector::submit` of 10 new events through one shard writer, which
+//!   answers after the WAL append + fsync (so milliseconds, and mostly the disk).
+
+use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use serde_json::{json, Value};
+use tributary::collector::columns::{encode_parquet, RowBuilder};
+use tributary::collector::decode::{self, Enrichment};
+use tributary::collector::{Collector, Event};
+use tributary::config::Settings;
+
+const ANON: &str = "6f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d4e5f";
+const MAX_EVENT_BYTES: usize = 32 * 1024;
+
+/// One event as the browser tracker sends it (the shape of `tests/api/collector.rs::track`).
+fn track(i: usize) -> Value {
+    let (event, path, title) = [
+        ("Signed Up", "/pricing", "Pricing"),
+        ("Plan Selected", "/checkout", "Checkout"),
+        ("Button Clicked", "/features", "Features"),
+    ][i % 3];
+    json!({
+        "type": "track",
+        "event": event,
+        "anonymousId": ANON,
+        "messageId": format!("msg_bench_{i:04}"),
+        "sessionId": "ses_1",
+        "timestamp": "2026-03-02T10:15:30.123Z",
+        "properties": {"plan": "pro", "seats": 3, "nested": {"a": [1, 2]}},
+        "context": {
+            "page": {"url": format!("https://shop.example{path}?x=1"), "path": path, "title": title, "referrer": ""},
+            "device": {"type": "desktop"}, "locale": "en-US", "timezone": "Europe/Paris",
+            "screen": {"width": 1440, "height": 900}, "library": {"name": "tributary.js", "version": "1.0.0"}
+        }
+    })
+}
+
+/// The body of a 10-event batch, as bytes on the wire.
+fn batch_body() -> Vec<u8> {
+    let events: Vec<Value> = (0..10).map(track).collect();
+    serde_json::to_vec(&json!({"batch": events, "sentAt": "2026-03-02T10:15:31.000Z"}))
+        .expect("serializes")
+}
+
+fn enrichment() -> Enrichment {
+    Enrichment {
+        app_id: "65f0c0ffee0000000000beef".into(),
+        received_at: chrono::Utc::now().timestamp_micros(),
+        ip: Some("203.0.113.7".into()),
+        user_agent: Some(
+            "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) \
+             Chrome/124.0 Safari/537.36"
+                .into(),
+        ),
+    }
+}
+
+/// The decoded events of one batch.
+fn sample_events() -> Vec<Event> {
+    let (events, rejected) =
+        decode::decode(&mut batch_body(), &enrichment(), MAX_EVENT_BYTES).expect("a valid body");
+    assert!(rejected.is_empty(), "{rejected:?}");
+    assert_eq!(events.len(), 10);
+    events
+}
+
+/// `n` events, each with its own messageId.
+fn many_events(n: usize) -> Vec<Event> {
+    let base = sample_events();
+    (0..n)
+        .map(|i| {
+            let mut e = base[i % base.len()].clone();
+            e.message_id = format!("msg_row_{i:08}");
+            e
+        })
+        .collect()
+}
+
+fn parse(c: &mut Criterion) {
+    let body = batch_body();
+    let enrich = enrichment();
+    eprintln!("parse: batch body is {} bytes, 10 events", body.len());
+    let mut g = c.benchmark_group("parse");
+    g.throughput(Throughput::Bytes(body.len() as u64));
+    g.bench_function("simd_decode", |b| {
+        b.iter_batched_ref(
+            || body.clone(),
+            |bytes| {
+                let (events, _) =
+                    decode::decode(bytes, &enrich, MAX_EVENT_BYTES).expect("a valid body");
+                black_box(events)
+            },
+            BatchSize::SmallInput,
+        )
+    });
+    g.bench_function("simd_parse", |b| {
+        b.iter_batched_ref(
+            || body.clone(),
+            |bytes| {
+                let parsed = decode::parse(bytes).expect("a valid body");
+                black_box(parsed.len())
+            },
+            BatchSize::SmallInput,
+        )
+    });
+    g.bench_function("serde_json_value", |b| {
+        b.iter(|| {
+            let v: Value = serde_json::from_slice(black_box(&body)).expect("a valid body");
+            black_box(v)
+        })
+    });
+    g.finish();
+}
+
+fn arrow(c: &mut Criterion) {
+    let events = many_events(1000);
+    let mut g = c.benchmark_group("arrow");
+    g.throughput(Throughput::Elements(events.len() as u64));
+    g.bench_function("append_1000", |b| {
+        b.iter(|| {
+            let mut rows = RowBuilder::default();
+            for e in &events {
+                rows.append(e);
+            }
+            black_box(rows.finish())
+        })
+    });
+    g.finish();
+}
+
+fn parquet(c: &mut Criterion) {
+    let mut rows = RowBuilder::default();
+    for e in &many_events(10_000) {
+        rows.append(e);
+    }
+    let batch = rows.finish();
+    let size = encode_parquet(&batch).expect("encodes").len();
+    eprintln!("parquet: 10000 rows -> {size} bytes");
+    let mut g = c.benchmark_group("parquet");
+    g.sample_size(20);
+    g.throughput(Throughput::Elements(batch.num_rows() as u64));
+    g.bench_function("encode_10000", |b| {
+        b.iter(|| black_box(encode_parquet(&batch).expect("encodes")))
+    });
+    g.finish();
+}
+
+fn submit(c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut settings = Settings::load(None).expect("default settings");
+    settings.storage.data_dir = dir.path().to_path_buf();
+    settings.lake.kind = "local".into();
+    settings.lake.path = String::new();
+    settings.collector.shards = 1;
+    let db = sled::Config::new()
+        .path(dir.path().join("db"))
+        .mode(sled::Mode::HighThroughput)
+        .open()
+        .expect("open sled");
+    let collector = Collector::start(&settings, &db).expect("collector starts");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let template = sample_events();
+    let next = AtomicU64::new(0);
+
+    let mut g = c.benchmark_group("submit");
+    g.throughput(Throughput::Elements(template.len() as u64));
+    g.bench_function("batch_10", |b| {
+        b.iter_batched(
+            || {
+                // New messageIds each time: a repeated one is a duplicate and skips the WAL.
+                let n = next.fetch_add(1, Ordering::Relaxed);
+                let now = chrono::Utc::now().timestamp_micros();
+                template
+                    .iter()
+                    .enumerate()
+                    .map(|(i, e)| Event {
+                        message_id: format!("msg_sub_{n}_{i}"),
+                        received_at: now,
+                        ..e.clone()
+                    })
+                    .collect::<Vec<_>>()
+            },
+            |events| {
+                let done = rt.block_on(collector.submit(events)).expect("committed");
+                assert_eq!(done.accepted, 10);
+                black_box(done)
+            },
+            BatchSize::SmallInput,
+        )
+    });
+    g.finish();
+    collector.shutdown();
+    let sum = |f: fn(&tributary::collector::metrics::ShardCounters) -> &AtomicU64| -> u64 {
+        collector
+            .shard_counters
+            .iter()
+            .map(|s| f(s).load(Ordering::Relaxed))
+            .sum()
+    };
+    let fsyncs = sum(|s| &s.wal_fsyncs).max(1);
+    eprintln!(
+        "submit: {} events accepted, {} WAL fsyncs (mean {} µs), {} Parquet files",
+        sum(|s| &s.accepted),
+        fsyncs,
+        sum(|s| &s.fsync_micros) / fsyncs,
+        sum(|s| &s.files_written),
+    );
+}
+
+criterion_group!(benches, parse, arrow, parquet, submit);
+criterion_main!(benches);

@@ -1,0 +1,117 @@
+//! The contacts store on sled, called directly (no HTTP, no store actor).
+//!
+//! `cargo bench --bench store`
+//!
+//! - `contacts/create`: `build` (validation) + `create` (one sled transaction + `db.flush()`,
+//!   the fsync every API write pays), a new e-mail each iteration;
+//! - `contacts/get`: one existing contact by id;
+//! - `contacts/list_20_of_1000`: the first page of 20 by `-createdAt` out of 1000 contacts.
+
+use std::hint::black_box;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use serde_json::{json, Map, Value};
+use tributary::contacts::store::{self, Filter, Sort, SortField};
+
+/// Opened as the service opens it (`Store::open`).
+fn open_db(dir: &Path) -> sled::Db {
+    sled::Config::new()
+        .path(dir)
+        .mode(sled::Mode::HighThroughput)
+        .open()
+        .expect("open sled")
+}
+
+/// A realistic create body: a form lead with tags and custom fields.
+fn body(n: u64) -> Map<String, Value> {
+    let v = json!({
+        "email": format!("lead{n}@example.com"),
+        "firstName": "Ada",
+        "lastName": format!("Lovelace{n}"),
+        "company": "Analytical Engines Ltd",
+        "jobTitle": "Head of Growth",
+        "phone": "+44 20 7946 0958",
+        "website": "https://engines.example",
+        "city": "London",
+        "country": "GB",
+        "source": "form",
+        "status": "new",
+        "tags": ["newsletter", "pricing-page", "b2b"],
+        "score": (n % 101) as i64,
+        "gdprConsent": true,
+        "customFields": {"plan": "pro", "seats": 12, "trial": true, "utm_campaign": "spring-launch"}
+    });
+    let Value::Object(map) = v else {
+        unreachable!("a JSON object")
+    };
+    map
+}
+
+fn create(c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = open_db(dir.path());
+    let app = tributary::ids::object_id();
+    let next = AtomicU64::new(0);
+
+    let mut g = c.benchmark_group("contacts");
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("create", |b| {
+        b.iter(|| {
+            let n = next.fetch_add(1, Ordering::Relaxed);
+            let contact = store::build(&app, &body(n)).expect("valid body");
+            store::create(&db, &contact, None).expect("created");
+            black_box(contact)
+        })
+    });
+    g.finish();
+    drop(db);
+}
+
+fn read(c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = open_db(dir.path());
+    let app = tributary::ids::object_id();
+    // `batch` flushes once for the lot, so seeding 1000 contacts is quick.
+    let bodies: Vec<_> = (0..1000).map(body).collect();
+    let ids: Vec<String> = store::batch(&db, &app, &bodies, false, None)
+        .expect("seeded")
+        .into_iter()
+        .map(|o| match o {
+            store::BatchOutcome::Created(c) => c.id,
+            other => panic!("seeding failed: {other:?}"),
+        })
+        .collect();
+    assert_eq!(store::count(&db, &app).expect("count"), 1000);
+
+    let mut g = c.benchmark_group("contacts");
+    g.throughput(Throughput::Elements(1));
+    let mut i = 0;
+    g.bench_function("get", |b| {
+        b.iter(|| {
+            i = (i + 1) % ids.len();
+            let found = store::get(&db, &app, &ids[i]).expect("get");
+            black_box(found.expect("exists"))
+        })
+    });
+
+    let sort = Sort {
+        field: SortField::CreatedAt,
+        descending: true,
+    };
+    let filter = Filter::default();
+    g.throughput(Throughput::Elements(20));
+    g.bench_function("list_20_of_1000", |b| {
+        b.iter(|| {
+            let (page, next) = store::list(&db, &app, &filter, sort, 20, None).expect("list");
+            assert_eq!(page.len(), 20);
+            assert!(next.is_some());
+            black_box(page)
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, create, read);
+criterion_main!(benches);
