@@ -130,6 +130,11 @@ struct Checker {
 }
 
 impl Checker {
+    /// Whether `field` was already reported (so a required-field check does not repeat it).
+    fn failed(&self, field: &str) -> bool {
+        self.errors.iter().any(|e| e.field == field)
+    }
+
     fn fail(&mut self, field: &str, message: impl Into<String>) {
         self.errors.push(Rejected {
             index: self.index,
@@ -264,8 +269,8 @@ fn check_event(
     let user_id = c.id(get("userId"), "userId", "");
     if anonymous_id.is_none()
         && user_id.is_none()
-        && get("anonymousId").is_none()
-        && get("userId").is_none()
+        && !c.failed("anonymousId")
+        && !c.failed("userId")
     {
         c.fail("anonymousId", "anonymousId or userId is required");
     }
@@ -278,10 +283,10 @@ fn check_event(
         c.fail("event", "is required for track: the event name");
     }
     let group_id = c.id(get("groupId"), "groupId", "");
-    if kind == "group" && group_id.is_none() && get("groupId").is_none() {
+    if kind == "group" && group_id.is_none() && !c.failed("groupId") {
         c.fail("groupId", "is required for group");
     }
-    if kind == "identify" && user_id.is_none() && get("userId").is_none() {
+    if kind == "identify" && user_id.is_none() && !c.failed("userId") {
         c.fail("userId", "is required for identify");
     }
     let properties = c.object_json(get("properties"), "properties");
@@ -525,6 +530,40 @@ mod tests {
             let (events, rejected) = run(&body).unwrap();
             assert!(events.is_empty(), "{ctx}");
             assert_eq!(rejected[0].field, field, "{ctx}");
+        }
+    }
+
+    #[test]
+    fn explicit_nulls_do_not_satisfy_required_fields() {
+        for (body, field) in [
+            (r#"{"type": "page", "anonymousId": null}"#, "anonymousId"),
+            (
+                r#"{"type": "page", "anonymousId": null, "userId": null}"#,
+                "anonymousId",
+            ),
+            (
+                r#"{"type": "identify", "anonymousId": "6f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d4e5f", "userId": null}"#,
+                "userId",
+            ),
+            (
+                r#"{"type": "group", "userId": "u", "groupId": null}"#,
+                "groupId",
+            ),
+            (
+                r#"{"type": "track", "userId": "u", "event": null}"#,
+                "event",
+            ),
+        ] {
+            let (events, rejected) = run(body).unwrap();
+            assert!(events.is_empty(), "{body}");
+            assert_eq!(
+                rejected
+                    .iter()
+                    .map(|r| r.field.as_str())
+                    .collect::<Vec<_>>(),
+                [field],
+                "{body}"
+            );
         }
     }
 

@@ -14,6 +14,7 @@
 
 pub mod columns;
 pub mod decode;
+pub mod dedupe;
 pub mod event;
 pub mod http;
 pub mod identity;

@@ -6,12 +6,13 @@
 //! 1. takes every batch waiting in its queue (group commit), drops duplicates by messageId,
 //!    fills in the userId of identified visitors, appends the events to its WAL and fsyncs once;
 //! 2. only then answers each batch (the HTTP 200 waits for this);
-//! 3. records messageIds, profiles and usage in sled, and appends the rows to Arrow builders,
-//!    one per (app, hour) partition;
+//! 3. remembers the messageIds (in memory, `dedupe.rs`), records profiles and usage in sled, and
+//!    appends the rows to Arrow builders, one per (app, hour) partition;
 //! 4. on rows, bytes or age, rotates the WAL and hands the open files to its uploader.
 //!
 //! The uploader encodes Parquet (zstd), notes the paths it is about to write in an intent file,
-//! puts each file (retrying with backoff), flushes sled, writes the checkpoint (the last LSN now
+//! puts each file (retrying with backoff), appends the files' messageIds to the dedupe files,
+//! flushes sled, writes the checkpoint (the last LSN now
 //! in the lake), clears the intent and trims the WAL. At start, the paths of an unfinished intent
 //! are deleted and the WAL is replayed from the checkpoint, so every acknowledged event lands in
 //! the lake exactly once.
@@ -31,9 +32,8 @@ use object_store::{ObjectStore, ObjectStoreExt};
 use super::columns::{encode_parquet, RowBuilder};
 use super::event::Event;
 use super::metrics::ShardCounters;
-use super::{identity, lake, usage, wal};
+use super::{dedupe, identity, lake, usage, wal};
 
-pub const DEDUPE_TREE: &str = "dedupe";
 const INTENT: &str = "intent";
 /// Batches taken together into one group commit.
 const MAX_GROUP: usize = 128;
@@ -83,42 +83,23 @@ pub enum ShardError {
     Runtime(std::io::Error),
 }
 
-/// The day number of a timestamp (µs), for the two-day dedupe window.
-fn day(micros: i64) -> u32 {
-    micros.div_euclid(86_400_000_000).max(0) as u32
-}
-
-fn dedupe_key(day: u32, app: &str, message_id: &str) -> Vec<u8> {
-    [
-        &day.to_be_bytes()[..],
-        app.as_bytes(),
-        &[0],
-        message_id.as_bytes(),
-    ]
-    .concat()
-}
-
-/// Drops dedupe entries older than yesterday (so the window is 24 to 48 hours).
-pub fn sweep_dedupe(db: &sled::Db, now_micros: i64) -> Result<usize, crate::store::StoreError> {
-    let tree = db.open_tree(DEDUPE_TREE)?;
-    let keep_from = day(now_micros).saturating_sub(1).to_be_bytes();
-    let mut n = 0;
-    for kv in tree.range(..&keep_from[..]) {
-        tree.remove(kv?.0)?;
-        n += 1;
-    }
-    Ok(n)
-}
-
 struct Upload {
     last_lsn: u64,
     files: Vec<(Path, RecordBatch)>,
+    /// `(day, app, messageId)` of every row, for the dedupe files.
+    seen: Vec<(u32, String, String)>,
 }
 
 struct Writer {
     cfg: ShardConfig,
     db: sled::Db,
-    dedupe: sled::Tree,
+    seen: dedupe::Seen,
+    /// `(day, app, messageId)` of the rows in the open files.
+    seen_open: Vec<(u32, String, String)>,
+    /// anonymousId -> userId of this shard's visitors (all their events come here), misses
+    /// included; bounded by clearing.
+    identities: HashMap<(String, String), Option<String>>,
+    today: u32,
     wal: wal::Wal,
     open: BTreeMap<(String, i64), RowBuilder>,
     first_open_lsn: Option<u64>,
@@ -127,8 +108,10 @@ struct Writer {
     bytes: usize,
     uploads: Sender<Upload>,
     counters: Arc<ShardCounters>,
-    last_sweep: Instant,
 }
+
+/// Entries of the identity cache before it is cleared.
+const MAX_CACHED_IDENTITIES: usize = 100_000;
 
 /// A shard being started: `wait` returns once its WAL is replayed into the lake.
 pub struct Starting {
@@ -205,9 +188,14 @@ fn recover(
     let checkpoint = wal::read_checkpoint(&cfg.wal_dir).map_err(|e| ShardError::Wal(index, e))?;
     let (wal, replay) =
         wal::Wal::open(&cfg.wal_dir, checkpoint).map_err(|e| ShardError::Wal(index, e))?;
+    let today = dedupe::day(chrono::Utc::now().timestamp_micros());
+    let seen = dedupe::Seen::load(&cfg.wal_dir, today).map_err(|e| ShardError::Wal(index, e))?;
     let (up_tx, up_rx) = bounded::<Upload>(2);
     let mut writer = Writer {
-        dedupe: db.open_tree(DEDUPE_TREE)?,
+        seen,
+        seen_open: Vec::new(),
+        identities: HashMap::new(),
+        today,
         cfg,
         db,
         wal,
@@ -218,7 +206,6 @@ fn recover(
         bytes: 0,
         uploads: up_tx,
         counters: counters.clone(),
-        last_sweep: Instant::now() - Duration::from_secs(3600),
     };
     if !replay.is_empty() {
         let n = replay.len();
@@ -276,12 +263,11 @@ impl Writer {
                     tracing::error!(shard = self.cfg.index, error = %e, "flush failed; the WAL keeps the events");
                 }
             }
-            if self.cfg.index == 0 && self.last_sweep.elapsed() > Duration::from_secs(3600) {
-                self.last_sweep = Instant::now();
-                match sweep_dedupe(&self.db, chrono::Utc::now().timestamp_micros()) {
-                    Ok(n) if n > 0 => tracing::info!(removed = n, "old dedupe entries swept"),
-                    Ok(_) => {}
-                    Err(e) => tracing::warn!(error = %e, "dedupe sweep failed"),
+            let today = dedupe::day(chrono::Utc::now().timestamp_micros());
+            if today != self.today {
+                self.today = today;
+                if let Err(e) = self.seen.expire(&self.cfg.wal_dir, today) {
+                    tracing::warn!(shard = self.cfg.index, error = %e, "old dedupe files not removed");
                 }
             }
             if stop {
@@ -291,120 +277,82 @@ impl Writer {
         }
     }
 
-    fn is_duplicate(&self, e: &Event) -> Result<bool, crate::store::StoreError> {
-        let d = day(e.received_at);
-        for day in [d, d.saturating_sub(1)] {
-            if self
-                .dedupe
-                .contains_key(dedupe_key(day, &e.app_id, &e.message_id))?
-            {
-                return Ok(true);
-            }
-        }
-        Ok(false)
-    }
-
     /// Group commit: dedupe, enrich, one WAL append + fsync, then answer every batch.
     fn commit(&mut self, group: Vec<(Vec<Event>, Reply)>) {
-        match self.prepare(group) {
-            Ok((kept, outcomes)) => {
-                let first_lsn = if kept.is_empty() {
-                    self.wal.next_lsn()
-                } else {
-                    let payloads: Vec<Vec<u8>> = kept
-                        .iter()
-                        .map(|e| serde_json::to_vec(e).expect("events serialize"))
-                        .collect();
-                    let started = Instant::now();
-                    match self.wal.append(&payloads) {
-                        Ok(first) => {
-                            self.counters
-                                .fsync_micros
-                                .fetch_add(started.elapsed().as_micros() as u64, Relaxed);
-                            self.counters.wal_fsyncs.fetch_add(1, Relaxed);
-                            self.counters.wal_bytes.fetch_add(
-                                payloads.iter().map(|p| p.len() as u64 + 16).sum(),
-                                Relaxed,
-                            );
-                            first
-                        }
-                        Err(e) => {
-                            tracing::error!(shard = self.cfg.index, error = %e, "write-ahead log append failed");
-                            for (reply, _) in outcomes {
-                                let _ = reply.send(Err(format!("write-ahead log: {e}")));
-                            }
-                            return;
-                        }
-                    }
-                };
-                for (reply, done) in outcomes {
+        let (kept, outcomes) = self.prepare(group);
+        let first_lsn = if kept.is_empty() {
+            self.wal.next_lsn()
+        } else {
+            let payloads: Vec<Vec<u8>> = kept
+                .iter()
+                .map(|e| serde_json::to_vec(e).expect("events serialize"))
+                .collect();
+            let started = Instant::now();
+            match self.wal.append(&payloads) {
+                Ok(first) => {
                     self.counters
-                        .accepted
-                        .fetch_add(done.accepted as u64, Relaxed);
+                        .fsync_micros
+                        .fetch_add(started.elapsed().as_micros() as u64, Relaxed);
+                    self.counters.wal_fsyncs.fetch_add(1, Relaxed);
                     self.counters
-                        .duplicates
-                        .fetch_add(done.duplicates as u64, Relaxed);
-                    let _ = reply.send(Ok(done));
+                        .wal_bytes
+                        .fetch_add(payloads.iter().map(|p| p.len() as u64 + 16).sum(), Relaxed);
+                    first
                 }
-                if let Err(e) = usage::add_events(&self.db, &kept) {
-                    tracing::warn!(shard = self.cfg.index, error = %e, "usage counter not updated");
-                }
-                for (i, e) in kept.iter().enumerate() {
-                    if let Err(err) = self.after_commit(e, first_lsn + i as u64) {
-                        tracing::error!(shard = self.cfg.index, error = %err, "post-commit bookkeeping failed");
+                Err(e) => {
+                    tracing::error!(shard = self.cfg.index, error = %e, "write-ahead log append failed");
+                    for (reply, _) in outcomes {
+                        let _ = reply.send(Err(format!("write-ahead log: {e}")));
                     }
+                    return;
                 }
             }
-            Err((e, replies)) => {
-                tracing::error!(shard = self.cfg.index, error = %e, "dedupe lookup failed");
-                for reply in replies {
-                    let _ = reply.send(Err(e.to_string()));
-                }
+        };
+        for (reply, done) in outcomes {
+            self.counters
+                .accepted
+                .fetch_add(done.accepted as u64, Relaxed);
+            self.counters
+                .duplicates
+                .fetch_add(done.duplicates as u64, Relaxed);
+            let _ = reply.send(Ok(done));
+        }
+        if let Err(e) = usage::add_events(&self.db, &kept) {
+            tracing::warn!(shard = self.cfg.index, error = %e, "usage counter not updated");
+        }
+        for (i, e) in kept.iter().enumerate() {
+            if let Err(err) = self.after_commit(e, first_lsn + i as u64) {
+                tracing::error!(shard = self.cfg.index, error = %err, "post-commit bookkeeping failed");
             }
         }
     }
 
-    /// Drops duplicates (against sled and within the group) and fills in userIds.
-    #[allow(clippy::type_complexity)]
+    /// Drops duplicates (seen before, or twice in the group) and fills in the userId of
+    /// identified visitors.
     fn prepare(
-        &self,
+        &mut self,
         group: Vec<(Vec<Event>, Reply)>,
-    ) -> Result<(Vec<Event>, Vec<(Reply, Committed)>), (crate::store::StoreError, Vec<Reply>)> {
-        let mut seen: HashSet<(String, String)> = HashSet::new();
-        let mut identified: HashMap<(String, String), String> = HashMap::new();
+    ) -> (Vec<Event>, Vec<(Reply, Committed)>) {
+        let mut in_group: HashSet<(String, String)> = HashSet::new();
         let mut kept = Vec::new();
         let mut outcomes = Vec::with_capacity(group.len());
-        let mut iter = group.into_iter();
-        while let Some((events, reply)) = iter.next() {
+        for (events, reply) in group {
             let mut done = Committed::default();
             for mut e in events {
-                let key = (e.app_id.clone(), e.message_id.clone());
-                let dup = match self.is_duplicate(&e) {
-                    Ok(d) => d || seen.contains(&key),
-                    Err(err) => {
-                        let mut replies: Vec<Reply> =
-                            outcomes.into_iter().map(|(r, _)| r).collect();
-                        replies.push(reply);
-                        replies.extend(iter.map(|(_, r)| r));
-                        return Err((err, replies));
-                    }
-                };
-                if dup {
+                if self.seen.contains(&e.app_id, &e.message_id)
+                    || !in_group.insert((e.app_id.clone(), e.message_id.clone()))
+                {
                     done.duplicates += 1;
                     continue;
                 }
-                seen.insert(key);
                 if let Some(anon) = e.anonymous_id.clone() {
                     let k = (e.app_id.clone(), anon);
                     if e.kind == "identify" {
                         if let Some(user) = &e.user_id {
-                            identified.insert(k, user.clone());
+                            self.identities.insert(k, Some(user.clone()));
                         }
                     } else if e.user_id.is_none() {
-                        e.user_id = match identified.get(&k) {
-                            Some(u) => Some(u.clone()),
-                            None => identity::user_of(&self.db, &k.0, &k.1).ok().flatten(),
-                        };
+                        e.user_id = self.user_of(k);
                     }
                 }
                 done.accepted += 1;
@@ -412,15 +360,34 @@ impl Writer {
             }
             outcomes.push((reply, done));
         }
-        Ok((kept, outcomes))
+        (kept, outcomes)
+    }
+
+    /// The user an anonymous visitor was identified as (cache, then sled).
+    fn user_of(&mut self, k: (String, String)) -> Option<String> {
+        if let Some(known) = self.identities.get(&k) {
+            return known.clone();
+        }
+        let user = match identity::user_of(&self.db, &k.0, &k.1) {
+            Ok(u) => u,
+            Err(e) => {
+                tracing::warn!(shard = self.cfg.index, error = %e, "identity lookup failed");
+                return None;
+            }
+        };
+        if self.identities.len() >= MAX_CACHED_IDENTITIES {
+            self.identities.clear();
+        }
+        self.identities.insert(k, user.clone());
+        user
     }
 
     /// Everything after the fsync: dedupe entry, profile, and the row in its open file.
     fn after_commit(&mut self, e: &Event, lsn: u64) -> Result<(), crate::store::StoreError> {
-        self.dedupe.insert(
-            dedupe_key(day(e.received_at), &e.app_id, &e.message_id),
-            &[][..],
-        )?;
+        let day = dedupe::day(e.received_at);
+        self.seen.insert(&e.app_id, &e.message_id, day);
+        self.seen_open
+            .push((day, e.app_id.clone(), e.message_id.clone()));
         identity::apply(&self.db, e)?;
         let hour = e.received_at.div_euclid(3_600_000_000);
         self.open
@@ -459,7 +426,12 @@ impl Writer {
         self.rows = 0;
         self.bytes = 0;
         self.oldest = None;
-        Ok(Some(Upload { last_lsn, files }))
+        let seen = std::mem::take(&mut self.seen_open);
+        Ok(Some(Upload {
+            last_lsn,
+            files,
+            seen,
+        }))
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
@@ -596,6 +568,7 @@ impl Uploader {
             }
         }
         let finish = || -> Result<usize, String> {
+            dedupe::persist(self.dir(), &job.seen).map_err(|e| format!("dedupe files: {e}"))?;
             self.db.flush().map_err(|e| format!("sled flush: {e}"))?;
             wal::write_checkpoint(self.dir(), job.last_lsn)
                 .map_err(|e| format!("checkpoint: {e}"))?;
