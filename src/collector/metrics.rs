@@ -150,7 +150,7 @@ pub fn render(edge: &EdgeCounters, shards: &[std::sync::Arc<ShardCounters>]) -> 
         ),
         (
             "wal_fsync_seconds_total",
-            "Time spent in fdatasync.",
+            "Time spent writing and fdatasyncing the WAL.",
             "counter",
             |c| c.fsync_micros.load(Relaxed),
         ),

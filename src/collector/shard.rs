@@ -210,10 +210,10 @@ fn recover(
     if !replay.is_empty() {
         let n = replay.len();
         for r in replay {
-            match serde_json::from_slice::<Event>(&r.payload) {
-                Ok(e) => writer.after_commit(&e, r.lsn)?,
-                Err(e) => {
-                    tracing::error!(shard = index, lsn = r.lsn, error = %e, "unreadable WAL record skipped")
+            match Event::decode_wal(&r.payload) {
+                Some(e) => writer.after_commit(&e, r.lsn)?,
+                None => {
+                    tracing::error!(shard = index, lsn = r.lsn, "unreadable WAL record skipped")
                 }
             }
         }
@@ -283,12 +283,9 @@ impl Writer {
         let first_lsn = if kept.is_empty() {
             self.wal.next_lsn()
         } else {
-            let payloads: Vec<Vec<u8>> = kept
-                .iter()
-                .map(|e| serde_json::to_vec(e).expect("events serialize"))
-                .collect();
             let started = Instant::now();
-            match self.wal.append(&payloads) {
+            let bytes_before = self.wal.segment_bytes();
+            match self.wal.append_with(&kept, Event::encode_wal) {
                 Ok(first) => {
                     self.counters
                         .fsync_micros
@@ -296,7 +293,7 @@ impl Writer {
                     self.counters.wal_fsyncs.fetch_add(1, Relaxed);
                     self.counters
                         .wal_bytes
-                        .fetch_add(payloads.iter().map(|p| p.len() as u64 + 16).sum(), Relaxed);
+                        .fetch_add(self.wal.segment_bytes() - bytes_before, Relaxed);
                     first
                 }
                 Err(e) => {

@@ -131,21 +131,30 @@ impl Wal {
     /// Appends the payloads as consecutive records and makes them durable with one fdatasync.
     /// Returns the LSN of the first one.
     pub fn append<P: AsRef<[u8]>>(&mut self, payloads: &[P]) -> io::Result<u64> {
+        self.append_with(payloads, |p, buf| buf.extend_from_slice(p.as_ref()))
+    }
+
+    /// Like [`Wal::append`], with each item encoded straight into the write buffer.
+    pub fn append_with<T>(
+        &mut self,
+        items: &[T],
+        encode: impl Fn(&T, &mut Vec<u8>),
+    ) -> io::Result<u64> {
         let first = self.next_lsn;
-        let mut buf = Vec::with_capacity(payloads.iter().map(|p| p.as_ref().len() + HEADER).sum());
-        for (i, p) in payloads.iter().enumerate() {
-            let p = p.as_ref();
-            let lsn = first + i as u64;
-            let mut body = Vec::with_capacity(8 + p.len());
-            body.extend_from_slice(&lsn.to_le_bytes());
-            body.extend_from_slice(p);
-            buf.extend_from_slice(&((body.len() - 8) as u32).to_le_bytes());
-            buf.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
-            buf.extend_from_slice(&body);
+        let mut buf = Vec::with_capacity(items.len() * 512);
+        for (i, item) in items.iter().enumerate() {
+            let start = buf.len();
+            buf.extend_from_slice(&[0; 8]); // length and CRC, filled in below
+            buf.extend_from_slice(&(first + i as u64).to_le_bytes());
+            encode(item, &mut buf);
+            let len = (buf.len() - start - HEADER) as u32;
+            let crc = crc32fast::hash(&buf[start + 8..]);
+            buf[start..start + 4].copy_from_slice(&len.to_le_bytes());
+            buf[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
         }
         self.file.write_all(&buf)?;
         self.file.sync_data()?;
-        self.next_lsn += payloads.len() as u64;
+        self.next_lsn += items.len() as u64;
         self.segment_bytes += buf.len() as u64;
         Ok(first)
     }
