@@ -598,3 +598,25 @@ async fn metrics_count_what_the_collector_did() {
     let view = lake::read_local(&app.data_dir.join("lake"));
     assert_eq!(view.rows.len(), 10);
 }
+
+#[tokio::test]
+async fn a_retry_after_a_restart_is_still_a_duplicate() {
+    let app = spawn_app();
+    let (_, ik) = app.create_app("free").await;
+    let events = || batch((0..10).map(|i| track(&format!("r{i}"))).collect());
+    assert_eq!(app.collect(&ik, events()).await.data()["accepted"], 10);
+    // A clean restart moves the events to the lake and trims the WAL: only the dedupe files
+    // remember them now.
+    let mut app = app.restart().await;
+    let again = app.collect(&ik, events()).await;
+    assert_eq!(
+        (
+            again.data()["accepted"].as_u64(),
+            again.data()["duplicates"].as_u64()
+        ),
+        (Some(0), Some(10))
+    );
+    app.stop().await;
+    let view = lake::read_local(&app.data_dir.join("lake"));
+    assert_eq!(view.rows.len(), 10);
+}
