@@ -620,3 +620,37 @@ async fn a_retry_after_a_restart_is_still_a_duplicate() {
     let view = lake::read_local(&app.data_dir.join("lake"));
     assert_eq!(view.rows.len(), 10);
 }
+
+#[tokio::test]
+async fn spark_reads_the_lake_with_microsecond_timestamps() {
+    let mut app = spawn_app_with(slow_files);
+    let (app_id, ik) = app.create_app("free").await;
+    let a = app
+        .collect(
+            &ik,
+            batch((0..5).map(|i| track(&format!("s{i}"))).collect()),
+        )
+        .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    app.stop().await;
+    let lake_dir = app.data_dir.join("lake");
+    let duck = lake::read_local(&lake_dir);
+    let spark = tokio::task::spawn_blocking(move || lake::read_with_spark(&lake_dir))
+        .await
+        .unwrap();
+    assert_eq!(spark.count, 5);
+    assert_eq!(
+        spark.types["timestamp"], "timestamp",
+        "Spark refuses nanoseconds; microseconds read as timestamp"
+    );
+    assert_eq!(spark.types["received_at"], "timestamp");
+    assert_eq!(spark.types["app_id"], "string");
+    for row in &duck.rows {
+        let id = row["message_id"].as_str().unwrap();
+        assert_eq!(
+            spark.timestamps[id], row["timestamp"],
+            "Spark and DuckDB agree on {id} to the microsecond"
+        );
+    }
+    assert!(duck.rows.iter().all(|r| r["app_id"] == json!(app_id)));
+}

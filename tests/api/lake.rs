@@ -69,6 +69,35 @@ pub fn read_s3(endpoint: &str, bucket: &str) -> LakeView {
     run_reader(&["s3", endpoint, bucket])
 }
 
+/// What Spark sees in a local lake: column types, and each row's timestamp (µs) by messageId.
+#[derive(Debug, Deserialize)]
+pub struct SparkView {
+    pub types: Map<String, Value>,
+    pub count: usize,
+    pub timestamps: Map<String, Value>,
+}
+
+pub fn read_with_spark(lake_dir: &Path) -> SparkView {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/spark_read.py");
+    let out = Command::new(venv_bin("python"))
+        .arg(script)
+        .arg(lake_dir)
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "spark_read.py failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let json = stdout
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .expect("spark_read.py prints JSON");
+    serde_json::from_str(json).expect("spark_read.py prints JSON")
+}
+
 /// A moto S3 server on 127.0.0.1, stopped on drop.
 pub struct Moto {
     child: Child,
