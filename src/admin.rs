@@ -118,6 +118,32 @@ fn load_key(db: &sled::Db, app_id: &str, key_id: &str) -> Result<Option<KeyRecor
     }
 }
 
+/// Read-modify-write of an app as a compare-and-swap, so concurrent admin calls never undo each
+/// other (two rotations would otherwise leave an untracked live key). Returns (before, after).
+fn modify_app(
+    db: &sled::Db,
+    id: &str,
+    change: impl Fn(&mut App),
+) -> Result<Option<(App, App)>, StoreError> {
+    let tree = db.open_tree(APPS_TREE)?;
+    loop {
+        let Some(current) = tree.get(id)? else {
+            return Ok(None);
+        };
+        let before: App = decode(id.as_bytes(), &current)?;
+        let mut after = before.clone();
+        change(&mut after);
+        after.updated_at = ids::iso(ids::now());
+        if tree
+            .compare_and_swap(id, Some(current), Some(encode(&after)))?
+            .is_ok()
+        {
+            db.flush()?;
+            return Ok(Some((before, after)));
+        }
+    }
+}
+
 fn put(db: &sled::Db, tree: &str, id: &str, value: Vec<u8>) -> Result<(), StoreError> {
     db.open_tree(tree)?.insert(id, value)?;
     db.flush()?;
@@ -277,15 +303,19 @@ async fn update_app(
     if !errors.is_empty() {
         return Err(ApiError::validation(errors));
     }
-    let mut app = existing_app(&state, id.into_inner()).await?;
-    app.name = name.unwrap_or(app.name);
-    app.plan = plan.unwrap_or(app.plan);
-    app.updated_at = ids::iso(ids::now());
-    let a = app.clone();
-    state
+    let id = id.into_inner();
+    let (_, app) = state
         .store
-        .run(move |db| put(db, APPS_TREE, &a.id, encode(&a)))
-        .await?;
+        .run(move |db| {
+            modify_app(db, &id, |app| {
+                if let Some(n) = &name {
+                    app.name.clone_from(n);
+                }
+                app.plan = plan.unwrap_or(app.plan);
+            })
+        })
+        .await?
+        .ok_or_else(|| ApiError::not_found("app"))?;
     state.registry.set_app(&app);
     tracing::info!(app_id = %app.id, plan = app.plan.name(), "app updated");
     Ok(api::ok(&app))
@@ -299,27 +329,33 @@ async fn rotate_integration_key(
     state: web::Data<AppState>,
     id: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let mut app = existing_app(&state, id.into_inner()).await?;
-    let (key, secret) = new_key(&app.id, KeyKind::Integration, "integration", Vec::new());
-    let old_id = std::mem::replace(&mut app.integration_key_id, key.id.clone());
-    app.updated_at = ids::iso(ids::now());
-    let (a, k, old) = (app.clone(), key.clone(), old_id.clone());
-    let revoked = state
+    let app_id = id.into_inner();
+    let (key, secret) = new_key(&app_id, KeyKind::Integration, "integration", Vec::new());
+    let k = key.clone();
+    let (app, revoked) = state
         .store
         .run(move |db| {
             let keys = db.open_tree(KEYS_TREE)?;
             keys.insert(&k.id, encode(&k))?;
+            let Some((before, after)) =
+                modify_app(db, &app_id, |a| a.integration_key_id.clone_from(&k.id))?
+            else {
+                keys.remove(&k.id)?;
+                return Ok(None);
+            };
+            let old = &before.integration_key_id;
             let mut revoked = None;
-            if let Some(v) = keys.get(&old)? {
+            if let Some(v) = keys.get(old)? {
                 let mut r: KeyRecord = decode(old.as_bytes(), &v)?;
                 r.revoked_at = Some(ids::iso(ids::now()));
-                keys.insert(&old, encode(&r))?;
+                keys.insert(old, encode(&r))?;
                 revoked = Some(r);
             }
-            put(db, APPS_TREE, &a.id, encode(&a))?;
-            Ok(revoked)
+            db.flush()?;
+            Ok(Some((after, revoked)))
         })
-        .await?;
+        .await?
+        .ok_or_else(|| ApiError::not_found("app"))?;
     state.registry.set_key(&key);
     if let Some(r) = revoked {
         state.registry.set_key(&r);

@@ -48,6 +48,7 @@ pub struct CollectorSettings {
     pub queue_batches: usize,
     pub max_event_bytes: usize,
     pub max_batch_bytes: usize,
+    pub max_batch_events: usize,
     pub max_file_rows: usize,
     pub max_file_bytes: usize,
     pub max_file_age_ms: u64,

@@ -20,6 +20,8 @@ const MAX_TEXT_CHARS: usize = 2048;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BodyError {
     NotJson(String),
+    /// More events than `collector.max_batch_events` (413).
+    TooManyEvents(usize),
     Invalid {
         field: &'static str,
         message: String,

@@ -25,6 +25,8 @@ use crate::tenants::KeyKind;
 
 /// Bodies above this are parsed on the blocking pool rather than on the HTTP worker.
 const INLINE_PARSE_BYTES: usize = 64 * 1024;
+/// Rejections echoed in an answer (the `rejected` count is always complete).
+const MAX_REPORTED_ERRORS: usize = 100;
 
 pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(collect);
@@ -178,9 +180,13 @@ type Decoded = (Vec<super::Event>, Vec<Rejected>, Option<String>);
 fn decode_body(
     mut body: Vec<u8>,
     enrich: Enrichment,
-    max_event_bytes: usize,
+    cfg: &CollectorSettings,
 ) -> Result<Decoded, BodyError> {
     let parsed = decode::parse(&mut body)?;
+    if parsed.len() > cfg.max_batch_events {
+        return Err(BodyError::TooManyEvents(cfg.max_batch_events));
+    }
+    let max_event_bytes = cfg.max_event_bytes;
     let key = parsed.write_key.clone();
     let (events, rejected) = decode::validate(parsed, &enrich, max_event_bytes);
     Ok((events, rejected, key))
@@ -256,11 +262,11 @@ async fn collect(
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned),
     };
-    let max_event = cfg.max_event_bytes;
     let decoded = if body.len() <= INLINE_PARSE_BYTES {
-        decode_body(body, enrich, max_event)
+        decode_body(body, enrich, cfg)
     } else {
-        web::block(move || decode_body(body, enrich, max_event))
+        let cfg = cfg.clone();
+        web::block(move || decode_body(body, enrich, &cfg))
             .await
             .map_err(ApiError::internal)?
     };
@@ -269,6 +275,10 @@ async fn collect(
         match e {
             BodyError::NotJson(m) => ApiError::field("body", format!("malformed JSON: {m}")),
             BodyError::Invalid { field, message } => ApiError::field(field, message),
+            BodyError::TooManyEvents(n) => ApiError::new(
+                ErrorCode::PayloadTooLarge,
+                format!("more than {n} events in one batch"),
+            ),
         }
     })?;
     let who = match who {
@@ -293,6 +303,7 @@ async fn collect(
     if events.is_empty() {
         let details = rejected
             .iter()
+            .take(MAX_REPORTED_ERRORS)
             .map(|r| FieldError::new(format!("batch[{}].{}", r.index, r.field), r.message.clone()))
             .collect();
         return Err(ApiError::validation(details).with_message("no valid event in the batch"));
@@ -334,7 +345,7 @@ async fn collect(
                 "accepted": done.accepted,
                 "duplicates": done.duplicates,
                 "rejected": rejected_events,
-                "errors": rejected,
+                "errors": &rejected[..rejected.len().min(MAX_REPORTED_ERRORS)],
             })))
         }
         Err(SubmitError::Overloaded) => {

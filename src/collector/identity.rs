@@ -88,18 +88,37 @@ pub fn apply(db: &sled::Db, e: &Event) -> Result<(), StoreError> {
     }
     let tree = db.open_tree(PROFILES)?;
     let k = key(&e.app_id, user);
-    let mut p = match tree.get(&k)? {
-        Some(v) => decode::<Profile>(&k, &v)?,
-        None => Profile {
-            user_id: user.to_owned(),
-            traits: Map::new(),
-            anonymous_ids: Vec::new(),
-            groups: Vec::new(),
-            first_seen: e.timestamp,
-            last_seen: e.timestamp,
-        },
-    };
-    let before = p.clone();
+    // Events of one user may reach several shards (several devices): compare-and-swap, so
+    // concurrent merges never overwrite each other.
+    loop {
+        let current = tree.get(&k)?;
+        let before = match &current {
+            Some(v) => Some(decode::<Profile>(&k, v)?),
+            None => None,
+        };
+        let Some(p) = merged(before.as_ref(), user, e) else {
+            return Ok(());
+        };
+        if tree
+            .compare_and_swap(&k, current, Some(encode(&p)))?
+            .is_ok()
+        {
+            return Ok(());
+        }
+    }
+}
+
+/// The profile with `e` folded in, or `None` when nothing worth a write changed (`last_seen`
+/// alone is written at most once a minute per user, to keep page views cheap).
+fn merged(before: Option<&Profile>, user: &str, e: &Event) -> Option<Profile> {
+    let mut p = before.cloned().unwrap_or_else(|| Profile {
+        user_id: user.to_owned(),
+        traits: Map::new(),
+        anonymous_ids: Vec::new(),
+        groups: Vec::new(),
+        first_seen: e.timestamp,
+        last_seen: e.timestamp,
+    });
     p.first_seen = p.first_seen.min(e.timestamp);
     p.last_seen = p.last_seen.max(e.timestamp);
     if let Some(anon) = &e.anonymous_id {
@@ -123,12 +142,9 @@ pub fn apply(db: &sled::Db, e: &Event) -> Result<(), StoreError> {
         }
         _ => {}
     }
-    // last_seen alone is written at most once a minute per user, to keep page views cheap.
+    let Some(before) = before else { return Some(p) };
     let seen_moved = p.last_seen - before.last_seen > 60_000_000;
     let mut same = p.clone();
     same.last_seen = before.last_seen;
-    if same != before || seen_moved {
-        tree.insert(k, encode(&p))?;
-    }
-    Ok(())
+    (same != *before || seen_moved).then_some(p)
 }

@@ -133,8 +133,9 @@ impl Starting {
     }
 }
 
-/// Starts shard `cfg.index` on its own thread: it first replays its WAL into the lake (so that
-/// start-up finishes with nothing pending), then serves its queue.
+/// Starts shard `cfg.index` on its own thread: it opens its WAL, hands what the WAL holds
+/// beyond the checkpoint to its uploader (which writes it to the lake before anything newer),
+/// then serves its queue. Start-up never waits for the object store.
 pub fn start(
     cfg: ShardConfig,
     db: sled::Db,
@@ -146,52 +147,55 @@ pub fn start(
     let index = cfg.index;
     let thread = std::thread::Builder::new()
         .name(format!("shard-{index}"))
-        .spawn(move || match recover(cfg, db, store, counters) {
-            Ok((writer, mut uploader, up_rx)) => {
-                let up = std::thread::Builder::new()
-                    .name(format!("uploader-{index}"))
-                    .spawn(move || {
-                        for job in up_rx.iter() {
-                            uploader.run(job);
-                        }
-                    });
-                match up {
-                    Ok(up) => {
-                        let _ = ready_tx.send(Ok(()));
-                        writer.run(rx);
-                        let _ = up.join();
-                    }
-                    Err(e) => {
-                        let _ = ready_tx.send(Err(ShardError::Runtime(e)));
-                    }
+        .spawn(move || {
+            let recovered = open(cfg, db, store, counters).and_then(
+                |(mut writer, mut uploader, up_rx, replay)| {
+                    let up = std::thread::Builder::new()
+                        .name(format!("uploader-{index}"))
+                        .spawn(move || {
+                            uploader.undo_unfinished();
+                            for job in up_rx.iter() {
+                                uploader.run(job);
+                            }
+                        })
+                        .map_err(ShardError::Runtime)?;
+                    writer.replay(replay)?;
+                    Ok((writer, up))
+                },
+            );
+            match recovered {
+                Ok((writer, up)) => {
+                    let _ = ready_tx.send(Ok(()));
+                    writer.run(rx);
+                    let _ = up.join();
                 }
-            }
-            Err(e) => {
-                let _ = ready_tx.send(Err(e));
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e));
+                }
             }
         })
         .map_err(ShardError::Runtime)?;
     Ok(Starting { ready, thread })
 }
 
-/// Undoes an unfinished flush, opens the WAL and writes what it holds beyond the checkpoint.
-fn recover(
+/// Opens the WAL (cutting torn tails) and the dedupe memory; returns the records to replay.
+#[allow(clippy::type_complexity)]
+fn open(
     cfg: ShardConfig,
     db: sled::Db,
     store: Arc<dyn ObjectStore>,
     counters: Arc<ShardCounters>,
-) -> Result<(Writer, Uploader, Receiver<Upload>), ShardError> {
+) -> Result<(Writer, Uploader, Receiver<Upload>, Vec<wal::Record>), ShardError> {
     let index = cfg.index;
     std::fs::create_dir_all(&cfg.wal_dir).map_err(|e| ShardError::Wal(index, e))?;
-    let mut uploader = Uploader::new(cfg.clone(), db.clone(), store, counters.clone())?;
-    uploader.undo_unfinished()?;
+    let uploader = Uploader::new(cfg.clone(), db.clone(), store, counters.clone())?;
     let checkpoint = wal::read_checkpoint(&cfg.wal_dir).map_err(|e| ShardError::Wal(index, e))?;
     let (wal, replay) =
         wal::Wal::open(&cfg.wal_dir, checkpoint).map_err(|e| ShardError::Wal(index, e))?;
     let today = dedupe::day(chrono::Utc::now().timestamp_micros());
     let seen = dedupe::Seen::load(&cfg.wal_dir, today).map_err(|e| ShardError::Wal(index, e))?;
     let (up_tx, up_rx) = bounded::<Upload>(2);
-    let mut writer = Writer {
+    let writer = Writer {
         seen,
         seen_open: Vec::new(),
         identities: HashMap::new(),
@@ -205,29 +209,37 @@ fn recover(
         rows: 0,
         bytes: 0,
         uploads: up_tx,
-        counters: counters.clone(),
+        counters,
     };
-    if !replay.is_empty() {
-        let n = replay.len();
-        for r in replay {
+    Ok((writer, uploader, up_rx, replay))
+}
+
+impl Writer {
+    /// Puts the WAL's records back into open files, closing them by rows and bytes as usual,
+    /// and hands them to the uploader.
+    fn replay(&mut self, records: Vec<wal::Record>) -> Result<(), ShardError> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let index = self.cfg.index;
+        let n = records.len();
+        for r in records {
             match Event::decode_wal(&r.payload) {
-                Some(e) => writer.after_commit(&e, r.lsn)?,
+                Some(e) => self.after_commit(&e, r.lsn),
                 None => {
                     tracing::error!(shard = index, lsn = r.lsn, "unreadable WAL record skipped")
                 }
             }
+            if self.rows >= self.cfg.max_rows || self.bytes >= self.cfg.max_bytes {
+                self.flush().map_err(|e| ShardError::Wal(index, e))?;
+            }
         }
-        counters.replayed.fetch_add(n as u64, Relaxed);
+        self.flush().map_err(|e| ShardError::Wal(index, e))?;
+        self.counters.replayed.fetch_add(n as u64, Relaxed);
         tracing::info!(shard = index, events = n, "write-ahead log replayed");
-        // Flush the replayed rows now, before taking new events.
-        if let Some(job) = writer.take_files().map_err(|e| ShardError::Wal(index, e))? {
-            uploader.run(job);
-        }
+        Ok(())
     }
-    Ok((writer, uploader, up_rx))
-}
 
-impl Writer {
     fn run(mut self, rx: Receiver<Msg>) {
         loop {
             let wait = match self.oldest {
@@ -318,9 +330,7 @@ impl Writer {
             tracing::warn!(shard = self.cfg.index, error = %e, "usage counter not updated");
         }
         for (i, e) in kept.iter().enumerate() {
-            if let Err(err) = self.after_commit(e, first_lsn + i as u64) {
-                tracing::error!(shard = self.cfg.index, error = %err, "post-commit bookkeeping failed");
-            }
+            self.after_commit(e, first_lsn + i as u64);
         }
     }
 
@@ -379,13 +389,9 @@ impl Writer {
         user
     }
 
-    /// Everything after the fsync: dedupe entry, profile, and the row in its open file.
-    fn after_commit(&mut self, e: &Event, lsn: u64) -> Result<(), crate::store::StoreError> {
-        let day = dedupe::day(e.received_at);
-        self.seen.insert(&e.app_id, &e.message_id, day);
-        self.seen_open
-            .push((day, e.app_id.clone(), e.message_id.clone()));
-        identity::apply(&self.db, e)?;
+    /// Everything after the fsync: the row in its open file, the messageId, the profile.
+    /// Nothing here can lose the row: it is appended first, and a profile error is only logged.
+    fn after_commit(&mut self, e: &Event, lsn: u64) {
         let hour = e.received_at.div_euclid(3_600_000_000);
         self.open
             .entry((e.app_id.clone(), hour))
@@ -395,7 +401,13 @@ impl Writer {
         self.bytes += e.approx_bytes();
         self.oldest.get_or_insert_with(Instant::now);
         self.first_open_lsn.get_or_insert(lsn);
-        Ok(())
+        let day = dedupe::day(e.received_at);
+        self.seen.insert(&e.app_id, &e.message_id, day);
+        self.seen_open
+            .push((day, e.app_id.clone(), e.message_id.clone()));
+        if let Err(err) = identity::apply(&self.db, e) {
+            tracing::error!(shard = self.cfg.index, error = %err, "profile not updated");
+        }
     }
 
     /// Closes the open files: rotates the WAL and returns them with the last LSN they cover.
@@ -482,8 +494,23 @@ impl Uploader {
 
     /// Deletes the files of a flush that did not reach its checkpoint (a crash mid-upload):
     /// the WAL still holds their events and the replay writes them again. An intent whose
-    /// checkpoint was written (a crash just before it was removed) is simply removed.
-    fn undo_unfinished(&mut self) -> Result<(), ShardError> {
+    /// checkpoint was written (a crash just before it was removed) is simply removed. Runs
+    /// before any job, retrying while the object store is unreachable.
+    fn undo_unfinished(&mut self) {
+        let mut delay = Duration::from_secs(1);
+        while let Err(e) = self.try_undo() {
+            if self.cfg.stopping.load(Relaxed) {
+                tracing::error!(shard = self.cfg.index, error = %e, "unfinished flush not undone at shutdown; nothing more is written");
+                self.failed = true;
+                return;
+            }
+            tracing::error!(shard = self.cfg.index, error = %e, "cannot undo an unfinished flush yet, retrying");
+            std::thread::sleep(delay);
+            delay = (delay * 2).min(Duration::from_secs(30));
+        }
+    }
+
+    fn try_undo(&mut self) -> Result<(), String> {
         let path = self.dir().join(INTENT);
         let Ok(text) = std::fs::read_to_string(&path) else {
             return Ok(());
@@ -494,13 +521,12 @@ impl Uploader {
             .and_then(|l| l.strip_prefix("lsn "))
             .and_then(|n| n.parse::<u64>().ok());
         let checkpoint =
-            wal::read_checkpoint(self.dir()).map_err(|e| ShardError::Wal(self.cfg.index, e))?;
+            wal::read_checkpoint(self.dir()).map_err(|e| format!("checkpoint: {e}"))?;
         let finished = intent_lsn.is_some_and(|lsn| checkpoint >= lsn);
         for line in lines.filter(|l| !l.is_empty() && !finished) {
-            let p = Path::from(line);
-            match self.rt.block_on(self.store.delete(&p)) {
+            match self.rt.block_on(self.store.delete(&Path::from(line))) {
                 Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(format!("delete {line}: {e}")),
             }
             tracing::info!(
                 shard = self.cfg.index,
@@ -508,36 +534,57 @@ impl Uploader {
                 "file of an unfinished flush removed"
             );
         }
-        std::fs::remove_file(&path).map_err(|e| ShardError::Wal(self.cfg.index, e))?;
-        Ok(())
+        std::fs::remove_file(&path).map_err(|e| format!("intent: {e}"))
     }
 
+    /// Writes one flush to the lake and checkpoints it, retrying (with backoff, up to 30 s
+    /// apart) until it works. Only at shutdown does it give up, leaving the events in the WAL;
+    /// later jobs are then skipped too, so no checkpoint can pass over them.
     fn run(&mut self, job: Upload) {
         if self.failed {
             return;
         }
         let started = Instant::now();
-        let index = self.cfg.index;
-        let mut encoded = Vec::with_capacity(job.files.len());
-        for (path, batch) in &job.files {
-            match encode_parquet(batch) {
-                Ok(bytes) => {
-                    encoded.push((path.clone(), bytes::Bytes::from(bytes), batch.num_rows()))
+        let mut delay = Duration::from_secs(1);
+        loop {
+            match self.attempt(&job, started) {
+                Ok(files) => {
+                    self.counters.flushes.fetch_add(1, Relaxed);
+                    self.counters
+                        .flush_micros
+                        .fetch_add(started.elapsed().as_micros() as u64, Relaxed);
+                    tracing::debug!(
+                        shard = self.cfg.index,
+                        files,
+                        last_lsn = job.last_lsn,
+                        "flush done"
+                    );
+                    return;
                 }
-                Err(e) => {
-                    tracing::error!(shard = index, error = %e, "parquet encoding failed; events stay in the WAL");
+                Err(e) if self.cfg.stopping.load(Relaxed) => {
+                    tracing::error!(shard = self.cfg.index, error = %e, "flush abandoned at shutdown; the WAL keeps the events");
                     self.failed = true;
                     return;
                 }
+                Err(e) => {
+                    tracing::error!(shard = self.cfg.index, error = %e, retry_in_ms = delay.as_millis() as u64, "flush failed; the WAL keeps the events, retrying");
+                    std::thread::sleep(delay);
+                    delay = (delay * 2).min(Duration::from_secs(30));
+                }
             }
+        }
+    }
+
+    fn attempt(&mut self, job: &Upload, started: Instant) -> Result<usize, String> {
+        let mut encoded = Vec::with_capacity(job.files.len());
+        for (path, batch) in &job.files {
+            let bytes = encode_parquet(batch).map_err(|e| format!("parquet encoding: {e}"))?;
+            encoded.push((path.clone(), bytes::Bytes::from(bytes), batch.num_rows()));
         }
         let mut intent = format!("lsn {}\n", job.last_lsn);
         intent.extend(encoded.iter().map(|(p, _, _)| format!("{p}\n")));
-        if let Err(e) = wal::write_atomic(self.dir(), INTENT, intent.as_bytes()) {
-            tracing::error!(shard = index, error = %e, "cannot write the flush intent; events stay in the WAL");
-            self.failed = true;
-            return;
-        }
+        wal::write_atomic(self.dir(), INTENT, intent.as_bytes())
+            .map_err(|e| format!("intent: {e}"))?;
         let timeout = self.cfg.shutdown_upload_timeout;
         let stopping = self.cfg.stopping.clone();
         for (path, bytes, rows) in &encoded {
@@ -547,49 +594,22 @@ impl Uploader {
                 // Retry for as long as it takes, except when asked to stop.
                 attempt > 0 && stopping.load(Relaxed) && started.elapsed() > timeout
             };
-            match self.rt.block_on(lake::put_with_retry(
-                self.store.as_ref(),
-                path,
-                bytes.clone(),
-                give_up,
-            )) {
-                Ok(_) => {
-                    self.counters.files_written.fetch_add(1, Relaxed);
-                    self.counters.rows_written.fetch_add(*rows as u64, Relaxed);
-                }
-                Err(e) => {
-                    tracing::error!(shard = index, path = %path, error = %e, "upload abandoned at shutdown; the WAL keeps the events");
-                    self.failed = true;
-                    return;
-                }
-            }
+            self.rt
+                .block_on(lake::put_with_retry(
+                    self.store.as_ref(),
+                    path,
+                    bytes.clone(),
+                    give_up,
+                ))
+                .map_err(|e| format!("upload of {path}: {e}"))?;
+            self.counters.files_written.fetch_add(1, Relaxed);
+            self.counters.rows_written.fetch_add(*rows as u64, Relaxed);
         }
-        let finish = || -> Result<usize, String> {
-            dedupe::persist(self.dir(), &job.seen).map_err(|e| format!("dedupe files: {e}"))?;
-            self.db.flush().map_err(|e| format!("sled flush: {e}"))?;
-            wal::write_checkpoint(self.dir(), job.last_lsn)
-                .map_err(|e| format!("checkpoint: {e}"))?;
-            std::fs::remove_file(self.dir().join(INTENT)).map_err(|e| format!("intent: {e}"))?;
-            wal::trim(self.dir(), job.last_lsn).map_err(|e| format!("trim: {e}"))
-        };
-        match finish() {
-            Ok(trimmed) => {
-                self.counters.flushes.fetch_add(1, Relaxed);
-                self.counters
-                    .flush_micros
-                    .fetch_add(started.elapsed().as_micros() as u64, Relaxed);
-                tracing::debug!(
-                    shard = index,
-                    files = encoded.len(),
-                    last_lsn = job.last_lsn,
-                    trimmed,
-                    "flush done"
-                );
-            }
-            Err(e) => {
-                tracing::error!(shard = index, error = %e, "flush could not be checkpointed; the WAL keeps the events");
-                self.failed = true;
-            }
-        }
+        dedupe::persist(self.dir(), &job.seen).map_err(|e| format!("dedupe files: {e}"))?;
+        self.db.flush().map_err(|e| format!("sled flush: {e}"))?;
+        wal::write_checkpoint(self.dir(), job.last_lsn).map_err(|e| format!("checkpoint: {e}"))?;
+        std::fs::remove_file(self.dir().join(INTENT)).map_err(|e| format!("intent: {e}"))?;
+        wal::trim(self.dir(), job.last_lsn).map_err(|e| format!("trim: {e}"))?;
+        Ok(encoded.len())
     }
 }

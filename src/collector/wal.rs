@@ -23,6 +23,9 @@ pub struct Wal {
     file: File,
     next_lsn: u64,
     segment_bytes: u64,
+    /// Set when a failed append could not be undone: the log refuses writes from then on
+    /// rather than acknowledge records behind a torn one.
+    broken: bool,
 }
 
 /// A record found when opening the log.
@@ -114,6 +117,7 @@ impl Wal {
                 file,
                 next_lsn,
                 segment_bytes: 0,
+                broken: false,
             },
             replay,
         ))
@@ -152,8 +156,28 @@ impl Wal {
             buf[start..start + 4].copy_from_slice(&len.to_le_bytes());
             buf[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
         }
-        self.file.write_all(&buf)?;
-        self.file.sync_data()?;
+        if self.broken {
+            return Err(io::Error::other(
+                "write-ahead log is unusable after a failed write; restart the service",
+            ));
+        }
+        if let Err(e) = self
+            .file
+            .write_all(&buf)
+            .and_then(|_| self.file.sync_data())
+        {
+            // Undo the partial write so later records never sit behind a torn one and the same
+            // LSNs are not written twice; if even that fails, stop writing.
+            if self
+                .file
+                .set_len(self.segment_bytes)
+                .and_then(|_| self.file.sync_all())
+                .is_err()
+            {
+                self.broken = true;
+            }
+            return Err(e);
+        }
         self.next_lsn += items.len() as u64;
         self.segment_bytes += buf.len() as u64;
         Ok(first)

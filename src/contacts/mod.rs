@@ -102,7 +102,7 @@ fn split(v: &Option<String>) -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn parse_list(q: &ListQuery) -> Result<(Filter, Sort, usize, Option<Cursor>), ApiError> {
+fn parse_list(q: &ListQuery, app: &str) -> Result<(Filter, Sort, usize, Option<Cursor>), ApiError> {
     let mut errors = Vec::new();
     let mut enumerated = |name: &str, raw: &Option<String>, allowed: &[&str]| {
         let values = split(raw);
@@ -162,7 +162,7 @@ fn parse_list(q: &ListQuery) -> Result<(Filter, Sort, usize, Option<Cursor>), Ap
         .map_err(|e| errors.push(e))
         .ok();
     let cursor = match (&q.cursor, sort) {
-        (Some(raw), Some(sort)) => match Cursor::decode(raw, sort) {
+        (Some(raw), Some(sort)) => match Cursor::decode(raw, sort, app) {
             Some(c) => Some(c),
             None => {
                 errors.push(FieldError::new(
@@ -222,7 +222,7 @@ async fn list_contacts(
     query: web::Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
     who.require(Permission::ContactsRead)?;
-    let (filter, sort, limit, cursor) = parse_list(&query)?;
+    let (filter, sort, limit, cursor) = parse_list(&query, &who.app_id)?;
     let app = who.app_id.clone();
     let (page, next) = state
         .store
@@ -231,7 +231,7 @@ async fn list_contacts(
     let pagination = Pagination {
         limit,
         has_more: next.is_some(),
-        next_cursor: next.map(|c| c.encode(sort)),
+        next_cursor: next.map(|c| c.encode(sort, &who.app_id)),
     };
     Ok(api::list(&page, &pagination))
 }

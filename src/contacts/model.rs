@@ -350,7 +350,10 @@ pub fn apply(
     // Status rules (api.md §5).
     let consent_given = body.get("gdprConsent") == Some(&Value::Bool(true));
     if contact.status == "unsubscribed" {
-        if body.get("unsubscribed") == Some(&Value::Bool(false)) {
+        if matches!(
+            body.get("unsubscribed"),
+            Some(Value::Bool(false) | Value::Null)
+        ) {
             return Err(Rejection::Invalid(vec![FieldError::new(
                 "unsubscribed",
                 "cannot be false while status is unsubscribed",
@@ -359,7 +362,10 @@ pub fn apply(
         contact.unsubscribed = true;
     } else if was_unsubscribed && mode == Mode::Patch {
         let leaving_status = body.contains_key("status");
-        let clearing_flag = body.get("unsubscribed") == Some(&Value::Bool(false));
+        let clearing_flag = matches!(
+            body.get("unsubscribed"),
+            Some(Value::Bool(false) | Value::Null)
+        );
         if (leaving_status || clearing_flag) && !consent_given {
             return Err(Rejection::NeedsConsent);
         }

@@ -195,23 +195,30 @@ impl Filter {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cursor(Vec<u8>);
 
+/// Four bytes naming the app a cursor was made for, so another app's cursor is refused.
+fn app_tag(app: &str) -> [u8; 4] {
+    let h = <sha2::Sha256 as sha2::Digest>::digest(app.as_bytes());
+    [h[0], h[1], h[2], h[3]]
+}
+
 impl Cursor {
-    pub fn encode(&self, sort: Sort) -> String {
+    pub fn encode(&self, sort: Sort, app: &str) -> String {
         use base64::Engine;
         let mut raw = vec![sort.field.tag(), if sort.descending { b'-' } else { b'+' }];
+        raw.extend_from_slice(&app_tag(app));
         raw.extend_from_slice(&self.0);
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
     }
 
-    /// `None` for a malformed cursor or one made for another sort order.
-    pub fn decode(s: &str, sort: Sort) -> Option<Cursor> {
+    /// `None` for a malformed cursor, or one made for another sort order or another app.
+    pub fn decode(s: &str, sort: Sort, app: &str) -> Option<Cursor> {
         use base64::Engine;
         let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
             .decode(s)
             .ok()?;
-        let (head, rest) = raw.split_at_checked(2)?;
+        let (head, rest) = raw.split_at_checked(6)?;
         let dir = if sort.descending { b'-' } else { b'+' };
-        if head != [sort.field.tag(), dir] || rest.len() < 24 {
+        if head[..2] != [sort.field.tag(), dir] || head[2..] != app_tag(app) || rest.len() < 24 {
             return None;
         }
         let id = std::str::from_utf8(&rest[rest.len() - 24..]).ok()?;

@@ -654,3 +654,55 @@ async fn spark_reads_the_lake_with_microsecond_timestamps() {
     }
     assert!(duck.rows.iter().all(|r| r["app_id"] == json!(app_id)));
 }
+
+#[tokio::test]
+async fn huge_batches_of_tiny_events_are_refused_and_echoed_errors_are_capped() {
+    let app = spawn_app();
+    let (_, ik) = app.create_app("free").await;
+    let many: Vec<Value> = (0..2001).map(|_| json!({})).collect();
+    app.collect(&ik, batch(many))
+        .await
+        .assert_error(413, "PAYLOAD_TOO_LARGE");
+    let mut events: Vec<Value> = (0..150).map(|_| json!({"type": "nope"})).collect();
+    events.push(track("one_good"));
+    let a = app.collect(&ik, batch(events)).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(
+        (a.data()["accepted"].as_u64(), a.data()["rejected"].as_u64()),
+        (Some(1), Some(150))
+    );
+    assert_eq!(a.data()["errors"].as_array().unwrap().len(), 100);
+}
+
+#[tokio::test]
+async fn rotating_the_integration_key_revokes_the_old_one() {
+    let app = spawn_app();
+    let (app_id, old) = app.create_app("free").await;
+    let r = app
+        .admin(
+            Method::POST,
+            &format!("/apps/{app_id}/integration-key"),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let new = r.data()["integrationKey"].as_str().unwrap().to_owned();
+    app.collect(&old, batch(vec![track("rot1")]))
+        .await
+        .assert_error(401, "UNAUTHORIZED");
+    assert_eq!(
+        app.collect(&new, batch(vec![track("rot2")])).await.status,
+        200
+    );
+    let got = app
+        .admin(Method::GET, &format!("/apps/{app_id}"), None)
+        .await;
+    assert_eq!(got.data()["integrationKeyId"], r.data()["integrationKeyId"]);
+    app.admin(
+        Method::POST,
+        "/apps/0123456789abcdef01234567/integration-key",
+        None,
+    )
+    .await
+    .assert_error(404, "NOT_FOUND");
+}

@@ -604,6 +604,26 @@ async fn a_key_of_another_app_gets_404_for_every_contact_on_every_verb() {
         "created",
         "B's upsert must not touch A's contact"
     );
+    // A cursor of A's walk means nothing to B.
+    app.create_contact(&key_a, json!({"email": "second@a.com"}))
+        .await;
+    let page = app
+        .api(&key_a, Method::GET, "/acq/v1/contacts?limit=1", None)
+        .await;
+    let cursor = page.body["pagination"]["nextCursor"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let foreign = app
+        .api(
+            &key_b,
+            Method::GET,
+            &format!("/acq/v1/contacts?limit=1&cursor={cursor}"),
+            None,
+        )
+        .await;
+    foreign.assert_error(400, "VALIDATION_ERROR");
+    assert_eq!(foreign.fields(), ["cursor"]);
     // A's contact is untouched.
     let got = app.api(&key_a, Method::GET, &path, None).await;
     assert_eq!(got.data()["firstName"], "A");
