@@ -31,13 +31,14 @@ function setup(thread)
   threads = threads + 1
   thread:set("tid", threads .. "_" .. os.time())
 end
-local anons = {"6f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d4e5f", "0d9b7c1e-2f3a-4b5c-9d8e-7f6a5b4c3d2e",
-               "1a2b3c4d-5e6f-4a1b-8c2d-3e4f5a6b7c8d", "9f8e7d6c-5b4a-4f3e-9d2c-1b0a9f8e7d6c"}
+-- 64 visitors, so events spread over the shards as real traffic does.
+local anons = {}
+for i = 1, 64 do anons[i] = string.format("%08x-0000-4000-8000-%012x", i, i * 7919) end
 request = function()
   n = n + 1
   local ev = {}
   for i = 1, 10 do
-    ev[i] = string.format('{"type":"track","event":"Load Test","anonymousId":"%s","messageId":"msg_%s_%d_%d","sessionId":"ses_1","timestamp":"2026-11-22T10:00:00Z","properties":{"i":%d,"plan":"pro"},"context":{"page":{"url":"https://shop.example/p","path":"/p","title":"P","referrer":""},"locale":"en-US","timezone":"Europe/Paris","screen":{"width":1440,"height":900}}}', anons[(n % 4) + 1], tid, n, i, i)
+    ev[i] = string.format('{"type":"track","event":"Load Test","anonymousId":"%s","messageId":"msg_%s_%d_%d","sessionId":"ses_1","timestamp":"2026-11-22T10:00:00Z","properties":{"i":%d,"plan":"pro"},"context":{"page":{"url":"https://shop.example/p","path":"/p","title":"P","referrer":""},"locale":"en-US","timezone":"Europe/Paris","screen":{"width":1440,"height":900}}}', anons[(n % 64) + 1], tid, n, i, i)
   end
   local body = '{"sentAt":"2026-11-22T10:00:01Z","batch":[' .. table.concat(ev, ",") .. ']}'
   return wrk.format("POST", "/api/w/analytics/collect", {["Content-Type"] = "application/json", ["X-App-Key"] = "$key"}, body)
