@@ -34,6 +34,12 @@ impl Answer {
     pub fn data(&self) -> &Value {
         &self.body["data"]
     }
+    /// `(accepted, duplicates, rejected)` of a collector answer.
+    pub fn counts(&self) -> (u64, u64, u64) {
+        let n = |k: &str| self.body["data"][k].as_u64().unwrap_or(u64::MAX);
+        (n("accepted"), n("duplicates"), n("rejected"))
+    }
+
     pub fn code(&self) -> &str {
         self.body["error"]["code"].as_str().unwrap_or("")
     }
