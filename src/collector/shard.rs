@@ -5,9 +5,10 @@
 //! The writer, on its own thread:
 //! 1. takes every batch waiting in its queue (group commit), drops duplicates by messageId,
 //!    fills in the userId of identified visitors, appends the events to its WAL and fsyncs once;
-//! 2. only then answers each batch (the HTTP 200 waits for this);
-//! 3. remembers the messageIds (in memory, `dedupe.rs`), records profiles and usage in sled, and
-//!    appends the rows to Arrow builders, one per (app, hour) partition;
+//! 2. folds identify / group calls into the profiles (sled), then answers each batch (the HTTP
+//!    200 waits for all this);
+//! 3. remembers the messageIds (in memory, `dedupe.rs`), records usage in sled, and appends the
+//!    rows to Arrow builders, one per (app, hour) partition;
 //! 4. on rows, bytes or age, rotates the WAL and hands the open files to its uploader.
 //!
 //! The uploader encodes Parquet (zstd), notes the paths it is about to write in an intent file,
@@ -225,7 +226,10 @@ impl Writer {
         let n = records.len();
         for r in records {
             match Event::decode_wal(&r.payload) {
-                Some(e) => self.after_commit(&e, r.lsn),
+                Some(e) => {
+                    self.update_profile(&e);
+                    self.after_commit(&e, r.lsn);
+                }
                 None => {
                     tracing::error!(shard = index, lsn = r.lsn, "unreadable WAL record skipped")
                 }
@@ -317,6 +321,10 @@ impl Writer {
                 }
             }
         };
+        // Profiles before the answer, so a 200 is visible at /api/v1/profiles at once.
+        for e in &kept {
+            self.update_profile(e);
+        }
         for (reply, done) in outcomes {
             self.counters
                 .accepted
@@ -389,8 +397,7 @@ impl Writer {
         user
     }
 
-    /// Everything after the fsync: the row in its open file, the messageId, the profile.
-    /// Nothing here can lose the row: it is appended first, and a profile error is only logged.
+    /// Everything after the answer: the row in its open file and the messageId.
     fn after_commit(&mut self, e: &Event, lsn: u64) {
         let hour = e.received_at.div_euclid(3_600_000_000);
         self.open
@@ -405,6 +412,10 @@ impl Writer {
         self.seen.insert(&e.app_id, &e.message_id, day);
         self.seen_open
             .push((day, e.app_id.clone(), e.message_id.clone()));
+    }
+
+    /// Folds an event into its user's profile; an error is logged, never fatal to the event.
+    fn update_profile(&self, e: &Event) {
         if let Err(err) = identity::apply(&self.db, e) {
             tracing::error!(shard = self.cfg.index, error = %err, "profile not updated");
         }
