@@ -101,10 +101,6 @@ impl Seen {
         Ok(())
     }
 
-    pub fn len(&self) -> usize {
-        self.ids.len()
-    }
-
     pub fn is_empty(&self) -> bool {
         self.ids.is_empty()
     }

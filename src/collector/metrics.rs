@@ -81,28 +81,21 @@ pub fn render(edge: &EdgeCounters, shards: &[std::sync::Arc<ShardCounters>]) -> 
             "# HELP tributary_collector_{name} {help}\n# TYPE tributary_collector_{name} {kind}"
         );
     }
-    family(
-        &mut out,
-        "requests_total",
-        "Collect requests received.",
-        "counter",
-    );
-    let _ = writeln!(
-        out,
-        "tributary_collector_requests_total {}",
-        edge.requests.load(Relaxed)
-    );
-    family(
-        &mut out,
-        "body_bytes_total",
-        "Request body bytes received (after decompression).",
-        "counter",
-    );
-    let _ = writeln!(
-        out,
-        "tributary_collector_body_bytes_total {}",
-        edge.body_bytes.load(Relaxed)
-    );
+    for (name, help, value) in [
+        (
+            "requests_total",
+            "Collect requests received.",
+            &edge.requests,
+        ),
+        (
+            "body_bytes_total",
+            "Request body bytes received (after decompression).",
+            &edge.body_bytes,
+        ),
+    ] {
+        family(&mut out, name, help, "counter");
+        let _ = writeln!(out, "tributary_collector_{name} {}", value.load(Relaxed));
+    }
     family(
         &mut out,
         "rejected_total",

@@ -74,12 +74,6 @@ pub enum Msg {
 pub enum ShardError {
     #[error("write-ahead log of shard {0}: {1}")]
     Wal(usize, std::io::Error),
-    #[error("store: {0}")]
-    Store(#[from] crate::store::StoreError),
-    #[error("sled: {0}")]
-    Sled(#[from] sled::Error),
-    #[error("lake: {0}")]
-    Lake(#[from] object_store::Error),
     #[error("runtime: {0}")]
     Runtime(std::io::Error),
 }

@@ -260,11 +260,7 @@ fn abort<T>(e: ContactError) -> Tx<T> {
 }
 
 fn read_count(tx: &TransactionalTree, app: &str) -> Tx<u64> {
-    Ok(tx
-        .get(count_key(app))?
-        .and_then(|v| <[u8; 8]>::try_from(v.as_ref()).ok())
-        .map(u64::from_be_bytes)
-        .unwrap_or(0))
+    Ok(decode_count(tx.get(count_key(app))?.as_deref()))
 }
 
 /// Inserts a new contact with its index entries; checks the e-mail is free and the plan has room.
@@ -452,14 +448,16 @@ pub fn find_by_email(db: &sled::Db, app: &str, email: &str) -> Result<Option<Con
     }
 }
 
-/// Number of contacts of `app`.
+/// Number of contacts of `app` (what the plan limit counts).
 pub fn count(db: &sled::Db, app: &str) -> Result<u64, StoreError> {
     let tree = db.open_tree(TREE)?;
-    Ok(tree
-        .get(count_key(app))?
-        .and_then(|v| <[u8; 8]>::try_from(v.as_ref()).ok())
+    Ok(decode_count(tree.get(count_key(app))?.as_deref()))
+}
+
+fn decode_count(v: Option<&[u8]>) -> u64 {
+    v.and_then(|v| <[u8; 8]>::try_from(v).ok())
         .map(u64::from_be_bytes)
-        .unwrap_or(0))
+        .unwrap_or(0)
 }
 
 /// Result of one item of a batch.

@@ -29,6 +29,11 @@ pub fn track(id: &str) -> Value {
     })
 }
 
+/// A batch of `n` track events with messageIds `msg_<prefix><i>`.
+fn tracks(prefix: &str, n: usize) -> Value {
+    batch((0..n).map(|i| track(&format!("{prefix}{i}"))).collect())
+}
+
 pub fn batch(events: Vec<Value>) -> Value {
     json!({"batch": events, "sentAt": chrono::Utc::now().to_rfc3339()})
 }
@@ -131,12 +136,7 @@ async fn the_lake_can_live_on_s3() {
     });
     let (_, ik) = app.create_app("free").await;
     for b in 0..3 {
-        let a = app
-            .collect(
-                &ik,
-                batch((0..10).map(|i| track(&format!("{b}_{i}"))).collect()),
-            )
-            .await;
+        let a = app.collect(&ik, tracks(&format!("{b}_"), 10)).await;
         assert_eq!(a.status, 200, "{}", a.body);
     }
     app.stop().await;
@@ -258,9 +258,7 @@ async fn gzip_bodies_are_accepted_and_capped_once_decompressed() {
         e.write_all(v).unwrap();
         e.finish().unwrap()
     };
-    let body = gz(
-        &serde_json::to_vec(&batch((0..10).map(|i| track(&format!("g{i}"))).collect())).unwrap(),
-    );
+    let body = gz(&serde_json::to_vec(&tracks("g", 10)).unwrap());
     let a = app
         .raw(
             Method::POST,
@@ -518,15 +516,7 @@ async fn identify_links_later_events_to_the_user_and_merges_the_profile() {
 async fn the_monthly_event_quota_is_403_plan_limit_reached() {
     let app = spawn_app_with(|s| s.plans.get_mut("free").unwrap().events_per_month = 15);
     let (_, ik) = app.create_app("free").await;
-    assert_eq!(
-        app.collect(
-            &ik,
-            batch((0..10).map(|i| track(&format!("q{i}"))).collect())
-        )
-        .await
-        .status,
-        200
-    );
+    assert_eq!(app.collect(&ik, tracks("q", 10)).await.status, 200);
     let over = app
         .collect(
             &ik,
@@ -553,11 +543,7 @@ async fn the_monthly_event_quota_is_403_plan_limit_reached() {
 async fn metrics_count_what_the_collector_did() {
     let mut app = spawn_app_with(|s| s.collector.max_file_rows = 5);
     let (_, ik) = app.create_app("free").await;
-    app.collect(
-        &ik,
-        batch((0..10).map(|i| track(&format!("m{i}"))).collect()),
-    )
-    .await;
+    app.collect(&ik, tracks("m", 10)).await;
     app.collect(&ik, batch(vec![track("m0"), json!({"type": "nope"})]))
         .await;
     let text = app
@@ -588,7 +574,7 @@ async fn metrics_count_what_the_collector_did() {
 async fn a_retry_after_a_restart_is_still_a_duplicate() {
     let app = spawn_app();
     let (_, ik) = app.create_app("free").await;
-    let events = || batch((0..10).map(|i| track(&format!("r{i}"))).collect());
+    let events = || tracks("r", 10);
     assert_eq!(app.collect(&ik, events()).await.data()["accepted"], 10);
     // A clean restart moves the events to the lake and trims the WAL: only the dedupe files
     // remember them now.
@@ -604,12 +590,7 @@ async fn a_retry_after_a_restart_is_still_a_duplicate() {
 async fn spark_reads_the_lake_with_microsecond_timestamps() {
     let mut app = spawn_app_with(slow_files);
     let (app_id, ik) = app.create_app("free").await;
-    let a = app
-        .collect(
-            &ik,
-            batch((0..5).map(|i| track(&format!("s{i}"))).collect()),
-        )
-        .await;
+    let a = app.collect(&ik, tracks("s", 5)).await;
     assert_eq!(a.status, 200, "{}", a.body);
     app.stop().await;
     let lake_dir = app.data_dir.join("lake");
