@@ -1,10 +1,9 @@
 //! Layered configuration: `config/default.toml` (built in), an optional file, then environment
 //! variables `TRIBUTARY__SECTION__KEY`, then command-line flags (applied by the caller).
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 const DEFAULTS: &str = include_str!("../config/default.toml");
 
@@ -15,11 +14,81 @@ pub struct Settings {
     pub api: ApiSettings,
     pub collector: CollectorSettings,
     pub lake: LakeSettings,
-    pub plans: BTreeMap<String, PlanLimits>,
+    pub plans: Plans,
     /// The admin API's bearer token: `TRIBUTARY_ADMIN_TOKEN`; when unset, one is generated at
     /// first start and kept in the data dir.
     #[serde(skip)]
-    pub admin_token: Option<String>,
+    pub admin_token: Option<Secret>,
+}
+
+/// A secret (token, key) that never reaches a log: `Debug` prints `[redacted]`.
+#[derive(Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(s: String) -> Secret {
+        Secret(s)
+    }
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&str> for Secret {
+    fn from(s: &str) -> Secret {
+        Secret(s.to_owned())
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret([redacted])")
+    }
+}
+
+/// The plans an app can be on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Plan {
+    Free,
+    Pro,
+    Enterprise,
+}
+
+impl Plan {
+    pub const ALL: [Plan; 3] = [Plan::Free, Plan::Pro, Plan::Enterprise];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Plan::Free => "free",
+            Plan::Pro => "pro",
+            Plan::Enterprise => "enterprise",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Plan> {
+        Plan::ALL.into_iter().find(|p| p.name() == s)
+    }
+}
+
+/// The limits of every plan: `plans.free`, `plans.pro`, `plans.enterprise`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Plans {
+    pub free: PlanLimits,
+    pub pro: PlanLimits,
+    pub enterprise: PlanLimits,
+}
+
+impl Plans {
+    pub fn get(&self, plan: Plan) -> &PlanLimits {
+        match plan {
+            Plan::Free => &self.free,
+            Plan::Pro => &self.pro,
+            Plan::Enterprise => &self.enterprise,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -127,13 +196,9 @@ impl PlanLimits {
 pub enum ConfigError {
     #[error("configuration: {0}")]
     Load(#[from] config::ConfigError),
-    #[error("configuration: plan `{0}` is missing (free, pro and enterprise are required)")]
-    MissingPlan(&'static str),
     #[error("configuration: plans.{0}.requests_per_minute must be at least 1")]
-    ZeroRate(String),
+    ZeroRate(&'static str),
 }
-
-pub const PLANS: [&str; 3] = ["free", "pro", "enterprise"];
 
 impl Settings {
     /// Loads the layers; `file` is the optional `--config FILE`.
@@ -156,27 +221,24 @@ impl Settings {
             .try_deserialize()?;
         settings.admin_token = std::env::var("TRIBUTARY_ADMIN_TOKEN")
             .ok()
-            .filter(|t| !t.trim().is_empty());
+            .map(|t| t.trim().to_owned())
+            .filter(|t| !t.is_empty())
+            .map(Secret::new);
         settings.check()?;
         Ok(settings)
     }
 
     fn check(&self) -> Result<(), ConfigError> {
-        for plan in PLANS {
-            let limits = self.plans.get(plan).ok_or(ConfigError::MissingPlan(plan))?;
-            if limits.requests_per_minute == 0 {
-                return Err(ConfigError::ZeroRate(plan.to_owned()));
+        for plan in Plan::ALL {
+            if self.plans.get(plan).requests_per_minute == 0 {
+                return Err(ConfigError::ZeroRate(plan.name()));
             }
         }
         Ok(())
     }
 
-    /// The limits of `plan`; plans are checked at load, and app plans are checked on write.
-    pub fn plan(&self, plan: &str) -> PlanLimits {
-        self.plans
-            .get(plan)
-            .or_else(|| self.plans.get("free"))
-            .copied()
-            .expect("plans checked at load")
+    /// The limits of `plan`.
+    pub fn plan(&self, plan: Plan) -> PlanLimits {
+        *self.plans.get(plan)
     }
 }

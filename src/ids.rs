@@ -77,6 +77,63 @@ pub fn parse_iso(s: &str) -> Option<DateTime<Utc>> {
         .map(|t| t.and_utc())
 }
 
+/// A point in time as records keep it: compared and sorted as a time, written as ISO 8601 with
+/// milliseconds and a `Z` (the form of every API timestamp), read back from any RFC 3339 form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, utoipa::ToSchema)]
+#[schema(value_type = String, format = DateTime, example = "2026-11-22T10:00:00.000Z")]
+pub struct Timestamp(DateTime<Utc>);
+
+impl Timestamp {
+    pub fn now() -> Timestamp {
+        Timestamp::from(now())
+    }
+
+    /// Microseconds since the Unix epoch.
+    pub fn micros(self) -> i64 {
+        self.0.timestamp_micros()
+    }
+
+    pub fn from_micros(micros: i64) -> Timestamp {
+        Timestamp(DateTime::from_timestamp_micros(micros).unwrap_or_default())
+    }
+
+    pub fn parse(s: &str) -> Option<Timestamp> {
+        parse_iso(s).map(Timestamp::from)
+    }
+
+    pub fn time(self) -> DateTime<Utc> {
+        self.0
+    }
+}
+
+impl From<DateTime<Utc>> for Timestamp {
+    fn from(t: DateTime<Utc>) -> Timestamp {
+        // Records keep milliseconds, as the API shows them, so a stored time reads back equal.
+        let millis = t.timestamp_millis();
+        Timestamp(DateTime::from_timestamp_millis(millis).unwrap_or_default())
+    }
+}
+
+impl std::fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&iso(self.0))
+    }
+}
+
+impl serde::Serialize for Timestamp {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&iso(self.0))
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Timestamp {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Timestamp, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        Timestamp::parse(&s)
+            .ok_or_else(|| serde::de::Error::custom(format!("not an ISO 8601 time: {s:?}")))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,5 +155,14 @@ mod tests {
             "2026-01-02T00:00:00.000Z"
         );
         assert!(parse_iso("yesterday").is_none());
+    }
+
+    #[test]
+    fn timestamps_keep_milliseconds_and_round_trip_through_json() {
+        let t = Timestamp::parse("2026-01-02T03:04:05.678912+02:00").unwrap();
+        let json = serde_json::to_string(&t).unwrap();
+        assert_eq!(json, "\"2026-01-02T01:04:05.678Z\"");
+        assert_eq!(serde_json::from_str::<Timestamp>(&json).unwrap(), t);
+        assert!(Timestamp::parse("2026-01-02").unwrap() < t);
     }
 }

@@ -13,45 +13,17 @@ use utoipa_actix_web::{scope, AppExt};
 
 use crate::api::{self, ratelimit::RateLimits};
 use crate::collector::Collector;
-use crate::config::Settings;
-use crate::store::{Store, StoreThreads};
-use crate::tenants::Registry;
-
-/// A secret that never reaches a log.
-#[derive(Clone)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn new(s: String) -> Secret {
-        Secret(s)
-    }
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Secret([redacted])")
-    }
-}
-
-/// What every handler can reach.
-pub struct AppState {
-    pub settings: Settings,
-    pub collector: Collector,
-    pub store: Store,
-    pub registry: Registry,
-    pub rate_limits: RateLimits,
-    pub admin_token: Secret,
-}
+use crate::config::{Secret, Settings};
+use crate::state::AppState;
+use crate::storage::{Store, StoreThreads};
+use crate::tenants::{Access, Registry};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     #[error("data directory {path}: {cause}")]
     DataDir { path: String, cause: std::io::Error },
     #[error("store: {0}")]
-    Store(#[from] crate::store::StoreError),
+    Store(#[from] crate::storage::StoreError),
     #[error("cannot listen on {addr}: {cause}")]
     Bind { addr: String, cause: std::io::Error },
     #[error("collector: {0}")]
@@ -64,7 +36,7 @@ pub enum StartError {
 pub struct Application {
     port: u16,
     server: Server,
-    state: web::Data<AppState>,
+    collector: web::Data<Collector>,
     store: Store,
     threads: StoreThreads,
 }
@@ -73,9 +45,9 @@ const ADMIN_TOKEN_FILE: &str = "admin_token";
 
 /// The admin token: `TRIBUTARY_ADMIN_TOKEN`, else the one kept in the data dir, else a new one
 /// that is written there (mode 0600) and printed once.
-fn admin_token(configured: Option<&str>, data_dir: &Path) -> Result<Secret, StartError> {
+fn admin_token(configured: Option<&Secret>, data_dir: &Path) -> Result<Secret, StartError> {
     if let Some(t) = configured {
-        return Ok(Secret(t.trim().to_owned()));
+        return Ok(t.clone());
     }
     let path = data_dir.join(ADMIN_TOKEN_FILE);
     let io = |cause| StartError::DataDir {
@@ -83,7 +55,7 @@ fn admin_token(configured: Option<&str>, data_dir: &Path) -> Result<Secret, Star
         cause,
     };
     match std::fs::read_to_string(&path) {
-        Ok(t) if !t.trim().is_empty() => Ok(Secret(t.trim().to_owned())),
+        Ok(t) if !t.trim().is_empty() => Ok(Secret::new(t.trim().to_owned())),
         _ => {
             let token = format!("adm_{}", crate::ids::secret());
             let mut opts = std::fs::OpenOptions::new();
@@ -99,7 +71,7 @@ fn admin_token(configured: Option<&str>, data_dir: &Path) -> Result<Secret, Star
                 "\n  admin token (shown once; kept in {}):\n\n    {token}\n\n  use it as: Authorization: Bearer <token>\n",
                 path.display()
             );
-            Ok(Secret(token))
+            Ok(Secret::new(token))
         }
     }
 }
@@ -151,29 +123,18 @@ async fn healthz() -> HttpResponse {
     api::ok(&serde_json::json!({ "status": "ok" }))
 }
 
-/// Wires every route on an app; also used to produce the OpenAPI document.
-fn routes(
-    state: web::Data<AppState>,
-) -> (
-    App<
-        impl actix_web::dev::ServiceFactory<
-            actix_web::dev::ServiceRequest,
-            Config = (),
-            Response = actix_web::dev::ServiceResponse<actix_web::body::BoxBody>,
-            Error = actix_web::Error,
-            InitError = (),
-        >,
+/// Every route, on an app being built: the running server and the OpenAPI document use this
+/// one list, so the document cannot miss a route.
+fn services<T>(app: utoipa_actix_web::UtoipaApp<T>) -> utoipa_actix_web::UtoipaApp<T>
+where
+    T: actix_web::dev::ServiceFactory<
+        actix_web::dev::ServiceRequest,
+        Config = (),
+        Error = actix_web::Error,
+        InitError = (),
     >,
-    utoipa::openapi::OpenApi,
-) {
-    let (app, doc) = App::new()
-        .into_utoipa_app()
-        .openapi(ApiDoc::openapi())
-        .app_data(state)
-        .app_data(web::QueryConfig::default().error_handler(api::query_error))
-        .app_data(web::PathConfig::default().error_handler(api::path_error))
-        .app_data(web::JsonConfig::default().error_handler(api::json_error))
-        .service(healthz)
+{
+    app.service(healthz)
         .service(crate::collector::http::metrics)
         .service(scope::scope("/acq/v1").configure(crate::contacts::configure))
         .service(scope::scope("/api/v1").configure(crate::profiles::configure))
@@ -182,25 +143,13 @@ fn routes(
                 .wrap(from_fn(crate::collector::http::cors))
                 .configure(crate::collector::http::configure),
         )
-        .service(scope::scope("/admin/v1").configure(crate::admin::configure))
-        .split_for_parts();
-    (app.wrap(from_fn(api::request_context)), doc)
+        .service(scope::scope("/admin/v1").configure(crate::tenants::configure))
 }
 
 /// The OpenAPI document of every route.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    let mut doc = ApiDoc::openapi();
-    let (_, routes_doc) = App::new()
-        .into_utoipa_app()
-        .openapi(ApiDoc::openapi())
-        .service(healthz)
-        .service(crate::collector::http::metrics)
-        .service(scope::scope("/acq/v1").configure(crate::contacts::configure))
-        .service(scope::scope("/api/v1").configure(crate::profiles::configure))
-        .service(scope::scope("/api/w").configure(crate::collector::http::configure))
-        .service(scope::scope("/admin/v1").configure(crate::admin::configure))
-        .split_for_parts();
-    doc.merge(routes_doc);
+    let (_, doc) =
+        services(App::new().into_utoipa_app().openapi(ApiDoc::openapi())).split_for_parts();
     doc
 }
 
@@ -218,15 +167,15 @@ impl Application {
             settings.storage.store_queue,
         )?;
         let registry = Registry::load(store.db_for_startup())?;
-        let swept = crate::idempotency::sweep(
+        let swept = crate::storage::idempotency::sweep(
             store.db_for_startup(),
             settings.api.idempotency_ttl_secs as i64,
         )?;
         if swept > 0 {
             tracing::info!(swept, "expired idempotency records removed");
         }
-        let admin_token = admin_token(settings.admin_token.as_deref(), &data_dir)?;
-        let collector = Collector::start(&settings, store.db_for_startup())?;
+        let admin_token = admin_token(settings.admin_token.as_ref(), &data_dir)?;
+        let collector = web::Data::new(Collector::start(&settings, store.db_for_startup())?);
         let listener =
             TcpListener::bind(&settings.server.bind).map_err(|cause| StartError::Bind {
                 addr: settings.server.bind.clone(),
@@ -241,28 +190,39 @@ impl Application {
         };
         let shutdown_timeout = settings.server.shutdown_timeout_secs;
         tracing::info!(addr = %addr, data_dir = %data_dir.display(), workers, "tributary listening");
-        let state = web::Data::new(AppState {
-            settings,
-            collector,
-            store: store.clone(),
+        let access = web::Data::new(Access {
             registry,
             rate_limits: RateLimits::default(),
+            plans: settings.plans.clone(),
             admin_token,
         });
+        let state = web::Data::new(AppState {
+            settings,
+            store: store.clone(),
+        });
         let doc = Arc::new(openapi());
-        let app_state = state.clone();
+        let running = collector.clone();
         let server = HttpServer::new(move || {
             let doc = doc.clone();
-            let (app, _) = routes(state.clone());
-            let app = app.app_data(web::PayloadConfig::new(16 * 1024 * 1024));
-            app.route(
-                "/openapi.json",
-                web::get().to(move || {
-                    let doc = doc.clone();
-                    async move { HttpResponse::Ok().json(&*doc) }
-                }),
-            )
-            .default_service(web::to(api::not_found))
+            let app = App::new()
+                .into_utoipa_app()
+                .app_data(state.clone())
+                .app_data(access.clone())
+                .app_data(collector.clone())
+                .app_data(web::QueryConfig::default().error_handler(api::query_error))
+                .app_data(web::PathConfig::default().error_handler(api::path_error))
+                .app_data(web::JsonConfig::default().error_handler(api::json_error))
+                .app_data(web::PayloadConfig::new(16 * 1024 * 1024));
+            let (app, _) = services(app).split_for_parts();
+            app.wrap(from_fn(api::request_context))
+                .route(
+                    "/openapi.json",
+                    web::get().to(move || {
+                        let doc = doc.clone();
+                        async move { HttpResponse::Ok().json(&*doc) }
+                    }),
+                )
+                .default_service(web::to(api::not_found))
         })
         .workers(workers)
         .shutdown_timeout(shutdown_timeout)
@@ -272,7 +232,7 @@ impl Application {
         Ok(Application {
             port: addr.port(),
             server,
-            state: app_state,
+            collector: running,
             store,
             threads,
         })
@@ -293,16 +253,16 @@ impl Application {
     pub async fn run_until_stopped(self) -> Result<(), StartError> {
         let Application {
             server,
-            state,
+            collector,
             store,
             threads,
             ..
         } = self;
         let result = server.await.map_err(StartError::Server);
         tracing::info!("http server stopped; draining the collector");
-        let drained = state.clone();
-        let _ = tokio::task::spawn_blocking(move || drained.collector.shutdown()).await;
-        drop(state);
+        let drained = collector.clone();
+        let _ = tokio::task::spawn_blocking(move || drained.shutdown()).await;
+        drop(collector);
         tracing::info!("flushing the store");
         store.flush()?;
         drop(store);

@@ -11,6 +11,10 @@ use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, ResponseError};
 use serde::Serialize;
 
+use crate::config::Quota;
+use crate::storage::StoreError;
+pub use crate::validation::FieldError;
+
 /// Every machine code the service answers with, and its HTTP status: the one table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
@@ -57,22 +61,6 @@ impl ErrorCode {
             ErrorCode::RateLimited => "RATE_LIMITED",
             ErrorCode::InternalError => "INTERNAL_ERROR",
             ErrorCode::ServiceUnavailable => "SERVICE_UNAVAILABLE",
-        }
-    }
-}
-
-/// One invalid field: `{"field": "email", "message": "must be a valid e-mail address"}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, utoipa::ToSchema)]
-pub struct FieldError {
-    pub field: String,
-    pub message: String,
-}
-
-impl FieldError {
-    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
-        FieldError {
-            field: field.into(),
-            message: message.into(),
         }
     }
 }
@@ -133,6 +121,18 @@ impl ApiError {
         let mut e = ApiError::new(ErrorCode::InternalError, "internal error, retry later");
         e.source = Some(cause.to_string());
         e
+    }
+
+    /// 403 PLAN_LIMIT_REACHED with the usage in `details`.
+    pub fn plan_limit(quota: Quota, limit: u64, current: u64) -> Self {
+        ApiError::new(
+            ErrorCode::PlanLimitReached,
+            format!("the plan allows {limit} {}", quota.name()),
+        )
+        .with_details(vec![FieldError::new(
+            quota.name(),
+            format!("limit {limit}, current {current}"),
+        )])
     }
 
     pub fn unavailable(message: impl Into<String>, retry_after_secs: u64) -> Self {
@@ -204,18 +204,16 @@ impl ResponseError for ApiError {
         for (name, value) in &self.headers {
             res.insert_header((name.clone(), value.clone()));
         }
-        let mut res = res.json(self.body(&crate::api::current_request_id()));
+        let mut res = res.json(self.body(&super::request_id::current()));
         res.extensions_mut().insert(Enveloped);
         res
     }
 }
 
-impl From<crate::store::StoreError> for ApiError {
-    fn from(e: crate::store::StoreError) -> Self {
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
         match e {
-            crate::store::StoreError::Busy => {
-                ApiError::unavailable("the store is busy, retry later", 1)
-            }
+            StoreError::Busy => ApiError::unavailable("the store is busy, retry later", 1),
             other => ApiError::internal(other),
         }
     }

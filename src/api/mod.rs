@@ -4,114 +4,21 @@
 //! Architecture invariant: only `api/` and the resource handlers know HTTP and JSON envelopes;
 //! stores speak typed Rust values.
 
-pub mod auth;
+pub mod context;
+pub mod error;
+pub mod idempotency;
 pub mod ratelimit;
+pub mod request_id;
 
-use std::time::Instant;
-
-use actix_web::body::{BoxBody, MessageBody};
-use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::StatusCode;
-use actix_web::middleware::Next;
-use actix_web::{HttpMessage, HttpRequest, HttpResponse};
+use actix_web::{HttpRequest, HttpResponse};
 use serde::Serialize;
-use tracing::Instrument;
 
-use crate::error::{ApiError, Enveloped, FieldError};
-
-tokio::task_local! {
-    static REQUEST_ID: String;
-}
-
-/// The id of the request being served (set by [`request_context`]).
-pub fn current_request_id() -> String {
-    REQUEST_ID
-        .try_with(|id| id.clone())
-        .unwrap_or_else(|_| crate::ids::request_id())
-}
-
-/// Outermost middleware: gives every request an id (`X-Request-Id`, `meta.requestId`, the log
-/// span), turns every error, including actix's own bare 404/405, into the error envelope, and
-/// logs one line per request.
-pub async fn request_context(
-    req: ServiceRequest,
-    next: Next<impl MessageBody + 'static>,
-) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
-    let id = crate::ids::request_id();
-    let span = tracing::info_span!("request", request_id = %id, method = %req.method(), path = %req.path());
-    let started = Instant::now();
-    let outcome = REQUEST_ID
-        .scope(id.clone(), next.call(req))
-        .instrument(span.clone())
-        .await;
-    let mut res = match outcome {
-        Ok(res) => res.map_into_boxed_body(),
-        // Handlers and extractors turn their errors into responses inside the scope; an error
-        // that escapes the whole chain is rendered here, still under this request's id.
-        Err(e) => return Err(Escaped { id, inner: e }.into()),
-    };
-    if res.status().as_u16() >= 400 && res.response().extensions().get::<Enveloped>().is_none() {
-        let err = ApiError::from_status(res.status());
-        let body = err.body(&id);
-        let mut replacement = HttpResponse::build(err.code.status());
-        if let Some(allow) = res.headers().get(header::ALLOW) {
-            replacement.insert_header((header::ALLOW, allow.clone()));
-        }
-        res = res.into_response(replacement.json(body));
-    }
-    if let Ok(v) = HeaderValue::from_str(&id) {
-        res.headers_mut()
-            .insert(header::HeaderName::from_static("x-request-id"), v);
-    }
-    let rate = res
-        .request()
-        .extensions()
-        .get::<ratelimit::RateLimitInfo>()
-        .copied();
-    if let Some(rate) = rate {
-        rate.write_headers(res.headers_mut());
-    }
-    let status = res.status().as_u16();
-    let latency_us = started.elapsed().as_micros() as u64;
-    if status >= 500 {
-        tracing::warn!(parent: &span, status, latency_us, "request failed");
-    } else {
-        tracing::debug!(parent: &span, status, latency_us, "request done");
-    }
-    Ok(res)
-}
-
-/// An error that escaped the service chain, rendered with the request's id.
-#[derive(Debug)]
-struct Escaped {
-    id: String,
-    inner: actix_web::Error,
-}
-
-impl std::fmt::Display for Escaped {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.inner.fmt(f)
-    }
-}
-
-impl actix_web::ResponseError for Escaped {
-    fn status_code(&self) -> StatusCode {
-        self.inner.as_response_error().status_code()
-    }
-
-    fn error_response(&self) -> HttpResponse {
-        let body = match self.inner.as_error::<ApiError>() {
-            Some(api) => api.body(&self.id),
-            None => ApiError::from_status(self.status_code()).body(&self.id),
-        };
-        let mut res = HttpResponse::build(self.status_code());
-        if let Ok(v) = HeaderValue::from_str(&self.id) {
-            res.insert_header((header::HeaderName::from_static("x-request-id"), v));
-        }
-        res.json(body)
-    }
-}
+use crate::storage::idempotency::StoredAnswer;
+pub use context::request_context;
+pub use error::{ApiError, ErrorCode, FieldError};
+pub use request_id::current as current_request_id;
 
 #[derive(Serialize)]
 struct Meta {
@@ -171,27 +78,18 @@ pub fn list<T: Serialize>(data: &[T], pagination: &Pagination) -> HttpResponse {
     envelope(StatusCode::OK, &data, Some(pagination))
 }
 
-/// A success answer kept for replay (idempotency), independent of the request id.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-pub struct StoredAnswer {
-    pub status: u16,
-    pub location: Option<String>,
-    pub data: serde_json::Value,
-}
-
-impl StoredAnswer {
-    pub fn respond(&self) -> HttpResponse {
-        let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::OK);
-        let mut res = envelope(status, &self.data, None);
-        if let Some(loc) = self
-            .location
-            .as_deref()
-            .and_then(|l| HeaderValue::from_str(l).ok())
-        {
-            res.headers_mut().insert(header::LOCATION, loc);
-        }
-        res
+/// The answer of a replayed idempotent request, as first sent.
+pub fn replay(answer: &StoredAnswer) -> HttpResponse {
+    let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::OK);
+    let mut res = envelope(status, &answer.data, None);
+    if let Some(loc) = answer
+        .location
+        .as_deref()
+        .and_then(|l| HeaderValue::from_str(l).ok())
+    {
+        res.headers_mut().insert(header::LOCATION, loc);
     }
+    res
 }
 
 /// The media type of a request without parameters, lowercased (`""` when absent).
@@ -318,8 +216,5 @@ pub async fn read_body(
 
 /// Every route that matches nothing.
 pub async fn not_found() -> Result<HttpResponse, ApiError> {
-    Err(ApiError::new(
-        crate::error::ErrorCode::NotFound,
-        "no such route",
-    ))
+    Err(ApiError::new(ErrorCode::NotFound, "no such route"))
 }

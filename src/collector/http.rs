@@ -16,12 +16,12 @@ use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::decode::{self, BodyError, Enrichment, Rejected};
 use super::metrics::Reject;
+use super::Collector;
 use super::{usage, SubmitError};
-use crate::api;
+use crate::api::{self, ApiError, ErrorCode, FieldError};
 use crate::config::{CollectorSettings, Quota};
-use crate::error::{ApiError, ErrorCode, FieldError};
-use crate::startup::AppState;
-use crate::tenants::KeyKind;
+use crate::state::AppState;
+use crate::tenants::{Access, KeyKind};
 
 /// Bodies above this are parsed on the blocking pool rather than on the HTTP worker.
 const INLINE_PARSE_BYTES: usize = 64 * 1024;
@@ -118,8 +118,8 @@ fn client_ip(req: &HttpRequest, cfg: &CollectorSettings) -> Option<String> {
     Some(ip.to_string())
 }
 
-fn too_large(state: &AppState, what: &str, limit: usize) -> ApiError {
-    state.collector.edge.reject(Reject::TooLarge, 1);
+fn too_large(collector: &Collector, what: &str, limit: usize) -> ApiError {
+    collector.edge.reject(Reject::TooLarge, 1);
     ApiError::new(
         ErrorCode::PayloadTooLarge,
         format!("{what} larger than {limit} bytes"),
@@ -128,17 +128,17 @@ fn too_large(state: &AppState, what: &str, limit: usize) -> ApiError {
 
 /// Reads the body up to the batch limit and undoes gzip, capping the decompressed size.
 async fn read_body(
-    state: &AppState,
+    collector: &Collector,
+    limit: usize,
     req: &HttpRequest,
     mut payload: web::Payload,
 ) -> Result<Vec<u8>, ApiError> {
     use futures_util::StreamExt;
-    let limit = state.settings.collector.max_batch_bytes;
     let mut raw = Vec::new();
     while let Some(chunk) = payload.next().await {
         let chunk = chunk.map_err(|e| ApiError::field("body", e.to_string()))?;
         if raw.len() + chunk.len() > limit {
-            return Err(too_large(state, "batch", limit));
+            return Err(too_large(collector, "batch", limit));
         }
         raw.extend_from_slice(&chunk);
     }
@@ -156,7 +156,7 @@ async fn read_body(
                 .read_to_end(&mut out)
                 .map_err(|e| ApiError::field("body", format!("invalid gzip: {e}")))?;
             if out.len() > limit {
-                return Err(too_large(state, "decompressed batch", limit));
+                return Err(too_large(collector, "decompressed batch", limit));
             }
             Ok(out)
         }
@@ -213,11 +213,13 @@ fn decode_body(
 #[post("/analytics/collect")]
 async fn collect(
     state: web::Data<AppState>,
+    collector: web::Data<Collector>,
+    access: web::Data<Access>,
     req: HttpRequest,
     query: web::Query<CollectQuery>,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    let edge = &state.collector.edge;
+    let edge = &collector.edge;
     edge.requests
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let cfg = &state.settings.collector;
@@ -242,13 +244,13 @@ async fn collect(
     let mut who = None;
     if let Some(k) = &outer_key {
         who = Some(
-            state
+            access
                 .registry
                 .authenticate(k, KeyKind::Integration)
                 .ok_or_else(unauthorized)?,
         );
     }
-    let body = read_body(&state, &req, payload).await?;
+    let body = read_body(&collector, cfg.max_batch_bytes, &req, payload).await?;
     edge.body_bytes
         .fetch_add(body.len() as u64, std::sync::atomic::Ordering::Relaxed);
     let received_at = chrono::Utc::now().timestamp_micros();
@@ -285,7 +287,7 @@ async fn collect(
         Some(w) => w,
         None => {
             let key = body_key.ok_or_else(unauthorized)?;
-            state
+            access
                 .registry
                 .authenticate(&key, KeyKind::Integration)
                 .ok_or_else(unauthorized)?
@@ -298,7 +300,7 @@ async fn collect(
     };
     edge.reject(Reject::InvalidEvent, rejected_events as u64);
     if events.is_empty() && rejected.iter().any(|r| r.too_large) {
-        return Err(too_large(&state, "event", cfg.max_event_bytes));
+        return Err(too_large(&collector, "event", cfg.max_event_bytes));
     }
     if events.is_empty() {
         let details = rejected
@@ -312,33 +314,24 @@ async fn collect(
         e.app_id.clone_from(&who.app_id);
     }
     let month = usage::month_of(received_at);
-    if let Some(limit) = state
-        .settings
-        .plan(who.plan.name())
-        .limit(Quota::EventsPerMonth)
-    {
-        let current = match state.collector.meter.get(&who.app_id, &month) {
+    if let Some(limit) = state.settings.plan(who.plan).limit(Quota::EventsPerMonth) {
+        let current = match collector.meter.get(&who.app_id, &month) {
             Some(n) => n,
             None => {
                 let (app, m) = (who.app_id.clone(), month.clone());
                 let n = state.store.run(move |db| usage::get(db, &app, &m)).await?;
-                state.collector.meter.seed(&who.app_id, &month, n);
-                state.collector.meter.get(&who.app_id, &month).unwrap_or(n)
+                collector.meter.seed(&who.app_id, &month, n);
+                collector.meter.get(&who.app_id, &month).unwrap_or(n)
             }
         };
         if current + events.len() as u64 > limit {
             edge.reject(Reject::PlanLimit, events.len() as u64);
-            return Err(crate::contacts::plan_limit(
-                Quota::EventsPerMonth,
-                limit,
-                current,
-            ));
+            return Err(ApiError::plan_limit(Quota::EventsPerMonth, limit, current));
         }
     }
-    match state.collector.submit(events).await {
+    match collector.submit(events).await {
         Ok(done) => {
-            state
-                .collector
+            collector
                 .meter
                 .add(&who.app_id, &month, done.accepted as u64);
             Ok(api::ok(&json!({
@@ -362,10 +355,10 @@ async fn collect(
 /// Prometheus metrics of the collector.
 #[utoipa::path(tag = "service", responses((status = 200, description = "Prometheus text format", content_type = "text/plain")))]
 #[get("/metrics")]
-pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
+pub async fn metrics(collector: web::Data<Collector>) -> HttpResponse {
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4")
-        .body(state.collector.metrics())
+        .body(collector.metrics())
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::event::Event;
-use crate::store::{decode, encode, StoreError};
+use crate::storage::{decode, encode, StoreError};
 
 pub const IDENTITIES: &str = "identities";
 pub const PROFILES: &str = "profiles";

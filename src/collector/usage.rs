@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use super::event::Event;
-use crate::store::StoreError;
+use crate::storage::StoreError;
 
 pub const TREE: &str = "usage";
 

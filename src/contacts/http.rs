@@ -1,9 +1,4 @@
-//! `/acq/v1/contacts`: the acquisition CRM (api.md §5).
-//!
-//! `handler -> model::apply (validation) -> store actor -> store.rs (sled, indexes)`
-
-pub mod model;
-pub mod store;
+//! The handlers of `/acq/v1/contacts`: query and body parsing, permissions, envelopes.
 
 use actix_web::{delete, get, patch, post, web, HttpRequest, HttpResponse};
 use serde::Deserialize;
@@ -11,13 +6,13 @@ use serde_json::{json, Map, Value};
 use utoipa::IntoParams;
 use utoipa_actix_web::service_config::ServiceConfig;
 
-use crate::api::{self, auth::Principal, Pagination, StoredAnswer};
+use super::model::{self, Contact};
+use super::store::{self, BatchOutcome, ContactError, Cursor, Filter, Sort, SortField};
+use crate::api::{self, ApiError, FieldError, Pagination};
 use crate::config::Quota;
-use crate::error::{ApiError, ErrorCode, FieldError};
-use crate::startup::AppState;
-use crate::tenants::Permission;
-pub use model::Contact;
-use store::{BatchOutcome, ContactError, Cursor, Filter, Sort, SortField};
+use crate::state::AppState;
+use crate::storage::idempotency::StoredAnswer;
+use crate::tenants::{Permission, Principal};
 
 pub const MAX_BATCH: usize = 100;
 
@@ -42,22 +37,12 @@ impl From<ContactError> for ApiError {
                 ApiError::conflict(format!("a contact with this email already exists: {existing_id}"))
                     .with_details(vec![FieldError::new("email", format!("already used by contact {existing_id}"))])
             }
-            ContactError::PlanLimit { limit, current } => plan_limit(Quota::Contacts, limit, current),
+            ContactError::PlanLimit { limit, current } => {
+                ApiError::plan_limit(Quota::Contacts, limit, current)
+            }
             ContactError::Store(e) => e.into(),
         }
     }
-}
-
-/// 403 PLAN_LIMIT_REACHED with the usage in `details`.
-pub fn plan_limit(quota: Quota, limit: u64, current: u64) -> ApiError {
-    ApiError::new(
-        ErrorCode::PlanLimitReached,
-        format!("the plan allows {limit} {}", quota.name()),
-    )
-    .with_details(vec![FieldError::new(
-        quota.name(),
-        format!("limit {limit}, current {current}"),
-    )])
 }
 
 /// Query parameters of the contact list. A comma inside a value means OR.
@@ -285,8 +270,8 @@ async fn create_contact(
     who.require(Permission::ContactsWrite)?;
     let (body, fields) =
         api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
-    let limit = state.settings.plan(who.plan.name()).limit(Quota::Contacts);
-    crate::idempotency::once(&state, &who.app_id, &req, &body, || async {
+    let limit = state.settings.plan(who.plan).limit(Quota::Contacts);
+    api::idempotency::once(&state, &who.app_id, &req, &body, || async {
         let contact = store::build(&who.app_id, &fields)?;
         let stored = contact.clone();
         state
@@ -429,8 +414,8 @@ async fn batch_contacts(
     if !errors.is_empty() {
         return Err(ApiError::validation(errors));
     }
-    let limit = state.settings.plan(who.plan.name()).limit(Quota::Contacts);
-    crate::idempotency::once(&state, &who.app_id, &req, &body, || async {
+    let limit = state.settings.plan(who.plan).limit(Quota::Contacts);
+    api::idempotency::once(&state, &who.app_id, &req, &body, || async {
         let app = who.app_id.clone();
         let outcomes = state.store.run(move |db| store::batch(db, &app, &items, upsert, limit)).await?;
         let (mut created, mut updated, mut failed) = (0, 0, 0);

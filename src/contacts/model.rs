@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::error::FieldError;
+use crate::validation::FieldError;
 
 pub const STATUSES: [&str; 8] = [
     "new",

@@ -15,9 +15,9 @@ use serde_json::{Map, Value};
 use sled::transaction::{ConflictableTransactionError, TransactionError, TransactionalTree};
 
 use super::model::{apply, Contact, Mode, Rejection};
-use crate::error::FieldError;
 use crate::ids;
-use crate::store::{decode, encode, StoreError};
+use crate::storage::{decode, encode, StoreError};
+use crate::validation::FieldError;
 
 pub const TREE: &str = "contacts";
 

@@ -4,12 +4,11 @@ use actix_web::{get, web, HttpResponse};
 use serde_json::json;
 use utoipa_actix_web::service_config::ServiceConfig;
 
-use crate::api::{self, auth::Principal};
+use crate::api::{self, ApiError};
 use crate::collector::identity;
-use crate::error::ApiError;
 use crate::ids;
-use crate::startup::AppState;
-use crate::tenants::Permission;
+use crate::state::AppState;
+use crate::tenants::{Permission, Principal};
 
 pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(get_profile);

@@ -7,9 +7,26 @@ use actix_web::dev::Payload;
 use actix_web::{web, FromRequest, HttpMessage, HttpRequest};
 use subtle::ConstantTimeEq;
 
-use crate::error::{ApiError, ErrorCode, FieldError};
-use crate::startup::AppState;
-use crate::tenants::{KeyKind, Permission, Plan};
+use super::model::{KeyKind, Permission, Plan};
+use super::registry::Registry;
+use crate::api::ratelimit::RateLimits;
+use crate::api::{ApiError, ErrorCode, FieldError};
+use crate::config::{PlanLimits, Plans, Secret};
+
+/// Who may do what: the key registry, the per-key rate limits and the admin token. Registered
+/// as its own `web::Data`; the authentication extractors below read it.
+pub struct Access {
+    pub registry: Registry,
+    pub rate_limits: RateLimits,
+    pub plans: Plans,
+    pub admin_token: Secret,
+}
+
+impl Access {
+    pub fn limits(&self, plan: Plan) -> PlanLimits {
+        *self.plans.get(plan)
+    }
+}
 
 /// The app and key behind an authenticated, rate-limited API request.
 #[derive(Debug, Clone)]
@@ -38,27 +55,26 @@ impl Principal {
     }
 }
 
-fn state(req: &HttpRequest) -> Result<&web::Data<AppState>, ApiError> {
-    req.app_data::<web::Data<AppState>>()
-        .ok_or_else(|| ApiError::internal("application state missing"))
+fn access(req: &HttpRequest) -> Result<&web::Data<Access>, ApiError> {
+    req.app_data::<web::Data<Access>>()
+        .ok_or_else(|| ApiError::internal("access state missing"))
 }
 
 fn authenticate(req: &HttpRequest) -> Result<Principal, ApiError> {
-    let state = state(req)?;
+    let access = access(req)?;
     let presented = req
         .headers()
         .get("x-api-key")
         .ok_or_else(|| ApiError::unauthorized("missing X-API-Key header"))?
         .to_str()
         .map_err(|_| ApiError::unauthorized("invalid API key"))?;
-    let who = state
+    let who = access
         .registry
         .authenticate(presented, KeyKind::Api)
         .ok_or_else(|| ApiError::unauthorized("invalid or revoked API key"))?;
-    let rate = state.rate_limits.check(
-        &who.key_id,
-        state.settings.plan(who.plan.name()).requests_per_minute,
-    );
+    let rate = access
+        .rate_limits
+        .check(&who.key_id, access.limits(who.plan).requests_per_minute);
     req.extensions_mut().insert(rate);
     if let Some(wait) = rate.retry_after {
         return Err(ApiError::new(
@@ -93,7 +109,7 @@ impl FromRequest for Admin {
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         ready((|| {
-            let state = state(req)?;
+            let access = access(req)?;
             let token = req
                 .headers()
                 .get("authorization")
@@ -102,7 +118,7 @@ impl FromRequest for Admin {
                 .ok_or_else(|| {
                     ApiError::unauthorized("missing Authorization: Bearer <admin token>")
                 })?;
-            let expected = crate::ids::hash_secret(state.admin_token.expose());
+            let expected = crate::ids::hash_secret(access.admin_token.expose());
             let given = crate::ids::hash_secret(token.trim());
             if bool::from(expected.ct_eq(&given)) {
                 Ok(Admin)

@@ -5,14 +5,13 @@ use actix_web::{delete, get, patch, post, web, HttpRequest, HttpResponse};
 use serde_json::{json, Map, Value};
 use utoipa_actix_web::service_config::ServiceConfig;
 
-use crate::api::{self, auth::Admin, Pagination};
-use crate::error::{ApiError, FieldError};
-use crate::ids;
-use crate::startup::AppState;
-use crate::store::{decode, encode, StoreError};
-use crate::tenants::{
-    new_key, App, KeyKind, KeyRecord, KeyView, Permission, Plan, APPS_TREE, KEYS_TREE,
-};
+use super::auth::{Access, Admin};
+use super::model::{new_key, App, KeyKind, KeyRecord, KeyView, Permission, Plan};
+use super::store;
+use crate::api::{self, ApiError, FieldError, Pagination};
+use crate::ids::{self, Timestamp};
+use crate::state::AppState;
+use crate::validation::only_fields;
 
 pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(create_app)
@@ -90,66 +89,6 @@ fn permissions_field(
     Some(perms)
 }
 
-fn only_fields(body: &Map<String, Value>, allowed: &[&str], errors: &mut Vec<FieldError>) {
-    for k in body.keys().filter(|k| !allowed.contains(&k.as_str())) {
-        errors.push(FieldError::new(
-            k.clone(),
-            format!("is not accepted here ({})", allowed.join(", ")),
-        ));
-    }
-}
-
-fn load_app(db: &sled::Db, id: &str) -> Result<Option<App>, StoreError> {
-    let tree = db.open_tree(APPS_TREE)?;
-    match tree.get(id)? {
-        Some(v) => Ok(Some(decode(id.as_bytes(), &v)?)),
-        None => Ok(None),
-    }
-}
-
-fn load_key(db: &sled::Db, app_id: &str, key_id: &str) -> Result<Option<KeyRecord>, StoreError> {
-    let tree = db.open_tree(KEYS_TREE)?;
-    match tree.get(key_id)? {
-        Some(v) => {
-            let k: KeyRecord = decode(key_id.as_bytes(), &v)?;
-            Ok((k.app_id == app_id && k.kind == KeyKind::Api).then_some(k))
-        }
-        None => Ok(None),
-    }
-}
-
-/// Read-modify-write of an app as a compare-and-swap, so concurrent admin calls never undo each
-/// other (two rotations would otherwise leave an untracked live key). Returns (before, after).
-fn modify_app(
-    db: &sled::Db,
-    id: &str,
-    change: impl Fn(&mut App),
-) -> Result<Option<(App, App)>, StoreError> {
-    let tree = db.open_tree(APPS_TREE)?;
-    loop {
-        let Some(current) = tree.get(id)? else {
-            return Ok(None);
-        };
-        let before: App = decode(id.as_bytes(), &current)?;
-        let mut after = before.clone();
-        change(&mut after);
-        after.updated_at = ids::iso(ids::now());
-        if tree
-            .compare_and_swap(id, Some(current), Some(encode(&after)))?
-            .is_ok()
-        {
-            db.flush()?;
-            return Ok(Some((before, after)));
-        }
-    }
-}
-
-fn put(db: &sled::Db, tree: &str, id: &str, value: Vec<u8>) -> Result<(), StoreError> {
-    db.open_tree(tree)?.insert(id, value)?;
-    db.flush()?;
-    Ok(())
-}
-
 /// Create an app. Answers its integration key (`X-App-Key`) once.
 #[utoipa::path(
     tag = "admin",
@@ -161,6 +100,7 @@ fn put(db: &sled::Db, tree: &str, id: &str, value: Vec<u8>) -> Result<(), StoreE
 async fn create_app(
     _: Admin,
     state: web::Data<AppState>,
+    access: web::Data<Access>,
     req: HttpRequest,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
@@ -174,25 +114,22 @@ async fn create_app(
     }
     let id = ids::object_id();
     let (key, integration_key) = new_key(&id, KeyKind::Integration, "integration", Vec::new());
-    let now = ids::iso(ids::now());
+    let now = Timestamp::now();
     let app = App {
         id: id.clone(),
         name: name.expect("checked"),
         plan,
         integration_key_id: key.id.clone(),
-        created_at: now.clone(),
+        created_at: now,
         updated_at: now,
     };
     let (a, k) = (app.clone(), key.clone());
     state
         .store
-        .run(move |db| {
-            db.open_tree(KEYS_TREE)?.insert(&k.id, encode(&k))?;
-            put(db, APPS_TREE, &a.id, encode(&a))
-        })
+        .run(move |db| store::create_app(db, &a, &k))
         .await?;
-    state.registry.set_key(&key);
-    state.registry.set_app(&app);
+    access.registry.set_key(&key);
+    access.registry.set_app(&app);
     tracing::info!(app_id = %app.id, plan = app.plan.name(), "app created");
     Ok(api::created(
         &format!("/admin/v1/apps/{}", app.id),
@@ -227,25 +164,7 @@ async fn list_apps(
     };
     let (apps, more) = state
         .store
-        .run(move |db| {
-            let tree = db.open_tree(APPS_TREE)?;
-            let iter = match &after {
-                Some(a) => tree.range::<&[u8], _>((
-                    std::ops::Bound::Excluded(a.as_bytes()),
-                    std::ops::Bound::Unbounded,
-                )),
-                None => tree.iter(),
-            };
-            let mut apps = Vec::new();
-            for kv in iter {
-                let (k, v) = kv?;
-                if apps.len() == limit {
-                    return Ok((apps, true));
-                }
-                apps.push(decode::<App>(&k, &v)?);
-            }
-            Ok((apps, false))
-        })
+        .run(move |db| store::list_apps(db, after.as_deref(), limit))
         .await?;
     let next = if more {
         apps.last().map(|a| a.id.clone())
@@ -265,7 +184,7 @@ async fn list_apps(
 async fn existing_app(state: &AppState, id: String) -> Result<App, ApiError> {
     state
         .store
-        .run(move |db| load_app(db, &id))
+        .run(move |db| store::get_app(db, &id))
         .await?
         .ok_or_else(|| ApiError::not_found("app"))
 }
@@ -291,6 +210,7 @@ async fn get_app(
 async fn update_app(
     _: Admin,
     state: web::Data<AppState>,
+    access: web::Data<Access>,
     req: HttpRequest,
     id: web::Path<String>,
     payload: web::Payload,
@@ -307,7 +227,7 @@ async fn update_app(
     let (_, app) = state
         .store
         .run(move |db| {
-            modify_app(db, &id, |app| {
+            store::modify_app(db, &id, |app| {
                 if let Some(n) = &name {
                     app.name.clone_from(n);
                 }
@@ -316,7 +236,7 @@ async fn update_app(
         })
         .await?
         .ok_or_else(|| ApiError::not_found("app"))?;
-    state.registry.set_app(&app);
+    access.registry.set_app(&app);
     tracing::info!(app_id = %app.id, plan = app.plan.name(), "app updated");
     Ok(api::ok(&app))
 }
@@ -327,6 +247,7 @@ async fn update_app(
 async fn rotate_integration_key(
     _: Admin,
     state: web::Data<AppState>,
+    access: web::Data<Access>,
     id: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let app_id = id.into_inner();
@@ -334,33 +255,14 @@ async fn rotate_integration_key(
     let k = key.clone();
     let (app, revoked) = state
         .store
-        .run(move |db| {
-            let keys = db.open_tree(KEYS_TREE)?;
-            keys.insert(&k.id, encode(&k))?;
-            let Some((before, after)) =
-                modify_app(db, &app_id, |a| a.integration_key_id.clone_from(&k.id))?
-            else {
-                keys.remove(&k.id)?;
-                return Ok(None);
-            };
-            let old = &before.integration_key_id;
-            let mut revoked = None;
-            if let Some(v) = keys.get(old)? {
-                let mut r: KeyRecord = decode(old.as_bytes(), &v)?;
-                r.revoked_at = Some(ids::iso(ids::now()));
-                keys.insert(old, encode(&r))?;
-                revoked = Some(r);
-            }
-            db.flush()?;
-            Ok(Some((after, revoked)))
-        })
+        .run(move |db| store::rotate_integration_key(db, &app_id, &k))
         .await?
         .ok_or_else(|| ApiError::not_found("app"))?;
-    state.registry.set_key(&key);
+    access.registry.set_key(&key);
     if let Some(r) = revoked {
-        state.registry.set_key(&r);
+        access.registry.set_key(&r);
     }
-    state.registry.set_app(&app);
+    access.registry.set_app(&app);
     Ok(api::created(
         &format!("/admin/v1/apps/{}", app.id),
         &json!({ "integrationKey": secret, "integrationKeyId": key.id }),
@@ -377,6 +279,7 @@ async fn rotate_integration_key(
 async fn create_key(
     _: Admin,
     state: web::Data<AppState>,
+    access: web::Data<Access>,
     req: HttpRequest,
     app_id: web::Path<String>,
     payload: web::Payload,
@@ -397,11 +300,8 @@ async fn create_key(
         permissions.expect("checked"),
     );
     let k = key.clone();
-    state
-        .store
-        .run(move |db| put(db, KEYS_TREE, &k.id, encode(&k)))
-        .await?;
-    state.registry.set_key(&key);
+    state.store.run(move |db| store::insert_key(db, &k)).await?;
+    access.registry.set_key(&key);
     tracing::info!(app_id = %app.id, key_id = %key.id, "api key created");
     Ok(api::created(
         &format!("/admin/v1/apps/{}/keys/{}", app.id, key.id),
@@ -418,20 +318,13 @@ async fn list_keys(
     app_id: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let app = existing_app(&state, app_id.into_inner()).await?;
-    let keys = state
+    let keys: Vec<KeyView> = state
         .store
-        .run(move |db| {
-            let mut keys = Vec::new();
-            for kv in db.open_tree(KEYS_TREE)?.iter() {
-                let (k, v) = kv?;
-                let rec: KeyRecord = decode(&k, &v)?;
-                if rec.app_id == app.id && rec.kind == KeyKind::Api {
-                    keys.push(KeyView::from(&rec));
-                }
-            }
-            Ok(keys)
-        })
-        .await?;
+        .run(move |db| store::api_keys(db, &app.id))
+        .await?
+        .iter()
+        .map(KeyView::from)
+        .collect();
     let pagination = Pagination {
         limit: keys.len(),
         next_cursor: None,
@@ -442,23 +335,17 @@ async fn list_keys(
 
 async fn change_key(
     state: &AppState,
+    access: &Access,
     app_id: String,
     key_id: String,
-    change: impl FnOnce(&mut KeyRecord) + Send + 'static,
+    change: impl Fn(&mut KeyRecord) + Send + 'static,
 ) -> Result<KeyRecord, ApiError> {
     let updated = state
         .store
-        .run(move |db| {
-            let Some(mut key) = load_key(db, &app_id, &key_id)? else {
-                return Ok(None);
-            };
-            change(&mut key);
-            put(db, KEYS_TREE, &key.id, encode(&key))?;
-            Ok(Some(key))
-        })
+        .run(move |db| store::modify_api_key(db, &app_id, &key_id, change))
         .await?
         .ok_or_else(|| ApiError::not_found("key"))?;
-    state.registry.set_key(&updated);
+    access.registry.set_key(&updated);
     Ok(updated)
 }
 
@@ -473,6 +360,7 @@ async fn change_key(
 async fn update_key(
     _: Admin,
     state: web::Data<AppState>,
+    access: web::Data<Access>,
     req: HttpRequest,
     path: web::Path<(String, String)>,
     payload: web::Payload,
@@ -486,7 +374,10 @@ async fn update_key(
     }
     let (app_id, key_id) = path.into_inner();
     let perms = permissions.expect("checked");
-    let key = change_key(&state, app_id, key_id, move |k| k.permissions = perms).await?;
+    let key = change_key(&state, &access, app_id, key_id, move |k| {
+        k.permissions.clone_from(&perms)
+    })
+    .await?;
     Ok(api::ok(&KeyView::from(&key)))
 }
 
@@ -500,16 +391,15 @@ async fn update_key(
 async fn revoke_key(
     _: Admin,
     state: web::Data<AppState>,
+    access: web::Data<Access>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
     let (app_id, key_id) = path.into_inner();
-    let key = change_key(&state, app_id, key_id, |k| {
-        if k.revoked_at.is_none() {
-            k.revoked_at = Some(ids::iso(ids::now()));
-        }
+    let key = change_key(&state, &access, app_id, key_id, |k| {
+        k.revoked_at.get_or_insert_with(Timestamp::now);
     })
     .await?;
-    state.rate_limits.forget(&key.id);
+    access.rate_limits.forget(&key.id);
     tracing::info!(key_id = %key.id, "api key revoked");
     Ok(api::ok(
         &json!({ "id": key.id, "revoked": true, "revokedAt": key.revoked_at }),

@@ -514,7 +514,7 @@ async fn identify_links_later_events_to_the_user_and_merges_the_profile() {
 
 #[tokio::test]
 async fn the_monthly_event_quota_is_403_plan_limit_reached() {
-    let app = spawn_app_with(|s| s.plans.get_mut("free").unwrap().events_per_month = 15);
+    let app = spawn_app_with(|s| s.plans.free.events_per_month = 15);
     let (_, ik) = app.create_app("free").await;
     assert_eq!(app.collect(&ik, tracks("q", 10)).await.status, 200);
     let over = app

@@ -653,7 +653,7 @@ async fn contacts_apps_and_keys_survive_a_restart() {
 
 #[tokio::test]
 async fn batch_upsert_creates_updates_and_reports_each_item() {
-    let app = spawn_app_with(|s| s.plans.get_mut("free").unwrap().contacts = 4);
+    let app = spawn_app_with(|s| s.plans.free.contacts = 4);
     let key = app.contacts_key("free").await;
     let existing = app
         .create_contact(

@@ -226,7 +226,7 @@ async fn a_key_without_the_permission_is_403_forbidden_naming_it() {
 
 #[tokio::test]
 async fn the_plan_limit_is_403_with_the_usage_and_a_bigger_plan_lifts_it() {
-    let app = spawn_app_with(|s| s.plans.get_mut("free").unwrap().contacts = 3);
+    let app = spawn_app_with(|s| s.plans.free.contacts = 3);
     let (app_id, _) = app.create_app("free").await;
     let (_, key) = app
         .create_key(&app_id, &["contacts:write", "contacts:delete"])
@@ -286,7 +286,7 @@ async fn the_plan_limit_is_403_with_the_usage_and_a_bigger_plan_lifts_it() {
 
 #[tokio::test]
 async fn over_the_rate_limit_is_429_with_retry_after_and_every_answer_has_the_headers() {
-    let app = spawn_app_with(|s| s.plans.get_mut("free").unwrap().requests_per_minute = 5);
+    let app = spawn_app_with(|s| s.plans.free.requests_per_minute = 5);
     let key = app.contacts_key("free").await;
     for expected_remaining in (0..5).rev() {
         let a = app.api(&key, Method::GET, "/acq/v1/contacts", None).await;

@@ -1,0 +1,92 @@
+//! `Idempotency-Key` on POST (api.md §2): the same key with the same request replays the stored
+//! answer for 24 h; the same key with another request is 409 CONFLICT; a key whose first request
+//! is still running is 409 too. Only successful answers are kept, so a failed request can be
+//! retried with the same key. The fingerprint is SHA-256 of method, path and body; the records
+//! are kept by `storage::idempotency`.
+
+use std::future::Future;
+
+use actix_web::http::header::{HeaderName, HeaderValue};
+use actix_web::{HttpRequest, HttpResponse};
+use sha2::{Digest, Sha256};
+
+use super::error::ApiError;
+use crate::state::AppState;
+use crate::storage::idempotency::{self as records, Begin, StoredAnswer};
+
+/// Runs `work` once per idempotency key (when the request has one).
+pub async fn once<F, Fut>(
+    state: &AppState,
+    app_id: &str,
+    req: &HttpRequest,
+    body: &[u8],
+    work: F,
+) -> Result<HttpResponse, ApiError>
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<StoredAnswer, ApiError>>,
+{
+    let Some(raw) = req.headers().get("idempotency-key") else {
+        return work().await.map(|a| super::replay(&a));
+    };
+    let idem = raw
+        .to_str()
+        .ok()
+        .filter(|k| !k.is_empty() && k.len() <= 255 && k.bytes().all(|b| b.is_ascii_graphic()))
+        .ok_or_else(|| {
+            ApiError::field(
+                "Idempotency-Key",
+                "must be 1 to 255 printable ASCII characters",
+            )
+        })?;
+    let mut h = Sha256::new();
+    h.update(req.method().as_str());
+    h.update([0]);
+    h.update(req.path());
+    h.update([0]);
+    h.update(body);
+    let fingerprint = hex::encode(h.finalize());
+    let key = [app_id.as_bytes(), &[0], idem.as_bytes()].concat();
+    let ttl = state.settings.api.idempotency_ttl_secs as i64;
+    let (k, fp) = (key.clone(), fingerprint.clone());
+    match state
+        .store
+        .run(move |db| records::begin(db, &k, &fp, ttl))
+        .await?
+    {
+        Begin::Started => {}
+        Begin::Replay(answer) => {
+            let mut res = super::replay(&answer);
+            res.headers_mut().insert(
+                HeaderName::from_static("idempotent-replayed"),
+                HeaderValue::from_static("true"),
+            );
+            return Ok(res);
+        }
+        Begin::Mismatch => {
+            return Err(ApiError::conflict(
+                "this Idempotency-Key was used for a different request",
+            ))
+        }
+        Begin::InFlight => {
+            return Err(ApiError::conflict(
+                "a request with this Idempotency-Key is still in progress",
+            ))
+        }
+    }
+    let result = work().await;
+    let finished = match &result {
+        Ok(answer) => {
+            let answer = answer.clone();
+            state
+                .store
+                .run(move |db| records::finish(db, &key, fingerprint, answer))
+                .await
+        }
+        Err(_) => state.store.run(move |db| records::abandon(db, &key)).await,
+    };
+    if let Err(e) = finished {
+        tracing::warn!(error = %e, "could not record the idempotency outcome");
+    }
+    result.map(|a| super::replay(&a))
+}

@@ -1,0 +1,178 @@
+//! Apps and keys in sled: tree `apps` (`appId -> App`) and tree `keys` (`keyId -> KeyRecord`).
+//! Every read-modify-write is a compare-and-swap, so concurrent admin calls never undo each
+//! other (a PATCH racing a revocation cannot bring the key back). Each write is flushed before
+//! it returns.
+
+use std::ops::Bound;
+
+use super::model::{App, KeyKind, KeyRecord};
+use crate::ids::Timestamp;
+use crate::storage::{decode, encode, StoreError};
+
+const APPS: &str = "apps";
+const KEYS: &str = "keys";
+
+fn all<T: serde::de::DeserializeOwned>(db: &sled::Db, tree: &str) -> Result<Vec<T>, StoreError> {
+    db.open_tree(tree)?
+        .iter()
+        .map(|kv| {
+            let (k, v) = kv?;
+            decode(&k, &v)
+        })
+        .collect()
+}
+
+/// Every app (start-up: the registry).
+pub fn all_apps(db: &sled::Db) -> Result<Vec<App>, StoreError> {
+    all(db, APPS)
+}
+
+/// Every key, revoked ones included (start-up: the registry).
+pub fn all_keys(db: &sled::Db) -> Result<Vec<KeyRecord>, StoreError> {
+    all(db, KEYS)
+}
+
+pub fn get_app(db: &sled::Db, id: &str) -> Result<Option<App>, StoreError> {
+    match db.open_tree(APPS)?.get(id)? {
+        Some(v) => Ok(Some(decode(id.as_bytes(), &v)?)),
+        None => Ok(None),
+    }
+}
+
+/// Stores a new app with its integration key.
+pub fn create_app(db: &sled::Db, app: &App, key: &KeyRecord) -> Result<(), StoreError> {
+    db.open_tree(KEYS)?.insert(&key.id, encode(key))?;
+    db.open_tree(APPS)?.insert(&app.id, encode(app))?;
+    db.flush()?;
+    Ok(())
+}
+
+/// One page of apps in id (creation) order after `after`, and whether more follow.
+pub fn list_apps(
+    db: &sled::Db,
+    after: Option<&str>,
+    limit: usize,
+) -> Result<(Vec<App>, bool), StoreError> {
+    let tree = db.open_tree(APPS)?;
+    let start = match after {
+        Some(a) => Bound::Excluded(a.as_bytes()),
+        None => Bound::Unbounded,
+    };
+    let mut apps = Vec::with_capacity(limit);
+    for kv in tree.range::<&[u8], _>((start, Bound::Unbounded)) {
+        let (k, v) = kv?;
+        if apps.len() == limit {
+            return Ok((apps, true));
+        }
+        apps.push(decode::<App>(&k, &v)?);
+    }
+    Ok((apps, false))
+}
+
+/// Compare-and-swap loop over one record: `change` runs on the current value until the swap
+/// lands. Returns (before, after), or `None` when the record is missing or `keep` refuses it.
+fn modify<T>(
+    tree: &sled::Tree,
+    id: &str,
+    keep: impl Fn(&T) -> bool,
+    change: impl Fn(&mut T),
+) -> Result<Option<(T, T)>, StoreError>
+where
+    T: serde::Serialize + serde::de::DeserializeOwned + Clone,
+{
+    loop {
+        let Some(current) = tree.get(id)? else {
+            return Ok(None);
+        };
+        let before: T = decode(id.as_bytes(), &current)?;
+        if !keep(&before) {
+            return Ok(None);
+        }
+        let mut after = before.clone();
+        change(&mut after);
+        if tree
+            .compare_and_swap(id, Some(current), Some(encode(&after)))?
+            .is_ok()
+        {
+            return Ok(Some((before, after)));
+        }
+    }
+}
+
+/// Changes an app (compare-and-swap); returns (before, after), `None` when it does not exist.
+pub fn modify_app(
+    db: &sled::Db,
+    id: &str,
+    change: impl Fn(&mut App),
+) -> Result<Option<(App, App)>, StoreError> {
+    let changed = modify(
+        &db.open_tree(APPS)?,
+        id,
+        |_| true,
+        |app: &mut App| {
+            change(app);
+            app.updated_at = Timestamp::now();
+        },
+    )?;
+    db.flush()?;
+    Ok(changed)
+}
+
+/// Gives the app `key` as its integration key and revokes the old one. Returns the app and the
+/// revoked key, `None` when the app does not exist.
+pub fn rotate_integration_key(
+    db: &sled::Db,
+    app_id: &str,
+    key: &KeyRecord,
+) -> Result<Option<(App, Option<KeyRecord>)>, StoreError> {
+    let keys = db.open_tree(KEYS)?;
+    keys.insert(&key.id, encode(key))?;
+    let Some((before, after)) =
+        modify_app(db, app_id, |a| a.integration_key_id.clone_from(&key.id))?
+    else {
+        keys.remove(&key.id)?;
+        return Ok(None);
+    };
+    let revoked = modify(
+        &keys,
+        &before.integration_key_id,
+        |_| true,
+        |k: &mut KeyRecord| {
+            k.revoked_at.get_or_insert_with(Timestamp::now);
+        },
+    )?
+    .map(|(_, after)| after);
+    db.flush()?;
+    Ok(Some((after, revoked)))
+}
+
+pub fn insert_key(db: &sled::Db, key: &KeyRecord) -> Result<(), StoreError> {
+    db.open_tree(KEYS)?.insert(&key.id, encode(key))?;
+    db.flush()?;
+    Ok(())
+}
+
+/// Changes an API key of `app_id` (compare-and-swap); `None` when the app has no such key.
+pub fn modify_api_key(
+    db: &sled::Db,
+    app_id: &str,
+    key_id: &str,
+    change: impl Fn(&mut KeyRecord),
+) -> Result<Option<KeyRecord>, StoreError> {
+    let changed = modify(
+        &db.open_tree(KEYS)?,
+        key_id,
+        |k: &KeyRecord| k.app_id == app_id && k.kind == KeyKind::Api,
+        change,
+    )?;
+    db.flush()?;
+    Ok(changed.map(|(_, after)| after))
+}
+
+/// The API keys of one app, revoked ones included.
+pub fn api_keys(db: &sled::Db, app_id: &str) -> Result<Vec<KeyRecord>, StoreError> {
+    Ok(all_keys(db)?
+        .into_iter()
+        .filter(|k| k.app_id == app_id && k.kind == KeyKind::Api)
+        .collect())
+}
