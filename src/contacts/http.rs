@@ -6,10 +6,11 @@ use serde_json::{json, Map, Value};
 use utoipa::IntoParams;
 use utoipa_actix_web::service_config::ServiceConfig;
 
-use super::model::{self, Contact};
+use super::model::{self, Contact, ContactPatch, Mode, Source, Status};
 use super::store::{self, BatchOutcome, ContactError, Cursor, Filter, Sort, SortField};
 use crate::api::{self, ApiError, FieldError, Pagination};
 use crate::config::Quota;
+use crate::ids::Timestamp;
 use crate::state::AppState;
 use crate::storage::idempotency::StoredAnswer;
 use crate::tenants::{Permission, Principal};
@@ -87,107 +88,97 @@ fn split(v: &Option<String>) -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn parse_list(q: &ListQuery, app: &str) -> Result<(Filter, Sort, usize, Option<Cursor>), ApiError> {
-    let mut errors = Vec::new();
-    let mut enumerated = |name: &str, raw: &Option<String>, allowed: &[&str]| {
-        let values = split(raw);
-        if let Some(bad) = values.iter().find(|v| !allowed.contains(&v.as_str())) {
-            errors.push(FieldError::new(
-                name,
-                format!("unknown value {bad:?}; one of: {}", allowed.join(", ")),
-            ));
-        }
-        values
-    };
-    let statuses = enumerated("status", &q.status, &model::STATUSES);
-    let sources = enumerated("source", &q.source, &model::SOURCES);
-    let mut score = |name: &str, raw: &Option<String>| match raw.as_deref().map(str::parse::<i64>) {
-        None => None,
-        Some(Ok(v)) if (0..=model::MAX_SCORE).contains(&v) => Some(v),
-        Some(_) => {
-            errors.push(FieldError::new(
-                name,
-                format!("must be an integer from 0 to {}", model::MAX_SCORE),
-            ));
-            None
-        }
-    };
-    let score_min = score("scoreMin", &q.score_min);
-    let score_max = score("scoreMax", &q.score_max);
-    let mut date =
-        |name: &str, raw: &Option<String>| match raw.as_deref().map(crate::ids::parse_iso) {
-            None => None,
-            Some(Some(t)) => Some(t),
-            Some(None) => {
-                errors.push(FieldError::new(
-                    name,
-                    "must be an ISO 8601 date or timestamp",
-                ));
-                None
-            }
-        };
-    let created_after = date("createdAfter", &q.created_after);
-    let updated_after = date("updatedAfter", &q.updated_after);
-    let sort_raw = q.sort.as_deref().unwrap_or("-createdAt");
-    let (descending, name) = match sort_raw.strip_prefix('-') {
-        Some(rest) => (true, rest),
-        None => (false, sort_raw.strip_prefix('+').unwrap_or(sort_raw)),
-    };
-    let sort = match SortField::parse(name) {
-        Some(field) => Some(Sort { field, descending }),
-        None => {
-            errors.push(FieldError::new(
-                "sort",
-                "must be createdAt, updatedAt, score, lastName or email, optionally with '-'",
-            ));
-            None
-        }
-    };
-    let limit = api::page_limit(q.limit.as_deref())
-        .map_err(|e| errors.push(e))
-        .ok();
-    let cursor = match (&q.cursor, sort) {
-        (Some(raw), Some(sort)) => match Cursor::decode(raw, sort, app) {
-            Some(c) => Some(c),
-            None => {
-                errors.push(FieldError::new(
-                    "cursor",
-                    "malformed, or made for another sort order",
-                ));
-                None
-            }
-        },
-        _ => None,
-    };
-    let emails = split(&q.email)
-        .into_iter()
-        .map(|e| e.to_lowercase())
-        .collect();
-    if !errors.is_empty() {
-        return Err(ApiError::validation(errors));
+/// Collects the errors of a query's parameters, so one answer names every bad one.
+#[derive(Default)]
+struct QueryErrors(Vec<FieldError>);
+
+impl QueryErrors {
+    fn check<T>(&mut self, name: &str, parsed: Result<T, String>) -> Option<T> {
+        parsed
+            .map_err(|m| self.0.push(FieldError::new(name, m)))
+            .ok()
     }
+
+    /// Comma-separated names, each one of a closed set.
+    fn names<T>(
+        &mut self,
+        name: &str,
+        raw: &Option<String>,
+        parse: fn(&str) -> Option<T>,
+        all: String,
+    ) -> Vec<T> {
+        let parsed: Result<Vec<T>, String> = split(raw)
+            .iter()
+            .map(|v| parse(v).ok_or_else(|| format!("unknown value {v:?}; one of: {all}")))
+            .collect();
+        self.check(name, parsed).unwrap_or_default()
+    }
+
+    fn score(&mut self, name: &str, raw: &Option<String>) -> Option<i64> {
+        let parsed = raw.as_deref().map(|s| match s.parse::<i64>() {
+            Ok(v) if (0..=model::MAX_SCORE).contains(&v) => Ok(v),
+            _ => Err(format!("must be an integer from 0 to {}", model::MAX_SCORE)),
+        });
+        self.check(name, parsed.transpose()).flatten()
+    }
+
+    fn time(&mut self, name: &str, raw: &Option<String>) -> Option<Timestamp> {
+        let parsed = raw.as_deref().map(|s| {
+            Timestamp::parse(s).ok_or_else(|| "must be an ISO 8601 date or timestamp".to_owned())
+        });
+        self.check(name, parsed.transpose()).flatten()
+    }
+}
+
+/// `createdAt`, `-score`, `+email` (a `+` may arrive decoded as a space).
+fn parse_sort(raw: Option<&str>) -> Result<Sort, String> {
+    let raw = raw.unwrap_or("-createdAt").trim_start_matches(' ');
+    let (descending, name) = match raw.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, raw.strip_prefix('+').unwrap_or(raw)),
+    };
+    SortField::parse(name)
+        .map(|field| Sort { field, descending })
+        .ok_or_else(|| {
+            "must be createdAt, updatedAt, score, lastName or email, optionally with '-'".into()
+        })
+}
+
+fn parse_list(q: &ListQuery, app: &str) -> Result<(Filter, Sort, usize, Option<Cursor>), ApiError> {
+    let mut errors = QueryErrors::default();
     let filter = Filter {
-        statuses,
-        sources,
+        statuses: errors.names("status", &q.status, Status::parse, Status::names()),
+        sources: errors.names("source", &q.source, Source::parse, Source::names()),
         tags: split(&q.tag),
-        emails,
+        emails: split(&q.email).iter().map(|e| e.to_lowercase()).collect(),
         company_ids: split(&q.company_id),
         q: q.q
             .as_deref()
             .map(str::trim)
             .filter(|s| !s.is_empty())
             .map(str::to_lowercase),
-        score_min,
-        score_max,
-        created_after,
-        updated_after,
+        score_min: errors.score("scoreMin", &q.score_min),
+        score_max: errors.score("scoreMax", &q.score_max),
+        created_after: errors.time("createdAfter", &q.created_after),
+        updated_after: errors.time("updatedAfter", &q.updated_after),
     };
-    Ok((
-        filter,
-        sort.expect("checked"),
-        limit.expect("checked"),
-        cursor,
-    ))
+    let sort = errors.check("sort", parse_sort(q.sort.as_deref()));
+    let limit = errors.check(
+        "limit",
+        api::page_limit(q.limit.as_deref()).map_err(|e| e.message),
+    );
+    let cursor = match (&q.cursor, sort) {
+        (Some(raw), Some(sort)) => errors.check(
+            "cursor",
+            Cursor::decode(raw, sort, app)
+                .ok_or_else(|| "malformed, or made for another sort order".to_owned()),
+        ),
+        _ => None,
+    };
+    match (sort, limit) {
+        (Some(sort), Some(limit)) if errors.0.is_empty() => Ok((filter, sort, limit, cursor)),
+        _ => Err(ApiError::validation(errors.0)),
+    }
 }
 
 /// List contacts, filtered and sorted, one page at a time (cursor pagination).
@@ -272,7 +263,8 @@ async fn create_contact(
         api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
     let limit = state.settings.plan(who.plan).limit(Quota::Contacts);
     api::idempotency::once(&state, &who.app_id, &req, &body, || async {
-        let contact = store::build(&who.app_id, &fields)?;
+        let patch = ContactPatch::parse(&fields, Mode::Create).map_err(ApiError::validation)?;
+        let contact = store::build(&who.app_id, &patch)?;
         let stored = contact.clone();
         state
             .store
@@ -310,9 +302,10 @@ async fn update_contact(
     if !crate::ids::is_object_id(&id) {
         return Err(ApiError::not_found("contact"));
     }
+    let patch = ContactPatch::parse(&fields, Mode::Patch).map_err(ApiError::validation)?;
     let updated = state
         .store
-        .run(move |db| Ok(store::update(db, &app, &id, &fields)))
+        .run(move |db| Ok(store::update(db, &app, &id, &patch)))
         .await??;
     Ok(api::ok(&updated))
 }
@@ -341,23 +334,12 @@ async fn delete_contact(
     Ok(api::ok(&json!({ "id": gone, "deleted": true })))
 }
 
-/// Create or upsert (by e-mail) up to 100 contacts, with one result per item.
-#[utoipa::path(
-    tag = "contacts",
-    security(("api_key" = [])),
-    request_body(content = Object, description = r#"{"mode": "create"|"upsert", "contacts": [ ... ]}"#),
-    responses((status = 200, description = "{results: [{index, id, result, error?}], created, updated, failed}"), (status = 400))
-)]
-#[post("/contacts/batch")]
-async fn batch_contacts(
-    who: Principal,
-    state: web::Data<AppState>,
-    req: HttpRequest,
-    payload: web::Payload,
-) -> Result<HttpResponse, ApiError> {
-    who.require(Permission::ContactsWrite)?;
-    let (body, fields) =
-        api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
+/// The items of a batch parsed one by one (an invalid item is reported in its result, not
+/// as a 400 for the whole batch) and whether it upserts.
+type BatchItems = Vec<Result<ContactPatch, Vec<FieldError>>>;
+
+/// `{"mode": "create"|"upsert", "contacts": [...]}`.
+fn parse_batch(fields: &Map<String, Value>) -> Result<(bool, BatchItems), ApiError> {
     let mut errors = Vec::new();
     let upsert = match fields.get("mode") {
         None => false,
@@ -368,7 +350,7 @@ async fn batch_contacts(
             false
         }
     };
-    let items: Vec<Map<String, Value>> = match fields.get("contacts") {
+    let items: Vec<&Map<String, Value>> = match fields.get("contacts") {
         Some(Value::Array(items)) if items.is_empty() => {
             errors.push(FieldError::new(
                 "contacts",
@@ -387,7 +369,7 @@ async fn batch_contacts(
             .iter()
             .enumerate()
             .filter_map(|(i, v)| match v {
-                Value::Object(m) => Some(m.clone()),
+                Value::Object(m) => Some(m),
                 _ => {
                     errors.push(FieldError::new(
                         format!("contacts[{i}]"),
@@ -414,34 +396,65 @@ async fn batch_contacts(
     if !errors.is_empty() {
         return Err(ApiError::validation(errors));
     }
+    let items = items
+        .iter()
+        .map(|item| ContactPatch::parse(item, Mode::Create))
+        .collect();
+    Ok((upsert, items))
+}
+
+/// One result per item, and the counts of created, updated and failed items.
+fn batch_results(outcomes: Vec<BatchOutcome>) -> (Vec<Value>, usize, usize, usize) {
+    let (mut created, mut updated, mut failed) = (0, 0, 0);
+    let results = outcomes
+        .into_iter()
+        .enumerate()
+        .map(|(index, outcome)| match outcome {
+            BatchOutcome::Created(c) => {
+                created += 1;
+                json!({ "index": index, "id": c.id, "result": "created", "contact": c })
+            }
+            BatchOutcome::Updated(c) => {
+                updated += 1;
+                json!({ "index": index, "id": c.id, "result": "updated", "contact": c })
+            }
+            BatchOutcome::Failed(e) => {
+                failed += 1;
+                let e = ApiError::from(e);
+                let mut error = json!({ "code": e.code.as_str(), "message": e.message });
+                if !e.details.is_empty() {
+                    error["details"] = json!(e.details);
+                }
+                json!({ "index": index, "id": null, "result": "error", "error": error })
+            }
+        })
+        .collect();
+    (results, created, updated, failed)
+}
+
+/// Create or upsert (by e-mail) up to 100 contacts, with one result per item.
+#[utoipa::path(
+    tag = "contacts",
+    security(("api_key" = [])),
+    request_body(content = Object, description = r#"{"mode": "create"|"upsert", "contacts": [ ... ]}"#),
+    responses((status = 200, description = "{results: [{index, id, result, error?}], created, updated, failed}"), (status = 400))
+)]
+#[post("/contacts/batch")]
+async fn batch_contacts(
+    who: Principal,
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    who.require(Permission::ContactsWrite)?;
+    let (body, fields) =
+        api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
+    let (upsert, items) = parse_batch(&fields)?;
     let limit = state.settings.plan(who.plan).limit(Quota::Contacts);
     api::idempotency::once(&state, &who.app_id, &req, &body, || async {
         let app = who.app_id.clone();
         let outcomes = state.store.run(move |db| store::batch(db, &app, &items, upsert, limit)).await?;
-        let (mut created, mut updated, mut failed) = (0, 0, 0);
-        let results: Vec<Value> = outcomes
-            .into_iter()
-            .enumerate()
-            .map(|(index, outcome)| match outcome {
-                BatchOutcome::Created(c) => {
-                    created += 1;
-                    json!({ "index": index, "id": c.id, "result": "created", "contact": c })
-                }
-                BatchOutcome::Updated(c) => {
-                    updated += 1;
-                    json!({ "index": index, "id": c.id, "result": "updated", "contact": c })
-                }
-                BatchOutcome::Failed(e) => {
-                    failed += 1;
-                    let e = ApiError::from(e);
-                    let mut error = json!({ "code": e.code.as_str(), "message": e.message });
-                    if !e.details.is_empty() {
-                        error["details"] = json!(e.details);
-                    }
-                    json!({ "index": index, "id": null, "result": "error", "error": error })
-                }
-            })
-            .collect();
+        let (results, created, updated, failed) = batch_results(outcomes);
         Ok(StoredAnswer {
             status: 200,
             location: None,

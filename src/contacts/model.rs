@@ -1,35 +1,95 @@
-//! The contact record (interface §2.3) and its validation (api.md §5).
+//! The contact record (interface §2.3) as typed values, and its validation (api.md §5).
 //!
-//! Input arrives as a JSON object and is checked field by field, so one request reports every
+//! A JSON body is parsed field by field into a [`ContactPatch`], so one request reports every
 //! bad field at once (`details[{field, message}]`), not just the first one serde trips over.
+//! The patch is then applied to a contact (a blank one on create) inside the store's
+//! transaction, where the rules that depend on the current state (consent) are checked.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::validation::FieldError;
+use crate::ids::Timestamp;
+use crate::validation::{check_text, type_name, FieldError};
 
-pub const STATUSES: [&str; 8] = [
-    "new",
-    "contacted",
-    "interested",
-    "qualified",
-    "demo_scheduled",
-    "customer",
-    "lost",
-    "unsubscribed",
-];
-pub const SOURCES: [&str; 6] = [
-    "manual",
-    "import",
-    "prospection",
-    "form",
-    "api",
-    "enrichment",
-];
 pub const MAX_TAGS: usize = 50;
 pub const MAX_TAG_CHARS: usize = 64;
 pub const MAX_CUSTOM_FIELDS: usize = 50;
 pub const MAX_SCORE: i64 = 100;
+
+/// Declares a closed set of names: the enum, its serde names, `ALL`, `name()` and `parse()`.
+macro_rules! names {
+    ($(#[$meta:meta])* $name:ident { $($variant:ident = $text:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+        pub enum $name {
+            $(#[serde(rename = $text)] $variant),+
+        }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text),+
+                }
+            }
+
+            pub fn parse(s: &str) -> Option<$name> {
+                $name::ALL.iter().copied().find(|v| v.name() == s)
+            }
+
+            /// The names, comma-separated, for error messages.
+            pub fn names() -> String {
+                $name::ALL.iter().map(|v| v.name()).collect::<Vec<_>>().join(", ")
+            }
+        }
+    };
+}
+
+names! {
+    /// Where a contact stands in the pipeline.
+    Status {
+        New = "new",
+        Contacted = "contacted",
+        Interested = "interested",
+        Qualified = "qualified",
+        DemoScheduled = "demo_scheduled",
+        Customer = "customer",
+        Lost = "lost",
+        Unsubscribed = "unsubscribed",
+    }
+}
+
+names! {
+    /// Where a contact came from.
+    Source {
+        Manual = "manual",
+        Import = "import",
+        Prospection = "prospection",
+        Form = "form",
+        Api = "api",
+        Enrichment = "enrichment",
+    }
+}
+
+/// A normalised e-mail address (trimmed, lowercased, `local@domain.tld`): built only by
+/// [`Email::parse`], so every `Email` in a record or an index is valid and unique per form.
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema,
+)]
+#[serde(transparent)]
+pub struct Email(String);
+
+impl Email {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Normalises and checks an address.
+    pub fn parse(raw: &str) -> Result<Email, &'static str> {
+        normalize_email(raw).map(Email)
+    }
+}
 
 /// A contact as stored and as the API returns it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -41,7 +101,7 @@ pub struct Contact {
     /// Always `contact`.
     #[serde(rename = "type")]
     pub kind: String,
-    pub email: String,
+    pub email: Email,
     pub first_name: Option<String>,
     pub last_name: Option<String>,
     pub company: Option<String>,
@@ -54,21 +114,19 @@ pub struct Contact {
     pub address: Option<String>,
     pub city: Option<String>,
     pub country: Option<String>,
-    /// manual, import, prospection, form, api, enrichment
-    pub source: String,
+    pub source: Source,
     pub tags: Vec<String>,
     /// 0..=100
     pub score: i64,
-    /// new, contacted, interested, qualified, demo_scheduled, customer, lost, unsubscribed
-    pub status: String,
+    pub status: Status,
     pub email_verified: bool,
     pub unsubscribed: bool,
     pub gdpr_consent: bool,
     /// Flat key/value pairs: string, number, boolean or null values.
     #[schema(value_type = Object)]
     pub custom_fields: Map<String, Value>,
-    pub created_at: String,
-    pub updated_at: String,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
 }
 
 /// Optional free-text fields: (JSON name, maximum characters).
@@ -98,18 +156,17 @@ impl Contact {
             "address" => &mut self.address,
             "city" => &mut self.city,
             "country" => &mut self.country,
-            "companyId" => &mut self.company_id,
             _ => return None,
         })
     }
 
-    /// A contact with the defaults of api.md §5, before the body is applied.
-    pub fn blank(id: String, app_id: String, now: &str) -> Contact {
+    /// A contact with the defaults of api.md §5, before a body is applied.
+    pub fn blank(id: String, app_id: String, now: Timestamp) -> Contact {
         Contact {
             id,
             app_id,
             kind: "contact".into(),
-            email: String::new(),
+            email: Email(String::new()),
             first_name: None,
             last_name: None,
             company: None,
@@ -120,16 +177,16 @@ impl Contact {
             address: None,
             city: None,
             country: None,
-            source: "api".into(),
+            source: Source::Api,
             tags: Vec::new(),
             score: 0,
-            status: "new".into(),
+            status: Status::New,
             email_verified: false,
             unsubscribed: false,
             gdpr_consent: false,
             custom_fields: Map::new(),
-            created_at: now.to_owned(),
-            updated_at: now.to_owned(),
+            created_at: now,
+            updated_at: now,
         }
     }
 }
@@ -142,8 +199,352 @@ pub enum Rejection {
     NeedsConsent,
 }
 
-/// Normalises and checks an e-mail address: trimmed, lowercased, `local@domain.tld`.
-pub fn normalize_email(raw: &str) -> Result<String, &'static str> {
+/// Whether a body creates a contact or merge-patches one (RFC 7396).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Create,
+    Patch,
+}
+
+/// One field of a merge patch: `Set` a value, or `Clear` it (`null`). Absent fields are `None`
+/// where a `Change` is optional.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change<T> {
+    Set(T),
+    Clear,
+}
+
+/// A validated body: every field it sets or clears, typed. Built by [`ContactPatch::parse`],
+/// applied by [`ContactPatch::apply`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ContactPatch {
+    pub email: Option<Email>,
+    pub company_id: Option<Change<String>>,
+    pub source: Option<Source>,
+    pub status: Option<Status>,
+    /// `Clear` empties the list; `Set` replaces it.
+    pub tags: Option<Change<Vec<String>>>,
+    /// `Clear` sets 0.
+    pub score: Option<Change<i64>>,
+    /// `Clear` sets false.
+    pub email_verified: Option<Change<bool>>,
+    pub unsubscribed: Option<Change<bool>>,
+    pub gdpr_consent: Option<Change<bool>>,
+    /// `Clear` empties the map; `Set` merges key by key (a `null` value removes its key).
+    pub custom_fields: Option<Change<Map<String, Value>>>,
+    /// The free-text fields of [`TEXT_FIELDS`] by JSON name (`Clear` for null or empty).
+    pub text: Vec<(&'static str, Change<String>)>,
+}
+
+fn bool_change(value: &Value) -> Result<Change<bool>, String> {
+    match value {
+        Value::Bool(b) => Ok(Change::Set(*b)),
+        Value::Null => Ok(Change::Clear),
+        other => Err(format!("must be a boolean, not {}", type_name(other))),
+    }
+}
+
+fn company_id(value: &Value) -> Result<Change<String>, String> {
+    match value {
+        Value::Null => Ok(Change::Clear),
+        Value::String(s)
+            if !s.is_empty()
+                && s.len() <= 64
+                && s.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') =>
+        {
+            Ok(Change::Set(s.clone()))
+        }
+        Value::String(_) => Err("must be 1 to 64 letters, digits, '_' or '-'".into()),
+        other => Err(format!("must be a string, not {}", type_name(other))),
+    }
+}
+
+fn named<T: Copy>(
+    value: &Value,
+    mode: Mode,
+    parse: fn(&str) -> Option<T>,
+    names: String,
+) -> Result<T, String> {
+    match value {
+        Value::String(s) => parse(s).ok_or_else(|| format!("must be one of: {names}")),
+        Value::Null if mode == Mode::Patch => Err("cannot be cleared".into()),
+        _ => Err(format!("must be one of: {names}")),
+    }
+}
+
+fn score(value: &Value) -> Result<Change<i64>, String> {
+    match value {
+        Value::Null => Ok(Change::Clear),
+        Value::Number(n) => match n.as_i64() {
+            Some(s) if (0..=MAX_SCORE).contains(&s) => Ok(Change::Set(s)),
+            _ => Err(format!("must be an integer from 0 to {MAX_SCORE}")),
+        },
+        other => Err(format!("must be an integer, not {}", type_name(other))),
+    }
+}
+
+fn text(field: &str, max: usize, value: &Value) -> Result<Change<String>, String> {
+    match value {
+        Value::Null => Ok(Change::Clear),
+        Value::String(s) => match check_text(s, max, field == "address")? {
+            v if v.is_empty() => Ok(Change::Clear),
+            v if field == "phone" && !is_phone(&v) => {
+                Err("must be a phone number: digits, spaces and + - ( ) . x /".into())
+            }
+            v => Ok(Change::Set(v)),
+        },
+        other => Err(format!("must be a string, not {}", type_name(other))),
+    }
+}
+
+fn is_phone(v: &str) -> bool {
+    v.chars().any(|c| c.is_ascii_digit())
+        && v.chars()
+            .all(|c| c.is_ascii_digit() || " +-().x/".contains(c))
+}
+
+impl ContactPatch {
+    /// Checks every field of `body`. On create `email` is required and `null` for status or
+    /// source is an unknown value; on patch `null` clears a field (email, status and source
+    /// cannot be cleared).
+    pub fn parse(body: &Map<String, Value>, mode: Mode) -> Result<ContactPatch, Vec<FieldError>> {
+        let mut patch = ContactPatch::default();
+        let mut errors = Vec::new();
+        if mode == Mode::Create && !body.contains_key("email") {
+            errors.push(FieldError::new("email", "is required"));
+        }
+        for (field, value) in body {
+            if let Err(e) = patch.parse_field(field, value, mode) {
+                errors.extend(e);
+            }
+        }
+        if errors.is_empty() {
+            Ok(patch)
+        } else {
+            Err(errors)
+        }
+    }
+
+    fn parse_field(&mut self, f: &str, value: &Value, mode: Mode) -> Result<(), Vec<FieldError>> {
+        let one = |message: String| vec![FieldError::new(f, message)];
+        if READ_ONLY.contains(&f) {
+            return match (f, value.as_str()) {
+                ("type", Some("contact")) => Ok(()),
+                _ => Err(one("is read-only".into())),
+            };
+        }
+        match f {
+            "email" => match value {
+                Value::String(s) => self.email = Some(Email::parse(s).map_err(|m| one(m.into()))?),
+                Value::Null => return Err(one("cannot be cleared".into())),
+                other => return Err(one(format!("must be a string, not {}", type_name(other)))),
+            },
+            "companyId" => self.company_id = Some(company_id(value).map_err(one)?),
+            "source" => {
+                self.source = Some(named(value, mode, Source::parse, Source::names()).map_err(one)?)
+            }
+            "status" => {
+                self.status = Some(named(value, mode, Status::parse, Status::names()).map_err(one)?)
+            }
+            "tags" => {
+                self.tags = Some(match value {
+                    Value::Null => Change::Clear,
+                    Value::Array(items) => Change::Set(check_tags(items).map_err(|e| vec![e])?),
+                    other => {
+                        return Err(one(format!(
+                            "must be an array of strings, not {}",
+                            type_name(other)
+                        )))
+                    }
+                })
+            }
+            "score" => self.score = Some(score(value).map_err(one)?),
+            "emailVerified" => self.email_verified = Some(bool_change(value).map_err(one)?),
+            "unsubscribed" => self.unsubscribed = Some(bool_change(value).map_err(one)?),
+            "gdprConsent" => self.gdpr_consent = Some(bool_change(value).map_err(one)?),
+            "customFields" => {
+                self.custom_fields = Some(match value {
+                    Value::Null => Change::Clear,
+                    Value::Object(patch) => Change::Set(check_custom_fields(patch)?),
+                    other => {
+                        return Err(one(format!("must be an object, not {}", type_name(other))))
+                    }
+                })
+            }
+            _ => {
+                let Some(&(name, max)) = TEXT_FIELDS.iter().find(|(name, _)| *name == f) else {
+                    return Err(one("is not a contact field".into()));
+                };
+                self.text.push((name, text(name, max, value).map_err(one)?));
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies the patch to `contact`, with the status rules of api.md §5: becoming
+    /// `unsubscribed` sets `unsubscribed: true`; leaving it needs `gdprConsent: true` in the
+    /// same body.
+    pub fn apply(&self, contact: &mut Contact, mode: Mode) -> Result<(), Rejection> {
+        let was_unsubscribed = contact.status == Status::Unsubscribed || contact.unsubscribed;
+        self.assign(contact)?;
+        let consent_given = self.gdpr_consent == Some(Change::Set(true));
+        let clearing_flag = matches!(self.unsubscribed, Some(Change::Set(false) | Change::Clear));
+        if contact.status == Status::Unsubscribed {
+            if clearing_flag {
+                return Err(Rejection::Invalid(vec![FieldError::new(
+                    "unsubscribed",
+                    "cannot be false while status is unsubscribed",
+                )]));
+            }
+            contact.unsubscribed = true;
+        } else if was_unsubscribed && mode == Mode::Patch {
+            let leaving_status = self.status.is_some();
+            if (leaving_status || clearing_flag) && !consent_given {
+                return Err(Rejection::NeedsConsent);
+            }
+            if leaving_status && self.unsubscribed.is_none() {
+                contact.unsubscribed = false;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes every field of the patch into `contact`.
+    fn assign(&self, c: &mut Contact) -> Result<(), Rejection> {
+        fn set<T: Clone>(slot: &mut T, change: &Option<Change<T>>, cleared: T) {
+            match change {
+                Some(Change::Set(v)) => *slot = v.clone(),
+                Some(Change::Clear) => *slot = cleared,
+                None => {}
+            }
+        }
+        if let Some(e) = &self.email {
+            c.email = e.clone();
+        }
+        match &self.company_id {
+            Some(Change::Set(id)) => c.company_id = Some(id.clone()),
+            Some(Change::Clear) => c.company_id = None,
+            None => {}
+        }
+        c.source = self.source.unwrap_or(c.source);
+        c.status = self.status.unwrap_or(c.status);
+        set(&mut c.tags, &self.tags, Vec::new());
+        set(&mut c.score, &self.score, 0);
+        set(&mut c.email_verified, &self.email_verified, false);
+        set(&mut c.unsubscribed, &self.unsubscribed, false);
+        set(&mut c.gdpr_consent, &self.gdpr_consent, false);
+        for (field, change) in &self.text {
+            let slot = c.text_mut(field).expect("every text field has a slot");
+            *slot = match change {
+                Change::Set(v) => Some(v.clone()),
+                Change::Clear => None,
+            };
+        }
+        match &self.custom_fields {
+            Some(Change::Clear) => c.custom_fields.clear(),
+            Some(Change::Set(patch)) => {
+                for (key, value) in patch {
+                    match value {
+                        Value::Null => c.custom_fields.remove(key),
+                        v => c.custom_fields.insert(key.clone(), v.clone()),
+                    };
+                }
+                if c.custom_fields.len() > MAX_CUSTOM_FIELDS {
+                    return Err(Rejection::Invalid(vec![FieldError::new(
+                        "customFields",
+                        format!("must hold at most {MAX_CUSTOM_FIELDS} keys"),
+                    )]));
+                }
+            }
+            None => {}
+        }
+        Ok(())
+    }
+}
+
+/// Parses `body` and applies it to `contact`: [`ContactPatch::parse`] then
+/// [`ContactPatch::apply`].
+pub fn apply(
+    contact: &mut Contact,
+    body: &Map<String, Value>,
+    mode: Mode,
+) -> Result<(), Rejection> {
+    ContactPatch::parse(body, mode)
+        .map_err(Rejection::Invalid)?
+        .apply(contact, mode)
+}
+
+fn check_tags(items: &[Value]) -> Result<Vec<String>, FieldError> {
+    if items.len() > MAX_TAGS {
+        return Err(FieldError::new(
+            "tags",
+            format!("must hold at most {MAX_TAGS} tags"),
+        ));
+    }
+    let mut tags: Vec<String> = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let field = format!("tags[{i}]");
+        let Value::String(s) = item else {
+            return Err(FieldError::new(
+                field,
+                format!("must be a string, not {}", type_name(item)),
+            ));
+        };
+        let t = s.trim();
+        if t.is_empty() || t.chars().count() > MAX_TAG_CHARS || t.chars().any(char::is_control) {
+            return Err(FieldError::new(
+                field,
+                format!("must be 1 to {MAX_TAG_CHARS} printable characters"),
+            ));
+        }
+        if !tags.iter().any(|x| x == t) {
+            tags.push(t.to_owned());
+        }
+    }
+    Ok(tags)
+}
+
+/// Checks the keys and values of a `customFields` patch (the count is checked once merged).
+fn check_custom_fields(patch: &Map<String, Value>) -> Result<Map<String, Value>, Vec<FieldError>> {
+    let mut errors = Vec::new();
+    for (key, value) in patch {
+        let field = format!("customFields.{key}");
+        if key.is_empty() || key.chars().count() > 64 || key.chars().any(char::is_control) {
+            errors.push(FieldError::new(
+                field,
+                "keys must be 1 to 64 printable characters",
+            ));
+            continue;
+        }
+        match value {
+            Value::String(s) if s.chars().count() > 1000 => {
+                errors.push(FieldError::new(field, "must be at most 1000 characters"))
+            }
+            Value::Null | Value::String(_) | Value::Number(_) | Value::Bool(_) => {}
+            other => errors.push(FieldError::new(
+                field,
+                format!(
+                    "must be a string, number, boolean or null, not {}",
+                    type_name(other)
+                ),
+            )),
+        }
+    }
+    if patch.values().filter(|v| !v.is_null()).count() > MAX_CUSTOM_FIELDS {
+        errors.push(FieldError::new(
+            "customFields",
+            format!("must hold at most {MAX_CUSTOM_FIELDS} keys"),
+        ));
+    }
+    if errors.is_empty() {
+        Ok(patch.clone())
+    } else {
+        Err(errors)
+    }
+}
+
+fn normalize_email(raw: &str) -> Result<String, &'static str> {
     let email = raw.trim().to_lowercase();
     if email.is_empty() {
         return Err("must not be empty");
@@ -181,281 +582,6 @@ pub fn normalize_email(raw: &str) -> Result<String, &'static str> {
     }
 }
 
-fn check_text(value: &str, max: usize, multiline: bool) -> Result<String, String> {
-    let v = value.trim();
-    if v.chars().count() > max {
-        return Err(format!("must be at most {max} characters"));
-    }
-    if v.chars()
-        .any(|c| c.is_control() && !(multiline && (c == '\n' || c == '\t')))
-    {
-        return Err("must not contain control characters".into());
-    }
-    Ok(v.to_owned())
-}
-
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
-/// Whether a body creates a contact or merge-patches one (RFC 7396).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    Create,
-    Patch,
-}
-
-/// Applies `body` to `contact` (a blank one on create), checking every field. On create `email`
-/// is required. On patch, `null` clears a field (email, status and source cannot be cleared),
-/// `customFields` merge key by key and `tags` replace. Status rules: becoming `unsubscribed` sets
-/// `unsubscribed: true`; leaving it needs `gdprConsent: true` in the same body.
-pub fn apply(
-    contact: &mut Contact,
-    body: &Map<String, Value>,
-    mode: Mode,
-) -> Result<(), Rejection> {
-    let mut errors = Vec::new();
-    let was_unsubscribed = contact.status == "unsubscribed" || contact.unsubscribed;
-    if mode == Mode::Create && !body.contains_key("email") {
-        errors.push(FieldError::new("email", "is required"));
-    }
-    for (field, value) in body {
-        let f = field.as_str();
-        let mut bad = |msg: String| errors.push(FieldError::new(f, msg));
-        if READ_ONLY.contains(&f) {
-            if f == "type" && value.as_str() == Some("contact") {
-                continue;
-            }
-            bad("is read-only".into());
-            continue;
-        }
-        match f {
-            "email" => match value {
-                Value::String(s) => match normalize_email(s) {
-                    Ok(e) => contact.email = e,
-                    Err(m) => bad(m.into()),
-                },
-                Value::Null => bad("cannot be cleared".into()),
-                other => bad(format!("must be a string, not {}", type_name(other))),
-            },
-            "companyId" => match value {
-                Value::Null => contact.company_id = None,
-                Value::String(s)
-                    if !s.is_empty()
-                        && s.len() <= 64
-                        && s.bytes()
-                            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') =>
-                {
-                    contact.company_id = Some(s.clone())
-                }
-                Value::String(_) => bad("must be 1 to 64 letters, digits, '_' or '-'".into()),
-                other => bad(format!("must be a string, not {}", type_name(other))),
-            },
-            "source" | "status" => {
-                let allowed: &[&str] = if f == "source" { &SOURCES } else { &STATUSES };
-                match value {
-                    Value::String(s) if allowed.contains(&s.as_str()) => {
-                        if f == "source" {
-                            contact.source = s.clone()
-                        } else {
-                            contact.status = s.clone()
-                        }
-                    }
-                    Value::Null if mode == Mode::Patch => bad("cannot be cleared".into()),
-                    _ => bad(format!("must be one of: {}", allowed.join(", "))),
-                }
-            }
-            "tags" => match value {
-                Value::Null => contact.tags.clear(),
-                Value::Array(items) => match check_tags(items) {
-                    Ok(tags) => contact.tags = tags,
-                    Err(e) => errors.push(e),
-                },
-                other => bad(format!(
-                    "must be an array of strings, not {}",
-                    type_name(other)
-                )),
-            },
-            "score" => match value {
-                Value::Null => contact.score = 0,
-                Value::Number(n) => match n.as_i64() {
-                    Some(s) if (0..=MAX_SCORE).contains(&s) => contact.score = s,
-                    _ => bad(format!("must be an integer from 0 to {MAX_SCORE}")),
-                },
-                other => bad(format!("must be an integer, not {}", type_name(other))),
-            },
-            "emailVerified" | "unsubscribed" | "gdprConsent" => {
-                let target = match f {
-                    "emailVerified" => &mut contact.email_verified,
-                    "unsubscribed" => &mut contact.unsubscribed,
-                    _ => &mut contact.gdpr_consent,
-                };
-                match value {
-                    Value::Bool(b) => *target = *b,
-                    Value::Null => *target = false,
-                    other => bad(format!("must be a boolean, not {}", type_name(other))),
-                }
-            }
-            "customFields" => match value {
-                Value::Null => contact.custom_fields.clear(),
-                Value::Object(patch) => {
-                    if let Err(mut e) = merge_custom_fields(&mut contact.custom_fields, patch, mode)
-                    {
-                        errors.append(&mut e);
-                    }
-                }
-                other => bad(format!("must be an object, not {}", type_name(other))),
-            },
-            _ => {
-                let Some(&(_, max)) = TEXT_FIELDS.iter().find(|(name, _)| *name == f) else {
-                    bad("is not a contact field".into());
-                    continue;
-                };
-                let slot = contact.text_mut(f).expect("every text field has a slot");
-                match value {
-                    Value::Null => *slot = None,
-                    Value::String(s) => match check_text(s, max, f == "address") {
-                        Ok(v) if v.is_empty() => *slot = None,
-                        Ok(v) => *slot = Some(v),
-                        Err(m) => bad(m),
-                    },
-                    other => bad(format!("must be a string, not {}", type_name(other))),
-                }
-            }
-        }
-    }
-    if let Some(phone) = &contact.phone {
-        if body.contains_key("phone")
-            && !(phone.chars().any(|c| c.is_ascii_digit())
-                && phone
-                    .chars()
-                    .all(|c| c.is_ascii_digit() || " +-().x/".contains(c)))
-        {
-            errors.push(FieldError::new(
-                "phone",
-                "must be a phone number: digits, spaces and + - ( ) . x /",
-            ));
-        }
-    }
-    if !errors.is_empty() {
-        return Err(Rejection::Invalid(errors));
-    }
-    // Status rules (api.md §5).
-    let consent_given = body.get("gdprConsent") == Some(&Value::Bool(true));
-    if contact.status == "unsubscribed" {
-        if matches!(
-            body.get("unsubscribed"),
-            Some(Value::Bool(false) | Value::Null)
-        ) {
-            return Err(Rejection::Invalid(vec![FieldError::new(
-                "unsubscribed",
-                "cannot be false while status is unsubscribed",
-            )]));
-        }
-        contact.unsubscribed = true;
-    } else if was_unsubscribed && mode == Mode::Patch {
-        let leaving_status = body.contains_key("status");
-        let clearing_flag = matches!(
-            body.get("unsubscribed"),
-            Some(Value::Bool(false) | Value::Null)
-        );
-        if (leaving_status || clearing_flag) && !consent_given {
-            return Err(Rejection::NeedsConsent);
-        }
-        if leaving_status && !body.contains_key("unsubscribed") {
-            contact.unsubscribed = false;
-        }
-    }
-    Ok(())
-}
-
-fn check_tags(items: &[Value]) -> Result<Vec<String>, FieldError> {
-    if items.len() > MAX_TAGS {
-        return Err(FieldError::new(
-            "tags",
-            format!("must hold at most {MAX_TAGS} tags"),
-        ));
-    }
-    let mut tags: Vec<String> = Vec::with_capacity(items.len());
-    for (i, item) in items.iter().enumerate() {
-        let field = format!("tags[{i}]");
-        let Value::String(s) = item else {
-            return Err(FieldError::new(
-                field,
-                format!("must be a string, not {}", type_name(item)),
-            ));
-        };
-        let t = s.trim();
-        if t.is_empty() || t.chars().count() > MAX_TAG_CHARS || t.chars().any(char::is_control) {
-            return Err(FieldError::new(
-                field,
-                format!("must be 1 to {MAX_TAG_CHARS} printable characters"),
-            ));
-        }
-        if !tags.iter().any(|x| x == t) {
-            tags.push(t.to_owned());
-        }
-    }
-    Ok(tags)
-}
-
-fn merge_custom_fields(
-    fields: &mut Map<String, Value>,
-    patch: &Map<String, Value>,
-    mode: Mode,
-) -> Result<(), Vec<FieldError>> {
-    let mut errors = Vec::new();
-    if mode == Mode::Create {
-        fields.clear();
-    }
-    for (key, value) in patch {
-        let field = format!("customFields.{key}");
-        if key.is_empty() || key.chars().count() > 64 || key.chars().any(char::is_control) {
-            errors.push(FieldError::new(
-                field,
-                "keys must be 1 to 64 printable characters",
-            ));
-            continue;
-        }
-        match value {
-            Value::Null => {
-                fields.remove(key);
-            }
-            Value::String(s) if s.chars().count() > 1000 => {
-                errors.push(FieldError::new(field, "must be at most 1000 characters"))
-            }
-            Value::String(_) | Value::Number(_) | Value::Bool(_) => {
-                fields.insert(key.clone(), value.clone());
-            }
-            other => errors.push(FieldError::new(
-                field,
-                format!(
-                    "must be a string, number, boolean or null, not {}",
-                    type_name(other)
-                ),
-            )),
-        }
-    }
-    if fields.len() > MAX_CUSTOM_FIELDS {
-        errors.push(FieldError::new(
-            "customFields",
-            format!("must hold at most {MAX_CUSTOM_FIELDS} keys"),
-        ));
-    }
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(errors)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -466,13 +592,17 @@ mod tests {
     }
 
     fn fresh() -> Contact {
-        Contact::blank("a".repeat(24), "b".repeat(24), "2026-01-01T00:00:00.000Z")
+        Contact::blank(
+            "a".repeat(24),
+            "b".repeat(24),
+            Timestamp::parse("2026-01-01T00:00:00.000Z").unwrap(),
+        )
     }
 
     #[test]
     fn emails_are_normalised_or_rejected() {
         assert_eq!(
-            normalize_email("  Ada@Example.COM ").unwrap(),
+            Email::parse("  Ada@Example.COM ").unwrap().as_str(),
             "ada@example.com"
         );
         for bad in [
@@ -485,7 +615,7 @@ mod tests {
             "ada@@example.com",
             "ada@-x.com",
         ] {
-            assert!(normalize_email(bad).is_err(), "{bad:?} should be rejected");
+            assert!(Email::parse(bad).is_err(), "{bad:?} should be rejected");
         }
     }
 

@@ -10,12 +10,10 @@
 //! Invariant: a contact's record, e-mail entry, sort entries and count change in one
 //! transaction; a hard delete removes all of them (GDPR erasure leaves nothing behind).
 
-use chrono::{DateTime, Utc};
-use serde_json::{Map, Value};
 use sled::transaction::{ConflictableTransactionError, TransactionError, TransactionalTree};
 
-use super::model::{apply, Contact, Mode, Rejection};
-use crate::ids;
+use super::model::{Contact, ContactPatch, Email, Mode, Rejection, Source, Status};
+use crate::ids::{self, Timestamp};
 use crate::storage::{decode, encode, StoreError};
 use crate::validation::FieldError;
 
@@ -104,13 +102,12 @@ impl SortField {
 
     /// The value's bytes in the index: they order as the field does.
     fn encode(self, c: &Contact) -> Vec<u8> {
-        fn micros(s: &str) -> [u8; 8] {
-            let t = ids::parse_iso(s).map(|t| t.timestamp_micros()).unwrap_or(0);
-            ((t as u64) ^ (1 << 63)).to_be_bytes()
+        fn micros(t: Timestamp) -> [u8; 8] {
+            ((t.micros() as u64) ^ (1 << 63)).to_be_bytes()
         }
         match self {
-            SortField::CreatedAt => micros(&c.created_at).to_vec(),
-            SortField::UpdatedAt => micros(&c.updated_at).to_vec(),
+            SortField::CreatedAt => micros(c.created_at).to_vec(),
+            SortField::UpdatedAt => micros(c.updated_at).to_vec(),
             SortField::Score => (c.score.max(0) as u64).to_be_bytes().to_vec(),
             // Validation forbids control characters, so 0 ends the value unambiguously.
             SortField::LastName => {
@@ -124,7 +121,7 @@ impl SortField {
                 v
             }
             SortField::Email => {
-                let mut v = c.email.clone().into_bytes();
+                let mut v = c.email.as_str().as_bytes().to_vec();
                 v.push(0);
                 v
             }
@@ -142,8 +139,8 @@ pub struct Sort {
 /// Filters of `GET /acq/v1/contacts`; empty vectors mean "any".
 #[derive(Debug, Clone, Default)]
 pub struct Filter {
-    pub statuses: Vec<String>,
-    pub sources: Vec<String>,
+    pub statuses: Vec<Status>,
+    pub sources: Vec<Source>,
     pub tags: Vec<String>,
     pub emails: Vec<String>,
     pub company_ids: Vec<String>,
@@ -151,37 +148,34 @@ pub struct Filter {
     pub q: Option<String>,
     pub score_min: Option<i64>,
     pub score_max: Option<i64>,
-    pub created_after: Option<DateTime<Utc>>,
-    pub updated_after: Option<DateTime<Utc>>,
+    pub created_after: Option<Timestamp>,
+    pub updated_after: Option<Timestamp>,
 }
 
 impl Filter {
     fn matches(&self, c: &Contact) -> bool {
-        fn any_of(set: &[String], v: &str) -> bool {
-            set.is_empty() || set.iter().any(|s| s == v)
+        fn any_of<T: PartialEq + ?Sized, U: std::borrow::Borrow<T>>(set: &[U], v: &T) -> bool {
+            set.is_empty() || set.iter().any(|s| s.borrow() == v)
         }
-        let after = |bound: Option<DateTime<Utc>>, ts: &str| match bound {
-            None => true,
-            Some(b) => ids::parse_iso(ts).is_some_and(|t| t > b),
-        };
+        let after = |bound: Option<Timestamp>, t: Timestamp| bound.is_none_or(|b| t > b);
         any_of(&self.statuses, &c.status)
             && any_of(&self.sources, &c.source)
-            && any_of(&self.emails, &c.email)
+            && any_of::<str, _>(&self.emails, c.email.as_str())
             && (self.company_ids.is_empty()
                 || c.company_id
                     .as_deref()
-                    .is_some_and(|id| any_of(&self.company_ids, id)))
+                    .is_some_and(|id| any_of::<str, _>(&self.company_ids, id)))
             && (self.tags.is_empty() || self.tags.iter().any(|t| c.tags.contains(t)))
             && self.score_min.is_none_or(|m| c.score >= m)
             && self.score_max.is_none_or(|m| c.score <= m)
-            && after(self.created_after, &c.created_at)
-            && after(self.updated_after, &c.updated_at)
+            && after(self.created_after, c.created_at)
+            && after(self.updated_after, c.updated_at)
             && self.q.as_deref().is_none_or(|q| {
                 [
-                    Some(&c.email),
-                    c.first_name.as_ref(),
-                    c.last_name.as_ref(),
-                    c.company.as_ref(),
+                    Some(c.email.as_str()),
+                    c.first_name.as_deref(),
+                    c.last_name.as_deref(),
+                    c.company.as_deref(),
                 ]
                 .into_iter()
                 .flatten()
@@ -230,7 +224,8 @@ fn record_key(app: &str, id: &str) -> Vec<u8> {
     [b"r", app.as_bytes(), id.as_bytes()].concat()
 }
 
-fn email_key(app: &str, email: &str) -> Vec<u8> {
+fn email_key(app: &str, email: &Email) -> Vec<u8> {
+    let email = email.as_str();
     [b"e", app.as_bytes(), email.as_bytes()].concat()
 }
 
@@ -317,11 +312,10 @@ fn load(tree: &sled::Tree, app: &str, id: &str) -> Result<Option<Contact>, Store
     }
 }
 
-/// Makes a contact from a create body; does not store it.
-pub fn build(app: &str, body: &Map<String, Value>) -> Result<Contact, ContactError> {
-    let now = ids::iso(ids::now());
-    let mut c = Contact::blank(ids::object_id(), app.to_owned(), &now);
-    apply(&mut c, body, Mode::Create)?;
+/// Makes a contact from a create patch; does not store it.
+pub fn build(app: &str, patch: &ContactPatch) -> Result<Contact, ContactError> {
+    let mut c = Contact::blank(ids::object_id(), app.to_owned(), Timestamp::now());
+    patch.apply(&mut c, Mode::Create)?;
     Ok(c)
 }
 
@@ -345,7 +339,7 @@ pub fn update(
     db: &sled::Db,
     app: &str,
     id: &str,
-    body: &Map<String, Value>,
+    patch: &ContactPatch,
 ) -> Result<Contact, ContactError> {
     let tree = db.open_tree(TREE)?;
     let updated = tree.transaction(|tx| {
@@ -356,10 +350,10 @@ pub fn update(
         let old: Contact =
             decode(&key, &bytes).map_err(|e| ConflictableTransactionError::Abort(e.into()))?;
         let mut new = old.clone();
-        if let Err(r) = apply(&mut new, body, Mode::Patch) {
+        if let Err(r) = patch.apply(&mut new, Mode::Patch) {
             return abort(r.into());
         }
-        new.updated_at = ids::iso(ids::now());
+        new.updated_at = Timestamp::now();
         replace_tx(tx, &old, &new)?;
         Ok(new)
     })?;
@@ -439,8 +433,12 @@ pub fn list(
     Ok((page, None))
 }
 
-/// Finds a contact of `app` by normalised e-mail.
-pub fn find_by_email(db: &sled::Db, app: &str, email: &str) -> Result<Option<Contact>, StoreError> {
+/// Finds a contact of `app` by e-mail.
+pub fn find_by_email(
+    db: &sled::Db,
+    app: &str,
+    email: &Email,
+) -> Result<Option<Contact>, StoreError> {
     let tree = db.open_tree(TREE)?;
     match tree.get(email_key(app, email))? {
         Some(id) => load(&tree, app, &String::from_utf8_lossy(&id)),
@@ -468,23 +466,27 @@ pub enum BatchOutcome {
     Failed(ContactError),
 }
 
-/// Creates (or, with `upsert`, updates by e-mail) each body in turn; each item is its own
-/// transaction, so one bad item never stops the others. One flush covers the whole batch.
+/// Creates (or, with `upsert`, updates by e-mail) each item in turn; each item is its own
+/// transaction, so one bad item never stops the others. An item that failed validation is
+/// reported as it is. One flush covers the whole batch.
 pub fn batch(
     db: &sled::Db,
     app: &str,
-    bodies: &[Map<String, Value>],
+    items: &[Result<ContactPatch, Vec<FieldError>>],
     upsert: bool,
     limit: Option<u64>,
 ) -> Result<Vec<BatchOutcome>, StoreError> {
     let tree = db.open_tree(TREE)?;
-    let mut out = Vec::with_capacity(bodies.len());
-    for body in bodies {
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
         let outcome = (|| -> Result<BatchOutcome, ContactError> {
-            let c = build(app, body)?;
+            let patch = item
+                .as_ref()
+                .map_err(|d| ContactError::Invalid(d.clone()))?;
+            let c = build(app, patch)?;
             if upsert {
                 if let Some(existing) = find_by_email(db, app, &c.email)? {
-                    return Ok(BatchOutcome::Updated(update(db, app, &existing.id, body)?));
+                    return Ok(BatchOutcome::Updated(update(db, app, &existing.id, patch)?));
                 }
             }
             tree.transaction(|tx| insert_tx(tx, &c, limit))?;
