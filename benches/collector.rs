@@ -161,7 +161,7 @@ fn submit(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut settings = Settings::load(None).expect("default settings");
     settings.storage.data_dir = dir.path().to_path_buf();
-    settings.lake.kind = "local".into();
+    settings.lake.kind = tributary::config::LakeKind::Local;
     settings.lake.path = String::new();
     settings.collector.shards = 1;
     let db = sled::Config::new()
@@ -169,7 +169,10 @@ fn submit(c: &mut Criterion) {
         .mode(sled::Mode::HighThroughput)
         .open()
         .expect("open sled");
-    let collector = Collector::start(&settings, &db).expect("collector starts");
+    let lake = tributary::collector::lake::open(&settings.lake, &dir.path().join("lake"))
+        .expect("lake opens");
+    let clock = std::sync::Arc::new(tributary::clock::SystemClock);
+    let collector = Collector::start(&settings, &db, lake, clock).expect("collector starts");
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -128,9 +128,28 @@ pub struct CollectorSettings {
     pub shutdown_upload_timeout_ms: u64,
 }
 
+/// Where the lake lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LakeKind {
+    /// A local directory (`lake.path`, or `<data-dir>/lake`).
+    Local,
+    /// An S3 bucket (or any S3 API: MinIO, moto, R2).
+    S3,
+}
+
+impl std::fmt::Display for LakeKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LakeKind::Local => "local",
+            LakeKind::S3 => "s3",
+        })
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 pub struct LakeSettings {
-    pub kind: String,
+    pub kind: LakeKind,
     pub path: String,
     pub s3_bucket: String,
     pub s3_endpoint: String,

@@ -2,6 +2,7 @@
 
 pub mod api;
 pub mod cli;
+pub mod clock;
 pub mod collector;
 pub mod config;
 pub mod contacts;

@@ -12,6 +12,7 @@ use utoipa::OpenApi;
 use utoipa_actix_web::{scope, AppExt};
 
 use crate::api::{self, ratelimit::RateLimits};
+use crate::clock::SystemClock;
 use crate::collector::Collector;
 use crate::config::{Secret, Settings};
 use crate::state::AppState;
@@ -175,7 +176,14 @@ impl Application {
             tracing::info!(swept, "expired idempotency records removed");
         }
         let admin_token = admin_token(settings.admin_token.as_ref(), &data_dir)?;
-        let collector = web::Data::new(Collector::start(&settings, store.db_for_startup())?);
+        let lake = crate::collector::lake::open(&settings.lake, &data_dir.join("lake"))
+            .map_err(crate::collector::CollectorError::from)?;
+        let collector = web::Data::new(Collector::start(
+            &settings,
+            store.db_for_startup(),
+            lake,
+            Arc::new(SystemClock),
+        )?);
         let listener =
             TcpListener::bind(&settings.server.bind).map_err(|cause| StartError::Bind {
                 addr: settings.server.bind.clone(),

@@ -9,84 +9,26 @@ use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 
-use super::event::Event;
+use super::event::{Cell, ColumnKind, Event};
 
-fn ts_type() -> DataType {
-    DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
-}
-
-/// The Parquet schema of the lake (api.md §8). Timestamps are microseconds in UTC: DuckDB
-/// reads TIMESTAMP WITH TIME ZONE, Spark `timestamp` (it refuses nanoseconds).
+/// The Parquet schema of the lake (api.md §8), from [`Event::COLUMNS`]. Timestamps are
+/// microseconds in UTC: DuckDB reads TIMESTAMP WITH TIME ZONE, Spark `timestamp` (it refuses
+/// nanoseconds).
 pub fn schema() -> SchemaRef {
-    let s = |name: &str, nullable: bool| Field::new(name, DataType::Utf8, nullable);
-    Arc::new(Schema::new(vec![
-        s("message_id", false),
-        s("app_id", false),
-        s("type", false),
-        s("event", true),
-        s("anonymous_id", true),
-        s("user_id", true),
-        s("group_id", true),
-        s("session_id", true),
-        Field::new("timestamp", ts_type(), false),
-        Field::new("original_timestamp", ts_type(), true),
-        Field::new("sent_at", ts_type(), true),
-        Field::new("received_at", ts_type(), false),
-        s("page_url", true),
-        s("page_path", true),
-        s("page_title", true),
-        s("page_referrer", true),
-        s("device_type", true),
-        s("locale", true),
-        s("timezone", true),
-        Field::new("screen_width", DataType::Int32, true),
-        Field::new("screen_height", DataType::Int32, true),
-        s("ip", true),
-        s("user_agent", true),
-        s("properties", true),
-        s("traits", true),
-        s("context", true),
-    ]))
-}
-
-/// One cell of a row, in the column's type.
-enum Cell<'a> {
-    Str(Option<&'a str>),
-    Ts(Option<i64>),
-    Int(Option<i32>),
-}
-
-/// The row's cells in schema order.
-fn cells(e: &Event) -> [Cell<'_>; 26] {
-    use Cell::{Int, Str, Ts};
-    [
-        Str(Some(&e.message_id)),
-        Str(Some(&e.app_id)),
-        Str(Some(&e.kind)),
-        Str(e.event.as_deref()),
-        Str(e.anonymous_id.as_deref()),
-        Str(e.user_id.as_deref()),
-        Str(e.group_id.as_deref()),
-        Str(e.session_id.as_deref()),
-        Ts(Some(e.timestamp)),
-        Ts(e.original_timestamp),
-        Ts(e.sent_at),
-        Ts(Some(e.received_at)),
-        Str(e.page_url.as_deref()),
-        Str(e.page_path.as_deref()),
-        Str(e.page_title.as_deref()),
-        Str(e.page_referrer.as_deref()),
-        Str(e.device_type.as_deref()),
-        Str(e.locale.as_deref()),
-        Str(e.timezone.as_deref()),
-        Int(e.screen_width),
-        Int(e.screen_height),
-        Str(e.ip.as_deref()),
-        Str(e.user_agent.as_deref()),
-        Str(e.properties.as_deref()),
-        Str(e.traits.as_deref()),
-        Str(e.context.as_deref()),
-    ]
+    let fields: Vec<Field> = Event::COLUMNS
+        .iter()
+        .map(|c| {
+            let t = match c.kind {
+                ColumnKind::Text => DataType::Utf8,
+                ColumnKind::Int => DataType::Int32,
+                ColumnKind::Timestamp => {
+                    DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
+                }
+            };
+            Field::new(c.name, t, c.nullable)
+        })
+        .collect();
+    Arc::new(Schema::new(fields))
 }
 
 enum ColumnBuilder {
@@ -104,13 +46,14 @@ pub struct RowBuilder {
 
 impl Default for RowBuilder {
     fn default() -> Self {
-        let columns = schema()
-            .fields()
+        let columns = Event::COLUMNS
             .iter()
-            .map(|f| match f.data_type() {
-                DataType::Utf8 => ColumnBuilder::Str(StringBuilder::new()),
-                DataType::Int32 => ColumnBuilder::Int(Int32Builder::new()),
-                _ => ColumnBuilder::Ts(TimestampMicrosecondBuilder::new().with_timezone("UTC")),
+            .map(|c| match c.kind {
+                ColumnKind::Text => ColumnBuilder::Str(StringBuilder::new()),
+                ColumnKind::Int => ColumnBuilder::Int(Int32Builder::new()),
+                ColumnKind::Timestamp => {
+                    ColumnBuilder::Ts(TimestampMicrosecondBuilder::new().with_timezone("UTC"))
+                }
             })
             .collect();
         RowBuilder {
@@ -131,12 +74,13 @@ impl RowBuilder {
     }
 
     pub fn append(&mut self, e: &Event) {
-        for (column, cell) in self.columns.iter_mut().zip(cells(e)) {
+        for (column, cell) in self.columns.iter_mut().zip(e.cells()) {
             match (column, cell) {
-                (ColumnBuilder::Str(b), Cell::Str(v)) => b.append_option(v),
-                (ColumnBuilder::Ts(b), Cell::Ts(v)) => b.append_option(v),
+                (ColumnBuilder::Str(b), Cell::Text(v)) => b.append_option(v),
+                (ColumnBuilder::Ts(b), Cell::Timestamp(v)) => b.append_option(v),
                 (ColumnBuilder::Int(b), Cell::Int(v)) => b.append_option(v),
-                _ => unreachable!("cells() follows schema() order"),
+                // Both come from Event::COLUMNS: a cell always matches its column's kind.
+                _ => unreachable!("cells follow Event::COLUMNS"),
             }
         }
         self.rows += 1;
@@ -174,35 +118,26 @@ pub fn encode_parquet(batch: &RecordBatch) -> Result<Vec<u8>, parquet::errors::P
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::collector::event::EventType;
 
     fn sample(i: i64) -> Event {
         Event {
-            message_id: format!("msg_{i}"),
-            app_id: "app".into(),
-            kind: "track".into(),
+            kind: EventType::Track,
             event: Some("Signed Up".into()),
-            anonymous_id: Some("a".into()),
-            user_id: None,
-            group_id: None,
             session_id: Some("ses_1".into()),
             timestamp: 1_700_000_000_000_000 + i,
             original_timestamp: Some(1),
-            sent_at: None,
-            received_at: 2,
             page_url: Some("https://x.io/a".into()),
             page_path: Some("/a".into()),
-            page_title: None,
             page_referrer: Some(String::new()),
             device_type: Some("desktop".into()),
             locale: Some("en-US".into()),
             timezone: Some("Europe/Paris".into()),
             screen_width: Some(1920),
-            screen_height: None,
             ip: Some("127.0.0.1".into()),
             user_agent: Some("ua".into()),
             properties: Some("{\"plan\":\"pro\"}".into()),
-            traits: None,
-            context: None,
+            ..Event::example("app", &format!("msg_{i}"), "a", 2)
         }
     }
 

@@ -10,9 +10,8 @@ use serde::Serialize;
 use simd_json::prelude::*;
 use simd_json::BorrowedValue as Value;
 
-use super::event::Event;
+use super::event::{Event, EventType};
 
-pub const TYPES: [&str; 4] = ["page", "track", "identify", "group"];
 const MAX_ID_CHARS: usize = 200;
 const MAX_TEXT_CHARS: usize = 2048;
 
@@ -221,6 +220,99 @@ fn is_timezone(s: &str) -> bool {
         && s.starts_with(|c: char| c.is_ascii_alphabetic())
 }
 
+/// The event's `context`: known shapes get their own columns; the rest stays as JSON text.
+#[derive(Default)]
+struct Context {
+    /// url, path, title, referrer.
+    page: [Option<String>; 4],
+    device_type: Option<String>,
+    locale: Option<String>,
+    timezone: Option<String>,
+    /// width, height.
+    screen: [Option<i32>; 2],
+    rest: Option<String>,
+}
+
+impl Checker {
+    fn context(&mut self, v: Option<&Value>) -> Context {
+        let mut out = Context::default();
+        let ctx = match v {
+            None | Some(Value::Static(simd_json::StaticNode::Null)) => return out,
+            Some(Value::Object(ctx)) => ctx,
+            Some(_) => {
+                self.fail("context", "must be an object");
+                return out;
+            }
+        };
+        match ctx.get("page") {
+            None => {}
+            Some(Value::Object(p)) => {
+                for (slot, key) in out
+                    .page
+                    .iter_mut()
+                    .zip(["url", "path", "title", "referrer"])
+                {
+                    *slot = self.text(p.get(key), &format!("context.page.{key}"), MAX_TEXT_CHARS);
+                }
+            }
+            Some(_) => self.fail("context.page", "must be an object"),
+        }
+        match ctx.get("device") {
+            None => {}
+            Some(Value::Object(d)) => {
+                out.device_type = self.text(d.get("type"), "context.device.type", 64)
+            }
+            Some(_) => self.fail("context.device", "must be an object"),
+        }
+        out.locale = self.text(ctx.get("locale"), "context.locale", 35);
+        if out.locale.as_deref().is_some_and(|l| !is_locale(l)) {
+            self.fail(
+                "context.locale",
+                "must be a language-region tag such as en-US",
+            );
+        }
+        out.timezone = self.text(ctx.get("timezone"), "context.timezone", 64);
+        if out.timezone.as_deref().is_some_and(|t| !is_timezone(t)) {
+            self.fail(
+                "context.timezone",
+                "must be an IANA zone name such as Europe/Paris",
+            );
+        }
+        match ctx.get("screen") {
+            None => {}
+            Some(Value::Object(s)) => {
+                for (slot, key) in out.screen.iter_mut().zip(["width", "height"]) {
+                    match s.get(key).map(|v| v.as_i64()) {
+                        None => {}
+                        Some(Some(n)) if (0..=100_000).contains(&n) => *slot = Some(n as i32),
+                        Some(_) => self.fail(
+                            &format!("context.screen.{key}"),
+                            "must be an integer from 0 to 100000",
+                        ),
+                    }
+                }
+            }
+            Some(_) => self.fail("context.screen", "must be an object"),
+        }
+        let mut rest = ctx.clone();
+        for k in [
+            "page",
+            "device",
+            "locale",
+            "timezone",
+            "screen",
+            "ip",
+            "userAgent",
+        ] {
+            rest.remove(k);
+        }
+        if !rest.is_empty() {
+            out.rest = Some(Value::Object(rest).encode());
+        }
+        out
+    }
+}
+
 /// Validates and enriches every event; returns the accepted ones and the rejections.
 pub fn validate(
     parsed: Parsed<'_>,
@@ -254,13 +346,12 @@ fn check_event(
         return Err(c.errors);
     };
     let get = |k: &str| obj.get(k);
-    let kind = match get("type").and_then(|v| v.as_str()) {
-        Some(t) if TYPES.contains(&t) => t.to_owned(),
-        _ => {
-            c.fail("type", "must be one of: page, track, identify, group");
-            String::new()
-        }
-    };
+    let kind = get("type")
+        .and_then(|v| v.as_str())
+        .and_then(EventType::parse);
+    if kind.is_none() {
+        c.fail("type", "must be one of: page, track, identify, group");
+    }
     let message_id = c.id(get("messageId"), "messageId", "msg_");
     let anonymous_id = c.text(get("anonymousId"), "anonymousId", 64);
     if let Some(a) = &anonymous_id {
@@ -278,17 +369,17 @@ fn check_event(
     }
     let session_id = c.id(get("sessionId"), "sessionId", "ses_");
     let event = c.text(get("event"), "event", MAX_ID_CHARS);
-    if kind == "track"
+    if kind == Some(EventType::Track)
         && event.as_deref().is_none_or(|e| e.trim().is_empty())
         && !c.errors.iter().any(|e| e.field == "event")
     {
         c.fail("event", "is required for track: the event name");
     }
     let group_id = c.id(get("groupId"), "groupId", "");
-    if kind == "group" && group_id.is_none() && !c.failed("groupId") {
+    if kind == Some(EventType::Group) && group_id.is_none() && !c.failed("groupId") {
         c.fail("groupId", "is required for group");
     }
-    if kind == "identify" && user_id.is_none() && !c.failed("userId") {
+    if kind == Some(EventType::Identify) && user_id.is_none() && !c.failed("userId") {
         c.fail("userId", "is required for identify");
     }
     let properties = c.object_json(get("properties"), "properties");
@@ -299,87 +390,17 @@ fn check_event(
         None => batch_sent_at,
     };
 
-    // Context: known shapes get their own columns; the rest stays as JSON text.
-    let mut page = [None, None, None, None];
-    let (mut device_type, mut locale, mut timezone, mut screen) = (None, None, None, [None, None]);
-    let mut context_rest = None;
-    match get("context") {
-        None | Some(Value::Static(simd_json::StaticNode::Null)) => {}
-        Some(Value::Object(ctx)) => {
-            match ctx.get("page") {
-                None => {}
-                Some(Value::Object(p)) => {
-                    for (slot, key) in page.iter_mut().zip(["url", "path", "title", "referrer"]) {
-                        *slot = c.text(p.get(key), &format!("context.page.{key}"), MAX_TEXT_CHARS);
-                    }
-                }
-                Some(_) => c.fail("context.page", "must be an object"),
-            }
-            match ctx.get("device") {
-                None => {}
-                Some(Value::Object(d)) => {
-                    device_type = c.text(d.get("type"), "context.device.type", 64)
-                }
-                Some(_) => c.fail("context.device", "must be an object"),
-            }
-            locale = c.text(ctx.get("locale"), "context.locale", 35);
-            if locale.as_deref().is_some_and(|l| !is_locale(l)) {
-                c.fail(
-                    "context.locale",
-                    "must be a language-region tag such as en-US",
-                );
-            }
-            timezone = c.text(ctx.get("timezone"), "context.timezone", 64);
-            if timezone.as_deref().is_some_and(|t| !is_timezone(t)) {
-                c.fail(
-                    "context.timezone",
-                    "must be an IANA zone name such as Europe/Paris",
-                );
-            }
-            match ctx.get("screen") {
-                None => {}
-                Some(Value::Object(s)) => {
-                    for (slot, key) in screen.iter_mut().zip(["width", "height"]) {
-                        match s.get(key).map(|v| v.as_i64()) {
-                            None => {}
-                            Some(Some(n)) if (0..=100_000).contains(&n) => *slot = Some(n as i32),
-                            Some(_) => c.fail(
-                                &format!("context.screen.{key}"),
-                                "must be an integer from 0 to 100000",
-                            ),
-                        }
-                    }
-                }
-                Some(_) => c.fail("context.screen", "must be an object"),
-            }
-            let mut rest = ctx.clone();
-            for k in [
-                "page",
-                "device",
-                "locale",
-                "timezone",
-                "screen",
-                "ip",
-                "userAgent",
-            ] {
-                rest.remove(k);
-            }
-            if !rest.is_empty() {
-                context_rest = Some(Value::Object(rest).encode());
-            }
-        }
-        Some(_) => c.fail("context", "must be an object"),
-    }
-    if !c.errors.is_empty() {
+    let ctx = c.context(get("context"));
+    let (Some(kind), true) = (kind, c.errors.is_empty()) else {
         return Err(c.errors);
-    }
+    };
     let received_at = enrich.received_at;
     let timestamp = match (original_timestamp, sent_at) {
         (Some(orig), Some(sent)) => received_at.saturating_sub(sent.saturating_sub(orig)),
         (Some(orig), None) => orig,
         (None, _) => received_at,
     };
-    let [page_url, page_path, page_title, page_referrer] = page;
+    let [page_url, page_path, page_title, page_referrer] = ctx.page;
     let e = Event {
         message_id: message_id.unwrap_or_else(|| format!("msg_{}", uuid::Uuid::new_v4().simple())),
         app_id: enrich.app_id.clone(),
@@ -397,16 +418,16 @@ fn check_event(
         page_path,
         page_title,
         page_referrer,
-        device_type,
-        locale,
-        timezone,
-        screen_width: screen[0],
-        screen_height: screen[1],
+        device_type: ctx.device_type,
+        locale: ctx.locale,
+        timezone: ctx.timezone,
+        screen_width: ctx.screen[0],
+        screen_height: ctx.screen[1],
         ip: enrich.ip.clone(),
         user_agent: enrich.user_agent.clone(),
         properties,
         traits,
-        context: context_rest,
+        context: ctx.rest,
     };
     if e.approx_bytes() > max_event_bytes {
         c.fail("body", format!("event larger than {max_event_bytes} bytes"));

@@ -124,7 +124,7 @@ pub fn persist(dir: &Path, entries: &[(u32, String, String)]) -> io::Result<()> 
         f.write_all(&buf)?;
         f.sync_data()?;
     }
-    super::wal::sync_dir(dir)
+    crate::storage::files::sync_dir(dir)
 }
 
 #[cfg(test)]

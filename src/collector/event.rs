@@ -1,42 +1,287 @@
 //! The event row: what the decoder produces, the WAL stores and the Parquet files hold
-//! (the columns of api.md §8). Plain data, so the decoder and its fuzzer stay light;
-//! `columns.rs` turns rows into Arrow and Parquet.
+//! (the columns of api.md §8).
+//!
+//! One list, in `event_row!` below, is the single source of truth for the lake's columns: it
+//! declares the struct, and from it come the WAL encoding, the size estimate and the column
+//! descriptions (`COLUMNS`, `cells`) that `columns.rs` turns into the Arrow schema and builders.
+//! Adding a column is one line here. Plain data, so the decoder and its fuzzer stay light.
 
-use serde::{Deserialize, Serialize};
+/// The four event types of the interface (§6.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventType {
+    Page,
+    Track,
+    Identify,
+    Group,
+}
 
-/// One accepted, enriched event. Timestamps are microseconds since the Unix epoch, UTC.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Event {
-    pub message_id: String,
-    pub app_id: String,
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub event: Option<String>,
-    pub anonymous_id: Option<String>,
-    pub user_id: Option<String>,
-    pub group_id: Option<String>,
-    pub session_id: Option<String>,
-    pub timestamp: i64,
-    pub original_timestamp: Option<i64>,
-    pub sent_at: Option<i64>,
-    pub received_at: i64,
-    pub page_url: Option<String>,
-    pub page_path: Option<String>,
-    pub page_title: Option<String>,
-    pub page_referrer: Option<String>,
-    pub device_type: Option<String>,
-    pub locale: Option<String>,
-    pub timezone: Option<String>,
-    pub screen_width: Option<i32>,
-    pub screen_height: Option<i32>,
-    pub ip: Option<String>,
-    pub user_agent: Option<String>,
+impl EventType {
+    pub const ALL: [EventType; 4] = [
+        EventType::Page,
+        EventType::Track,
+        EventType::Identify,
+        EventType::Group,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Page => "page",
+            EventType::Track => "track",
+            EventType::Identify => "identify",
+            EventType::Group => "group",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<EventType> {
+        EventType::ALL.into_iter().find(|t| t.as_str() == s)
+    }
+}
+
+impl std::fmt::Display for EventType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The kind of a lake column. Every `i64` field is a timestamp in microseconds since the Unix
+/// epoch, UTC; every `i32` an integer; the rest are text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColumnKind {
+    Text,
+    Timestamp,
+    Int,
+}
+
+/// One lake column: its name, its kind, and whether it may be null.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Column {
+    pub name: &'static str,
+    pub kind: ColumnKind,
+    pub nullable: bool,
+}
+
+/// One cell of a row, borrowed from the event.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Cell<'a> {
+    Text(Option<&'a str>),
+    Timestamp(Option<i64>),
+    Int(Option<i32>),
+}
+
+/// What a field type contributes to its column: its kind, its cell, its WAL form and its size.
+/// Implemented for the few types a row is made of.
+pub trait Field: Sized {
+    const KIND: ColumnKind;
+    const NULLABLE: bool;
+    fn cell(&self) -> Cell<'_>;
+    fn put(&self, out: &mut Vec<u8>);
+    fn get(r: &mut Reader<'_>) -> Option<Self>;
+    /// Bytes held on the heap (text length).
+    fn heap_bytes(&self) -> usize {
+        0
+    }
+}
+
+impl Field for String {
+    const KIND: ColumnKind = ColumnKind::Text;
+    const NULLABLE: bool = false;
+    fn cell(&self) -> Cell<'_> {
+        Cell::Text(Some(self))
+    }
+    fn put(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&(self.len() as u32).to_le_bytes());
+        out.extend_from_slice(self.as_bytes());
+    }
+    fn get(r: &mut Reader<'_>) -> Option<Self> {
+        let len = u32::from_le_bytes(r.take(4)?.try_into().ok()?) as usize;
+        String::from_utf8(r.take(len)?.to_vec()).ok()
+    }
+    fn heap_bytes(&self) -> usize {
+        self.len()
+    }
+}
+
+impl Field for EventType {
+    const KIND: ColumnKind = ColumnKind::Text;
+    const NULLABLE: bool = false;
+    fn cell(&self) -> Cell<'_> {
+        Cell::Text(Some(self.as_str()))
+    }
+    /// Written as its name, as format 1 always did.
+    fn put(&self, out: &mut Vec<u8>) {
+        let name = self.as_str();
+        out.extend_from_slice(&(name.len() as u32).to_le_bytes());
+        out.extend_from_slice(name.as_bytes());
+    }
+    fn get(r: &mut Reader<'_>) -> Option<Self> {
+        EventType::parse(&String::get(r)?)
+    }
+}
+
+impl Field for i64 {
+    const KIND: ColumnKind = ColumnKind::Timestamp;
+    const NULLABLE: bool = false;
+    fn cell(&self) -> Cell<'_> {
+        Cell::Timestamp(Some(*self))
+    }
+    fn put(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
+    }
+    fn get(r: &mut Reader<'_>) -> Option<Self> {
+        Some(i64::from_le_bytes(r.take(8)?.try_into().ok()?))
+    }
+}
+
+impl Field for i32 {
+    const KIND: ColumnKind = ColumnKind::Int;
+    const NULLABLE: bool = false;
+    fn cell(&self) -> Cell<'_> {
+        Cell::Int(Some(*self))
+    }
+    fn put(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
+    }
+    fn get(r: &mut Reader<'_>) -> Option<Self> {
+        Some(i32::from_le_bytes(r.take(4)?.try_into().ok()?))
+    }
+}
+
+impl<T: Field> Field for Option<T> {
+    const KIND: ColumnKind = T::KIND;
+    const NULLABLE: bool = true;
+    fn cell(&self) -> Cell<'_> {
+        match (self, T::KIND) {
+            (Some(v), _) => v.cell(),
+            (None, ColumnKind::Text) => Cell::Text(None),
+            (None, ColumnKind::Timestamp) => Cell::Timestamp(None),
+            (None, ColumnKind::Int) => Cell::Int(None),
+        }
+    }
+    fn put(&self, out: &mut Vec<u8>) {
+        match self {
+            Some(v) => {
+                out.push(1);
+                v.put(out);
+            }
+            None => out.push(0),
+        }
+    }
+    fn get(r: &mut Reader<'_>) -> Option<Self> {
+        match r.byte()? {
+            0 => Some(None),
+            1 => Some(Some(T::get(r)?)),
+            _ => None,
+        }
+    }
+    fn heap_bytes(&self) -> usize {
+        self.as_ref().map_or(0, T::heap_bytes)
+    }
+}
+
+/// Reads what [`Field::put`] wrote; `None` on anything short or malformed.
+pub struct Reader<'a>(&'a [u8]);
+
+impl Reader<'_> {
+    fn take(&mut self, n: usize) -> Option<&[u8]> {
+        let (head, rest) = self.0.split_at_checked(n)?;
+        self.0 = rest;
+        Some(head)
+    }
+    fn byte(&mut self) -> Option<u8> {
+        Some(self.take(1)?[0])
+    }
+}
+
+/// Version byte of the WAL encoding. Unchanged since the first release: a WAL written by any
+/// earlier version replays.
+const WAL_FORMAT: u8 = 1;
+
+/// Fixed overhead counted per row by [`Event::approx_bytes`] (pointers, lengths, numbers).
+const ROW_OVERHEAD: usize = 96;
+
+macro_rules! event_row {
+    ($( $(#[$doc:meta])* $field:ident : $ty:ty $(as $name:literal)? ),+ $(,)?) => {
+        /// One accepted, enriched event: one row of the lake.
+        #[derive(Debug, Clone, PartialEq)]
+        pub struct Event {
+            $( $(#[$doc])* pub $field: $ty, )+
+        }
+
+        impl Event {
+            /// The lake's columns, in file order.
+            pub const COLUMNS: &'static [Column] = &[
+                $( Column {
+                    name: event_row!(@name $field $($name)?),
+                    kind: <$ty as Field>::KIND,
+                    nullable: <$ty as Field>::NULLABLE,
+                }, )+
+            ];
+
+            /// The row's cells, in the order of [`Event::COLUMNS`].
+            pub fn cells(&self) -> impl Iterator<Item = Cell<'_>> {
+                [ $( Field::cell(&self.$field), )+ ].into_iter()
+            }
+
+            /// The compact binary form kept in the write-ahead log (no JSON escaping on the
+            /// hot path).
+            pub fn encode_wal(&self, out: &mut Vec<u8>) {
+                out.push(WAL_FORMAT);
+                $( Field::put(&self.$field, out); )+
+            }
+
+            /// Reads [`Event::encode_wal`]'s form; `None` when the bytes are not one whole
+            /// event.
+            pub fn decode_wal(bytes: &[u8]) -> Option<Event> {
+                let mut r = Reader(bytes);
+                if r.byte()? != WAL_FORMAT {
+                    return None;
+                }
+                let e = Event { $( $field: <$ty as Field>::get(&mut r)?, )+ };
+                r.0.is_empty().then_some(e)
+            }
+
+            /// Rough in-memory size, for the "close a file by bytes" rule.
+            pub fn approx_bytes(&self) -> usize {
+                ROW_OVERHEAD $( + Field::heap_bytes(&self.$field) )+
+            }
+        }
+    };
+    (@name $field:ident $name:literal) => { $name };
+    (@name $field:ident) => { stringify!($field) };
+}
+
+event_row! {
+    message_id: String,
+    app_id: String,
+    kind: EventType as "type",
+    event: Option<String>,
+    anonymous_id: Option<String>,
+    user_id: Option<String>,
+    group_id: Option<String>,
+    session_id: Option<String>,
+    /// The event's time: the client's, corrected for clock skew (µs, UTC).
+    timestamp: i64,
+    /// The client's `timestamp` as sent.
+    original_timestamp: Option<i64>,
+    sent_at: Option<i64>,
+    received_at: i64,
+    page_url: Option<String>,
+    page_path: Option<String>,
+    page_title: Option<String>,
+    page_referrer: Option<String>,
+    device_type: Option<String>,
+    locale: Option<String>,
+    timezone: Option<String>,
+    screen_width: Option<i32>,
+    screen_height: Option<i32>,
+    ip: Option<String>,
+    user_agent: Option<String>,
     /// JSON text.
-    pub properties: Option<String>,
+    properties: Option<String>,
     /// JSON text.
-    pub traits: Option<String>,
+    traits: Option<String>,
     /// JSON text: the context fields that have no column of their own.
-    pub context: Option<String>,
+    context: Option<String>,
 }
 
 impl Event {
@@ -48,191 +293,36 @@ impl Event {
             .unwrap_or("")
     }
 
-    /// Rough in-memory size, for the "close a file by bytes" rule.
-    pub fn approx_bytes(&self) -> usize {
-        let s = |o: &Option<String>| o.as_ref().map_or(0, String::len);
-        96 + self.message_id.len()
-            + self.app_id.len()
-            + self.kind.len()
-            + s(&self.event)
-            + s(&self.anonymous_id)
-            + s(&self.user_id)
-            + s(&self.group_id)
-            + s(&self.session_id)
-            + s(&self.page_url)
-            + s(&self.page_path)
-            + s(&self.page_title)
-            + s(&self.page_referrer)
-            + s(&self.device_type)
-            + s(&self.locale)
-            + s(&self.timezone)
-            + s(&self.ip)
-            + s(&self.user_agent)
-            + s(&self.properties)
-            + s(&self.traits)
-            + s(&self.context)
-    }
-}
-
-/// Version byte of the WAL encoding below.
-const WAL_FORMAT: u8 = 1;
-
-fn put_str(out: &mut Vec<u8>, s: &str) {
-    out.extend_from_slice(&(s.len() as u32).to_le_bytes());
-    out.extend_from_slice(s.as_bytes());
-}
-
-fn put_opt_str(out: &mut Vec<u8>, s: &Option<String>) {
-    match s {
-        Some(s) => {
-            out.push(1);
-            put_str(out, s);
+    /// A minimal event, for tests and benches: a page view of `anonymous_id` in `app_id`.
+    pub fn example(app_id: &str, message_id: &str, anonymous_id: &str, at: i64) -> Event {
+        Event {
+            message_id: message_id.into(),
+            app_id: app_id.into(),
+            kind: EventType::Page,
+            event: None,
+            anonymous_id: Some(anonymous_id.into()),
+            user_id: None,
+            group_id: None,
+            session_id: None,
+            timestamp: at,
+            original_timestamp: None,
+            sent_at: None,
+            received_at: at,
+            page_url: None,
+            page_path: None,
+            page_title: None,
+            page_referrer: None,
+            device_type: None,
+            locale: None,
+            timezone: None,
+            screen_width: None,
+            screen_height: None,
+            ip: None,
+            user_agent: None,
+            properties: None,
+            traits: None,
+            context: None,
         }
-        None => out.push(0),
-    }
-}
-
-fn put_opt_i64(out: &mut Vec<u8>, v: Option<i64>) {
-    match v {
-        Some(v) => {
-            out.push(1);
-            out.extend_from_slice(&v.to_le_bytes());
-        }
-        None => out.push(0),
-    }
-}
-
-fn put_opt_i32(out: &mut Vec<u8>, v: Option<i32>) {
-    match v {
-        Some(v) => {
-            out.push(1);
-            out.extend_from_slice(&v.to_le_bytes());
-        }
-        None => out.push(0),
-    }
-}
-
-/// Reads what the `put_*` functions wrote; `None` on anything short or malformed.
-struct Reader<'a>(&'a [u8]);
-
-impl Reader<'_> {
-    fn take(&mut self, n: usize) -> Option<&[u8]> {
-        let (head, rest) = self.0.split_at_checked(n)?;
-        self.0 = rest;
-        Some(head)
-    }
-    fn byte(&mut self) -> Option<u8> {
-        Some(self.take(1)?[0])
-    }
-    fn string(&mut self) -> Option<String> {
-        let len = u32::from_le_bytes(self.take(4)?.try_into().ok()?) as usize;
-        String::from_utf8(self.take(len)?.to_vec()).ok()
-    }
-    fn opt_string(&mut self) -> Option<Option<String>> {
-        match self.byte()? {
-            0 => Some(None),
-            1 => Some(Some(self.string()?)),
-            _ => None,
-        }
-    }
-    fn i64(&mut self) -> Option<i64> {
-        Some(i64::from_le_bytes(self.take(8)?.try_into().ok()?))
-    }
-    fn opt_i64(&mut self) -> Option<Option<i64>> {
-        match self.byte()? {
-            0 => Some(None),
-            1 => Some(Some(self.i64()?)),
-            _ => None,
-        }
-    }
-    fn opt_i32(&mut self) -> Option<Option<i32>> {
-        match self.byte()? {
-            0 => Some(None),
-            1 => Some(Some(i32::from_le_bytes(self.take(4)?.try_into().ok()?))),
-            _ => None,
-        }
-    }
-}
-
-impl Event {
-    /// The compact binary form kept in the write-ahead log (no JSON escaping on the hot path).
-    pub fn encode_wal(&self, out: &mut Vec<u8>) {
-        out.push(WAL_FORMAT);
-        put_str(out, &self.message_id);
-        put_str(out, &self.app_id);
-        put_str(out, &self.kind);
-        for s in [
-            &self.event,
-            &self.anonymous_id,
-            &self.user_id,
-            &self.group_id,
-            &self.session_id,
-        ] {
-            put_opt_str(out, s);
-        }
-        out.extend_from_slice(&self.timestamp.to_le_bytes());
-        put_opt_i64(out, self.original_timestamp);
-        put_opt_i64(out, self.sent_at);
-        out.extend_from_slice(&self.received_at.to_le_bytes());
-        for s in [
-            &self.page_url,
-            &self.page_path,
-            &self.page_title,
-            &self.page_referrer,
-            &self.device_type,
-            &self.locale,
-            &self.timezone,
-        ] {
-            put_opt_str(out, s);
-        }
-        put_opt_i32(out, self.screen_width);
-        put_opt_i32(out, self.screen_height);
-        for s in [
-            &self.ip,
-            &self.user_agent,
-            &self.properties,
-            &self.traits,
-            &self.context,
-        ] {
-            put_opt_str(out, s);
-        }
-    }
-
-    /// Reads [`Event::encode_wal`]'s form; `None` when the bytes are not one whole event.
-    pub fn decode_wal(bytes: &[u8]) -> Option<Event> {
-        let mut r = Reader(bytes);
-        if r.byte()? != WAL_FORMAT {
-            return None;
-        }
-        let e = Event {
-            message_id: r.string()?,
-            app_id: r.string()?,
-            kind: r.string()?,
-            event: r.opt_string()?,
-            anonymous_id: r.opt_string()?,
-            user_id: r.opt_string()?,
-            group_id: r.opt_string()?,
-            session_id: r.opt_string()?,
-            timestamp: r.i64()?,
-            original_timestamp: r.opt_i64()?,
-            sent_at: r.opt_i64()?,
-            received_at: r.i64()?,
-            page_url: r.opt_string()?,
-            page_path: r.opt_string()?,
-            page_title: r.opt_string()?,
-            page_referrer: r.opt_string()?,
-            device_type: r.opt_string()?,
-            locale: r.opt_string()?,
-            timezone: r.opt_string()?,
-            screen_width: r.opt_i32()?,
-            screen_height: r.opt_i32()?,
-            ip: r.opt_string()?,
-            user_agent: r.opt_string()?,
-            properties: r.opt_string()?,
-            traits: r.opt_string()?,
-            context: r.opt_string()?,
-        };
-        r.0.is_empty().then_some(e)
     }
 }
 
@@ -240,41 +330,69 @@ impl Event {
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_wal_form_round_trips_and_refuses_truncation() {
-        let e = Event {
-            message_id: "msg_1".into(),
-            app_id: "app".into(),
-            kind: "track".into(),
+    fn full() -> Event {
+        Event {
+            kind: EventType::Track,
             event: Some("Bought \"it\"".into()),
-            anonymous_id: Some("a".into()),
-            user_id: None,
-            group_id: None,
             session_id: Some("ses_1".into()),
             timestamp: -5,
             original_timestamp: Some(1),
-            sent_at: None,
-            received_at: 2,
             page_url: Some("https://x.io".into()),
-            page_path: None,
             page_title: Some("é".into()),
             page_referrer: Some(String::new()),
-            device_type: None,
-            locale: None,
-            timezone: None,
             screen_width: Some(-1),
-            screen_height: None,
-            ip: None,
-            user_agent: None,
             properties: Some("{\"a\":1}".into()),
-            traits: None,
-            context: None,
-        };
+            ..Event::example("app", "msg_1", "a", 2)
+        }
+    }
+
+    #[test]
+    fn the_wal_form_round_trips_and_refuses_truncation() {
+        let e = full();
         let mut buf = Vec::new();
         e.encode_wal(&mut buf);
         assert_eq!(Event::decode_wal(&buf), Some(e));
         for cut in 0..buf.len() {
             assert_eq!(Event::decode_wal(&buf[..cut]), None, "cut at {cut}");
         }
+    }
+
+    #[test]
+    fn every_type_round_trips_through_the_wal() {
+        for t in EventType::ALL {
+            let e = Event { kind: t, ..full() };
+            let mut buf = Vec::new();
+            e.encode_wal(&mut buf);
+            assert_eq!(Event::decode_wal(&buf).map(|e| e.kind), Some(t));
+            assert_eq!(EventType::parse(t.as_str()), Some(t));
+        }
+        assert_eq!(EventType::parse("Page"), None);
+    }
+
+    #[test]
+    fn columns_cells_and_size_follow_the_one_list() {
+        let e = full();
+        let names: Vec<_> = Event::COLUMNS.iter().map(|c| c.name).collect();
+        assert_eq!(names.len(), 26);
+        assert_eq!(&names[..3], &["message_id", "app_id", "type"]);
+        assert_eq!(names[25], "context");
+        let cells: Vec<_> = e.cells().collect();
+        assert_eq!(cells.len(), Event::COLUMNS.len());
+        for (col, cell) in Event::COLUMNS.iter().zip(&cells) {
+            let kind = match cell {
+                Cell::Text(_) => ColumnKind::Text,
+                Cell::Timestamp(_) => ColumnKind::Timestamp,
+                Cell::Int(_) => ColumnKind::Int,
+            };
+            assert_eq!(kind, col.kind, "{}", col.name);
+        }
+        assert_eq!(cells[2], Cell::Text(Some("track")));
+        assert!(!Event::COLUMNS[8].nullable && Event::COLUMNS[9].nullable);
+        let text: usize = ["msg_1", "app", "Bought \"it\"", "a", "ses_1"]
+            .iter()
+            .chain(&["https://x.io", "é", "", "{\"a\":1}"])
+            .map(|s| s.len())
+            .sum();
+        assert_eq!(e.approx_bytes(), ROW_OVERHEAD + text);
     }
 }

@@ -7,13 +7,12 @@
 //! client clocks never reopen old partitions.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use object_store::ObjectStore;
 
-use crate::config::LakeSettings;
+use crate::config::{LakeKind, LakeSettings};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LakeError {
@@ -21,8 +20,6 @@ pub enum LakeError {
     Dir(String, std::io::Error),
     #[error("object store: {0}")]
     Store(#[from] object_store::Error),
-    #[error("lake.kind must be local or s3, not {0:?}")]
-    Kind(String),
     #[error("lake.s3_bucket is required when lake.kind = \"s3\"")]
     NoBucket,
 }
@@ -32,8 +29,8 @@ pub fn open(
     settings: &LakeSettings,
     default_dir: &std::path::Path,
 ) -> Result<Arc<dyn ObjectStore>, LakeError> {
-    match settings.kind.as_str() {
-        "local" => {
+    match settings.kind {
+        LakeKind::Local => {
             let dir = if settings.path.is_empty() {
                 default_dir.to_path_buf()
             } else {
@@ -44,7 +41,7 @@ pub fn open(
             let fs = object_store::local::LocalFileSystem::new_with_prefix(&dir)?.with_fsync(true);
             Ok(Arc::new(fs))
         }
-        "s3" => {
+        LakeKind::S3 => {
             if settings.s3_bucket.is_empty() {
                 return Err(LakeError::NoBucket);
             }
@@ -65,7 +62,6 @@ pub fn open(
             }
             Ok(Arc::new(b.build()?))
         }
-        other => Err(LakeError::Kind(other.to_owned())),
     }
 }
 
@@ -87,32 +83,6 @@ pub fn file_path(
         Path::from(p)
     } else {
         Path::from(format!("{}/{p}", prefix.trim_matches('/')))
-    }
-}
-
-/// Puts `bytes` at `path`, retrying with exponential backoff (100 ms doubling to 10 s) until it
-/// works or `give_up` says to stop. A put is atomic: readers see the whole file or nothing.
-pub async fn put_with_retry(
-    store: &dyn ObjectStore,
-    path: &Path,
-    bytes: bytes::Bytes,
-    mut give_up: impl FnMut(u32) -> bool,
-) -> Result<u32, object_store::Error> {
-    let mut delay = Duration::from_millis(100);
-    let mut attempt = 0u32;
-    loop {
-        match store.put(path, PutPayload::from(bytes.clone())).await {
-            Ok(_) => return Ok(attempt),
-            Err(e) => {
-                attempt += 1;
-                if give_up(attempt) {
-                    return Err(e);
-                }
-                tracing::warn!(path = %path, attempt, error = %e, "parquet upload failed, retrying");
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(10));
-            }
-        }
     }
 }
 

@@ -2,10 +2,10 @@
 //!
 //! ```text
 //! http (auth, limits, simd-json parse, validate, enrich)        collector/http.rs, decode.rs
-//!   -> route by hash(app, anonymousId) over bounded queues       Collector::submit
-//!   -> shard writer: dedupe, WAL append + fsync, reply            shard.rs, wal.rs
-//!   -> Arrow builders per (app, hour) -> uploader: Parquet zstd   columns.rs
-//!   -> object_store put (local dir or S3) -> checkpoint, trim WAL lake.rs
+//!   -> route by hash(app, anonymousId) over bounded queues       Collector::submit (mod.rs)
+//!   -> shard writer: dedupe, WAL append + fsync, reply            writer.rs, wal.rs, dedupe.rs
+//!   -> Arrow builders per (app, hour)                             columns.rs (from event.rs)
+//!   -> uploader: Parquet zstd, object_store put, checkpoint, trim uploader.rs, lake.rs, retry.rs
 //! ```
 //!
 //! Architecture invariant: a 200 from the collector means every accepted event of the batch is
@@ -17,128 +17,164 @@ pub mod decode;
 pub mod dedupe;
 pub mod event;
 pub mod http;
-pub mod identity;
 pub mod lake;
 pub mod metrics;
-pub mod shard;
+pub mod retry;
+pub mod uploader;
 pub mod usage;
 pub mod wal;
+pub mod writer;
 
-use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::{bounded, Sender, TrySendError};
+use object_store::ObjectStore;
 
+use crate::clock::Clock;
 use crate::config::Settings;
-pub use event::Event;
+pub use event::{Event, EventType};
 use metrics::{EdgeCounters, ShardCounters};
-pub use shard::Committed;
+use retry::{Backoff, Shutdown};
+use uploader::Uploader;
+pub use writer::{Committed, WriteError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CollectorError {
     #[error("{0}")]
     Lake(#[from] lake::LakeError),
-    #[error("{0}")]
-    Shard(#[from] shard::ShardError),
+    #[error("shard {shard}: {source}")]
+    Shard {
+        shard: usize,
+        source: std::io::Error,
+    },
 }
 
 /// Why a batch could not be committed.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, thiserror::Error)]
 pub enum SubmitError {
     /// A shard's queue is full: retry later.
+    #[error("a shard queue is full")]
     Overloaded,
-    /// A shard failed to write (its reason is logged).
-    Failed(String),
+    /// A shard failed to write.
+    #[error(transparent)]
+    Failed(#[from] WriteError),
 }
 
 /// Handle to the shard writers; shared by every HTTP worker.
 pub struct Collector {
-    queues: Vec<Sender<shard::Msg>>,
+    queues: Vec<Sender<writer::Msg>>,
     pub shard_counters: Vec<Arc<ShardCounters>>,
     pub edge: EdgeCounters,
     pub meter: usage::Meter,
+    pub clock: Arc<dyn Clock>,
+    /// Writer threads, then uploader threads: joined in that order at shutdown.
     threads: Mutex<Vec<JoinHandle<()>>>,
-    stopping: Arc<AtomicBool>,
+    shutdown: Arc<Shutdown>,
+}
+
+/// The number of shards `collector.shards` asks for (0: one per CPU core).
+fn shard_count(configured: usize) -> usize {
+    match configured {
+        0 => std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2),
+        n => n,
+    }
+}
+
+/// The directory of shard `index`: its WAL, checkpoint, intent and dedupe files.
+pub fn shard_dir(data_dir: &Path, index: usize) -> std::path::PathBuf {
+    data_dir.join("wal").join(format!("shard-{index}"))
+}
+
+/// The shard of a visitor: FNV-1a over `app \0 visitor`, a hash fixed by its specification,
+/// so a retry reaches the same shard (and its dedupe memory) after any upgrade.
+pub fn shard_of(app_id: &str, visitor: &str, shards: usize) -> usize {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let bytes = app_id.bytes().chain([0]).chain(visitor.bytes());
+    let h = bytes.fold(OFFSET, |h, b| (h ^ u64::from(b)).wrapping_mul(PRIME));
+    (h % shards.max(1) as u64) as usize
 }
 
 impl Collector {
-    /// Opens the lake, replays every shard's WAL into it, and starts the writers.
-    pub fn start(settings: &Settings, db: &sled::Db) -> Result<Collector, CollectorError> {
+    /// Starts one writer and one uploader per shard over `lake`; each writer first replays
+    /// its WAL into the lake (in parallel; start-up never waits for the object store).
+    pub fn start(
+        settings: &Settings,
+        db: &sled::Db,
+        lake: Arc<dyn ObjectStore>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Collector, CollectorError> {
         let c = &settings.collector;
-        let data_dir = &settings.storage.data_dir;
-        let store = lake::open(&settings.lake, &data_dir.join("lake"))?;
-        let n = match c.shards {
-            0 => std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(2),
-            n => n,
-        };
-        let stopping = Arc::new(AtomicBool::new(false));
+        let n = shard_count(c.shards);
+        let shutdown = Arc::new(Shutdown::default());
         let mut queues = Vec::with_capacity(n);
         let mut shard_counters = Vec::with_capacity(n);
         let mut starting = Vec::with_capacity(n);
+        let mut uploaders = Vec::with_capacity(n);
+        let failed = |shard| move |source| CollectorError::Shard { shard, source };
         for index in 0..n {
-            let (tx, rx) = bounded(c.queue_batches.max(1));
+            let dir = shard_dir(&settings.storage.data_dir, index);
             let counters = Arc::new(ShardCounters::default());
-            let cfg = shard::ShardConfig {
+            let (up_tx, up_rx) = bounded(2);
+            let uploader = Uploader {
+                index,
+                dir: dir.clone(),
+                db: db.clone(),
+                store: lake.clone(),
+                counters: counters.clone(),
+                shutdown: shutdown.clone(),
+                patience: Duration::from_millis(c.shutdown_upload_timeout_ms),
+                backoff: Backoff::default(),
+            };
+            uploaders.push(uploader::spawn(uploader, up_rx).map_err(failed(index))?);
+            let cfg = writer::WriterConfig {
                 index,
                 node_id: c.node_id.clone(),
-                wal_dir: data_dir.join("wal").join(format!("shard-{index}")),
+                dir,
                 prefix: settings.lake.prefix.clone(),
                 max_rows: c.max_file_rows.max(1),
                 max_bytes: c.max_file_bytes.max(1),
                 max_age: Duration::from_millis(c.max_file_age_ms.max(1)),
-                shutdown_upload_timeout: Duration::from_millis(c.shutdown_upload_timeout_ms),
-                stopping: stopping.clone(),
             };
-            starting.push(shard::start(
-                cfg,
-                db.clone(),
-                store.clone(),
-                counters.clone(),
-                rx,
-            )?);
+            let (tx, rx) = bounded(c.queue_batches.max(1));
+            let w = writer::spawn(cfg, db.clone(), clock.clone(), counters.clone(), up_tx, rx);
+            starting.push(w.map_err(failed(index))?);
             queues.push(tx);
             shard_counters.push(counters);
         }
-        // Shards recover (replay their WAL into the lake) in parallel; wait for all of them.
-        let mut threads = Vec::with_capacity(n);
+        let mut threads = Vec::with_capacity(2 * n);
         let mut failure = None;
-        for s in starting {
+        for (index, s) in starting.into_iter().enumerate() {
             match s.wait() {
                 Ok(t) => threads.push(t),
-                Err(e) => failure = failure.or(Some(e)),
+                Err(e) => failure = failure.or(Some(failed(index)(e))),
             }
         }
-        if let Some(e) = failure {
-            stopping.store(true, Relaxed);
-            for q in &queues {
-                let _ = q.send(shard::Msg::Stop);
-            }
-            for t in threads {
-                let _ = t.join();
-            }
-            return Err(e.into());
-        }
-        tracing::info!(shards = n, lake = %settings.lake.kind, "collector started");
-        Ok(Collector {
+        threads.extend(uploaders);
+        let collector = Collector {
             queues,
             shard_counters,
             edge: EdgeCounters::default(),
             meter: usage::Meter::default(),
+            clock,
             threads: Mutex::new(threads),
-            stopping,
-        })
+            shutdown,
+        };
+        if let Some(e) = failure {
+            collector.shutdown();
+            return Err(e);
+        }
+        tracing::info!(shards = n, lake = %settings.lake.kind, "collector started");
+        Ok(collector)
     }
 
     fn shard_of(&self, e: &Event) -> usize {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        e.app_id.hash(&mut h);
-        e.visitor().hash(&mut h);
-        (h.finish() % self.queues.len() as u64) as usize
+        shard_of(&e.app_id, e.visitor(), self.queues.len())
     }
 
     /// Hands the events to their shards and waits until they are durable.
@@ -156,11 +192,11 @@ impl Collector {
             .filter(|(_, e)| !e.is_empty())
         {
             let (reply, answer) = tokio::sync::oneshot::channel();
-            match self.queues[i].try_send(shard::Msg::Write { events, reply }) {
+            match self.queues[i].try_send(writer::Msg::Write { events, reply }) {
                 Ok(()) => waiting.push(answer),
                 Err(TrySendError::Full(_)) => overloaded = true,
                 Err(TrySendError::Disconnected(_)) => {
-                    return Err(SubmitError::Failed("collector stopped".into()))
+                    return Err(SubmitError::Failed(WriteError::Stopped))
                 }
             }
         }
@@ -175,7 +211,7 @@ impl Collector {
                     total.duplicates += c.duplicates;
                 }
                 Ok(Err(e)) => failure = Some(e),
-                Err(_) => failure = Some("shard stopped".into()),
+                Err(_) => failure = Some(WriteError::Stopped),
             }
         }
         if let Some(e) = failure {
@@ -189,11 +225,11 @@ impl Collector {
 
     /// Drains every queue, flushes every open file to the lake, and waits for the threads.
     pub fn shutdown(&self) {
-        self.stopping.store(true, Relaxed);
+        self.shutdown.begin();
         for q in &self.queues {
-            let _ = q.send(shard::Msg::Stop);
+            let _ = q.send(writer::Msg::Stop);
         }
-        let threads = std::mem::take(&mut *self.threads.lock().expect("threads lock"));
+        let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()));
         for t in threads {
             let _ = t.join();
         }
@@ -211,16 +247,21 @@ mod tests {
     use super::*;
 
     fn event(n: usize) -> Event {
-        serde_json::from_value(serde_json::json!({
-            "message_id": format!("msg_{n}"), "app_id": "a", "type": "page", "event": null,
-            "anonymous_id": "v", "user_id": null, "group_id": null, "session_id": null,
-            "timestamp": 1, "original_timestamp": null, "sent_at": null, "received_at": 1,
-            "page_url": null, "page_path": null, "page_title": null, "page_referrer": null,
-            "device_type": null, "locale": null, "timezone": null, "screen_width": null,
-            "screen_height": null, "ip": null, "user_agent": null, "properties": null,
-            "traits": null, "context": null
-        }))
-        .unwrap()
+        Event::example("a", &format!("msg_{n}"), "v", 1)
+    }
+
+    #[test]
+    fn shard_routing_is_pinned_across_releases() {
+        // FNV-1a of "app\0visitor": these values must never change.
+        assert_eq!(
+            shard_of("app", "visitor", usize::MAX),
+            0x9967_271e_ad27_263e % usize::MAX
+        );
+        assert_eq!(shard_of("app", "visitor", 4), 2);
+        let spread: std::collections::HashSet<_> = (0..64)
+            .map(|i| shard_of("a", &format!("v{i}"), 4))
+            .collect();
+        assert_eq!(spread.len(), 4);
     }
 
     #[tokio::test]
@@ -231,8 +272,9 @@ mod tests {
             shard_counters: vec![Arc::default()],
             edge: EdgeCounters::default(),
             meter: usage::Meter::default(),
+            clock: Arc::new(crate::clock::SystemClock),
             threads: Mutex::default(),
-            stopping: Arc::default(),
+            shutdown: Arc::default(),
         };
         let collector = Arc::new(collector);
         // The first batch takes the only slot; nobody serves the queue, so it waits.
@@ -243,12 +285,12 @@ mod tests {
         while rx.is_empty() {
             tokio::task::yield_now().await;
         }
-        assert_eq!(
+        assert!(matches!(
             collector.submit(vec![event(2)]).await,
             Err(SubmitError::Overloaded)
-        );
+        ));
         // Once the shard answers, the waiting batch completes.
-        let Ok(shard::Msg::Write { reply, events }) = rx.recv() else {
+        let Ok(writer::Msg::Write { reply, events }) = rx.recv() else {
             panic!("expected a write")
         };
         assert_eq!(events.len(), 1);
@@ -259,11 +301,11 @@ mod tests {
             }))
             .unwrap();
         assert_eq!(
-            first.await.unwrap(),
-            Ok(Committed {
+            first.await.unwrap().unwrap(),
+            Committed {
                 accepted: 1,
                 duplicates: 0
-            })
+            }
         );
     }
 }

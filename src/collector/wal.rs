@@ -14,6 +14,8 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
+use crate::storage::files::{sync_dir, write_atomic};
+
 const HEADER: usize = 16;
 /// Records bigger than this are corrupt by definition (an event is at most 32 KiB of JSON).
 const MAX_RECORD: usize = 16 * 1024 * 1024;
@@ -55,10 +57,6 @@ pub fn segments(dir: &Path) -> io::Result<Vec<(u64, PathBuf)>> {
     }
     out.sort();
     Ok(out)
-}
-
-pub fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
 }
 
 /// Reads a segment's valid records; returns them and the length of the valid prefix.
@@ -231,16 +229,6 @@ pub fn read_checkpoint(dir: &Path) -> io::Result<u64> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(0),
         Err(e) => Err(e),
     }
-}
-
-/// Atomically replaces a small file: write a temporary, fsync, rename, fsync the directory.
-pub fn write_atomic(dir: &Path, name: &str, contents: &[u8]) -> io::Result<()> {
-    let tmp = dir.join(format!("{name}.tmp"));
-    let mut f = File::create(&tmp)?;
-    f.write_all(contents)?;
-    f.sync_all()?;
-    fs::rename(&tmp, dir.join(name))?;
-    sync_dir(dir)
 }
 
 pub fn write_checkpoint(dir: &Path, lsn: u64) -> io::Result<()> {

@@ -1,17 +1,33 @@
 //! `GET /api/v1/profiles/{userId}`: the visitor profile merged from identify and group calls.
 
 use actix_web::{get, web, HttpResponse};
-use serde_json::json;
+use serde::Serialize;
 use utoipa_actix_web::service_config::ServiceConfig;
 
 use crate::api::{self, ApiError};
-use crate::collector::identity;
 use crate::ids;
 use crate::state::AppState;
 use crate::tenants::{Permission, Principal};
 
+use super::model::Group;
+use super::store;
+
 pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(get_profile);
+}
+
+/// A profile as the API answers it: timestamps as ISO 8601 strings.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProfileView {
+    pub user_id: String,
+    #[schema(value_type = Object)]
+    pub traits: serde_json::Map<String, serde_json::Value>,
+    pub anonymous_ids: Vec<String>,
+    pub groups: Vec<Group>,
+    /// ISO 8601, UTC, milliseconds.
+    pub first_seen: String,
+    pub last_seen: String,
 }
 
 fn micros_iso(t: i64) -> String {
@@ -23,7 +39,7 @@ fn micros_iso(t: i64) -> String {
     tag = "profiles",
     security(("api_key" = [])),
     params(("userId" = String, Path, description = "The userId given to identify")),
-    responses((status = 200, body = identity::Profile), (status = 404), (status = 401), (status = 403))
+    responses((status = 200, body = ProfileView), (status = 404), (status = 401), (status = 403))
 )]
 #[get("/profiles/{userId}")]
 async fn get_profile(
@@ -36,15 +52,15 @@ async fn get_profile(
     let user = user.into_inner();
     let p = state
         .store
-        .run(move |db| identity::profile(db, &app, &user))
+        .run(move |db| store::get(db, &app, &user))
         .await?
         .ok_or_else(|| ApiError::not_found("profile"))?;
-    Ok(api::ok(&json!({
-        "userId": p.user_id,
-        "traits": p.traits,
-        "anonymousIds": p.anonymous_ids,
-        "groups": p.groups,
-        "firstSeen": micros_iso(p.first_seen),
-        "lastSeen": micros_iso(p.last_seen),
-    })))
+    Ok(api::ok(&ProfileView {
+        user_id: p.user_id,
+        traits: p.traits,
+        anonymous_ids: p.anonymous_ids,
+        groups: p.groups,
+        first_seen: micros_iso(p.first_seen),
+        last_seen: micros_iso(p.last_seen),
+    }))
 }

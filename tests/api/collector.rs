@@ -127,7 +127,7 @@ async fn the_lake_can_live_on_s3() {
     let endpoint = moto.endpoint.clone();
     let mut app = spawn_app_with(move |s| {
         s.collector.max_file_rows = 7;
-        s.lake.kind = "s3".into();
+        s.lake.kind = tributary::config::LakeKind::S3;
         s.lake.s3_bucket = "tributary-lake".into();
         s.lake.s3_endpoint = endpoint;
         s.lake.s3_allow_http = true;

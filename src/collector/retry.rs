@@ -1,0 +1,159 @@
+//! The one retry rule of the collector's background work (uploads, undoing an unfinished
+//! flush): exponential backoff between attempts, for as long as it takes, except once the
+//! service is shutting down, when work gives up `shutdown_upload_timeout` after the shutdown
+//! began (the WAL keeps the events for the next start).
+
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// Delays between attempts: `first`, doubling up to `max`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    pub first: Duration,
+    pub max: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff {
+            first: Duration::from_millis(200),
+            max: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Set once the service begins to shut down; sleeping retries wake up at once.
+#[derive(Debug, Default)]
+pub struct Shutdown {
+    began: Mutex<Option<Instant>>,
+    changed: Condvar,
+}
+
+impl Shutdown {
+    pub fn begin(&self) {
+        let mut began = self.began.lock().unwrap_or_else(|e| e.into_inner());
+        began.get_or_insert_with(Instant::now);
+        self.changed.notify_all();
+    }
+
+    /// How long ago the shutdown began, if it did.
+    pub fn elapsed(&self) -> Option<Duration> {
+        self.began
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .map(|t| t.elapsed())
+    }
+
+    /// Sleeps `d`, or less when the shutdown begins meanwhile.
+    fn sleep(&self, d: Duration) {
+        let began = self.began.lock().unwrap_or_else(|e| e.into_inner());
+        if began.is_none() {
+            let _ = self.changed.wait_timeout_while(began, d, |b| b.is_none());
+        }
+    }
+}
+
+/// Runs `attempt` until it succeeds. After each failure `on_failure` sees the error (to log
+/// and count it); then, unless the shutdown began more than `patience` ago, it waits the next
+/// backoff delay and tries again. Returns the last error when it gives up.
+pub fn retry<T, E>(
+    backoff: Backoff,
+    shutdown: &Shutdown,
+    patience: Duration,
+    mut attempt: impl FnMut() -> Result<T, E>,
+    mut on_failure: impl FnMut(&E, Duration),
+) -> Result<T, E> {
+    let mut delay = backoff.first;
+    loop {
+        match attempt() {
+            Ok(v) => return Ok(v),
+            Err(e) => {
+                if shutdown.elapsed().is_some_and(|t| t >= patience) {
+                    return Err(e);
+                }
+                on_failure(&e, delay);
+                shutdown.sleep(delay);
+                delay = (delay * 2).min(backoff.max);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FAST: Backoff = Backoff {
+        first: Duration::from_millis(1),
+        max: Duration::from_millis(4),
+    };
+
+    #[test]
+    fn retries_until_it_works_with_growing_delays() {
+        let shutdown = Shutdown::default();
+        let mut calls = 0;
+        let mut delays = Vec::new();
+        let got = retry(
+            FAST,
+            &shutdown,
+            Duration::ZERO,
+            || {
+                calls += 1;
+                if calls < 5 {
+                    Err("no")
+                } else {
+                    Ok(calls)
+                }
+            },
+            |_, d| delays.push(d.as_millis()),
+        );
+        assert_eq!(got, Ok(5));
+        assert_eq!(delays, [1, 2, 4, 4]);
+    }
+
+    #[test]
+    fn gives_up_once_the_shutdown_is_older_than_the_patience() {
+        let shutdown = Shutdown::default();
+        shutdown.begin();
+        let got: Result<(), &str> =
+            retry(FAST, &shutdown, Duration::ZERO, || Err("down"), |_, _| {});
+        assert_eq!(got, Err("down"));
+        // The patience counts from the shutdown, not from the first attempt.
+        let mut calls = 0;
+        let got: Result<(), &str> = retry(
+            FAST,
+            &shutdown,
+            Duration::from_secs(3600),
+            || {
+                calls += 1;
+                if calls < 3 {
+                    Err("down")
+                } else {
+                    Ok(())
+                }
+            },
+            |_, _| {},
+        );
+        assert_eq!(got, Ok(()));
+    }
+
+    #[test]
+    fn the_shutdown_wakes_a_sleeping_retry() {
+        let shutdown = std::sync::Arc::new(Shutdown::default());
+        let s = shutdown.clone();
+        let started = Instant::now();
+        let t = std::thread::spawn(move || {
+            let slow = Backoff {
+                first: Duration::from_secs(600),
+                max: Duration::from_secs(600),
+            };
+            retry::<(), _>(slow, &s, Duration::ZERO, || Err("down"), |_, _| {})
+        });
+        while started.elapsed() < Duration::from_millis(20) {
+            std::thread::yield_now();
+        }
+        shutdown.begin();
+        assert_eq!(t.join().unwrap(), Err("down"));
+        assert!(started.elapsed() < Duration::from_secs(60));
+    }
+}

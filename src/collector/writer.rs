@@ -1,0 +1,675 @@
+//! The shard writer actor: one thread per shard, fed by a bounded queue.
+//!
+//! `edge -> [bounded queue] -> writer -> [bounded queue of 2] -> uploader (uploader.rs)`
+//!
+//! For each group of batches waiting in its queue (group commit), the writer:
+//! 1. drops duplicates by messageId and fills in the userId of identified visitors;
+//! 2. appends the events to its WAL and fsyncs once;
+//! 3. folds identify / group calls into the profiles (sled), then answers each batch (the HTTP
+//!    200 waits for all this);
+//! 4. remembers the messageIds (`dedupe.rs`), records usage in sled, and appends the rows to
+//!    Arrow builders, one per (app, hour) partition;
+//! 5. on rows, bytes or age, rotates the WAL and hands the open files to its uploader.
+//!
+//! At start it replays what its WAL holds beyond the checkpoint through the same steps 3-5.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+
+use super::columns::RowBuilder;
+use super::event::{Event, EventType};
+use super::metrics::ShardCounters;
+use super::uploader::Upload;
+use super::{dedupe, lake, usage, wal};
+use crate::clock::Clock;
+use crate::profiles::{self, Change, Touch};
+
+/// Batches taken together into one group commit.
+const MAX_GROUP: usize = 128;
+/// Entries of the identity cache before it is cleared.
+const MAX_CACHED_IDENTITIES: usize = 100_000;
+/// The longest an idle writer sleeps before it looks at the clock again (file age, day).
+const TICK: Duration = Duration::from_millis(500);
+/// How long after a failed flush the next one is tried.
+const FLUSH_RETRY: Duration = Duration::from_secs(1);
+
+/// What a writer needs to know.
+#[derive(Debug, Clone)]
+pub struct WriterConfig {
+    pub index: usize,
+    pub node_id: String,
+    /// The shard's directory: WAL segments, checkpoint, intent, dedupe files.
+    pub dir: PathBuf,
+    /// Prefix of every lake path.
+    pub prefix: String,
+    pub max_rows: usize,
+    pub max_bytes: usize,
+    pub max_age: Duration,
+}
+
+/// The answer to one batch: it is on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Committed {
+    pub accepted: usize,
+    pub duplicates: usize,
+}
+
+/// Why a batch was not committed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum WriteError {
+    #[error("write-ahead log append failed: {0}")]
+    Wal(Arc<std::io::Error>),
+    #[error("the shard writer stopped")]
+    Stopped,
+}
+
+pub type Reply = tokio::sync::oneshot::Sender<Result<Committed, WriteError>>;
+
+pub enum Msg {
+    Write {
+        events: Vec<Event>,
+        reply: Reply,
+    },
+    /// Commit what is queued, flush every open file, stop.
+    Stop,
+}
+
+/// The writer's own state: WAL, dedupe memory, open files.
+pub struct Writer {
+    cfg: WriterConfig,
+    db: sled::Db,
+    clock: Arc<dyn Clock>,
+    seen: dedupe::Seen,
+    /// `(day, app, messageId)` of the rows in the open files.
+    seen_open: Vec<(u32, String, String)>,
+    /// anonymousId -> userId of this shard's visitors (all their events come here), misses
+    /// included; bounded by clearing.
+    identities: HashMap<(String, String), Option<String>>,
+    today: u32,
+    wal: wal::Wal,
+    open: BTreeMap<(String, i64), RowBuilder>,
+    first_open_lsn: Option<u64>,
+    /// Clock time (µs) the oldest open row arrived.
+    oldest: Option<i64>,
+    rows: usize,
+    bytes: usize,
+    /// After a failed flush (the WAL cannot rotate), none is tried before this clock time
+    /// (µs): a failing disk is retried once a second, not spun on.
+    retry_flush_at: i64,
+    uploads: Sender<Upload>,
+    counters: Arc<ShardCounters>,
+}
+
+impl Writer {
+    /// Opens the shard's WAL (cutting a torn tail) and dedupe memory; returns the writer and
+    /// the records beyond the checkpoint, to replay.
+    pub fn open(
+        cfg: WriterConfig,
+        db: sled::Db,
+        clock: Arc<dyn Clock>,
+        counters: Arc<ShardCounters>,
+        uploads: Sender<Upload>,
+    ) -> std::io::Result<(Writer, Vec<wal::Record>)> {
+        std::fs::create_dir_all(&cfg.dir)?;
+        let checkpoint = wal::read_checkpoint(&cfg.dir)?;
+        let (wal, replay) = wal::Wal::open(&cfg.dir, checkpoint)?;
+        let today = dedupe::day(clock.now_micros());
+        let seen = dedupe::Seen::load(&cfg.dir, today)?;
+        let writer = Writer {
+            seen,
+            seen_open: Vec::new(),
+            identities: HashMap::new(),
+            today,
+            cfg,
+            db,
+            clock,
+            wal,
+            open: BTreeMap::new(),
+            first_open_lsn: None,
+            oldest: None,
+            rows: 0,
+            bytes: 0,
+            retry_flush_at: 0,
+            uploads,
+            counters,
+        };
+        Ok((writer, replay))
+    }
+
+    /// Puts the WAL's records back into open files, closing them by rows and bytes as usual,
+    /// and hands them to the uploader.
+    pub fn replay(&mut self, records: Vec<wal::Record>) -> std::io::Result<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let index = self.cfg.index;
+        let n = records.len();
+        for r in records {
+            match Event::decode_wal(&r.payload) {
+                Some(e) => {
+                    self.update_profile(&e);
+                    self.after_commit(&e, r.lsn);
+                }
+                None => {
+                    tracing::error!(shard = index, lsn = r.lsn, "unreadable WAL record skipped")
+                }
+            }
+            if self.full() {
+                self.flush()?;
+            }
+        }
+        self.flush()?;
+        self.counters.replayed.fetch_add(n as u64, Relaxed);
+        tracing::info!(shard = index, events = n, "write-ahead log replayed");
+        Ok(())
+    }
+
+    /// Serves the queue until `Stop` (or until every sender is gone), then flushes.
+    pub fn run(mut self, rx: Receiver<Msg>) {
+        loop {
+            let stop = match rx.recv_timeout(self.wait()) {
+                Ok(first) => self.take_group(first, &rx),
+                Err(RecvTimeoutError::Timeout) => false,
+                Err(RecvTimeoutError::Disconnected) => true,
+            };
+            let may_retry = self.clock.now_micros() >= self.retry_flush_at;
+            if stop || (may_retry && (self.aged() || self.full())) {
+                if let Err(e) = self.flush() {
+                    tracing::error!(shard = self.cfg.index, error = %e, "flush failed; the WAL keeps the events");
+                    self.retry_flush_at = self.clock.now_micros() + FLUSH_RETRY.as_micros() as i64;
+                }
+            }
+            self.roll_day();
+            if stop {
+                tracing::info!(shard = self.cfg.index, "shard writer stopped");
+                return;
+            }
+        }
+    }
+
+    /// How long to wait for the next batch: until the oldest open row ages out, at most a tick.
+    fn wait(&self) -> Duration {
+        let now = self.clock.now_micros();
+        let Some(oldest) = self.oldest.filter(|_| now >= self.retry_flush_at) else {
+            return TICK;
+        };
+        let age = Duration::from_micros(now.saturating_sub(oldest).max(0) as u64);
+        self.cfg.max_age.saturating_sub(age).min(TICK)
+    }
+
+    fn aged(&self) -> bool {
+        self.oldest.is_some_and(|t| {
+            self.clock.now_micros().saturating_sub(t) >= self.cfg.max_age.as_micros() as i64
+        })
+    }
+
+    fn full(&self) -> bool {
+        self.rows >= self.cfg.max_rows || self.bytes >= self.cfg.max_bytes
+    }
+
+    /// Takes `first` and whatever else waits (up to `MAX_GROUP` batches) and commits them as
+    /// one group. Returns whether a `Stop` was among them.
+    fn take_group(&mut self, first: Msg, rx: &Receiver<Msg>) -> bool {
+        let mut group = Vec::new();
+        let mut stop = false;
+        let mut next = Some(first);
+        while let Some(m) = next.take() {
+            match m {
+                Msg::Write { events, reply } => group.push((events, reply)),
+                Msg::Stop => stop = true,
+            }
+            if group.len() < MAX_GROUP {
+                next = rx.try_recv().ok();
+            }
+        }
+        self.counters.queue_depth.store(rx.len() as u64, Relaxed);
+        if !group.is_empty() {
+            self.commit(group);
+        }
+        stop
+    }
+
+    /// Forgets messageIds older than the dedupe window when the day changes.
+    fn roll_day(&mut self) {
+        let today = dedupe::day(self.clock.now_micros());
+        if today != self.today {
+            self.today = today;
+            if let Err(e) = self.seen.expire(&self.cfg.dir, today) {
+                tracing::warn!(shard = self.cfg.index, error = %e, "old dedupe files not removed");
+            }
+        }
+    }
+
+    /// Group commit: dedupe, enrich, one WAL append + fsync, then answer every batch.
+    fn commit(&mut self, group: Vec<(Vec<Event>, Reply)>) {
+        let (kept, outcomes) = self.prepare(group);
+        let first_lsn = match self.append(&kept) {
+            Ok(lsn) => lsn,
+            Err(e) => {
+                tracing::error!(shard = self.cfg.index, error = %e, "write-ahead log append failed");
+                let e = WriteError::Wal(Arc::new(e));
+                for (reply, _) in outcomes {
+                    let _ = reply.send(Err(e.clone()));
+                }
+                return;
+            }
+        };
+        // The identity cache learns only what is durable.
+        for e in &kept {
+            self.learn_identity(e);
+        }
+        // Profiles before the answer, so a 200 is visible at /api/v1/profiles at once.
+        for e in &kept {
+            self.update_profile(e);
+        }
+        for (reply, done) in outcomes {
+            let c = &self.counters;
+            c.accepted.fetch_add(done.accepted as u64, Relaxed);
+            c.duplicates.fetch_add(done.duplicates as u64, Relaxed);
+            let _ = reply.send(Ok(done));
+        }
+        if let Err(e) = usage::add_events(&self.db, &kept) {
+            tracing::warn!(shard = self.cfg.index, error = %e, "usage counter not updated");
+        }
+        for (i, e) in kept.iter().enumerate() {
+            self.after_commit(e, first_lsn + i as u64);
+        }
+    }
+
+    /// Appends the events to the WAL with one fsync; returns the first one's LSN.
+    fn append(&mut self, kept: &[Event]) -> std::io::Result<u64> {
+        if kept.is_empty() {
+            return Ok(self.wal.next_lsn());
+        }
+        let started = Instant::now();
+        let bytes_before = self.wal.segment_bytes();
+        let first = self.wal.append_with(kept, Event::encode_wal)?;
+        let c = &self.counters;
+        c.fsync_micros
+            .fetch_add(started.elapsed().as_micros() as u64, Relaxed);
+        c.wal_fsyncs.fetch_add(1, Relaxed);
+        c.wal_bytes
+            .fetch_add(self.wal.segment_bytes() - bytes_before, Relaxed);
+        Ok(first)
+    }
+
+    /// Drops duplicates (seen before, or twice in the group) and fills in the userId of
+    /// visitors identified earlier.
+    fn prepare(
+        &mut self,
+        group: Vec<(Vec<Event>, Reply)>,
+    ) -> (Vec<Event>, Vec<(Reply, Committed)>) {
+        let mut in_group: HashSet<(String, String)> = HashSet::new();
+        // Identities of this group, not yet durable: they fill later events of the group only.
+        let mut pending: HashMap<(String, String), String> = HashMap::new();
+        let mut kept = Vec::new();
+        let mut outcomes = Vec::with_capacity(group.len());
+        for (events, reply) in group {
+            let mut done = Committed::default();
+            for mut e in events {
+                if self.seen.contains(&e.app_id, &e.message_id)
+                    || !in_group.insert((e.app_id.clone(), e.message_id.clone()))
+                {
+                    done.duplicates += 1;
+                    continue;
+                }
+                if let Some(anon) = e.anonymous_id.clone() {
+                    let k = (e.app_id.clone(), anon);
+                    if e.kind == EventType::Identify {
+                        if let Some(user) = &e.user_id {
+                            pending.insert(k, user.clone());
+                        }
+                    } else if e.user_id.is_none() {
+                        e.user_id = match pending.get(&k) {
+                            Some(u) => Some(u.clone()),
+                            None => self.user_of(k),
+                        };
+                    }
+                }
+                done.accepted += 1;
+                kept.push(e);
+            }
+            outcomes.push((reply, done));
+        }
+        (kept, outcomes)
+    }
+
+    fn learn_identity(&mut self, e: &Event) {
+        if let (EventType::Identify, Some(anon), Some(user)) = (e.kind, &e.anonymous_id, &e.user_id)
+        {
+            self.cache_identity((e.app_id.clone(), anon.clone()), Some(user.clone()));
+        }
+    }
+
+    fn cache_identity(&mut self, k: (String, String), user: Option<String>) {
+        if self.identities.len() >= MAX_CACHED_IDENTITIES {
+            self.identities.clear();
+        }
+        self.identities.insert(k, user);
+    }
+
+    /// The user an anonymous visitor was identified as (cache, then sled).
+    fn user_of(&mut self, k: (String, String)) -> Option<String> {
+        if let Some(known) = self.identities.get(&k) {
+            return known.clone();
+        }
+        let user = match profiles::store::user_of(&self.db, &k.0, &k.1) {
+            Ok(u) => u,
+            Err(e) => {
+                tracing::warn!(shard = self.cfg.index, error = %e, "identity lookup failed");
+                return None;
+            }
+        };
+        self.cache_identity(k, user.clone());
+        user
+    }
+
+    /// Everything after the answer: the row in its open file and the messageId.
+    fn after_commit(&mut self, e: &Event, lsn: u64) {
+        let hour = e.received_at.div_euclid(3_600_000_000);
+        self.open
+            .entry((e.app_id.clone(), hour))
+            .or_default()
+            .append(e);
+        self.rows += 1;
+        self.bytes += e.approx_bytes();
+        if self.oldest.is_none() {
+            self.oldest = Some(self.clock.now_micros());
+        }
+        self.first_open_lsn.get_or_insert(lsn);
+        let day = dedupe::day(e.received_at);
+        self.seen.insert(&e.app_id, &e.message_id, day);
+        self.seen_open
+            .push((day, e.app_id.clone(), e.message_id.clone()));
+    }
+
+    /// Folds an event into its user's profile; an error is logged, never fatal to the event.
+    fn update_profile(&self, e: &Event) {
+        let Some(touch) = touch(e) else { return };
+        if let Err(err) = profiles::store::apply(&self.db, &touch) {
+            tracing::error!(shard = self.cfg.index, error = %err, "profile not updated");
+        }
+    }
+
+    /// Closes the open files: rotates the WAL and returns them with the last LSN they cover.
+    /// Nothing changes when the rotation fails: the files stay open and are tried again.
+    fn take_files(&mut self) -> std::io::Result<Option<Upload>> {
+        let Some(first_lsn) = self.first_open_lsn else {
+            return Ok(None);
+        };
+        let last_lsn = self.wal.next_lsn() - 1;
+        self.wal.rotate()?;
+        self.first_open_lsn = None;
+        let files = std::mem::take(&mut self.open)
+            .into_iter()
+            .map(|((app, hour), mut rows)| {
+                let hour = chrono::DateTime::from_timestamp(hour * 3600, 0).unwrap_or_default();
+                let path = lake::file_path(
+                    &self.cfg.prefix,
+                    &app,
+                    hour,
+                    &self.cfg.node_id,
+                    self.cfg.index,
+                    first_lsn,
+                );
+                (path, rows.finish())
+            })
+            .collect();
+        self.rows = 0;
+        self.bytes = 0;
+        self.oldest = None;
+        let seen = std::mem::take(&mut self.seen_open);
+        Ok(Some(Upload {
+            last_lsn,
+            files,
+            seen,
+        }))
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if let Some(job) = self.take_files()? {
+            if self.uploads.send(job).is_err() {
+                return Err(std::io::Error::other("uploader stopped"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What an event of a known user tells its profile.
+fn touch(e: &Event) -> Option<Touch<'_>> {
+    let change = match (e.kind, &e.group_id) {
+        (EventType::Identify, _) => Change::Identify {
+            traits: e.traits.as_deref(),
+        },
+        (EventType::Group, Some(g)) => Change::Group {
+            group_id: g,
+            traits: e.traits.as_deref(),
+        },
+        _ => Change::Seen,
+    };
+    Some(Touch {
+        app_id: &e.app_id,
+        user_id: e.user_id.as_deref()?,
+        anonymous_id: e.anonymous_id.as_deref(),
+        at: e.timestamp,
+        change,
+    })
+}
+
+/// A writer being started: `wait` returns once its WAL is replayed (handed to the uploader).
+pub struct Starting {
+    ready: std::sync::mpsc::Receiver<std::io::Result<()>>,
+    thread: JoinHandle<()>,
+}
+
+impl Starting {
+    /// Waits for recovery to finish; the handle ends when the writer has stopped.
+    pub fn wait(self) -> std::io::Result<JoinHandle<()>> {
+        match self.ready.recv() {
+            Ok(Ok(())) => Ok(self.thread),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(std::io::Error::other("shard writer died during recovery")),
+        }
+    }
+}
+
+/// Starts a writer on its own thread: it opens its WAL, replays it, then serves `rx`.
+/// Shards recover in parallel; start-up never waits for the object store.
+pub fn spawn(
+    cfg: WriterConfig,
+    db: sled::Db,
+    clock: Arc<dyn Clock>,
+    counters: Arc<ShardCounters>,
+    uploads: Sender<Upload>,
+    rx: Receiver<Msg>,
+) -> std::io::Result<Starting> {
+    let (ready_tx, ready) = std::sync::mpsc::channel();
+    let thread = std::thread::Builder::new()
+        .name(format!("shard-{}", cfg.index))
+        .spawn(move || {
+            let opened = Writer::open(cfg, db, clock, counters, uploads)
+                .and_then(|(mut w, records)| w.replay(records).map(|()| w));
+            match opened {
+                Ok(writer) => {
+                    let _ = ready_tx.send(Ok(()));
+                    writer.run(rx);
+                }
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e));
+                }
+            }
+        })?;
+    Ok(Starting { ready, thread })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use crossbeam_channel::bounded;
+
+    const T0: i64 = 1_790_000_000_000_000;
+
+    struct Fixture {
+        _dir: tempfile::TempDir,
+        cfg: WriterConfig,
+        db: sled::Db,
+        clock: Arc<ManualClock>,
+    }
+
+    fn fixture() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = WriterConfig {
+            index: 0,
+            node_id: "n0".into(),
+            dir: dir.path().join("shard-0"),
+            prefix: String::new(),
+            max_rows: 1000,
+            max_bytes: 1 << 30,
+            max_age: Duration::from_secs(60),
+        };
+        let db = sled::Config::new().temporary(true).open().unwrap();
+        Fixture {
+            _dir: dir,
+            cfg,
+            db,
+            clock: Arc::new(ManualClock::at(T0)),
+        }
+    }
+
+    impl Fixture {
+        fn open(&self) -> (Writer, Vec<wal::Record>, Receiver<Upload>) {
+            let (tx, rx) = bounded(8);
+            let (w, records) = Writer::open(
+                self.cfg.clone(),
+                self.db.clone(),
+                self.clock.clone(),
+                Arc::default(),
+                tx,
+            )
+            .unwrap();
+            (w, records, rx)
+        }
+    }
+
+    fn ev(id: &str, anon: &str) -> Event {
+        Event::example("app", id, anon, T0)
+    }
+
+    /// Commits one batch the way the run loop does and returns the answer.
+    fn commit(w: &mut Writer, events: Vec<Event>) -> Result<Committed, WriteError> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        w.commit(vec![(events, reply)]);
+        answer.blocking_recv().unwrap()
+    }
+
+    #[test]
+    fn acknowledged_events_are_in_the_wal_and_replayed_after_a_crash() {
+        let f = fixture();
+        let (mut w, records, _uploads) = f.open();
+        assert!(records.is_empty());
+        let done = commit(
+            &mut w,
+            vec![ev("msg_1", "a"), ev("msg_2", "b"), ev("msg_1", "a")],
+        );
+        assert_eq!(
+            done.unwrap(),
+            Committed {
+                accepted: 2,
+                duplicates: 1
+            }
+        );
+        let again = commit(&mut w, vec![ev("msg_2", "b")]);
+        assert_eq!(
+            again.unwrap(),
+            Committed {
+                accepted: 0,
+                duplicates: 1
+            }
+        );
+        drop(w); // a crash: nothing flushed
+        let (mut w, records, uploads) = f.open();
+        let ids: Vec<_> = records
+            .iter()
+            .map(|r| Event::decode_wal(&r.payload).unwrap().message_id)
+            .collect();
+        assert_eq!(ids, ["msg_1", "msg_2"]);
+        w.replay(records).unwrap();
+        let job = uploads
+            .try_recv()
+            .expect("the replay is handed to the uploader");
+        assert_eq!(job.last_lsn, 2);
+        assert_eq!(
+            job.files.iter().map(|(_, b)| b.num_rows()).sum::<usize>(),
+            2
+        );
+        assert_eq!(job.seen.len(), 2);
+    }
+
+    #[test]
+    fn identify_fills_later_events_of_the_visitor_in_the_same_group_and_after() {
+        let f = fixture();
+        let (mut w, _, uploads) = f.open();
+        let identify = Event {
+            kind: EventType::Identify,
+            user_id: Some("u1".into()),
+            ..ev("msg_1", "a")
+        };
+        commit(&mut w, vec![identify, ev("msg_2", "a")]).unwrap();
+        commit(&mut w, vec![ev("msg_3", "a"), ev("msg_4", "other")]).unwrap();
+        w.flush().unwrap();
+        let job = uploads.try_recv().unwrap();
+        let (_, batch) = &job.files[0];
+        let users = batch
+            .column(batch.schema().index_of("user_id").unwrap())
+            .clone();
+        let users = arrow_array::cast::AsArray::as_string::<i32>(&users);
+        use arrow_array::Array;
+        let got: Vec<_> = (0..4)
+            .map(|i| users.is_valid(i).then(|| users.value(i)))
+            .collect();
+        assert_eq!(got, [Some("u1"), Some("u1"), Some("u1"), None]);
+        let profile = profiles::store::get(&f.db, "app", "u1").unwrap().unwrap();
+        assert_eq!(profile.anonymous_ids, ["a"]);
+    }
+
+    #[test]
+    fn files_close_by_age_on_the_clock_and_by_rows() {
+        let mut f = fixture();
+        f.cfg.max_rows = 3;
+        let (w, _, uploads) = f.open();
+        let (tx, rx) = bounded(8);
+        let thread = std::thread::spawn(move || w.run(rx));
+        let send = |events: Vec<Event>| {
+            let (reply, answer) = tokio::sync::oneshot::channel();
+            tx.send(Msg::Write { events, reply }).unwrap();
+            answer.blocking_recv().unwrap().unwrap()
+        };
+        send(vec![ev("msg_1", "a")]);
+        // Nothing closes while the clock stands still...
+        assert!(uploads.recv_timeout(TICK * 2).is_err());
+        // ...and the file closes once the clock passes max_age.
+        f.clock.advance(61_000_000);
+        let job = uploads
+            .recv_timeout(Duration::from_secs(10))
+            .expect("aged file flushed");
+        assert_eq!(job.files[0].1.num_rows(), 1);
+        send(vec![ev("msg_2", "a"), ev("msg_3", "b"), ev("msg_4", "c")]);
+        let job = uploads
+            .recv_timeout(Duration::from_secs(10))
+            .expect("full file flushed");
+        assert_eq!(
+            job.files.iter().map(|(_, b)| b.num_rows()).sum::<usize>(),
+            3
+        );
+        tx.send(Msg::Stop).unwrap();
+        thread.join().unwrap();
+    }
+}

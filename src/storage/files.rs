@@ -1,0 +1,35 @@
+//! Small durable files: atomic replacement and directory fsync.
+
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::Path;
+
+/// Makes a directory's entries (creations, renames, removals) durable.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// Atomically replaces a small file: write a temporary, fsync, rename, fsync the directory.
+/// A crash leaves either the old contents or the new ones, never a mix.
+pub fn write_atomic(dir: &Path, name: &str, contents: &[u8]) -> io::Result<()> {
+    let tmp = dir.join(format!("{name}.tmp"));
+    let mut f = File::create(&tmp)?;
+    f.write_all(contents)?;
+    f.sync_all()?;
+    fs::rename(&tmp, dir.join(name))?;
+    sync_dir(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn write_atomic_replaces_the_whole_file() {
+        let dir = tempfile::tempdir().unwrap();
+        write_atomic(dir.path(), "f", b"first, longer").unwrap();
+        write_atomic(dir.path(), "f", b"second").unwrap();
+        assert_eq!(fs::read(dir.path().join("f")).unwrap(), b"second");
+        assert!(!dir.path().join("f.tmp").exists());
+    }
+}
