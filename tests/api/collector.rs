@@ -1,4 +1,5 @@
-//! `POST /api/w/analytics/collect`, end to end, with the lake read back by DuckDB.
+//! `POST /api/w/analytics/collect`, end to end, with the lake read back by the `parquet` crate
+//! (DuckDB, Spark and S3 are in the `interop` tests).
 
 use std::io::Write;
 
@@ -8,47 +9,10 @@ use serde_json::{json, Value};
 use crate::helpers::*;
 use crate::lake;
 
-pub const ANON: &str = "6f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d4e5f";
-const ANON2: &str = "0d9b7c1e-2f3a-4b5c-9d8e-7f6a5b4c3d2e";
+pub use crate::events::*;
 
-/// A valid track event with a unique messageId.
-pub fn track(id: &str) -> Value {
-    json!({
-        "type": "track",
-        "event": "Signed Up",
-        "anonymousId": ANON,
-        "messageId": format!("msg_{id}"),
-        "sessionId": "ses_1",
-        "timestamp": chrono::Utc::now().to_rfc3339(),
-        "properties": {"plan": "pro", "seats": 3, "nested": {"a": [1, 2]}},
-        "context": {
-            "page": {"url": "https://shop.example/pricing?x=1", "path": "/pricing", "title": "Pricing", "referrer": ""},
-            "device": {"type": "desktop"}, "locale": "en-US", "timezone": "Europe/Paris",
-            "screen": {"width": 1440, "height": 900}, "library": {"name": "tributary.js", "version": "1.0.0"}
-        }
-    })
-}
-
-/// A batch of `n` track events with messageIds `msg_<prefix><i>`.
-fn tracks(prefix: &str, n: usize) -> Value {
-    batch((0..n).map(|i| track(&format!("{prefix}{i}"))).collect())
-}
-
-pub fn batch(events: Vec<Value>) -> Value {
-    json!({"batch": events, "sentAt": chrono::Utc::now().to_rfc3339()})
-}
-
-impl TestApp {
-    pub async fn collect(&self, key: &str, body: Value) -> Answer {
-        self.send(
-            Method::POST,
-            "/api/w/analytics/collect",
-            &[("x-app-key", key)],
-            Some(body),
-        )
-        .await
-    }
-}
+/// The Arrow type of the lake's timestamp columns.
+const UTC_MICROS: &str = r#"Timestamp(µs, "UTC")"#;
 
 /// Files close only at shutdown unless a test wants otherwise.
 fn slow_files(s: &mut tributary::config::Settings) {
@@ -56,7 +20,7 @@ fn slow_files(s: &mut tributary::config::Settings) {
 }
 
 #[tokio::test]
-async fn accepted_events_land_in_the_lake_once_and_duckdb_reads_them() {
+async fn accepted_events_land_in_the_lake_once_with_every_column() {
     let mut app = spawn_app_with(slow_files);
     let (app_id, ik) = app.create_app("free").await;
     let mut sent = Vec::new();
@@ -78,11 +42,11 @@ async fn accepted_events_land_in_the_lake_once_and_duckdb_reads_them() {
     ids.sort();
     sent.sort();
     assert_eq!(ids, sent, "every accepted event exactly once");
-    assert_eq!(view.types["timestamp"], "TIMESTAMP WITH TIME ZONE");
-    assert_eq!(view.types["received_at"], "TIMESTAMP WITH TIME ZONE");
+    assert_eq!(view.types["timestamp"], UTC_MICROS);
+    assert_eq!(view.types["received_at"], UTC_MICROS);
     let logical = view.timestamp_logical.clone().unwrap();
     assert!(
-        logical.contains("MICROS") && logical.contains("isAdjustedToUTC=1"),
+        logical.contains("MICROS") && logical.contains("is_adjusted_to_u_t_c: true"),
         "{logical}"
     );
     let row = view.row("msg_1_3");
@@ -119,39 +83,6 @@ async fn accepted_events_land_in_the_lake_once_and_duckdb_reads_them() {
     let received =
         chrono::DateTime::from_timestamp_micros(row["received_at"].as_i64().unwrap()).unwrap();
     assert_eq!(row["dt"], received.format("%Y-%m-%d").to_string());
-}
-
-#[tokio::test]
-async fn the_lake_can_live_on_s3() {
-    let moto = lake::Moto::start("tributary-lake").await;
-    let endpoint = moto.endpoint.clone();
-    let mut app = spawn_app_with(move |s| {
-        s.collector.max_file_rows = 7;
-        s.lake.kind = tributary::config::LakeKind::S3;
-        s.lake.s3_bucket = "tributary-lake".into();
-        s.lake.s3_endpoint = endpoint;
-        s.lake.s3_allow_http = true;
-        s.lake.s3_access_key_id = "test".into();
-        s.lake.s3_secret_access_key = "test".into();
-    });
-    let (_, ik) = app.create_app("free").await;
-    for b in 0..3 {
-        let a = app.collect(&ik, tracks(&format!("{b}_"), 10)).await;
-        assert_eq!(a.status, 200, "{}", a.body);
-    }
-    app.stop().await;
-    let view = lake::read_s3(&moto.endpoint, "tributary-lake");
-    assert_eq!(view.rows.len(), 30);
-    assert!(
-        view.files.len() >= 2,
-        "files close by row count: {:?}",
-        view.files
-    );
-    assert_eq!(view.types["timestamp"], "TIMESTAMP WITH TIME ZONE");
-    assert!(
-        !app.data_dir.join("lake").exists(),
-        "nothing was written locally"
-    );
 }
 
 #[tokio::test]
@@ -584,35 +515,6 @@ async fn a_retry_after_a_restart_is_still_a_duplicate() {
     app.stop().await;
     let view = lake::read_local(&app.data_dir.join("lake"));
     assert_eq!(view.rows.len(), 10);
-}
-
-#[tokio::test]
-async fn spark_reads_the_lake_with_microsecond_timestamps() {
-    let mut app = spawn_app_with(slow_files);
-    let (app_id, ik) = app.create_app("free").await;
-    let a = app.collect(&ik, tracks("s", 5)).await;
-    assert_eq!(a.status, 200, "{}", a.body);
-    app.stop().await;
-    let lake_dir = app.data_dir.join("lake");
-    let duck = lake::read_local(&lake_dir);
-    let spark = tokio::task::spawn_blocking(move || lake::read_with_spark(&lake_dir))
-        .await
-        .unwrap();
-    assert_eq!(spark.count, 5);
-    assert_eq!(
-        spark.types["timestamp"], "timestamp",
-        "Spark refuses nanoseconds; microseconds read as timestamp"
-    );
-    assert_eq!(spark.types["received_at"], "timestamp");
-    assert_eq!(spark.types["app_id"], "string");
-    for row in &duck.rows {
-        let id = row["message_id"].as_str().unwrap();
-        assert_eq!(
-            spark.timestamps[id], row["timestamp"],
-            "Spark and DuckDB agree on {id} to the microsecond"
-        );
-    }
-    assert!(duck.rows.iter().all(|r| r["app_id"] == json!(app_id)));
 }
 
 #[tokio::test]

@@ -1,32 +1,27 @@
-//! Reading the lake with DuckDB (Python, from `.venv`, set up by `tests/run`) and running the
-//! `moto` S3 server for the object-store path.
+//! Reading a local lake back with the `parquet` crate: the files, their Arrow types and Parquet
+//! logical types, and every row as JSON (timestamps as µs). DuckDB, Spark and S3 (moto) read the
+//! lake in the `interop` test binary.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
 
-use serde::Deserialize;
-use serde_json::{Map, Value};
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Int32Type, TimestampMicrosecondType};
+use arrow_array::{Array, RecordBatch};
+use arrow_schema::DataType;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use serde_json::{json, Map, Value};
 
-fn venv_bin(name: &str) -> PathBuf {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join(".venv/bin")
-        .join(name);
-    assert!(
-        p.exists(),
-        "{} is missing: run tests/run once, it sets up the Python tools (DuckDB, moto)",
-        p.display()
-    );
-    p
-}
-
-/// What DuckDB sees in the lake.
-#[derive(Debug, Deserialize)]
+/// What the lake holds.
+#[derive(Debug)]
 pub struct LakeView {
+    /// Paths relative to the lake's root, sorted.
     pub files: Vec<String>,
-    /// Column name -> DuckDB type.
+    /// Column name -> Arrow type of the first file.
     pub types: Map<String, Value>,
+    /// Every row, ordered by received_at then message_id; plus `valid_properties` (the
+    /// properties text is valid JSON) and the Hive partition values `dt` and `hour`.
     pub rows: Vec<Map<String, Value>>,
+    /// The Parquet logical type of the `timestamp` column of the first file.
     pub timestamp_logical: Option<String>,
 }
 
@@ -46,102 +41,87 @@ impl LakeView {
     }
 }
 
-fn run_reader(args: &[&str]) -> LakeView {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/lake.py");
-    let out = Command::new(venv_bin("python"))
-        .arg(script)
-        .args(args)
-        .output()
-        .expect("python runs");
-    assert!(
-        out.status.success(),
-        "lake.py failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("lake.py prints JSON")
+fn parquet_files(root: &Path, dir: &Path, out: &mut Vec<String>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            parquet_files(root, &p, out);
+        } else if p.extension().is_some_and(|x| x == "parquet") {
+            out.push(p.strip_prefix(root).unwrap().to_str().unwrap().to_owned());
+        }
+    }
+}
+
+fn cell(batch: &RecordBatch, col: usize, row: usize) -> Value {
+    let a = batch.column(col);
+    if a.is_null(row) {
+        return Value::Null;
+    }
+    match a.data_type() {
+        DataType::Utf8 => json!(a.as_string::<i32>().value(row)),
+        DataType::Int32 => json!(a.as_primitive::<Int32Type>().value(row)),
+        DataType::Timestamp(..) => json!(a.as_primitive::<TimestampMicrosecondType>().value(row)),
+        other => panic!("unexpected column type {other}"),
+    }
+}
+
+/// The Hive partition `name=value` of a path.
+fn partition(path: &str, name: &str) -> Value {
+    path.split('/')
+        .find_map(|seg| seg.strip_prefix(&format!("{name}=")))
+        .map_or(Value::Null, |v| json!(v))
 }
 
 pub fn read_local(lake_dir: &Path) -> LakeView {
-    run_reader(&["local", lake_dir.to_str().unwrap()])
-}
-
-pub fn read_s3(endpoint: &str, bucket: &str) -> LakeView {
-    run_reader(&["s3", endpoint, bucket])
-}
-
-/// What Spark sees in a local lake: column types, and each row's timestamp (µs) by messageId.
-#[derive(Debug, Deserialize)]
-pub struct SparkView {
-    pub types: Map<String, Value>,
-    pub count: usize,
-    pub timestamps: Map<String, Value>,
-}
-
-pub fn read_with_spark(lake_dir: &Path) -> SparkView {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/spark_read.py");
-    let out = Command::new(venv_bin("python"))
-        .arg(script)
-        .arg(lake_dir)
-        .output()
-        .expect("python runs");
-    assert!(
-        out.status.success(),
-        "spark_read.py failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let json = stdout
-        .lines()
-        .rev()
-        .find(|l| l.starts_with('{'))
-        .expect("spark_read.py prints JSON");
-    serde_json::from_str(json).expect("spark_read.py prints JSON")
-}
-
-/// A moto S3 server on 127.0.0.1, stopped on drop.
-pub struct Moto {
-    child: Child,
-    pub endpoint: String,
-}
-
-impl Moto {
-    pub async fn start(bucket: &str) -> Moto {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new(venv_bin("moto_server"))
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("moto_server starts");
-        let endpoint = format!("http://127.0.0.1:{port}");
-        let moto = Moto { child, endpoint };
-        let client = reqwest::Client::new();
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            // moto creates a bucket on an unsigned PUT.
-            if let Ok(r) = client
-                .put(format!("{}/{bucket}", moto.endpoint))
-                .send()
-                .await
-            {
-                if r.status().is_success() {
-                    break;
-                }
+    let mut files = Vec::new();
+    parquet_files(lake_dir, &lake_dir.join("events"), &mut files);
+    files.sort();
+    let mut view = LakeView {
+        files: files.clone(),
+        types: Map::new(),
+        rows: Vec::new(),
+        timestamp_logical: None,
+    };
+    for (n, f) in files.iter().enumerate() {
+        let file = std::fs::File::open(lake_dir.join(f)).unwrap();
+        let builder = ParquetRecordBatchReaderBuilder::try_new(file).unwrap();
+        let schema = builder.schema().clone();
+        if n == 0 {
+            for field in schema.fields() {
+                view.types
+                    .insert(field.name().clone(), json!(field.data_type().to_string()));
             }
-            assert!(Instant::now() < deadline, "moto did not start within 60 s");
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            let descr = builder.metadata().file_metadata().schema_descr();
+            view.timestamp_logical = (0..descr.num_columns())
+                .map(|i| descr.column(i))
+                .find(|c| c.name() == "timestamp")
+                .and_then(|c| c.logical_type_ref().map(|t| format!("{t:?}")));
         }
-        moto
+        for batch in builder.build().unwrap() {
+            let batch = batch.unwrap();
+            for r in 0..batch.num_rows() {
+                let mut row: Map<String, Value> = schema
+                    .fields()
+                    .iter()
+                    .enumerate()
+                    .map(|(c, field)| (field.name().clone(), cell(&batch, c, r)))
+                    .collect();
+                let valid = row["properties"]
+                    .as_str()
+                    .map(|p| serde_json::from_str::<Value>(p).is_ok());
+                row.insert("valid_properties".into(), json!(valid));
+                row.insert("dt".into(), partition(f, "dt"));
+                row.insert("hour".into(), partition(f, "hour"));
+                view.rows.push(row);
+            }
+        }
     }
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+    view.rows.sort_by(|a, b| {
+        (a["received_at"].as_i64(), a["message_id"].as_str())
+            .cmp(&(b["received_at"].as_i64(), b["message_id"].as_str()))
+    });
+    view
 }

@@ -6,5 +6,6 @@ mod collector;
 mod contacts;
 mod crash;
 mod errors;
+mod events;
 mod helpers;
 mod lake;

@@ -1,0 +1,152 @@
+//! Reading the lake with DuckDB and Spark (Python, from `.venv`, set up by `tests/run`) and
+//! running the `moto` S3 server for the object-store path.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+fn venv_bin(name: &str) -> PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(".venv/bin")
+        .join(name);
+    if !p.exists() {
+        // One line, and stop: every test of this binary needs the same set-up. Written to the
+        // stderr handle itself, which the test harness does not capture.
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "interop tests need DuckDB, Spark and moto in .venv: run tests/run once (it installs them)"
+        );
+        std::process::exit(2);
+    }
+    p
+}
+
+/// What DuckDB sees in the lake.
+#[derive(Debug, Deserialize)]
+pub struct LakeView {
+    pub files: Vec<String>,
+    /// Column name -> DuckDB type.
+    pub types: Map<String, Value>,
+    pub rows: Vec<Map<String, Value>>,
+    pub timestamp_logical: Option<String>,
+}
+
+impl LakeView {
+    pub fn message_ids(&self) -> Vec<String> {
+        self.rows
+            .iter()
+            .map(|r| r["message_id"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    pub fn row(&self, message_id: &str) -> &Map<String, Value> {
+        self.rows
+            .iter()
+            .find(|r| r["message_id"] == message_id)
+            .unwrap_or_else(|| panic!("{message_id} not in the lake"))
+    }
+}
+
+fn run_reader(args: &[&str]) -> LakeView {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/lake.py");
+    let out = Command::new(venv_bin("python"))
+        .arg(script)
+        .args(args)
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "lake.py failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("lake.py prints JSON")
+}
+
+pub fn read_local(lake_dir: &Path) -> LakeView {
+    run_reader(&["local", lake_dir.to_str().unwrap()])
+}
+
+pub fn read_s3(endpoint: &str, bucket: &str) -> LakeView {
+    run_reader(&["s3", endpoint, bucket])
+}
+
+/// What Spark sees in a local lake: column types, and each row's timestamp (µs) by messageId.
+#[derive(Debug, Deserialize)]
+pub struct SparkView {
+    pub types: Map<String, Value>,
+    pub count: usize,
+    pub timestamps: Map<String, Value>,
+}
+
+pub fn read_with_spark(lake_dir: &Path) -> SparkView {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/spark_read.py");
+    let out = Command::new(venv_bin("python"))
+        .arg(script)
+        .arg(lake_dir)
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "spark_read.py failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let json = stdout
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .expect("spark_read.py prints JSON");
+    serde_json::from_str(json).expect("spark_read.py prints JSON")
+}
+
+/// A moto S3 server on 127.0.0.1, stopped on drop.
+pub struct Moto {
+    child: Child,
+    pub endpoint: String,
+}
+
+impl Moto {
+    pub async fn start(bucket: &str) -> Moto {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(venv_bin("moto_server"))
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("moto_server starts");
+        let endpoint = format!("http://127.0.0.1:{port}");
+        let moto = Moto { child, endpoint };
+        let client = reqwest::Client::new();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            // moto creates a bucket on an unsigned PUT.
+            if let Ok(r) = client
+                .put(format!("{}/{bucket}", moto.endpoint))
+                .send()
+                .await
+            {
+                if r.status().is_success() {
+                    break;
+                }
+            }
+            assert!(Instant::now() < deadline, "moto did not start within 60 s");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        moto
+    }
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
