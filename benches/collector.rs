@@ -208,20 +208,19 @@ fn submit(c: &mut Criterion) {
     });
     g.finish();
     collector.shutdown();
-    let sum = |f: fn(&tributary::collector::metrics::ShardCounters) -> &AtomicU64| -> u64 {
-        collector
-            .shard_counters
-            .iter()
-            .map(|s| f(s).load(Ordering::Relaxed))
+    let text = collector.metrics();
+    let sum = |name: &str| -> f64 {
+        text.lines()
+            .filter(|l| l.starts_with(&format!("tributary_collector_{name}{{")))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .sum()
     };
-    let fsyncs = sum(|s| &s.wal_fsyncs).max(1);
     eprintln!(
-        "submit: {} events accepted, {} WAL fsyncs (mean {} µs), {} Parquet files",
-        sum(|s| &s.accepted),
-        fsyncs,
-        sum(|s| &s.fsync_micros) / fsyncs,
-        sum(|s| &s.files_written),
+        "submit: {} events accepted, {} WAL fsyncs (mean {:.0} µs), {} Parquet files",
+        sum("accepted_total"),
+        sum("wal_fsync_seconds_count"),
+        sum("wal_fsync_seconds_sum") * 1e6 / sum("wal_fsync_seconds_count").max(1.0),
+        sum("files_written_total"),
     );
 }
 

@@ -21,6 +21,7 @@ use super::{usage, SubmitError};
 use crate::api::{self, ApiError, ErrorCode, FieldError};
 use crate::config::{CollectorSettings, Quota};
 use crate::state::AppState;
+use crate::tenants::registry::Authenticated;
 use crate::tenants::{Access, KeyKind};
 
 /// Bodies above this are parsed on the blocking pool rather than on the HTTP worker.
@@ -119,7 +120,7 @@ fn client_ip(req: &HttpRequest, cfg: &CollectorSettings) -> Option<String> {
 }
 
 fn too_large(collector: &Collector, what: &str, limit: usize) -> ApiError {
-    collector.edge.reject(Reject::TooLarge, 1);
+    collector.metrics.edge.reject(Reject::TooLarge, 1);
     ApiError::new(
         ErrorCode::PayloadTooLarge,
         format!("{what} larger than {limit} bytes"),
@@ -219,51 +220,49 @@ async fn collect(
     query: web::Query<CollectQuery>,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    let edge = &collector.edge;
-    edge.requests
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let started = std::time::Instant::now();
+    let edge = &collector.metrics.edge;
+    edge.requests.inc();
+    let answer = receive(
+        &state,
+        &collector,
+        &access,
+        &req,
+        query.into_inner(),
+        payload,
+    )
+    .await;
+    edge.latency.observe(started.elapsed().as_secs_f64());
+    answer
+}
+
+/// The whole of `collect`: check, read, decode, authenticate, meter, submit, answer.
+async fn receive(
+    state: &AppState,
+    collector: &Collector,
+    access: &Access,
+    req: &HttpRequest,
+    query: CollectQuery,
+    payload: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    let edge = &collector.metrics.edge;
     let cfg = &state.settings.collector;
-    let essence = api::content_type(&req);
-    if !matches!(essence.as_str(), "application/json" | "text/plain" | "") {
-        edge.reject(Reject::InvalidBody, 1);
-        return Err(ApiError::field(
-            "Content-Type",
-            "must be application/json or text/plain",
-        ));
-    }
-    let unauthorized = || {
-        edge.reject(Reject::Unauthorized, 1);
-        ApiError::unauthorized("missing or invalid integration key (X-App-Key, appKey or writeKey)")
-    };
-    let outer_key = req
+    check_content_type(collector, req)?;
+    let header_key = req
         .headers()
         .get("x-app-key")
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned)
-        .or(query.app_key.clone());
-    let mut who = None;
-    if let Some(k) = &outer_key {
-        who = Some(
-            access
-                .registry
-                .authenticate(k, KeyKind::Integration)
-                .ok_or_else(unauthorized)?,
-        );
-    }
-    let body = read_body(&collector, cfg.max_batch_bytes, &req, payload).await?;
-    edge.body_bytes
-        .fetch_add(body.len() as u64, std::sync::atomic::Ordering::Relaxed);
-    let received_at = chrono::Utc::now().timestamp_micros();
-    let enrich = Enrichment {
-        app_id: String::new(),
-        received_at,
-        ip: client_ip(&req, cfg),
-        user_agent: req
-            .headers()
-            .get(header::USER_AGENT)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned),
+        .or(query.app_key);
+    // A key outside the body is checked before the body is read.
+    let who = match &header_key {
+        Some(k) => Some(authenticate(collector, access, Some(k))?),
+        None => None,
     };
+    let body = read_body(collector, cfg.max_batch_bytes, req, payload).await?;
+    edge.body_bytes.inc_by(body.len() as u64);
+    let received_at = collector.clock.now_micros();
+    let enrich = enrichment(req, cfg, received_at);
     let decoded = if body.len() <= INLINE_PARSE_BYTES {
         decode_body(body, enrich, cfg)
     } else {
@@ -272,63 +271,21 @@ async fn collect(
             .await
             .map_err(ApiError::internal)?
     };
-    let (mut events, rejected, body_key) = decoded.map_err(|e| {
-        edge.reject(Reject::InvalidBody, 1);
-        match e {
-            BodyError::NotJson(m) => ApiError::field("body", format!("malformed JSON: {m}")),
-            BodyError::Invalid { field, message } => ApiError::field(field, message),
-            BodyError::TooManyEvents(n) => ApiError::new(
-                ErrorCode::PayloadTooLarge,
-                format!("more than {n} events in one batch"),
-            ),
-        }
-    })?;
+    let (mut events, rejected, body_key) = decoded.map_err(|e| body_error(collector, e))?;
     let who = match who {
         Some(w) => w,
-        None => {
-            let key = body_key.ok_or_else(unauthorized)?;
-            access
-                .registry
-                .authenticate(&key, KeyKind::Integration)
-                .ok_or_else(unauthorized)?
-        }
+        None => authenticate(collector, access, body_key.as_deref())?,
     };
-    let rejected_events = {
-        let mut idx: Vec<usize> = rejected.iter().map(|r| r.index).collect();
-        idx.dedup();
-        idx.len()
-    };
+    let rejected_events = count_events(&rejected);
     edge.reject(Reject::InvalidEvent, rejected_events as u64);
-    if events.is_empty() && rejected.iter().any(|r| r.too_large) {
-        return Err(too_large(&collector, "event", cfg.max_event_bytes));
-    }
     if events.is_empty() {
-        let details = rejected
-            .iter()
-            .take(MAX_REPORTED_ERRORS)
-            .map(|r| FieldError::new(format!("batch[{}].{}", r.index, r.field), r.message.clone()))
-            .collect();
-        return Err(ApiError::validation(details).with_message("no valid event in the batch"));
+        return Err(nothing_valid(collector, &rejected, cfg.max_event_bytes));
     }
     for e in &mut events {
         e.app_id.clone_from(&who.app_id);
     }
     let month = usage::month_of(received_at);
-    if let Some(limit) = state.settings.plan(who.plan).limit(Quota::EventsPerMonth) {
-        let current = match collector.meter.get(&who.app_id, &month) {
-            Some(n) => n,
-            None => {
-                let (app, m) = (who.app_id.clone(), month.clone());
-                let n = state.store.run(move |db| usage::get(db, &app, &m)).await?;
-                collector.meter.seed(&who.app_id, &month, n);
-                collector.meter.get(&who.app_id, &month).unwrap_or(n)
-            }
-        };
-        if current + events.len() as u64 > limit {
-            edge.reject(Reject::PlanLimit, events.len() as u64);
-            return Err(ApiError::plan_limit(Quota::EventsPerMonth, limit, current));
-        }
-    }
+    check_quota(state, collector, &who, &month, events.len()).await?;
     match collector.submit(events).await {
         Ok(done) => {
             collector
@@ -352,12 +309,114 @@ async fn collect(
     }
 }
 
+fn check_content_type(collector: &Collector, req: &HttpRequest) -> Result<(), ApiError> {
+    let essence = api::content_type(req);
+    if matches!(essence.as_str(), "application/json" | "text/plain" | "") {
+        return Ok(());
+    }
+    collector.metrics.edge.reject(Reject::InvalidBody, 1);
+    Err(ApiError::field(
+        "Content-Type",
+        "must be application/json or text/plain",
+    ))
+}
+
+/// The app of an integration key (from the header, the query or the body).
+fn authenticate(
+    collector: &Collector,
+    access: &Access,
+    key: Option<&str>,
+) -> Result<Authenticated, ApiError> {
+    match key.and_then(|k| access.registry.authenticate(k, KeyKind::Integration)) {
+        Some(who) => Ok(who),
+        None => {
+            collector.metrics.edge.reject(Reject::Unauthorized, 1);
+            Err(ApiError::unauthorized(
+                "missing or invalid integration key (X-App-Key, appKey or writeKey)",
+            ))
+        }
+    }
+}
+
+/// What the server adds to every event of the request.
+fn enrichment(req: &HttpRequest, cfg: &CollectorSettings, received_at: i64) -> Enrichment {
+    Enrichment {
+        app_id: String::new(),
+        received_at,
+        ip: client_ip(req, cfg),
+        user_agent: req
+            .headers()
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned),
+    }
+}
+
+fn body_error(collector: &Collector, e: BodyError) -> ApiError {
+    collector.metrics.edge.reject(Reject::InvalidBody, 1);
+    match e {
+        BodyError::NotJson(m) => ApiError::field("body", format!("malformed JSON: {m}")),
+        BodyError::Invalid { field, message } => ApiError::field(field, message),
+        BodyError::TooManyEvents(n) => ApiError::new(
+            ErrorCode::PayloadTooLarge,
+            format!("more than {n} events in one batch"),
+        ),
+    }
+}
+
+/// The number of distinct events among the rejections (one event may fail several fields).
+fn count_events(rejected: &[Rejected]) -> usize {
+    let mut idx: Vec<usize> = rejected.iter().map(|r| r.index).collect();
+    idx.dedup();
+    idx.len()
+}
+
+/// The answer when no event of the batch is valid: 413 when size was the reason, else 400.
+fn nothing_valid(collector: &Collector, rejected: &[Rejected], max_event_bytes: usize) -> ApiError {
+    if rejected.iter().any(|r| r.too_large) {
+        return too_large(collector, "event", max_event_bytes);
+    }
+    let details = rejected
+        .iter()
+        .take(MAX_REPORTED_ERRORS)
+        .map(|r| FieldError::new(format!("batch[{}].{}", r.index, r.field), r.message.clone()))
+        .collect();
+    ApiError::validation(details).with_message("no valid event in the batch")
+}
+
+/// The `events_per_month` plan limit: the meter (seeded from sled on first use) plus this batch.
+async fn check_quota(
+    state: &AppState,
+    collector: &Collector,
+    who: &Authenticated,
+    month: &str,
+    n: usize,
+) -> Result<(), ApiError> {
+    let Some(limit) = state.settings.plan(who.plan).limit(Quota::EventsPerMonth) else {
+        return Ok(());
+    };
+    let current = match collector.meter.get(&who.app_id, month) {
+        Some(n) => n,
+        None => {
+            let (app, m) = (who.app_id.clone(), month.to_owned());
+            let n = state.store.run(move |db| usage::get(db, &app, &m)).await?;
+            collector.meter.seed(&who.app_id, month, n);
+            collector.meter.get(&who.app_id, month).unwrap_or(n)
+        }
+    };
+    if current + n as u64 > limit {
+        collector.metrics.edge.reject(Reject::PlanLimit, n as u64);
+        return Err(ApiError::plan_limit(Quota::EventsPerMonth, limit, current));
+    }
+    Ok(())
+}
+
 /// Prometheus metrics of the collector.
 #[utoipa::path(tag = "service", responses((status = 200, description = "Prometheus text format", content_type = "text/plain")))]
 #[get("/metrics")]
 pub async fn metrics(collector: web::Data<Collector>) -> HttpResponse {
     HttpResponse::Ok()
-        .content_type("text/plain; version=0.0.4")
+        .content_type("application/openmetrics-text; version=1.0.0; charset=utf-8")
         .body(collector.metrics())
 }
 

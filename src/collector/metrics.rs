@@ -1,27 +1,19 @@
-//! Counters of the collector: one `ShardCounters` per writer actor plus the edge's own. The
-//! `/metrics` endpoint, the logs and the tests read the same atomics.
+//! The collector's metrics, in a `prometheus-client` registry served at `GET /metrics`
+//! (OpenMetrics text). Counters per shard and per rejection reason, histograms for the request
+//! latency, the WAL's group commit (write + fdatasync) and the flush (encode + upload +
+//! checkpoint).
+//!
+//! Every handle is created once, at start: the hot path only adds to atomics.
 
-use std::fmt::Write;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-
-#[derive(Default, Debug)]
-pub struct ShardCounters {
-    pub accepted: AtomicU64,
-    pub duplicates: AtomicU64,
-    pub wal_bytes: AtomicU64,
-    pub wal_fsyncs: AtomicU64,
-    pub fsync_micros: AtomicU64,
-    pub rows_written: AtomicU64,
-    pub files_written: AtomicU64,
-    pub flushes: AtomicU64,
-    pub flush_micros: AtomicU64,
-    pub upload_retries: AtomicU64,
-    pub replayed: AtomicU64,
-    pub queue_depth: AtomicU64,
-}
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
 
 /// Why the edge refused events or requests.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Reject {
     InvalidEvent,
     InvalidBody,
@@ -32,16 +24,7 @@ pub enum Reject {
 }
 
 impl Reject {
-    const ALL: [Reject; 6] = [
-        Reject::InvalidEvent,
-        Reject::InvalidBody,
-        Reject::TooLarge,
-        Reject::Unauthorized,
-        Reject::PlanLimit,
-        Reject::Overloaded,
-    ];
-
-    fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             Reject::InvalidEvent => "invalid_event",
             Reject::InvalidBody => "invalid_body",
@@ -53,157 +36,277 @@ impl Reject {
     }
 }
 
-#[derive(Default, Debug)]
+impl EncodeLabelValue for Reject {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        EncodeLabelValue::encode(&self.name(), encoder)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ReasonLabel {
+    reason: Reject,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ShardLabel {
+    shard: u32,
+}
+
+/// Buckets from 100 µs to about 26 s (×2 each), in seconds.
+fn seconds() -> Histogram {
+    Histogram::new(exponential_buckets(0.0001, 2.0, 19))
+}
+
+/// One shard's handles (the writer and the uploader add to them).
+#[derive(Debug, Clone)]
+pub struct ShardCounters {
+    pub accepted: Counter,
+    pub duplicates: Counter,
+    pub wal_bytes: Counter,
+    /// One observation per group commit: WAL write + fdatasync.
+    pub wal_fsync: Histogram,
+    pub rows_written: Counter,
+    pub files_written: Counter,
+    /// One observation per flush: encode, put, checkpoint.
+    pub flush: Histogram,
+    pub upload_retries: Counter,
+    pub replayed: Counter,
+    pub queue_depth: Gauge,
+}
+
+impl Default for ShardCounters {
+    /// Handles registered nowhere (unit tests).
+    fn default() -> Self {
+        ShardCounters {
+            accepted: Counter::default(),
+            duplicates: Counter::default(),
+            wal_bytes: Counter::default(),
+            wal_fsync: seconds(),
+            rows_written: Counter::default(),
+            files_written: Counter::default(),
+            flush: seconds(),
+            upload_retries: Counter::default(),
+            replayed: Counter::default(),
+            queue_depth: Gauge::default(),
+        }
+    }
+}
+
+/// The edge's handles.
+#[derive(Debug)]
 pub struct EdgeCounters {
-    pub requests: AtomicU64,
-    pub body_bytes: AtomicU64,
-    rejected: [AtomicU64; 6],
+    pub requests: Counter,
+    pub body_bytes: Counter,
+    /// Seconds from the request's start to the answer of `collect`.
+    pub latency: Histogram,
+    rejected: Family<ReasonLabel, Counter>,
 }
 
 impl EdgeCounters {
     pub fn reject(&self, why: Reject, n: u64) {
-        let i = Reject::ALL.iter().position(|r| *r == why).expect("listed");
-        self.rejected[i].fetch_add(n, Relaxed);
+        self.rejected
+            .get_or_create(&ReasonLabel { reason: why })
+            .inc_by(n);
     }
 
     pub fn rejected(&self, why: Reject) -> u64 {
-        let i = Reject::ALL.iter().position(|r| *r == why).expect("listed");
-        self.rejected[i].load(Relaxed)
+        self.rejected
+            .get_or_create(&ReasonLabel { reason: why })
+            .get()
     }
 }
 
-/// Prometheus text exposition of every counter.
-pub fn render(edge: &EdgeCounters, shards: &[std::sync::Arc<ShardCounters>]) -> String {
-    let mut out = String::new();
-    fn family(out: &mut String, name: &str, help: &str, kind: &str) {
-        let _ = writeln!(
-            out,
-            "# HELP tributary_collector_{name} {help}\n# TYPE tributary_collector_{name} {kind}"
+/// The registry and every handle in it.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    pub edge: EdgeCounters,
+    pub shards: Vec<ShardCounters>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new(0)
+    }
+}
+
+impl Metrics {
+    pub fn new(shards: usize) -> Metrics {
+        let mut registry = Registry::with_prefix("tributary_collector");
+        let edge = EdgeCounters {
+            requests: Counter::default(),
+            body_bytes: Counter::default(),
+            latency: seconds(),
+            rejected: Family::default(),
+        };
+        let r = &mut registry;
+        r.register(
+            "requests",
+            "Collect requests received",
+            edge.requests.clone(),
         );
-    }
-    for (name, help, value) in [
-        (
-            "requests_total",
-            "Collect requests received.",
-            &edge.requests,
-        ),
-        (
-            "body_bytes_total",
-            "Request body bytes received (after decompression).",
-            &edge.body_bytes,
-        ),
-    ] {
-        family(&mut out, name, help, "counter");
-        let _ = writeln!(out, "tributary_collector_{name} {}", value.load(Relaxed));
-    }
-    family(
-        &mut out,
-        "rejected_total",
-        "Events or requests refused, by reason.",
-        "counter",
-    );
-    for r in Reject::ALL {
-        let _ = writeln!(
-            out,
-            "tributary_collector_rejected_total{{reason=\"{}\"}} {}",
-            r.name(),
-            edge.rejected(r)
+        r.register(
+            "body_bytes",
+            "Request body bytes received (after decompression)",
+            edge.body_bytes.clone(),
         );
-    }
-    type Family = (
-        &'static str,
-        &'static str,
-        &'static str,
-        fn(&ShardCounters) -> u64,
-    );
-    let per_shard: [Family; 12] = [
-        (
-            "accepted_total",
-            "Events made durable and acknowledged.",
-            "counter",
-            |c| c.accepted.load(Relaxed),
-        ),
-        (
-            "duplicates_total",
-            "Events dropped as duplicates by messageId.",
-            "counter",
-            |c| c.duplicates.load(Relaxed),
-        ),
-        (
-            "wal_bytes_total",
-            "Bytes appended to the write-ahead log.",
-            "counter",
-            |c| c.wal_bytes.load(Relaxed),
-        ),
-        (
-            "wal_fsyncs_total",
-            "Group commits (one fdatasync each).",
-            "counter",
-            |c| c.wal_fsyncs.load(Relaxed),
-        ),
-        (
-            "wal_fsync_seconds_total",
-            "Time spent writing and fdatasyncing the WAL.",
-            "counter",
-            |c| c.fsync_micros.load(Relaxed),
-        ),
-        (
-            "rows_written_total",
-            "Rows written to Parquet files in the lake.",
-            "counter",
-            |c| c.rows_written.load(Relaxed),
-        ),
-        (
-            "files_written_total",
-            "Parquet files put in the lake.",
-            "counter",
-            |c| c.files_written.load(Relaxed),
-        ),
-        (
-            "flushes_total",
-            "Flushes (each closes every open file of the shard).",
-            "counter",
-            |c| c.flushes.load(Relaxed),
-        ),
-        (
-            "flush_seconds_total",
-            "Time spent encoding and uploading flushes.",
-            "counter",
-            |c| c.flush_micros.load(Relaxed),
-        ),
-        (
-            "upload_retries_total",
-            "Failed uploads that were retried.",
-            "counter",
-            |c| c.upload_retries.load(Relaxed),
-        ),
-        (
-            "replayed_total",
-            "Events replayed from the write-ahead log at start.",
-            "counter",
-            |c| c.replayed.load(Relaxed),
-        ),
-        (
-            "queue_depth",
-            "Batches waiting for the shard.",
-            "gauge",
-            |c| c.queue_depth.load(Relaxed),
-        ),
-    ];
-    for (name, help, kind, get) in per_shard {
-        family(&mut out, name, help, kind);
-        for (i, c) in shards.iter().enumerate() {
-            let v = get(c);
-            if name.ends_with("_seconds_total") {
-                let _ = writeln!(
-                    out,
-                    "tributary_collector_{name}{{shard=\"{i}\"}} {:.6}",
-                    v as f64 / 1e6
-                );
-            } else {
-                let _ = writeln!(out, "tributary_collector_{name}{{shard=\"{i}\"}} {v}");
-            }
+        r.register(
+            "request_seconds",
+            "Time to answer a collect request",
+            edge.latency.clone(),
+        );
+        r.register(
+            "rejected",
+            "Events or requests refused, by reason",
+            edge.rejected.clone(),
+        );
+        let shards = ShardFamilies::register(r).handles(shards);
+        Metrics {
+            registry,
+            edge,
+            shards,
         }
     }
-    out
+
+    /// The OpenMetrics text of every metric.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+/// The per-shard families, labelled `shard="<index>"`.
+struct ShardFamilies {
+    accepted: Family<ShardLabel, Counter>,
+    duplicates: Family<ShardLabel, Counter>,
+    wal_bytes: Family<ShardLabel, Counter>,
+    wal_fsync: Family<ShardLabel, Histogram>,
+    rows_written: Family<ShardLabel, Counter>,
+    files_written: Family<ShardLabel, Counter>,
+    flush: Family<ShardLabel, Histogram>,
+    upload_retries: Family<ShardLabel, Counter>,
+    replayed: Family<ShardLabel, Counter>,
+    queue_depth: Family<ShardLabel, Gauge>,
+}
+
+impl ShardFamilies {
+    fn register(r: &mut Registry) -> ShardFamilies {
+        let f = ShardFamilies {
+            accepted: Family::default(),
+            duplicates: Family::default(),
+            wal_bytes: Family::default(),
+            wal_fsync: Family::new_with_constructor(seconds),
+            rows_written: Family::default(),
+            files_written: Family::default(),
+            flush: Family::new_with_constructor(seconds),
+            upload_retries: Family::default(),
+            replayed: Family::default(),
+            queue_depth: Family::default(),
+        };
+        r.register(
+            "accepted",
+            "Events made durable and acknowledged",
+            f.accepted.clone(),
+        );
+        r.register(
+            "duplicates",
+            "Events dropped as duplicates by messageId",
+            f.duplicates.clone(),
+        );
+        r.register(
+            "wal_bytes",
+            "Bytes appended to the write-ahead log",
+            f.wal_bytes.clone(),
+        );
+        r.register(
+            "wal_fsync_seconds",
+            "Group commits: time to write and fdatasync the WAL",
+            f.wal_fsync.clone(),
+        );
+        r.register(
+            "rows_written",
+            "Rows written to Parquet files in the lake",
+            f.rows_written.clone(),
+        );
+        r.register(
+            "files_written",
+            "Parquet files put in the lake",
+            f.files_written.clone(),
+        );
+        r.register(
+            "flush_seconds",
+            "Flushes: time to encode, upload and checkpoint a shard's open files",
+            f.flush.clone(),
+        );
+        r.register(
+            "upload_retries",
+            "Failed flush steps that were retried",
+            f.upload_retries.clone(),
+        );
+        r.register(
+            "replayed",
+            "Events replayed from the write-ahead log at start",
+            f.replayed.clone(),
+        );
+        r.register(
+            "queue_depth",
+            "Batches waiting for the shard",
+            f.queue_depth.clone(),
+        );
+        f
+    }
+
+    fn handles(&self, shards: usize) -> Vec<ShardCounters> {
+        (0..shards as u32)
+            .map(|shard| {
+                let l = ShardLabel { shard };
+                ShardCounters {
+                    accepted: self.accepted.get_or_create(&l).clone(),
+                    duplicates: self.duplicates.get_or_create(&l).clone(),
+                    wal_bytes: self.wal_bytes.get_or_create(&l).clone(),
+                    wal_fsync: self.wal_fsync.get_or_create(&l).clone(),
+                    rows_written: self.rows_written.get_or_create(&l).clone(),
+                    files_written: self.files_written.get_or_create(&l).clone(),
+                    flush: self.flush.get_or_create(&l).clone(),
+                    upload_retries: self.upload_retries.get_or_create(&l).clone(),
+                    replayed: self.replayed.get_or_create(&l).clone(),
+                    queue_depth: self.queue_depth.get_or_create(&l).clone(),
+                }
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handles_feed_the_rendered_text() {
+        let m = Metrics::new(2);
+        m.shards[1].accepted.inc_by(7);
+        m.shards[0].wal_fsync.observe(0.002);
+        m.edge.reject(Reject::InvalidEvent, 3);
+        let text = m.render();
+        assert!(
+            text.contains("tributary_collector_accepted_total{shard=\"1\"} 7"),
+            "{text}"
+        );
+        assert!(
+            text.contains("tributary_collector_accepted_total{shard=\"0\"} 0"),
+            "{text}"
+        );
+        assert!(
+            text.contains("tributary_collector_rejected_total{reason=\"invalid_event\"} 3"),
+            "{text}"
+        );
+        assert!(
+            text.contains("tributary_collector_wal_fsync_seconds_count{shard=\"0\"} 1"),
+            "{text}"
+        );
+        assert!(text.ends_with("# EOF\n"));
+        assert_eq!(m.edge.rejected(Reject::InvalidEvent), 3);
+    }
 }

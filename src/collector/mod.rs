@@ -36,7 +36,7 @@ use object_store::ObjectStore;
 use crate::clock::Clock;
 use crate::config::Settings;
 pub use event::{Event, EventType};
-use metrics::{EdgeCounters, ShardCounters};
+use metrics::Metrics;
 use retry::{Backoff, Shutdown};
 use uploader::Uploader;
 pub use writer::{Committed, WriteError};
@@ -66,8 +66,7 @@ pub enum SubmitError {
 /// Handle to the shard writers; shared by every HTTP worker.
 pub struct Collector {
     queues: Vec<Sender<writer::Msg>>,
-    pub shard_counters: Vec<Arc<ShardCounters>>,
-    pub edge: EdgeCounters,
+    pub metrics: Metrics,
     pub meter: usage::Meter,
     pub clock: Arc<dyn Clock>,
     /// Writer threads, then uploader threads: joined in that order at shutdown.
@@ -113,13 +112,13 @@ impl Collector {
         let n = shard_count(c.shards);
         let shutdown = Arc::new(Shutdown::default());
         let mut queues = Vec::with_capacity(n);
-        let mut shard_counters = Vec::with_capacity(n);
+        let metrics = Metrics::new(n);
         let mut starting = Vec::with_capacity(n);
         let mut uploaders = Vec::with_capacity(n);
         let failed = |shard| move |source| CollectorError::Shard { shard, source };
         for index in 0..n {
             let dir = shard_dir(&settings.storage.data_dir, index);
-            let counters = Arc::new(ShardCounters::default());
+            let counters = Arc::new(metrics.shards[index].clone());
             let (up_tx, up_rx) = bounded(2);
             let uploader = Uploader {
                 index,
@@ -145,7 +144,6 @@ impl Collector {
             let w = writer::spawn(cfg, db.clone(), clock.clone(), counters.clone(), up_tx, rx);
             starting.push(w.map_err(failed(index))?);
             queues.push(tx);
-            shard_counters.push(counters);
         }
         let mut threads = Vec::with_capacity(2 * n);
         let mut failure = None;
@@ -158,8 +156,7 @@ impl Collector {
         threads.extend(uploaders);
         let collector = Collector {
             queues,
-            shard_counters,
-            edge: EdgeCounters::default(),
+            metrics,
             meter: usage::Meter::default(),
             clock,
             threads: Mutex::new(threads),
@@ -238,7 +235,7 @@ impl Collector {
 
     /// `/metrics` text.
     pub fn metrics(&self) -> String {
-        metrics::render(&self.edge, &self.shard_counters)
+        self.metrics.render()
     }
 }
 
@@ -269,8 +266,7 @@ mod tests {
         let (tx, rx) = bounded(1);
         let collector = Collector {
             queues: vec![tx],
-            shard_counters: vec![Arc::default()],
-            edge: EdgeCounters::default(),
+            metrics: Metrics::new(1),
             meter: usage::Meter::default(),
             clock: Arc::new(crate::clock::SystemClock),
             threads: Mutex::default(),

@@ -11,7 +11,6 @@
 //! lands in the lake exactly once.
 
 use std::path::{Path as FsPath, PathBuf};
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -122,7 +121,7 @@ impl Running {
             patience,
             || attempt(self),
             |e, delay| {
-                counters.upload_retries.fetch_add(1, Relaxed);
+                counters.upload_retries.inc();
                 tracing::error!(shard = index, error = %e, retry_in_ms = delay.as_millis() as u64, "{what} failed; the WAL keeps the events, retrying");
             },
         )
@@ -183,10 +182,10 @@ impl Running {
         if let Err(e) = self.retrying("flush", |me| me.put_and_checkpoint(&job, &encoded)) {
             return self.abandon(e);
         }
-        let c = &self.u.counters;
-        c.flushes.fetch_add(1, Relaxed);
-        c.flush_micros
-            .fetch_add(started.elapsed().as_micros() as u64, Relaxed);
+        self.u
+            .counters
+            .flush
+            .observe(started.elapsed().as_secs_f64());
         tracing::debug!(
             shard = self.u.index,
             files = encoded.len(),
@@ -211,11 +210,8 @@ impl Running {
                 path: f.path.to_string(),
                 source,
             })?;
-            self.u.counters.files_written.fetch_add(1, Relaxed);
-            self.u
-                .counters
-                .rows_written
-                .fetch_add(f.rows as u64, Relaxed);
+            self.u.counters.files_written.inc();
+            self.u.counters.rows_written.inc_by(f.rows as u64);
         }
         dedupe::persist(self.dir(), &job.seen).map_err(local("dedupe files"))?;
         self.u.db.flush()?;
@@ -337,8 +333,8 @@ mod tests {
         assert!(!f.dir.join(INTENT).exists());
         let seen = dedupe::Seen::load(&f.dir, 20_000).unwrap();
         assert!(seen.contains("app", "msg_2"));
-        assert_eq!(f.counters.files_written.load(Relaxed), 1);
-        assert_eq!(f.counters.rows_written.load(Relaxed), 3);
+        assert_eq!(f.counters.files_written.get(), 1);
+        assert_eq!(f.counters.rows_written.get(), 3);
     }
 
     #[test]

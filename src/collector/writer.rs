@@ -15,7 +15,6 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -165,7 +164,7 @@ impl Writer {
             }
         }
         self.flush()?;
-        self.counters.replayed.fetch_add(n as u64, Relaxed);
+        self.counters.replayed.inc_by(n as u64);
         tracing::info!(shard = index, events = n, "write-ahead log replayed");
         Ok(())
     }
@@ -228,7 +227,7 @@ impl Writer {
                 next = rx.try_recv().ok();
             }
         }
-        self.counters.queue_depth.store(rx.len() as u64, Relaxed);
+        self.counters.queue_depth.set(rx.len() as i64);
         if !group.is_empty() {
             self.commit(group);
         }
@@ -270,8 +269,8 @@ impl Writer {
         }
         for (reply, done) in outcomes {
             let c = &self.counters;
-            c.accepted.fetch_add(done.accepted as u64, Relaxed);
-            c.duplicates.fetch_add(done.duplicates as u64, Relaxed);
+            c.accepted.inc_by(done.accepted as u64);
+            c.duplicates.inc_by(done.duplicates as u64);
             let _ = reply.send(Ok(done));
         }
         if let Err(e) = usage::add_events(&self.db, &kept) {
@@ -291,11 +290,8 @@ impl Writer {
         let bytes_before = self.wal.segment_bytes();
         let first = self.wal.append_with(kept, Event::encode_wal)?;
         let c = &self.counters;
-        c.fsync_micros
-            .fetch_add(started.elapsed().as_micros() as u64, Relaxed);
-        c.wal_fsyncs.fetch_add(1, Relaxed);
-        c.wal_bytes
-            .fetch_add(self.wal.segment_bytes() - bytes_before, Relaxed);
+        c.wal_fsync.observe(started.elapsed().as_secs_f64());
+        c.wal_bytes.inc_by(self.wal.segment_bytes() - bytes_before);
         Ok(first)
     }
 

@@ -495,7 +495,9 @@ async fn metrics_count_what_the_collector_did() {
     assert_eq!(sum("accepted_total"), 10.0);
     assert_eq!(sum("duplicates_total"), 1.0);
     assert_eq!(sum("rejected_total{reason=\"invalid_event\"}"), 1.0);
-    assert!(sum("wal_fsyncs_total") >= 1.0 && sum("wal_bytes_total") > 0.0);
+    assert!(sum("wal_fsync_seconds_count") >= 1.0 && sum("wal_bytes_total") > 0.0);
+    assert!(sum("request_seconds_count") >= 2.0);
+    assert!(text.ends_with("# EOF\n"), "OpenMetrics text");
     app.stop().await;
     let view = lake::read_local(&app.data_dir.join("lake"));
     assert_eq!(view.rows.len(), 10);
