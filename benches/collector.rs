@@ -22,7 +22,10 @@ use tributary::collector::{Collector, Event};
 use tributary::config::Settings;
 
 const ANON: &str = "6f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d4e5f";
-const MAX_EVENT_BYTES: usize = 32 * 1024;
+const LIMITS: decode::Limits = decode::Limits {
+    max_events: 2000,
+    max_event_bytes: 32 * 1024,
+};
 
 /// One event as the browser tracker sends it (the shape of `tests/api/collector.rs::track`).
 fn track(i: usize) -> Value {
@@ -69,11 +72,10 @@ fn enrichment() -> Enrichment {
 
 /// The decoded events of one batch.
 fn sample_events() -> Vec<Event> {
-    let (events, rejected) =
-        decode::decode(&mut batch_body(), &enrichment(), MAX_EVENT_BYTES).expect("a valid body");
-    assert!(rejected.is_empty(), "{rejected:?}");
-    assert_eq!(events.len(), 10);
-    events
+    let d = decode::decode(batch_body(), &enrichment(), LIMITS).expect("a valid body");
+    assert!(d.rejected.is_empty(), "{:?}", d.rejected);
+    assert_eq!(d.events.len(), 10);
+    d.events
 }
 
 /// `n` events, each with its own messageId.
@@ -95,12 +97,11 @@ fn parse(c: &mut Criterion) {
     let mut g = c.benchmark_group("parse");
     g.throughput(Throughput::Bytes(body.len() as u64));
     g.bench_function("simd_decode", |b| {
-        b.iter_batched_ref(
+        b.iter_batched(
             || body.clone(),
             |bytes| {
-                let (events, _) =
-                    decode::decode(bytes, &enrich, MAX_EVENT_BYTES).expect("a valid body");
-                black_box(events)
+                let d = decode::decode(bytes, &enrich, LIMITS).expect("a valid body");
+                black_box(d.events)
             },
             BatchSize::SmallInput,
         )

@@ -26,7 +26,13 @@ fuzz_target!(|data: &[u8]| {
         ip: Some("203.0.113.7".into()),
         user_agent: Some("fuzz".into()),
     };
-    let Ok((events, rejected)) = decode::decode(&mut data.to_vec(), &enrich, MAX_EVENT_BYTES)
+    let limits = decode::Limits {
+        max_events: 2000,
+        max_event_bytes: MAX_EVENT_BYTES,
+    };
+    let Ok(decode::Decoded {
+        events, rejected, ..
+    }) = decode::decode(data.to_vec(), &enrich, limits)
     else {
         return;
     };
@@ -51,7 +57,8 @@ fuzz_target!(|data: &[u8]| {
         }
         assert_eq!(e.app_id, enrich.app_id);
         assert_eq!(e.received_at, enrich.received_at);
-        assert!(e.approx_bytes() <= MAX_EVENT_BYTES);
+        // The limit counts what the client sent, not the ip and userAgent the server adds.
+        assert!(e.approx_bytes() <= MAX_EVENT_BYTES + 256 + "203.0.113.7fuzz".len());
         let mut wal = Vec::new();
         e.encode_wal(&mut wal);
         assert_eq!(Event::decode_wal(&wal).as_ref(), Some(e), "WAL round trip");

@@ -19,6 +19,8 @@ const MAX_TEXT_CHARS: usize = 2048;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BodyError {
     NotJson(String),
+    /// A number literal outside the range of a 64-bit float (retried clamped, see `decode`).
+    NumberOutOfRange(String),
     /// More events than `collector.max_batch_events` (413).
     TooManyEvents(usize),
     Invalid {
@@ -66,6 +68,9 @@ impl Parsed<'_> {
     }
 }
 
+/// The first instant after the latest time an event may carry (2100-01-01T00:00:00Z, µs).
+pub const MAX_TIME: i64 = 4_102_444_800_000_000;
+
 fn parse_time(s: &str) -> Option<i64> {
     DateTime::parse_from_rfc3339(s)
         .ok()
@@ -74,8 +79,10 @@ fn parse_time(s: &str) -> Option<i64> {
 
 /// Parses the body in place.
 pub fn parse(body: &mut [u8]) -> Result<Parsed<'_>, BodyError> {
-    let value =
-        simd_json::to_borrowed_value(body).map_err(|e| BodyError::NotJson(e.to_string()))?;
+    let value = simd_json::to_borrowed_value(body).map_err(|e| match e.error() {
+        simd_json::ErrorType::InvalidNumber => BodyError::NumberOutOfRange(e.to_string()),
+        _ => BodyError::NotJson(e.to_string()),
+    })?;
     let Value::Object(mut root) = value else {
         return Err(BodyError::Invalid {
             field: "body",
@@ -101,13 +108,16 @@ pub fn parse(body: &mut [u8]) -> Result<Parsed<'_>, BodyError> {
             write_key,
         });
     }
+    // An absurd batch sentAt (outside 2000-2099) is ignored rather than refusing the batch:
+    // the events then keep their own timestamps (see `event_time`).
     let sent_at = match root.get("sentAt") {
         None => None,
         Some(v) => Some(v.as_str().and_then(parse_time).ok_or(BodyError::Invalid {
             field: "sentAt",
             message: "must be an ISO 8601 timestamp".into(),
         })?),
-    };
+    }
+    .filter(|t| (MIN_TIME..MAX_TIME).contains(t));
     match root.remove("batch") {
         Some(Value::Array(items)) if items.is_empty() => Err(BodyError::Invalid {
             field: "batch",
@@ -182,13 +192,20 @@ impl Checker {
         Some(s)
     }
 
+    /// An ISO 8601 time from 2000-01-01 to 2099-12-31 (UTC).
     fn time(&mut self, v: Option<&Value>, field: &str) -> Option<i64> {
         let s = self.text(v, field, 64)?;
-        let t = parse_time(&s);
-        if t.is_none() {
-            self.fail(field, "must be an ISO 8601 timestamp with a time zone");
+        match parse_time(&s) {
+            None => {
+                self.fail(field, "must be an ISO 8601 timestamp with a time zone");
+                None
+            }
+            Some(t) if !(MIN_TIME..MAX_TIME).contains(&t) => {
+                self.fail(field, "must be between 2000-01-01 and 2099-12-31");
+                None
+            }
+            t => t,
         }
-        t
     }
 
     /// An optional object, encoded back to JSON text.
@@ -352,36 +369,7 @@ fn check_event(
     if kind.is_none() {
         c.fail("type", "must be one of: page, track, identify, group");
     }
-    let message_id = c.id(get("messageId"), "messageId", "msg_");
-    let anonymous_id = c.text(get("anonymousId"), "anonymousId", 64);
-    if let Some(a) = &anonymous_id {
-        if uuid::Uuid::try_parse(a).is_err() {
-            c.fail("anonymousId", "must be a UUID");
-        }
-    }
-    let user_id = c.id(get("userId"), "userId", "");
-    if anonymous_id.is_none()
-        && user_id.is_none()
-        && !c.failed("anonymousId")
-        && !c.failed("userId")
-    {
-        c.fail("anonymousId", "anonymousId or userId is required");
-    }
-    let session_id = c.id(get("sessionId"), "sessionId", "ses_");
-    let event = c.text(get("event"), "event", MAX_ID_CHARS);
-    if kind == Some(EventType::Track)
-        && event.as_deref().is_none_or(|e| e.trim().is_empty())
-        && !c.errors.iter().any(|e| e.field == "event")
-    {
-        c.fail("event", "is required for track: the event name");
-    }
-    let group_id = c.id(get("groupId"), "groupId", "");
-    if kind == Some(EventType::Group) && group_id.is_none() && !c.failed("groupId") {
-        c.fail("groupId", "is required for group");
-    }
-    if kind == Some(EventType::Identify) && user_id.is_none() && !c.failed("userId") {
-        c.fail("userId", "is required for identify");
-    }
+    let ids = c.ids(obj, kind);
     let properties = c.object_json(get("properties"), "properties");
     let traits = c.object_json(get("traits"), "traits");
     let original_timestamp = c.time(get("timestamp"), "timestamp");
@@ -389,28 +377,24 @@ fn check_event(
         Some(v) => c.time(Some(v), "sentAt"),
         None => batch_sent_at,
     };
-
     let ctx = c.context(get("context"));
     let (Some(kind), true) = (kind, c.errors.is_empty()) else {
         return Err(c.errors);
     };
     let received_at = enrich.received_at;
-    let timestamp = match (original_timestamp, sent_at) {
-        (Some(orig), Some(sent)) => received_at.saturating_sub(sent.saturating_sub(orig)),
-        (Some(orig), None) => orig,
-        (None, _) => received_at,
-    };
     let [page_url, page_path, page_title, page_referrer] = ctx.page;
     let e = Event {
-        message_id: message_id.unwrap_or_else(|| format!("msg_{}", uuid::Uuid::new_v4().simple())),
+        message_id: ids
+            .message_id
+            .unwrap_or_else(|| format!("msg_{}", uuid::Uuid::new_v4().simple())),
         app_id: enrich.app_id.clone(),
         kind,
-        event,
-        anonymous_id,
-        user_id,
-        group_id,
-        session_id,
-        timestamp,
+        event: ids.event,
+        anonymous_id: ids.anonymous_id,
+        user_id: ids.user_id,
+        group_id: ids.group_id,
+        session_id: ids.session_id,
+        timestamp: event_time(original_timestamp, sent_at, received_at),
         original_timestamp,
         sent_at,
         received_at,
@@ -429,7 +413,7 @@ fn check_event(
         traits,
         context: ctx.rest,
     };
-    if e.approx_bytes() > max_event_bytes {
+    if over_limit(&e, item, max_event_bytes) {
         c.fail("body", format!("event larger than {max_event_bytes} bytes"));
         c.errors[0].too_large = true;
         return Err(c.errors);
@@ -437,14 +421,226 @@ fn check_event(
     Ok(e)
 }
 
-/// Convenience for tests and the fuzzer: parse and validate in one go.
+/// Whether the event, as the client sent it (its JSON, compact), is over `max` bytes. What the
+/// server adds (ip, userAgent, appId, receivedAt) does not count. The JSON is encoded only when
+/// the kept text could come near the limit (an escape takes at most 6 bytes per character,
+/// keys and punctuation less than 1 KiB), so ordinary events cost no encoding.
+fn over_limit(e: &Event, item: &Value<'_>, max: usize) -> bool {
+    let server = [&e.ip, &e.user_agent]
+        .iter()
+        .map(|s| s.as_ref().map_or(0, String::len))
+        .sum::<usize>()
+        + e.app_id.len();
+    let text = e.approx_bytes().saturating_sub(server);
+    text * 6 + 1024 > max && item.encode().len() > max
+}
+
+/// The earliest time an event may carry (2000-01-01T00:00:00Z, µs); earlier is an error.
+pub const MIN_TIME: i64 = 946_684_800_000_000;
+/// A client clock may run this far ahead of the server before its timestamp is distrusted.
+const MAX_AHEAD: i64 = 10 * 60 * 1_000_000;
+/// The longest an event may wait in a client (offline, stored, retried) and still have its
+/// time corrected for clock skew.
+const MAX_CLIENT_DELAY: i64 = 30 * 86_400 * 1_000_000;
+
+/// The event's time: `receivedAt - (sentAt - timestamp)` (clock-skew correction, as Segment and
+/// Snowplow do) when the client's two clocks readings are consistent (sent after created, at
+/// most 30 days apart); otherwise the client's timestamp when it is not in the future; else
+/// `receivedAt`. The client's value is always kept in `original_timestamp`.
+pub fn event_time(original: Option<i64>, sent_at: Option<i64>, received_at: i64) -> i64 {
+    let Some(orig) = original else {
+        return received_at;
+    };
+    if let Some(sent) = sent_at {
+        let delay = sent.saturating_sub(orig);
+        if (0..=MAX_CLIENT_DELAY).contains(&delay) {
+            return received_at - delay;
+        }
+    }
+    if orig <= received_at.saturating_add(MAX_AHEAD) {
+        orig
+    } else {
+        received_at
+    }
+}
+
+/// The visitor's anonymousId in canonical form (lower-case, hyphenated): `{...}`, upper-case,
+/// `urn:uuid:` and unhyphenated forms of one UUID are one visitor. The nil and max UUIDs are
+/// refused: they are what broken clients send, and would merge every such visitor into one.
+pub fn canonical_anonymous_id(s: &str) -> Result<String, &'static str> {
+    let u = uuid::Uuid::try_parse(s).map_err(|_| "must be a UUID")?;
+    if u.is_nil() || u.is_max() {
+        return Err("must not be the nil or max UUID");
+    }
+    Ok(u.hyphenated().to_string())
+}
+
+/// The identifiers of an event and the requirements of its type.
+struct Ids {
+    message_id: Option<String>,
+    anonymous_id: Option<String>,
+    user_id: Option<String>,
+    session_id: Option<String>,
+    event: Option<String>,
+    group_id: Option<String>,
+}
+
+impl Checker {
+    fn ids(&mut self, obj: &simd_json::borrowed::Object<'_>, kind: Option<EventType>) -> Ids {
+        let get = |k: &str| obj.get(k);
+        let message_id = self.id(get("messageId"), "messageId", "msg_");
+        let anonymous_id = self
+            .text(get("anonymousId"), "anonymousId", 64)
+            .and_then(|a| match canonical_anonymous_id(&a) {
+                Ok(a) => Some(a),
+                Err(m) => {
+                    self.fail("anonymousId", m);
+                    None
+                }
+            });
+        let user_id = self.id(get("userId"), "userId", "");
+        if anonymous_id.is_none()
+            && user_id.is_none()
+            && !self.failed("anonymousId")
+            && !self.failed("userId")
+        {
+            self.fail("anonymousId", "anonymousId or userId is required");
+        }
+        let session_id = self.id(get("sessionId"), "sessionId", "ses_");
+        let event = self.text(get("event"), "event", MAX_ID_CHARS);
+        if kind == Some(EventType::Track)
+            && event.as_deref().is_none_or(|e| e.trim().is_empty())
+            && !self.failed("event")
+        {
+            self.fail("event", "is required for track: the event name");
+        }
+        let group_id = self.id(get("groupId"), "groupId", "");
+        if kind == Some(EventType::Group) && group_id.is_none() && !self.failed("groupId") {
+            self.fail("groupId", "is required for group");
+        }
+        if kind == Some(EventType::Identify) && user_id.is_none() && !self.failed("userId") {
+            self.fail("userId", "is required for identify");
+        }
+        Ids {
+            message_id,
+            anonymous_id,
+            user_id,
+            session_id,
+            event,
+            group_id,
+        }
+    }
+}
+
+/// The limits a body is decoded under.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Events in one batch (more: the whole body is refused, 413).
+    pub max_events: usize,
+    /// One event's JSON as sent (more: that event is refused, 413 if nothing else is left).
+    pub max_event_bytes: usize,
+}
+
+/// A decoded body: the accepted events, the rejections, and the body's `writeKey`.
+#[derive(Debug)]
+pub struct Decoded {
+    pub events: Vec<Event>,
+    pub rejected: Vec<Rejected>,
+    pub write_key: Option<String>,
+}
+
+/// Parses, validates and enriches a body. A number beyond the range of a 64-bit float (such as
+/// `1e400`, which JSON allows) does not refuse the body: it is stored as the nearest float
+/// (`±1.7976931348623157e308`, or `0.0` for an underflow), see [`clamp_numbers`].
 pub fn decode(
+    mut body: Vec<u8>,
+    enrich: &Enrichment,
+    limits: Limits,
+) -> Result<Decoded, BodyError> {
+    // simd-json parses in place; the untouched bytes are kept for the rare second attempt.
+    let original = body.clone();
+    match decode_in_place(&mut body, enrich, limits) {
+        Err(BodyError::NumberOutOfRange(_)) => {
+            let mut clamped = clamp_numbers(&original);
+            decode_in_place(&mut clamped, enrich, limits).map_err(|e| match e {
+                BodyError::NumberOutOfRange(m) => BodyError::NotJson(m),
+                e => e,
+            })
+        }
+        r => r,
+    }
+}
+
+fn decode_in_place(
     body: &mut [u8],
     enrich: &Enrichment,
-    max_event_bytes: usize,
-) -> Result<(Vec<Event>, Vec<Rejected>), BodyError> {
+    limits: Limits,
+) -> Result<Decoded, BodyError> {
     let parsed = parse(body)?;
-    Ok(validate(parsed, enrich, max_event_bytes))
+    if parsed.len() > limits.max_events {
+        return Err(BodyError::TooManyEvents(limits.max_events));
+    }
+    let write_key = parsed.write_key.clone();
+    let (events, rejected) = validate(parsed, enrich, limits.max_event_bytes);
+    Ok(Decoded {
+        events,
+        rejected,
+        write_key,
+    })
+}
+
+/// The body with every number literal that a 64-bit float cannot hold replaced by the nearest
+/// float; everything else (strings included) byte for byte.
+pub fn clamp_numbers(body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(body.len());
+    let (mut i, mut in_string) = (0, false);
+    while i < body.len() {
+        let b = body[i];
+        if in_string {
+            out.push(b);
+            match b {
+                b'\\' if i + 1 < body.len() => {
+                    out.push(body[i + 1]);
+                    i += 1;
+                }
+                b'"' => in_string = false,
+                _ => {}
+            }
+            i += 1;
+            continue;
+        }
+        if b == b'-' || b.is_ascii_digit() {
+            let end = body[i..]
+                .iter()
+                .position(|c| !matches!(c, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E'))
+                .map_or(body.len(), |n| i + n);
+            out.extend_from_slice(clamped(&body[i..end]).as_bytes());
+            i = end;
+            continue;
+        }
+        in_string = b == b'"';
+        out.push(b);
+        i += 1;
+    }
+    out
+}
+
+/// One number token, clamped to the range of a 64-bit float when it is outside it.
+fn clamped(token: &[u8]) -> std::borrow::Cow<'_, str> {
+    let text = String::from_utf8_lossy(token);
+    let Ok(v) = text.parse::<f64>() else {
+        return text;
+    };
+    let mantissa = text.split(['e', 'E']).next().unwrap_or("");
+    let written_zero = !mantissa.bytes().any(|c| matches!(c, b'1'..=b'9'));
+    if v.is_infinite() {
+        format!("{:e}", f64::MAX.copysign(v)).into()
+    } else if v == 0.0 && !written_zero {
+        // An underflow such as 1e-400.
+        "0.0".into()
+    } else {
+        text
+    }
 }
 
 #[cfg(test)]
@@ -460,9 +656,13 @@ mod tests {
         }
     }
 
+    const LIMITS: Limits = Limits {
+        max_events: 2000,
+        max_event_bytes: 32 * 1024,
+    };
+
     fn run(body: &str) -> Result<(Vec<Event>, Vec<Rejected>), BodyError> {
-        let mut b = body.as_bytes().to_vec();
-        decode(&mut b, &enrich(), 32 * 1024)
+        decode(body.as_bytes().to_vec(), &enrich(), LIMITS).map(|d| (d.events, d.rejected))
     }
 
     const ANON: &str = "6f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d4e5f";
@@ -599,5 +799,128 @@ mod tests {
         let (events, rejected) = run(&body).unwrap();
         assert!(events.is_empty());
         assert_eq!(rejected[0].field, "body");
+    }
+
+    #[test]
+    fn the_event_limit_counts_the_client_json_not_what_the_server_adds() {
+        // An event just under 32 KiB as sent, from a client with a 30 KB user agent.
+        let pad = |n: usize| {
+            format!(
+                r#"{{"type":"track","event":"x","anonymousId":"{ANON}","properties":{{"b":"{}"}}}}"#,
+                "a".repeat(n)
+            )
+        };
+        let base = pad(0).len();
+        let body = pad(32 * 1024 - base);
+        assert_eq!(body.len(), 32 * 1024);
+        let mut rich = enrich();
+        rich.user_agent = Some("U".repeat(30_000));
+        rich.ip = Some("2001:db8::1".into());
+        let d = decode(body.into_bytes(), &rich, LIMITS).unwrap();
+        let (events, rejected) = (d.events, d.rejected);
+        assert_eq!((events.len(), rejected.len()), (1, 0), "{rejected:?}");
+        let over = pad(32 * 1024 - base + 1);
+        let d = decode(over.into_bytes(), &rich, LIMITS).unwrap();
+        let (events, rejected) = (d.events, d.rejected);
+        assert!(events.is_empty() && rejected[0].too_large);
+    }
+
+    #[test]
+    fn one_visitor_is_one_anonymous_id_whatever_its_uuid_form() {
+        let forms = [
+            ANON.to_uppercase(),
+            format!("{{{ANON}}}"),
+            format!("urn:uuid:{ANON}"),
+            ANON.replace('-', ""),
+        ];
+        for form in forms {
+            let body = format!(r#"{{"type": "page", "anonymousId": "{form}"}}"#);
+            let (events, rejected) = run(&body).unwrap();
+            assert!(rejected.is_empty(), "{form}: {rejected:?}");
+            assert_eq!(events[0].anonymous_id.as_deref(), Some(ANON), "{form}");
+        }
+        // A v1 UUID is still one visitor; nil and max identify nobody.
+        let v1 = "c232ab00-9414-11ec-b3c8-9f6bdeced846";
+        let (events, _) = run(&format!(r#"{{"type": "page", "anonymousId": "{v1}"}}"#)).unwrap();
+        assert_eq!(events[0].anonymous_id.as_deref(), Some(v1));
+        for bad in [
+            "00000000-0000-0000-0000-000000000000",
+            "ffffffff-ffff-ffff-ffff-ffffffffffff",
+        ] {
+            let (events, rejected) =
+                run(&format!(r#"{{"type": "page", "anonymousId": "{bad}"}}"#)).unwrap();
+            assert!(events.is_empty());
+            assert_eq!(rejected[0].field, "anonymousId");
+        }
+    }
+
+    #[test]
+    fn absurd_client_times_never_make_an_absurd_timestamp() {
+        let received = enrich().received_at; // 2001-09-09T01:46:40Z
+        let at = |ts: &str, sent: &str| {
+            let body = format!(
+                r#"{{"batch": [{{"type": "page", "anonymousId": "{ANON}", "timestamp": "{ts}"}}], "sentAt": "{sent}"}}"#
+            );
+            run(&body).unwrap()
+        };
+        // sentAt in 2999 is ignored: the event keeps its own (plausible) time.
+        let (events, rejected) = at("2001-09-09T01:40:00Z", "2999-01-01T00:00:00Z");
+        assert!(rejected.is_empty(), "{rejected:?}");
+        assert_eq!(
+            events[0].timestamp,
+            parse_time("2001-09-09T01:40:00Z").unwrap()
+        );
+        // A consistent skew is corrected.
+        let (events, _) = at("2001-09-09T02:46:30Z", "2001-09-09T02:46:40Z");
+        assert_eq!(events[0].timestamp, received - 10_000_000);
+        // A timestamp after its own sentAt, in the future: receivedAt, the original kept.
+        let (events, _) = at("2001-09-10T00:00:00Z", "2001-09-09T00:00:00Z");
+        assert_eq!(events[0].timestamp, received);
+        assert_eq!(
+            events[0].original_timestamp,
+            parse_time("2001-09-10T00:00:00Z")
+        );
+        // Outside 2000-2099, the event (only that one) is refused.
+        for ts in [
+            "0000-01-01T00:00:00Z",
+            "9999-12-31T00:00:00Z",
+            "1999-12-31T23:59:59Z",
+        ] {
+            let body = format!(
+                r#"{{"batch": [{{"type": "page", "anonymousId": "{ANON}", "timestamp": "{ts}"}}, {{"type": "page", "anonymousId": "{ANON}"}}]}}"#
+            );
+            let (events, rejected) = run(&body).unwrap();
+            assert_eq!(events.len(), 1, "{ts}");
+            assert_eq!(
+                (rejected[0].index, rejected[0].field.as_str()),
+                (0, "timestamp")
+            );
+        }
+    }
+
+    #[test]
+    fn any_json_number_in_free_properties_is_kept() {
+        let body = format!(
+            r#"{{"batch": [{{"type": "track", "event": "x", "anonymousId": "{ANON}", "properties": {{"v": 100000000000000000000, "w": 1e400, "x": -1.5e-400, "n": 12}}}}, {{"type": "page", "anonymousId": "{ANON}"}}]}}"#
+        );
+        let (events, rejected) = run(&body).unwrap();
+        assert!(rejected.is_empty(), "{rejected:?}");
+        assert_eq!(events.len(), 2);
+        let props: serde_json::Value =
+            serde_json::from_str(events[0].properties.as_deref().unwrap()).unwrap();
+        assert_eq!(props["v"].as_f64(), Some(1e20));
+        assert_eq!(props["n"], 12);
+        assert_eq!(props["w"].as_f64(), Some(f64::MAX));
+        assert_eq!(props["x"].as_f64(), Some(0.0));
+    }
+
+    #[test]
+    fn clamping_numbers_leaves_strings_and_ordinary_numbers_alone() {
+        let body = br#"{"a": "9e999 \" -1e400", "b": [1e400, -2E+999, 0e-999, 0.5, 12, -0]}"#;
+        let out = String::from_utf8(clamp_numbers(body)).unwrap();
+        assert_eq!(
+            out,
+            r#"{"a": "9e999 \" -1e400", "b": [1.7976931348623157e308, -1.7976931348623157e308, 0e-999, 0.5, 12, -0]}"#
+        );
     }
 }

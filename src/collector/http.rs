@@ -14,7 +14,7 @@ use actix_web::{get, post, web, HttpRequest, HttpResponse};
 use serde_json::json;
 use utoipa_actix_web::service_config::ServiceConfig;
 
-use super::decode::{self, BodyError, Enrichment, Rejected};
+use super::decode::{self, BodyError, Decoded, Enrichment, Rejected};
 use super::metrics::Reject;
 use super::Collector;
 use super::{usage, SubmitError};
@@ -176,21 +176,16 @@ struct CollectQuery {
     app_key: Option<String>,
 }
 
-type Decoded = (Vec<super::Event>, Vec<Rejected>, Option<String>);
-
 fn decode_body(
-    mut body: Vec<u8>,
+    body: Vec<u8>,
     enrich: Enrichment,
     cfg: &CollectorSettings,
 ) -> Result<Decoded, BodyError> {
-    let parsed = decode::parse(&mut body)?;
-    if parsed.len() > cfg.max_batch_events {
-        return Err(BodyError::TooManyEvents(cfg.max_batch_events));
-    }
-    let max_event_bytes = cfg.max_event_bytes;
-    let key = parsed.write_key.clone();
-    let (events, rejected) = decode::validate(parsed, &enrich, max_event_bytes);
-    Ok((events, rejected, key))
+    let limits = decode::Limits {
+        max_events: cfg.max_batch_events,
+        max_event_bytes: cfg.max_event_bytes,
+    };
+    decode::decode(body, &enrich, limits)
 }
 
 /// Receive a batch of analytics events from the tracker.
@@ -271,7 +266,11 @@ async fn receive(
             .await
             .map_err(ApiError::internal)?
     };
-    let (mut events, rejected, body_key) = decoded.map_err(|e| body_error(collector, e))?;
+    let Decoded {
+        mut events,
+        rejected,
+        write_key: body_key,
+    } = decoded.map_err(|e| body_error(collector, e))?;
     let who = match who {
         Some(w) => w,
         None => authenticate(collector, access, body_key.as_deref())?,
@@ -355,7 +354,9 @@ fn enrichment(req: &HttpRequest, cfg: &CollectorSettings, received_at: i64) -> E
 fn body_error(collector: &Collector, e: BodyError) -> ApiError {
     collector.metrics.edge.reject(Reject::InvalidBody, 1);
     match e {
-        BodyError::NotJson(m) => ApiError::field("body", format!("malformed JSON: {m}")),
+        BodyError::NotJson(m) | BodyError::NumberOutOfRange(m) => {
+            ApiError::field("body", format!("malformed JSON: {m}"))
+        }
         BodyError::Invalid { field, message } => ApiError::field(field, message),
         BodyError::TooManyEvents(n) => ApiError::new(
             ErrorCode::PayloadTooLarge,
