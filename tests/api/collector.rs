@@ -14,11 +14,6 @@ pub use crate::events::*;
 /// The Arrow type of the lake's timestamp columns.
 const UTC_MICROS: &str = r#"Timestamp(µs, "UTC")"#;
 
-/// Files close only at shutdown unless a test wants otherwise.
-fn slow_files(s: &mut tributary::config::Settings) {
-    s.collector.max_file_age_ms = 3_600_000;
-}
-
 #[tokio::test]
 async fn accepted_events_land_in_the_lake_once_with_every_column() {
     let mut app = spawn_app_with(slow_files);

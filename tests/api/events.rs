@@ -47,3 +47,8 @@ impl TestApp {
         .await
     }
 }
+
+/// Files close only at shutdown unless a test wants otherwise.
+pub fn slow_files(s: &mut tributary::config::Settings) {
+    s.collector.max_file_age_ms = 3_600_000;
+}

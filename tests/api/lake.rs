@@ -11,8 +11,8 @@ use arrow_schema::DataType;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde_json::{json, Map, Value};
 
-/// What the lake holds.
-#[derive(Debug)]
+/// What the lake holds (also what the interop tests' DuckDB reader prints, as JSON).
+#[derive(Debug, serde::Deserialize)]
 pub struct LakeView {
     /// Paths relative to the lake's root, sorted.
     pub files: Vec<String>,

@@ -18,11 +18,6 @@ use serde_json::json;
 use events::*;
 use helpers::*;
 
-/// Files close only at shutdown unless a test wants otherwise.
-fn slow_files(s: &mut tributary::config::Settings) {
-    s.collector.max_file_age_ms = 3_600_000;
-}
-
 #[tokio::test]
 async fn duckdb_reads_the_lake_with_utc_microsecond_timestamps() {
     let mut app = spawn_app_with(slow_files);

@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+pub use crate::lake::LakeView;
+
 fn venv_bin(name: &str) -> PathBuf {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join(".venv/bin")
@@ -23,32 +25,6 @@ fn venv_bin(name: &str) -> PathBuf {
         std::process::exit(2);
     }
     p
-}
-
-/// What DuckDB sees in the lake.
-#[derive(Debug, Deserialize)]
-pub struct LakeView {
-    pub files: Vec<String>,
-    /// Column name -> DuckDB type.
-    pub types: Map<String, Value>,
-    pub rows: Vec<Map<String, Value>>,
-    pub timestamp_logical: Option<String>,
-}
-
-impl LakeView {
-    pub fn message_ids(&self) -> Vec<String> {
-        self.rows
-            .iter()
-            .map(|r| r["message_id"].as_str().unwrap().to_owned())
-            .collect()
-    }
-
-    pub fn row(&self, message_id: &str) -> &Map<String, Value> {
-        self.rows
-            .iter()
-            .find(|r| r["message_id"] == message_id)
-            .unwrap_or_else(|| panic!("{message_id} not in the lake"))
-    }
 }
 
 fn run_reader(args: &[&str]) -> LakeView {
