@@ -668,4 +668,37 @@ mod tests {
         tx.send(Msg::Stop).unwrap();
         thread.join().unwrap();
     }
+
+    #[test]
+    fn a_failed_wal_rotation_is_retried_on_the_clock_and_loses_nothing() {
+        let f = fixture();
+        let (w, _, uploads) = f.open();
+        let (tx, rx) = bounded(8);
+        let thread = std::thread::spawn(move || w.run(rx));
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        tx.send(Msg::Write {
+            events: vec![ev("msg_1", "a")],
+            reply,
+        })
+        .unwrap();
+        answer.blocking_recv().unwrap().unwrap();
+        // The next segment's name is taken by a directory: rotating the WAL fails.
+        let blocker = f.cfg.dir.join("wal-00000000000000000002.log");
+        std::fs::create_dir(&blocker).unwrap();
+        f.clock.advance(61_000_000);
+        assert!(uploads.recv_timeout(TICK * 3).is_err(), "nothing flushed");
+        // Once the disk is fine again, the next try (a second later on the clock) flushes.
+        std::fs::remove_dir(&blocker).unwrap();
+        assert!(
+            uploads.recv_timeout(TICK * 2).is_err(),
+            "no retry before its time"
+        );
+        f.clock.advance(FLUSH_RETRY.as_micros() as i64);
+        let job = uploads
+            .recv_timeout(Duration::from_secs(10))
+            .expect("flushed after the retry");
+        assert_eq!((job.last_lsn, job.files[0].1.num_rows()), (1, 1));
+        tx.send(Msg::Stop).unwrap();
+        thread.join().unwrap();
+    }
 }
