@@ -3,6 +3,11 @@
 //! is still running is 409 too. Only successful answers are kept, so a failed request can be
 //! retried with the same key. The fingerprint is SHA-256 of method, path and body; the records
 //! are kept by `storage::idempotency`.
+//!
+//! Erasure: an answer names the records it shows (`StoredAnswer::holds`); deleting one of them
+//! forgets the answer (`storage::idempotency::forget_holding`), and an answer whose records
+//! were deleted while its request ran is forgotten at once (checked with `alive`), so a replay
+//! never brings erased data back. A repeat of the request after that runs again.
 
 use std::future::Future;
 
@@ -13,6 +18,10 @@ use sha2::{Digest, Sha256};
 use super::error::ApiError;
 use crate::state::AppState;
 use crate::storage::idempotency::{self as records, Begin, StoredAnswer};
+use crate::storage::StoreError;
+
+/// Whether the record `id` of app `app` still exists (the store's view).
+pub type Alive = fn(&sled::Db, &str, &str) -> Result<bool, StoreError>;
 
 /// Runs `work` once per idempotency key (when the request has one).
 pub async fn once<F, Fut>(
@@ -20,6 +29,7 @@ pub async fn once<F, Fut>(
     app_id: &str,
     req: &HttpRequest,
     body: &[u8],
+    alive: Alive,
     work: F,
 ) -> Result<HttpResponse, ApiError>
 where
@@ -46,12 +56,12 @@ where
     h.update([0]);
     h.update(body);
     let fingerprint = hex::encode(h.finalize());
-    let key = [app_id.as_bytes(), &[0], idem.as_bytes()].concat();
     let ttl = state.settings.api.idempotency_ttl_secs as i64;
-    let (k, fp) = (key.clone(), fingerprint.clone());
+    let (app, idem) = (app_id.to_owned(), idem.to_owned());
+    let (a, k, fp) = (app.clone(), idem.clone(), fingerprint.clone());
     match state
         .store
-        .run(move |db| records::begin(db, &k, &fp, ttl))
+        .run(move |db| records::begin(db, &a, &k, &fp, ttl))
         .await?
     {
         Begin::Started => {}
@@ -80,13 +90,37 @@ where
             let answer = answer.clone();
             state
                 .store
-                .run(move |db| records::finish(db, &key, fingerprint, answer))
+                .run(move |db| keep(db, &app, &idem, fingerprint, answer, alive))
                 .await
         }
-        Err(_) => state.store.run(move |db| records::abandon(db, &key)).await,
+        Err(_) => {
+            state
+                .store
+                .run(move |db| records::abandon(db, &app, &idem))
+                .await
+        }
     };
     if let Err(e) = finished {
         tracing::warn!(error = %e, "could not record the idempotency outcome");
     }
     result.map(|a| super::replay(&a))
+}
+
+/// Keeps `answer` for replay, unless a record it shows was deleted meanwhile.
+fn keep(
+    db: &sled::Db,
+    app: &str,
+    idem: &str,
+    fingerprint: String,
+    answer: StoredAnswer,
+    alive: Alive,
+) -> Result<(), StoreError> {
+    let held = answer.holds.clone();
+    records::finish(db, app, idem, fingerprint, answer)?;
+    for id in held {
+        if !alive(db, app, &id)? {
+            records::forget_holding(db, app, &id)?;
+        }
+    }
+    Ok(())
 }

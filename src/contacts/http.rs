@@ -262,7 +262,7 @@ async fn create_contact(
     let (body, fields) =
         api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
     let limit = state.settings.plan(who.plan).limit(Quota::Contacts);
-    api::idempotency::once(&state, &who.app_id, &req, &body, || async {
+    api::idempotency::once(&state, &who.app_id, &req, &body, store::exists, || async {
         let patch = ContactPatch::parse(&fields, Mode::Create).map_err(ApiError::validation)?;
         let contact = store::build(&who.app_id, &patch)?;
         let stored = contact.clone();
@@ -274,6 +274,7 @@ async fn create_contact(
             status: 201,
             location: Some(location(&contact)),
             data: json!(contact),
+            holds: vec![contact.id.clone()],
         })
     })
     .await
@@ -451,13 +452,15 @@ async fn batch_contacts(
         api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
     let (upsert, items) = parse_batch(&fields)?;
     let limit = state.settings.plan(who.plan).limit(Quota::Contacts);
-    api::idempotency::once(&state, &who.app_id, &req, &body, || async {
+    api::idempotency::once(&state, &who.app_id, &req, &body, store::exists, || async {
         let app = who.app_id.clone();
         let outcomes = state.store.run(move |db| store::batch(db, &app, &items, upsert, limit)).await?;
+        let holds = outcomes.iter().filter_map(BatchOutcome::contact).map(|c| c.id.clone()).collect();
         let (results, created, updated, failed) = batch_results(outcomes);
         Ok(StoredAnswer {
             status: 200,
             location: None,
+            holds,
             data: json!({ "results": results, "created": created, "updated": updated, "failed": failed }),
         })
     })

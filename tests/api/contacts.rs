@@ -821,3 +821,98 @@ async fn an_idempotency_key_replays_the_first_answer_and_refuses_another_body() 
     assert_eq!(a.status, 201);
     assert_ne!(a.data()["id"], first.data()["id"]);
 }
+
+/// Every key and value of every tree of the stopped server's store that contains `needle`.
+fn stored_mentions(data_dir: &std::path::Path, needle: &str) -> Vec<String> {
+    let db = sled::open(data_dir.join("db")).expect("store opens");
+    let mut found = Vec::new();
+    for name in db.tree_names() {
+        let tree = db.open_tree(&name).unwrap();
+        for kv in tree.iter() {
+            let (k, v) = kv.unwrap();
+            let text = format!(
+                "{}={}",
+                String::from_utf8_lossy(&k),
+                String::from_utf8_lossy(&v)
+            );
+            if text.contains(needle) {
+                found.push(format!("{}: {text}", String::from_utf8_lossy(&name)));
+            }
+        }
+    }
+    found
+}
+
+async fn post_once(app: &TestApp, key: &str, path: &str, idem: &str, body: Value) -> Answer {
+    app.send(
+        Method::POST,
+        path,
+        &[("x-api-key", key), ("idempotency-key", idem)],
+        Some(body),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn deleting_a_contact_erases_the_idempotent_answers_that_held_it_even_after_a_restart() {
+    let mut app = spawn_app();
+    let key = app.contacts_key("free").await;
+    let one = json!({"email": "erase.me@example.com", "phone": "+33 6 12 34 56 78"});
+    let created = post_once(&app, &key, "/acq/v1/contacts", "erase-1", one.clone()).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let id = created.data()["id"].as_str().unwrap().to_owned();
+    let batch = json!({"mode": "create", "contacts": [
+        {"email": "batch.erased@example.com", "phone": "+1 555 0199"},
+        {"email": "batch.kept@example.com"}]});
+    let first = post_once(
+        &app,
+        &key,
+        "/acq/v1/contacts/batch",
+        "erase-2",
+        batch.clone(),
+    )
+    .await;
+    assert_eq!(first.data()["created"], 2, "{}", first.body);
+    let batch_id = first.data()["results"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for gone in [&id, &batch_id] {
+        let a = app
+            .api(
+                &key,
+                Method::DELETE,
+                &format!("/acq/v1/contacts/{gone}"),
+                None,
+            )
+            .await;
+        assert_eq!(a.status, 200, "{}", a.body);
+    }
+    app.stop().await;
+    for needle in [
+        "erase.me@example.com",
+        "12 34 56 78",
+        "batch.erased",
+        "555 0199",
+    ] {
+        assert_eq!(stored_mentions(&app.data_dir, needle), Vec::<String>::new());
+    }
+    let app = app.restart().await;
+    // The same requests run again (the client sends the data anew); nothing is replayed.
+    let again = post_once(&app, &key, "/acq/v1/contacts", "erase-1", one).await;
+    assert_eq!(again.status, 201, "{}", again.body);
+    assert_eq!(again.header("idempotent-replayed"), None);
+    assert_ne!(again.data()["id"].as_str(), Some(id.as_str()));
+    let location = again.header("location").unwrap().to_owned();
+    assert_eq!(
+        app.api(&key, Method::GET, &location, None).await.status,
+        200
+    );
+    let again = post_once(&app, &key, "/acq/v1/contacts/batch", "erase-2", batch).await;
+    assert_eq!(again.header("idempotent-replayed"), None);
+    assert_eq!(again.data()["created"], 1, "{}", again.body);
+    assert_ne!(
+        again.data()["results"][0]["id"].as_str(),
+        Some(batch_id.as_str())
+    );
+}
