@@ -1,8 +1,9 @@
 //! `Idempotency-Key` on POST (api.md §2): the same key with the same request replays the stored
 //! answer for 24 h; the same key with another request is 409 CONFLICT; a key whose first request
 //! is still running is 409 too. Only successful answers are kept, so a failed request can be
-//! retried with the same key. The fingerprint is SHA-256 of method, path and body; the records
-//! are kept by `storage::idempotency`.
+//! retried with the same key. The fingerprint is SHA-256 of method, path and the body's canonical
+//! JSON (object keys sorted, no insignificant whitespace), so the same JSON sent with other
+//! spacing or key order is the same request; the records are kept by `storage::idempotency`.
 //!
 //! Erasure: an answer names the records it shows (`StoredAnswer::holds`); deleting one of them
 //! forgets the answer (`storage::idempotency::forget_holding`), and an answer whose records
@@ -13,6 +14,7 @@ use std::future::Future;
 
 use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::{HttpRequest, HttpResponse};
+use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::error::ApiError;
@@ -28,7 +30,7 @@ pub async fn once<F, Fut>(
     state: &AppState,
     app_id: &str,
     req: &HttpRequest,
-    body: &[u8],
+    body: &Map<String, Value>,
     alive: Alive,
     work: F,
 ) -> Result<HttpResponse, ApiError>
@@ -54,7 +56,7 @@ where
     h.update([0]);
     h.update(req.path());
     h.update([0]);
-    h.update(body);
+    h.update(canonical(&Value::Object(body.clone())));
     let fingerprint = hex::encode(h.finalize());
     let ttl = state.settings.api.idempotency_ttl_secs as i64;
     let (app, idem) = (app_id.to_owned(), idem.to_owned());
@@ -123,4 +125,59 @@ fn keep(
         }
     }
     Ok(())
+}
+
+/// The canonical text of a JSON value: object keys sorted (by their UTF-8 bytes), no
+/// whitespace, strings and numbers as serde_json writes them.
+pub fn canonical(v: &Value) -> String {
+    fn write(v: &Value, out: &mut String) {
+        match v {
+            Value::Object(m) => {
+                let mut entries: Vec<_> = m.iter().collect();
+                entries.sort_by(|a, b| a.0.cmp(b.0));
+                out.push('{');
+                for (i, (k, v)) in entries.into_iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&Value::String(k.clone()).to_string());
+                    out.push(':');
+                    write(v, out);
+                }
+                out.push('}');
+            }
+            Value::Array(items) => {
+                out.push('[');
+                for (i, v) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    write(v, out);
+                }
+                out.push(']');
+            }
+            scalar => out.push_str(&scalar.to_string()),
+        }
+    }
+    let mut out = String::new();
+    write(v, &mut out);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::canonical;
+
+    #[test]
+    fn canonical_json_ignores_key_order_and_whitespace_but_not_values() {
+        let a: serde_json::Value =
+            serde_json::from_str(r#"{"b": [1, {"y": 2, "x": "é"}], "a": null}"#).unwrap();
+        let b: serde_json::Value =
+            serde_json::from_str("{\"a\":null,\n \"b\":[1,{\"x\":\"\\u00e9\",\"y\":2}]}").unwrap();
+        assert_eq!(canonical(&a), canonical(&b));
+        assert_eq!(canonical(&a), r#"{"a":null,"b":[1,{"x":"é","y":2}]}"#);
+        let c: serde_json::Value =
+            serde_json::from_str(r#"{"a": null, "b": [{"x": "é", "y": 2}, 1]}"#).unwrap();
+        assert_ne!(canonical(&a), canonical(&c));
+    }
 }

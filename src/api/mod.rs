@@ -125,8 +125,7 @@ pub fn json_object(
     }
 }
 
-/// Reads (at most `limit` bytes) and parses a JSON object body; returns the raw bytes too (the
-/// idempotency fingerprint needs them).
+/// Reads (at most `limit` bytes) and parses a JSON object body; returns the raw bytes too.
 pub async fn json_body(
     req: &HttpRequest,
     payload: actix_web::web::Payload,

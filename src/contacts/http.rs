@@ -259,24 +259,30 @@ async fn create_contact(
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     who.require(Permission::ContactsWrite)?;
-    let (body, fields) =
-        api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
+    let (_, fields) = api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
     let limit = state.settings.plan(who.plan).limit(Quota::Contacts);
-    api::idempotency::once(&state, &who.app_id, &req, &body, store::exists, || async {
-        let patch = ContactPatch::parse(&fields, Mode::Create).map_err(ApiError::validation)?;
-        let contact = store::build(&who.app_id, &patch)?;
-        let stored = contact.clone();
-        state
-            .store
-            .run(move |db| Ok(store::create(db, &stored, limit)))
-            .await??;
-        Ok(StoredAnswer {
-            status: 201,
-            location: Some(location(&contact)),
-            data: json!(contact),
-            holds: vec![contact.id.clone()],
-        })
-    })
+    api::idempotency::once(
+        &state,
+        &who.app_id,
+        &req,
+        &fields,
+        store::exists,
+        || async {
+            let patch = ContactPatch::parse(&fields, Mode::Create).map_err(ApiError::validation)?;
+            let contact = store::build(&who.app_id, &patch)?;
+            let stored = contact.clone();
+            state
+                .store
+                .run(move |db| Ok(store::create(db, &stored, limit)))
+                .await??;
+            Ok(StoredAnswer {
+                status: 201,
+                location: Some(location(&contact)),
+                data: json!(contact),
+                holds: vec![contact.id.clone()],
+            })
+        },
+    )
     .await
 }
 
@@ -448,11 +454,10 @@ async fn batch_contacts(
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     who.require(Permission::ContactsWrite)?;
-    let (body, fields) =
-        api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
+    let (_, fields) = api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
     let (upsert, items) = parse_batch(&fields)?;
     let limit = state.settings.plan(who.plan).limit(Quota::Contacts);
-    api::idempotency::once(&state, &who.app_id, &req, &body, store::exists, || async {
+    api::idempotency::once(&state, &who.app_id, &req, &fields, store::exists, || async {
         let app = who.app_id.clone();
         let outcomes = state.store.run(move |db| store::batch(db, &app, &items, upsert, limit)).await?;
         let holds = outcomes.iter().filter_map(BatchOutcome::contact).map(|c| c.id.clone()).collect();

@@ -916,3 +916,37 @@ async fn deleting_a_contact_erases_the_idempotent_answers_that_held_it_even_afte
         Some(batch_id.as_str())
     );
 }
+
+#[tokio::test]
+async fn an_idempotent_replay_matches_the_same_json_with_other_spacing_and_key_order() {
+    let app = spawn_app();
+    let key = app.contacts_key("free").await;
+    let send = |body: &'static str| {
+        let (app, key) = (&app, key.clone());
+        async move {
+            app.raw(
+                Method::POST,
+                "/acq/v1/contacts",
+                &[
+                    ("x-api-key", &key),
+                    ("idempotency-key", "canon-1"),
+                    ("content-type", "application/json"),
+                ],
+                body.as_bytes().to_vec(),
+            )
+            .await
+        }
+    };
+    let first =
+        send(r#"{"email":"canon@example.com","tags":["a","b"],"customFields":{"x":1,"y":"z"}}"#)
+            .await;
+    assert_eq!(first.status, 201, "{}", first.body);
+    let replay = send("{\n  \"customFields\": {\"y\": \"z\", \"x\": 1},\n  \"tags\": [\"a\", \"b\"],\n  \"email\": \"canon@example.com\"\n}\n").await;
+    assert_eq!(replay.status, 201, "{}", replay.body);
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    assert_eq!(replay.data(), first.data());
+    // Order inside an array is meaning, not form.
+    send(r#"{"email":"canon@example.com","tags":["b","a"],"customFields":{"x":1,"y":"z"}}"#)
+        .await
+        .assert_error(409, "CONFLICT");
+}
