@@ -46,7 +46,8 @@ impl From<ContactError> for ApiError {
     }
 }
 
-/// Query parameters of the contact list. A comma inside a value means OR.
+/// Query parameters of the contact list. A comma inside a value means OR; an empty value (or
+/// an empty item between commas) is 400.
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 #[into_params(parameter_in = Query)]
@@ -76,16 +77,22 @@ pub struct ListQuery {
     cursor: Option<String>,
 }
 
-fn split(v: &Option<String>) -> Vec<String> {
-    v.as_deref()
-        .map(|s| {
-            s.split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned)
-                .collect()
+/// The comma-separated values of a filter; `Err` when the parameter or one of its values is
+/// empty (`status=`, `status=new,`), which would otherwise pass silently.
+fn split(v: &Option<String>) -> Result<Vec<String>, String> {
+    let Some(s) = v.as_deref() else {
+        return Ok(Vec::new());
+    };
+    s.split(',')
+        .map(str::trim)
+        .map(|v| {
+            if v.is_empty() {
+                Err("must not be empty: give one value or several separated by commas".to_owned())
+            } else {
+                Ok(v.to_owned())
+            }
         })
-        .unwrap_or_default()
+        .collect()
 }
 
 /// Collects the errors of a query's parameters, so one answer names every bad one.
@@ -107,11 +114,27 @@ impl QueryErrors {
         parse: fn(&str) -> Option<T>,
         all: String,
     ) -> Vec<T> {
-        let parsed: Result<Vec<T>, String> = split(raw)
-            .iter()
-            .map(|v| parse(v).ok_or_else(|| format!("unknown value {v:?}; one of: {all}")))
-            .collect();
+        let parsed: Result<Vec<T>, String> = split(raw).and_then(|values| {
+            values
+                .iter()
+                .map(|v| parse(v).ok_or_else(|| format!("unknown value {v:?}; one of: {all}")))
+                .collect()
+        });
         self.check(name, parsed).unwrap_or_default()
+    }
+
+    /// Comma-separated free values (none empty).
+    fn values(&mut self, name: &str, raw: &Option<String>) -> Vec<String> {
+        self.check(name, split(raw)).unwrap_or_default()
+    }
+
+    /// A free text that must not be empty when given.
+    fn text(&mut self, name: &str, raw: &Option<String>) -> Option<String> {
+        let parsed = raw.as_deref().map(|s| match s.trim() {
+            "" => Err("must not be empty".to_owned()),
+            t => Ok(t.to_lowercase()),
+        });
+        self.check(name, parsed.transpose()).flatten()
     }
 
     fn score(&mut self, name: &str, raw: &Option<String>) -> Option<i64> {
@@ -149,14 +172,14 @@ fn parse_list(q: &ListQuery, app: &str) -> Result<(Filter, Sort, usize, Option<C
     let filter = Filter {
         statuses: errors.names("status", &q.status, Status::parse, Status::names()),
         sources: errors.names("source", &q.source, Source::parse, Source::names()),
-        tags: split(&q.tag),
-        emails: split(&q.email).iter().map(|e| e.to_lowercase()).collect(),
-        company_ids: split(&q.company_id),
-        q: q.q
-            .as_deref()
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(str::to_lowercase),
+        tags: errors.values("tag", &q.tag),
+        emails: errors
+            .values("email", &q.email)
+            .iter()
+            .map(|e| e.to_lowercase())
+            .collect(),
+        company_ids: errors.values("companyId", &q.company_id),
+        q: errors.text("q", &q.q),
         score_min: errors.score("scoreMin", &q.score_min),
         score_max: errors.score("scoreMax", &q.score_max),
         created_after: errors.time("createdAfter", &q.created_after),

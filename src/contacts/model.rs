@@ -498,6 +498,12 @@ fn check_tags(items: &[Value]) -> Result<Vec<String>, FieldError> {
                 format!("must be 1 to {MAX_TAG_CHARS} printable characters"),
             ));
         }
+        if t.contains(',') {
+            return Err(FieldError::new(
+                field,
+                "must not contain a comma (a comma separates tags in the tag filter)",
+            ));
+        }
         if !tags.iter().any(|x| x == t) {
             tags.push(t.to_owned());
         }

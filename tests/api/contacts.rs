@@ -950,3 +950,66 @@ async fn an_idempotent_replay_matches_the_same_json_with_other_spacing_and_key_o
         .await
         .assert_error(409, "CONFLICT");
 }
+
+#[tokio::test]
+async fn tags_with_a_comma_and_empty_filter_values_are_refused() {
+    let app = spawn_app();
+    let key = app.contacts_key("free").await;
+    let a = app
+        .create_contact(
+            &key,
+            json!({"email": "comma@example.com", "tags": ["ok", "a,b"]}),
+        )
+        .await;
+    a.assert_error(400, "VALIDATION_ERROR");
+    assert_eq!(a.fields(), ["tags[1]"]);
+    let c = app
+        .create_contact(&key, json!({"email": "comma@example.com", "tags": ["ok"]}))
+        .await;
+    let id = c.data()["id"].as_str().unwrap().to_owned();
+    let a = app
+        .api(
+            &key,
+            Method::PATCH,
+            &format!("/acq/v1/contacts/{id}"),
+            Some(json!({"tags": ["x,y"]})),
+        )
+        .await;
+    a.assert_error(400, "VALIDATION_ERROR");
+    assert_eq!(a.fields(), ["tags[0]"]);
+    for (query, field) in [
+        ("status=", "status"),
+        ("status=new,", "status"),
+        ("status=,new", "status"),
+        ("source=api,,form", "source"),
+        ("tag=", "tag"),
+        ("tag=a,", "tag"),
+        ("email=", "email"),
+        ("companyId=", "companyId"),
+        ("q=", "q"),
+        ("q=%20%20", "q"),
+        ("sort=", "sort"),
+        ("limit=", "limit"),
+    ] {
+        let a = app
+            .api(
+                &key,
+                Method::GET,
+                &format!("/acq/v1/contacts?{query}"),
+                None,
+            )
+            .await;
+        a.assert_error(400, "VALIDATION_ERROR");
+        assert_eq!(a.fields(), [field], "{query}");
+    }
+    let a = app
+        .api(
+            &key,
+            Method::GET,
+            "/acq/v1/contacts?tag=ok,%20other%20",
+            None,
+        )
+        .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.data().as_array().unwrap().len(), 1);
+}
