@@ -152,3 +152,35 @@ async fn the_app_list_pages_with_a_cursor() {
     }
     assert_eq!(seen, ids);
 }
+
+#[tokio::test]
+async fn the_bearer_scheme_of_the_admin_token_is_case_insensitive() {
+    let app = spawn_app();
+    for scheme in ["Bearer", "bearer", "BEARER", "bEaReR", "Bearer  "] {
+        let auth = format!("{scheme} {ADMIN_TOKEN}");
+        let a = app
+            .send(
+                Method::GET,
+                "/admin/v1/apps",
+                &[("authorization", &auth)],
+                None,
+            )
+            .await;
+        assert_eq!(a.status, 200, "{scheme:?}: {}", a.body);
+    }
+    for auth in [
+        format!("Basic {ADMIN_TOKEN}"),
+        format!("Bearer{ADMIN_TOKEN}"),
+        ADMIN_TOKEN.to_owned(),
+        "bearer ".to_owned(),
+    ] {
+        app.send(
+            Method::GET,
+            "/admin/v1/apps",
+            &[("authorization", &auth)],
+            None,
+        )
+        .await
+        .assert_error(401, "UNAUTHORIZED");
+    }
+}
