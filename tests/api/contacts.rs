@@ -1013,3 +1013,59 @@ async fn tags_with_a_comma_and_empty_filter_values_are_refused() {
     assert_eq!(a.status, 200, "{}", a.body);
     assert_eq!(a.data().as_array().unwrap().len(), 1);
 }
+
+#[tokio::test]
+async fn sort_with_a_plus_is_ascending_whether_or_not_the_plus_is_encoded() {
+    let app = spawn_app();
+    let key = app.contacts_key("free").await;
+    for (email, score) in [("b@x.io", 20), ("a@x.io", 10), ("c@x.io", 30)] {
+        let a = app
+            .create_contact(&key, json!({"email": email, "score": score}))
+            .await;
+        assert_eq!(a.status, 201);
+    }
+    for sort in ["score", "+score", "%2Bscore"] {
+        let a = app
+            .api(
+                &key,
+                Method::GET,
+                &format!("/acq/v1/contacts?sort={sort}"),
+                None,
+            )
+            .await;
+        assert_eq!(a.status, 200, "{sort}: {}", a.body);
+        let scores: Vec<i64> = a
+            .data()
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["score"].as_i64().unwrap())
+            .collect();
+        assert_eq!(scores, [10, 20, 30], "{sort}");
+        let next = app
+            .api(
+                &key,
+                Method::GET,
+                &format!("/acq/v1/contacts?sort={sort}&limit=1"),
+                None,
+            )
+            .await;
+        let cursor = next.body["pagination"]["nextCursor"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let page = app
+            .api(
+                &key,
+                Method::GET,
+                &format!("/acq/v1/contacts?sort={sort}&limit=1&cursor={cursor}"),
+                None,
+            )
+            .await;
+        assert_eq!(page.data()[0]["score"], 20, "{sort}: {}", page.body);
+    }
+    let a = app
+        .api(&key, Method::GET, "/acq/v1/contacts?sort=-score", None)
+        .await;
+    assert_eq!(a.data()[0]["score"], 30);
+}
