@@ -356,3 +356,50 @@ async fn the_openapi_document_lists_every_route() {
         );
     }
 }
+
+#[tokio::test]
+async fn head_is_answered_wherever_get_is_without_a_body() {
+    let app = spawn_app();
+    let key = app.contacts_key("free").await;
+    let head = |path: &'static str, headers: Vec<(&'static str, String)>| {
+        let app = &app;
+        async move {
+            let mut req = app.client.head(format!("{}{path}", app.base));
+            for (k, v) in headers {
+                req = req.header(k, v);
+            }
+            let res = req.send().await.expect("HEAD sent");
+            let status = res.status().as_u16();
+            let id = res.headers().get("x-request-id").is_some();
+            let len = res.headers().get("content-length").cloned();
+            (status, id, len, res.bytes().await.unwrap().len())
+        }
+    };
+    for (path, headers, status) in [
+        ("/healthz", vec![], 200),
+        ("/openapi.json", vec![], 200),
+        ("/metrics", vec![], 200),
+        ("/acq/v1/contacts", vec![("x-api-key", key.clone())], 200),
+        ("/acq/v1/contacts", vec![], 401),
+        (
+            "/admin/v1/apps",
+            vec![("authorization", format!("Bearer {ADMIN_TOKEN}"))],
+            200,
+        ),
+        ("/no/such/route", vec![], 404),
+    ] {
+        let (got, has_id, len, body) = head(path, headers).await;
+        assert_eq!(got, status, "HEAD {path}");
+        assert!(has_id, "HEAD {path} has X-Request-Id");
+        assert_eq!(body, 0, "HEAD {path} has no body");
+        if path == "/healthz" {
+            let get = app.send(Method::GET, "/healthz", &[], None).await;
+            let get_len = get.header("content-length").unwrap().to_owned();
+            assert_eq!(
+                len.unwrap().to_str().unwrap(),
+                get_len,
+                "same length as GET"
+            );
+        }
+    }
+}
