@@ -224,19 +224,21 @@ async fn update_app(
         return Err(ApiError::validation(errors));
     }
     let id = id.into_inner();
+    let registry = access.clone();
     let (_, app) = state
         .store
         .run(move |db| {
-            store::modify_app(db, &id, |app| {
+            let changed = store::modify_app(db, &id, |app| {
                 if let Some(n) = &name {
                     app.name.clone_from(n);
                 }
                 app.plan = plan.unwrap_or(app.plan);
-            })
+            })?;
+            registry.registry.reload_app(db, &id)?;
+            Ok(changed)
         })
         .await?
         .ok_or_else(|| ApiError::not_found("app"))?;
-    access.registry.set_app(&app);
     tracing::info!(app_id = %app.id, plan = app.plan.name(), "app updated");
     Ok(api::ok(&app))
 }
@@ -252,17 +254,22 @@ async fn rotate_integration_key(
 ) -> Result<HttpResponse, ApiError> {
     let app_id = id.into_inner();
     let (key, secret) = new_key(&app_id, KeyKind::Integration, "integration", Vec::new());
-    let k = key.clone();
-    let (app, revoked) = state
+    let (k, registry) = (key.clone(), access.clone());
+    let (app, _) = state
         .store
-        .run(move |db| store::rotate_integration_key(db, &app_id, &k))
+        .run(move |db| {
+            let rotated = store::rotate_integration_key(db, &app_id, &k)?;
+            if let Some((app, revoked)) = &rotated {
+                registry.registry.reload_key(db, &k.id)?;
+                if let Some(r) = revoked {
+                    registry.registry.reload_key(db, &r.id)?;
+                }
+                registry.registry.reload_app(db, &app.id)?;
+            }
+            Ok(rotated)
+        })
         .await?
         .ok_or_else(|| ApiError::not_found("app"))?;
-    access.registry.set_key(&key);
-    if let Some(r) = revoked {
-        access.registry.set_key(&r);
-    }
-    access.registry.set_app(&app);
     Ok(api::created(
         &format!("/admin/v1/apps/{}", app.id),
         &json!({ "integrationKey": secret, "integrationKeyId": key.id }),
@@ -335,18 +342,23 @@ async fn list_keys(
 
 async fn change_key(
     state: &AppState,
-    access: &Access,
+    access: &web::Data<Access>,
     app_id: String,
     key_id: String,
     change: impl Fn(&mut KeyRecord) + Send + 'static,
 ) -> Result<KeyRecord, ApiError> {
-    let updated = state
+    let access = access.clone();
+    state
         .store
-        .run(move |db| store::modify_api_key(db, &app_id, &key_id, change))
+        .run(move |db| {
+            let updated = store::modify_api_key(db, &app_id, &key_id, change)?;
+            if updated.is_some() {
+                access.registry.reload_key(db, &key_id)?;
+            }
+            Ok(updated)
+        })
         .await?
-        .ok_or_else(|| ApiError::not_found("key"))?;
-    access.registry.set_key(&updated);
-    Ok(updated)
+        .ok_or_else(|| ApiError::not_found("key"))
 }
 
 /// Replace a key's permissions; takes effect on the next request.

@@ -39,6 +39,13 @@ pub fn get_app(db: &sled::Db, id: &str) -> Result<Option<App>, StoreError> {
     }
 }
 
+pub fn get_key(db: &sled::Db, id: &str) -> Result<Option<KeyRecord>, StoreError> {
+    match db.open_tree(KEYS)?.get(id)? {
+        Some(v) => Ok(Some(decode(id.as_bytes(), &v)?)),
+        None => Ok(None),
+    }
+}
+
 /// Stores a new app with its integration key.
 pub fn create_app(db: &sled::Db, app: &App, key: &KeyRecord) -> Result<(), StoreError> {
     db.open_tree(KEYS)?.insert(&key.id, encode(key))?;

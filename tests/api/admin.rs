@@ -184,3 +184,40 @@ async fn the_bearer_scheme_of_the_admin_token_is_case_insensitive() {
         .assert_error(401, "UNAUTHORIZED");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_patch_racing_a_revocation_never_brings_the_key_back() {
+    let app = spawn_app();
+    let (app_id, _) = app.create_app("enterprise").await;
+    let mut keys = Vec::new();
+    for round in 0..40 {
+        let (key_id, key) = app.create_key(&app_id, &["contacts:read"]).await;
+        let path = format!("/apps/{app_id}/keys/{key_id}");
+        let patch = json!({"permissions": ["contacts:read", "contacts:write"]});
+        let (patched, revoked) = tokio::join!(
+            app.admin(Method::PATCH, &path, Some(patch)),
+            app.admin(Method::DELETE, &path, None),
+        );
+        assert_eq!(revoked.status, 200, "round {round}: {}", revoked.body);
+        assert_eq!(patched.status, 200, "round {round}: {}", patched.body);
+        app.api(&key, Method::GET, "/acq/v1/contacts", None)
+            .await
+            .assert_error(401, "UNAUTHORIZED");
+        keys.push((key_id, key));
+    }
+    let listed = app
+        .admin(Method::GET, &format!("/apps/{app_id}/keys?limit=100"), None)
+        .await;
+    let listed = listed.data().as_array().unwrap().clone();
+    assert_eq!(listed.len(), keys.len());
+    assert!(
+        listed.iter().all(|k| k["revokedAt"].is_string()),
+        "{listed:?}"
+    );
+    let app = app.restart().await;
+    for (_, key) in &keys {
+        app.api(key, Method::GET, "/acq/v1/contacts", None)
+            .await
+            .assert_error(401, "UNAUTHORIZED");
+    }
+}
