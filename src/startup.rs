@@ -167,6 +167,7 @@ impl Application {
             settings.storage.store_queue,
         )?;
         let registry = Registry::load(store.db_for_startup())?;
+        crate::tenants::store::index_api_keys(store.db_for_startup())?;
         let swept = crate::storage::idempotency::sweep(
             store.db_for_startup(),
             settings.api.idempotency_ttl_secs as i64,

@@ -148,6 +148,17 @@ struct PageQuery {
     cursor: Option<String>,
 }
 
+/// The page size and the id to continue after (cursors are ids, which sort by creation).
+fn page(q: &PageQuery) -> Result<(usize, Option<String>), ApiError> {
+    let limit = api::page_limit(q.limit.as_deref()).map_err(|e| ApiError::validation(vec![e]))?;
+    let after = match &q.cursor {
+        Some(c) if ids::is_object_id(c) => Some(c.clone()),
+        Some(_) => return Err(ApiError::field("cursor", "malformed cursor")),
+        None => None,
+    };
+    Ok((limit, after))
+}
+
 /// List apps, oldest first.
 #[utoipa::path(tag = "admin", security(("admin_token" = [])), responses((status = 200, body = Vec<App>)))]
 #[get("/apps")]
@@ -156,12 +167,7 @@ async fn list_apps(
     state: web::Data<AppState>,
     q: web::Query<PageQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    let limit = api::page_limit(q.limit.as_deref()).map_err(|e| ApiError::validation(vec![e]))?;
-    let after = match &q.cursor {
-        Some(c) if ids::is_object_id(c) => Some(c.clone()),
-        Some(_) => return Err(ApiError::field("cursor", "malformed cursor")),
-        None => None,
-    };
+    let (limit, after) = page(&q)?;
     let (apps, more) = state
         .store
         .run(move |db| store::list_apps(db, after.as_deref(), limit))
@@ -316,28 +322,35 @@ async fn create_key(
     ))
 }
 
-/// List an app's API keys (never their secrets), revoked ones included.
-#[utoipa::path(tag = "admin", security(("admin_token" = [])), params(("appId" = String, Path)), responses((status = 200, body = Vec<KeyView>), (status = 404)))]
+/// List an app's API keys (never their secrets), revoked ones included, oldest first.
+#[utoipa::path(
+    tag = "admin", security(("admin_token" = [])),
+    params(("appId" = String, Path), PageQuery),
+    responses((status = 200, body = Vec<KeyView>), (status = 400), (status = 404))
+)]
 #[get("/apps/{appId}/keys")]
 async fn list_keys(
     _: Admin,
     state: web::Data<AppState>,
     app_id: web::Path<String>,
+    q: web::Query<PageQuery>,
 ) -> Result<HttpResponse, ApiError> {
+    let (limit, after) = page(&q)?;
     let app = existing_app(&state, app_id.into_inner()).await?;
-    let keys: Vec<KeyView> = state
+    let (keys, more) = state
         .store
-        .run(move |db| store::api_keys(db, &app.id))
-        .await?
-        .iter()
-        .map(KeyView::from)
-        .collect();
-    let pagination = Pagination {
-        limit: keys.len(),
-        next_cursor: None,
-        has_more: false,
-    };
-    Ok(api::list(&keys, &pagination))
+        .run(move |db| store::list_api_keys(db, &app.id, after.as_deref(), limit))
+        .await?;
+    let next = more.then(|| keys.last().map(|k| k.id.clone())).flatten();
+    let keys: Vec<KeyView> = keys.iter().map(KeyView::from).collect();
+    Ok(api::list(
+        &keys,
+        &Pagination {
+            limit,
+            next_cursor: next,
+            has_more: more,
+        },
+    ))
 }
 
 async fn change_key(

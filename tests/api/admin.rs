@@ -221,3 +221,58 @@ async fn a_patch_racing_a_revocation_never_brings_the_key_back() {
             .assert_error(401, "UNAUTHORIZED");
     }
 }
+
+#[tokio::test]
+async fn an_apps_keys_are_listed_alone_page_by_page_with_real_cursors() {
+    let app = spawn_app();
+    let (mine, _) = app.create_app("free").await;
+    let (other, _) = app.create_app("free").await;
+    let mut created = Vec::new();
+    for i in 0..23 {
+        created.push(app.create_key(&mine, &["contacts:read"]).await.0);
+        if i % 3 == 0 {
+            app.create_key(&other, &["contacts:read"]).await;
+        }
+    }
+    let mut seen = Vec::new();
+    let mut path = format!("/apps/{mine}/keys?limit=10");
+    let mut pages = 0;
+    loop {
+        let page = app.admin(Method::GET, &path, None).await;
+        assert_eq!(page.status, 200, "{}", page.body);
+        assert_eq!(page.body["pagination"]["limit"], 10);
+        let items = page.data().as_array().unwrap();
+        assert!(items.len() <= 10);
+        seen.extend(items.iter().map(|k| k["id"].as_str().unwrap().to_owned()));
+        pages += 1;
+        let more = page.body["pagination"]["hasMore"].as_bool().unwrap();
+        match page.body["pagination"]["nextCursor"].as_str() {
+            Some(c) => {
+                assert!(more);
+                path = format!("/apps/{mine}/keys?limit=10&cursor={c}");
+            }
+            None => {
+                assert!(!more);
+                break;
+            }
+        }
+    }
+    assert_eq!(pages, 3);
+    assert_eq!(
+        seen, created,
+        "every key of the app once, oldest first, no other app's"
+    );
+    let bad = app
+        .admin(Method::GET, &format!("/apps/{mine}/keys?cursor=nope"), None)
+        .await;
+    bad.assert_error(400, "VALIDATION_ERROR");
+    assert_eq!(bad.fields(), ["cursor"]);
+    let bad = app
+        .admin(Method::GET, &format!("/apps/{mine}/keys?limit=0"), None)
+        .await;
+    assert_eq!(bad.fields(), ["limit"]);
+    let all = app
+        .admin(Method::GET, &format!("/apps/{other}/keys?limit=100"), None)
+        .await;
+    assert_eq!(all.data().as_array().unwrap().len(), 8);
+}
