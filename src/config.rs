@@ -120,6 +120,7 @@ pub struct StorageSettings {
 #[derive(Debug, Clone, Deserialize)]
 pub struct ApiSettings {
     pub idempotency_ttl_secs: u64,
+    pub idempotency_sweep_secs: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -4,6 +4,7 @@
 use std::net::TcpListener;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use actix_web::dev::Server;
 use actix_web::middleware::from_fn;
@@ -39,6 +40,7 @@ pub struct Application {
     collector: web::Data<Collector>,
     store: Store,
     threads: StoreThreads,
+    sweeper: tokio::task::JoinHandle<()>,
 }
 
 const ADMIN_TOKEN_FILE: &str = "admin_token";
@@ -197,6 +199,11 @@ impl Application {
             plans: settings.plans.clone(),
             admin_token,
         });
+        let sweeper = crate::storage::idempotency::spawn_sweeper(
+            store.clone(),
+            settings.api.idempotency_ttl_secs as i64,
+            Duration::from_secs(settings.api.idempotency_sweep_secs.max(1)),
+        );
         let state = web::Data::new(AppState {
             settings,
             store: store.clone(),
@@ -236,6 +243,7 @@ impl Application {
             collector: running,
             store,
             threads,
+            sweeper,
         })
     }
 
@@ -257,9 +265,12 @@ impl Application {
             collector,
             store,
             threads,
+            sweeper,
             ..
         } = self;
         let result = server.await.map_err(StartError::Server);
+        sweeper.abort();
+        let _ = sweeper.await;
         tracing::info!("http server stopped; draining the collector");
         let drained = collector.clone();
         let _ = tokio::task::spawn_blocking(move || drained.shutdown()).await;

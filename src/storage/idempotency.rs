@@ -8,9 +8,11 @@
 //! record forgets every answer that holds it (`forget_holding`): a replay never brings erased
 //! personal data back.
 
+use std::time::Duration;
+
 use serde::{Deserialize, Serialize};
 
-use super::{decode, encode, StoreError};
+use super::{decode, encode, Store, StoreError};
 
 const TREE: &str = "idempotency";
 const HOLDS: &str = "idempotency_holds";
@@ -140,6 +142,24 @@ pub fn sweep(db: &sled::Db, ttl: i64) -> Result<usize, StoreError> {
     Ok(removed)
 }
 
+/// Sweeps expired records every `every` for as long as the returned task runs (abort it
+/// before the store shuts down: it holds a `Store` handle). Runs the sweep on a store thread.
+pub fn spawn_sweeper(store: Store, ttl: i64, every: Duration) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut timer = tokio::time::interval(every);
+        timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        timer.tick().await;
+        loop {
+            timer.tick().await;
+            match store.run(move |db| sweep(db, ttl)).await {
+                Ok(0) => {}
+                Ok(swept) => tracing::info!(swept, "expired idempotency records removed"),
+                Err(e) => tracing::warn!(error = %e, "idempotency sweep failed"),
+            }
+        }
+    })
+}
+
 /// Keeps the answer of the request that holds the key `idem` of `app`, for replay. The hold
 /// entries are written first, so a concurrent `forget_holding` that misses the record itself
 /// still finds them (the caller checks that the held records still exist afterwards).
@@ -230,5 +250,30 @@ mod tests {
         ));
         // k2's other hold went with its record.
         assert_eq!(forget_holding(&db, "app", "c2").unwrap(), 0);
+    }
+
+    #[tokio::test]
+    async fn expired_records_are_swept_on_a_timer_while_the_store_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, threads) = Store::open(dir.path(), 1, 16).unwrap();
+        let db = store.db_for_startup().clone();
+        assert!(matches!(
+            begin(&db, "app", "k", "fp", 1).unwrap(),
+            Begin::Started
+        ));
+        finish(&db, "app", "k", "fp".into(), answer(&["c1"])).unwrap();
+        let sweeper = spawn_sweeper(store.clone(), 1, Duration::from_millis(50));
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !db.open_tree(TREE).unwrap().is_empty() || !db.open_tree(HOLDS).unwrap().is_empty() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the record was never swept"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        sweeper.abort();
+        let _ = sweeper.await;
+        drop((store, db));
+        threads.join();
     }
 }
