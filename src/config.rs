@@ -108,6 +108,11 @@ pub struct ServerSettings {
     pub workers: usize,
     pub max_body_bytes: usize,
     pub shutdown_timeout_secs: u64,
+    pub client_request_timeout_ms: u64,
+    pub body_timeout_ms: u64,
+    pub client_disconnect_timeout_ms: u64,
+    pub keep_alive_secs: u64,
+    pub max_connections: usize,
 }
 
 #[derive(Debug, Clone, Deserialize)]

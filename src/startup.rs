@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix_web::dev::Server;
+use actix_web::http::KeepAlive;
 use actix_web::middleware::from_fn;
 use actix_web::{get, web, App, HttpResponse, HttpServer};
 use utoipa::OpenApi;
@@ -192,6 +193,16 @@ impl Application {
             n => n,
         };
         let shutdown_timeout = settings.server.shutdown_timeout_secs;
+        let srv = &settings.server;
+        let keep_alive = match srv.keep_alive_secs {
+            0 => KeepAlive::Disabled,
+            n => KeepAlive::Timeout(Duration::from_secs(n)),
+        };
+        let (request_timeout, disconnect_timeout, max_connections) = (
+            Duration::from_millis(srv.client_request_timeout_ms),
+            Duration::from_millis(srv.client_disconnect_timeout_ms),
+            srv.max_connections.max(1),
+        );
         tracing::info!(addr = %addr, data_dir = %data_dir.display(), workers, "tributary listening");
         let access = web::Data::new(Access {
             registry,
@@ -222,7 +233,8 @@ impl Application {
                 .app_data(web::JsonConfig::default().error_handler(api::json_error))
                 .app_data(web::PayloadConfig::new(16 * 1024 * 1024));
             let (app, _) = services(app).split_for_parts();
-            app.wrap(from_fn(api::request_context))
+            app.wrap(from_fn(api::deadline::body_deadline))
+                .wrap(from_fn(api::request_context))
                 .route(
                     "/openapi.json",
                     web::get().to(move || {
@@ -234,6 +246,10 @@ impl Application {
         })
         .workers(workers)
         .shutdown_timeout(shutdown_timeout)
+        .client_request_timeout(request_timeout)
+        .client_disconnect_timeout(disconnect_timeout)
+        .keep_alive(keep_alive)
+        .max_connections(max_connections)
         .listen(listener)
         .map_err(StartError::Server)?
         .run();

@@ -5,6 +5,7 @@
 //! stores speak typed Rust values.
 
 pub mod context;
+pub mod deadline;
 pub mod error;
 pub mod idempotency;
 pub mod ratelimit;
@@ -201,7 +202,12 @@ pub async fn read_body(
     use futures_util::StreamExt;
     let mut buf = bytes::BytesMut::new();
     while let Some(chunk) = payload.next().await {
-        let chunk = chunk.map_err(|e| ApiError::field("body", e.to_string()))?;
+        let chunk = chunk.map_err(|e| match e {
+            actix_web::error::PayloadError::Io(io) if io.kind() == std::io::ErrorKind::TimedOut => {
+                ApiError::new(ErrorCode::RequestTimeout, deadline::BODY_TIMEOUT)
+            }
+            other => ApiError::field("body", other.to_string()),
+        })?;
         if buf.len() + chunk.len() > limit {
             return Err(ApiError::field(
                 "body",

@@ -8,3 +8,4 @@ mod crash;
 mod errors;
 mod helpers;
 mod lake;
+mod slow;
