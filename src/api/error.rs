@@ -34,6 +34,21 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
+    pub const ALL: [ErrorCode; 12] = [
+        ErrorCode::ValidationError,
+        ErrorCode::Unauthorized,
+        ErrorCode::Forbidden,
+        ErrorCode::PlanLimitReached,
+        ErrorCode::NotFound,
+        ErrorCode::MethodNotAllowed,
+        ErrorCode::RequestTimeout,
+        ErrorCode::Conflict,
+        ErrorCode::PayloadTooLarge,
+        ErrorCode::RateLimited,
+        ErrorCode::InternalError,
+        ErrorCode::ServiceUnavailable,
+    ];
+
     pub fn status(self) -> StatusCode {
         match self {
             ErrorCode::ValidationError => StatusCode::BAD_REQUEST,

@@ -8,6 +8,7 @@ pub mod context;
 pub mod deadline;
 pub mod error;
 pub mod idempotency;
+pub mod openapi;
 pub mod ratelimit;
 pub mod request_id;
 

@@ -1,9 +1,9 @@
 //! The handlers of `/acq/v1/contacts`: query and body parsing, permissions, envelopes.
 
 use actix_web::{delete, get, patch, post, web, HttpRequest, HttpResponse};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
-use utoipa::IntoParams;
+use utoipa::{IntoParams, ToSchema};
 use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::model::{self, Contact, ContactPatch, Mode, Source, Status};
@@ -208,6 +208,7 @@ fn parse_list(q: &ListQuery, app: &str) -> Result<(Filter, Sort, usize, Option<C
 #[utoipa::path(
     tag = "contacts",
     security(("api_key" = [])),
+    params(ListQuery),
     responses(
         (status = 200, description = "A page of contacts", body = Vec<Contact>),
         (status = 400, description = "Invalid filter, sort, limit or cursor"),
@@ -340,12 +341,21 @@ async fn update_contact(
     Ok(api::ok(&updated))
 }
 
-/// Delete a contact for good, with every index entry that names it (GDPR erasure).
+/// The answer of a delete.
+#[derive(Serialize, ToSchema)]
+struct Deleted {
+    id: String,
+    /// Always true.
+    deleted: bool,
+}
+
+/// Delete a contact for good, with every index entry that names it and every kept
+/// `Idempotency-Key` answer that shows it (GDPR erasure).
 #[utoipa::path(
     tag = "contacts",
     security(("api_key" = [])),
     params(("id" = String, Path, description = "Contact id")),
-    responses((status = 200, description = "{id, deleted: true}"), (status = 404))
+    responses((status = 200, body = Deleted), (status = 404))
 )]
 #[delete("/contacts/{id}")]
 async fn delete_contact(
@@ -361,7 +371,10 @@ async fn delete_contact(
         .store
         .run(move |db| Ok(store::delete(db, &app, &id)))
         .await??;
-    Ok(api::ok(&json!({ "id": gone, "deleted": true })))
+    Ok(api::ok(&Deleted {
+        id: gone,
+        deleted: true,
+    }))
 }
 
 /// The items of a batch parsed one by one (an invalid item is reported in its result, not
@@ -433,33 +446,81 @@ fn parse_batch(fields: &Map<String, Value>) -> Result<(bool, BatchItems), ApiErr
     Ok((upsert, items))
 }
 
-/// One result per item, and the counts of created, updated and failed items.
-fn batch_results(outcomes: Vec<BatchOutcome>) -> (Vec<Value>, usize, usize, usize) {
-    let (mut created, mut updated, mut failed) = (0, 0, 0);
-    let results = outcomes
-        .into_iter()
-        .enumerate()
-        .map(|(index, outcome)| match outcome {
-            BatchOutcome::Created(c) => {
-                created += 1;
-                json!({ "index": index, "id": c.id, "result": "created", "contact": c })
-            }
-            BatchOutcome::Updated(c) => {
-                updated += 1;
-                json!({ "index": index, "id": c.id, "result": "updated", "contact": c })
-            }
+/// What became of one item of a batch.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+enum ItemResult {
+    Created,
+    Updated,
+    Error,
+}
+
+/// The error of a failed batch item (the error envelope's `error`).
+#[derive(Serialize, ToSchema)]
+struct ItemError {
+    code: String,
+    message: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    details: Vec<FieldError>,
+}
+
+/// One item's result: `contact` when created or updated, `error` when not.
+#[derive(Serialize, ToSchema)]
+struct BatchItem {
+    index: usize,
+    /// The contact's id; null on error.
+    id: Option<String>,
+    result: ItemResult,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    contact: Option<Contact>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<ItemError>,
+}
+
+/// The answer of a batch: one result per item, in order, and the counts.
+#[derive(Serialize, ToSchema)]
+struct BatchAnswer {
+    results: Vec<BatchItem>,
+    created: usize,
+    updated: usize,
+    failed: usize,
+}
+
+fn batch_answer(outcomes: Vec<BatchOutcome>) -> BatchAnswer {
+    let mut answer = BatchAnswer {
+        results: Vec::with_capacity(outcomes.len()),
+        created: 0,
+        updated: 0,
+        failed: 0,
+    };
+    for (index, outcome) in outcomes.into_iter().enumerate() {
+        let (result, contact, error) = match outcome {
+            BatchOutcome::Created(c) => (ItemResult::Created, Some(c), None),
+            BatchOutcome::Updated(c) => (ItemResult::Updated, Some(c), None),
             BatchOutcome::Failed(e) => {
-                failed += 1;
                 let e = ApiError::from(e);
-                let mut error = json!({ "code": e.code.as_str(), "message": e.message });
-                if !e.details.is_empty() {
-                    error["details"] = json!(e.details);
-                }
-                json!({ "index": index, "id": null, "result": "error", "error": error })
+                let error = ItemError {
+                    code: e.code.as_str().to_owned(),
+                    message: e.message,
+                    details: e.details,
+                };
+                (ItemResult::Error, None, Some(error))
             }
-        })
-        .collect();
-    (results, created, updated, failed)
+        };
+        match result {
+            ItemResult::Created => answer.created += 1,
+            ItemResult::Updated => answer.updated += 1,
+            ItemResult::Error => answer.failed += 1,
+        }
+        answer.results.push(BatchItem {
+            index,
+            id: contact.as_ref().map(|c| c.id.clone()),
+            result,
+            contact,
+            error,
+        });
+    }
+    answer
 }
 
 /// Create or upsert (by e-mail) up to 100 contacts, with one result per item.
@@ -467,7 +528,7 @@ fn batch_results(outcomes: Vec<BatchOutcome>) -> (Vec<Value>, usize, usize, usiz
     tag = "contacts",
     security(("api_key" = [])),
     request_body(content = Object, description = r#"{"mode": "create"|"upsert", "contacts": [ ... ]}"#),
-    responses((status = 200, description = "{results: [{index, id, result, error?}], created, updated, failed}"), (status = 400))
+    responses((status = 200, body = BatchAnswer), (status = 400), (status = 403, description = "FORBIDDEN"))
 )]
 #[post("/contacts/batch")]
 async fn batch_contacts(
@@ -480,17 +541,30 @@ async fn batch_contacts(
     let (_, fields) = api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
     let (upsert, items) = parse_batch(&fields)?;
     let limit = state.settings.plan(who.plan).limit(Quota::Contacts);
-    api::idempotency::once(&state, &who.app_id, &req, &fields, store::exists, || async {
-        let app = who.app_id.clone();
-        let outcomes = state.store.run(move |db| store::batch(db, &app, &items, upsert, limit)).await?;
-        let holds = outcomes.iter().filter_map(BatchOutcome::contact).map(|c| c.id.clone()).collect();
-        let (results, created, updated, failed) = batch_results(outcomes);
-        Ok(StoredAnswer {
-            status: 200,
-            location: None,
-            holds,
-            data: json!({ "results": results, "created": created, "updated": updated, "failed": failed }),
-        })
-    })
+    api::idempotency::once(
+        &state,
+        &who.app_id,
+        &req,
+        &fields,
+        store::exists,
+        || async {
+            let app = who.app_id.clone();
+            let outcomes = state
+                .store
+                .run(move |db| store::batch(db, &app, &items, upsert, limit))
+                .await?;
+            let holds = outcomes
+                .iter()
+                .filter_map(BatchOutcome::contact)
+                .map(|c| c.id.clone())
+                .collect();
+            Ok(StoredAnswer {
+                status: 200,
+                location: None,
+                holds,
+                data: json!(batch_answer(outcomes)),
+            })
+        },
+    )
     .await
 }

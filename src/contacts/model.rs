@@ -21,6 +21,9 @@ macro_rules! names {
     ($(#[$meta:meta])* $name:ident { $($variant:ident = $text:literal),+ $(,)? }) => {
         $(#[$meta])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+        // The names are the variants in snake_case; `rename_all` says so to utoipa, which does
+        // not read the `rename` literals through this macro.
+        #[serde(rename_all = "snake_case")]
         pub enum $name {
             $(#[serde(rename = $text)] $variant),+
         }

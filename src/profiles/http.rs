@@ -1,12 +1,13 @@
 //! `GET /api/v1/profiles/{userId}`: the visitor profile merged from identify and group calls.
 
 use actix_web::{get, web, HttpResponse};
-use serde_json::json;
+use serde::Serialize;
+use utoipa::ToSchema;
 use utoipa_actix_web::service_config::ServiceConfig;
 
 use crate::api::{self, ApiError};
 use crate::collector::identity;
-use crate::ids;
+use crate::ids::Timestamp;
 use crate::state::AppState;
 use crate::tenants::{Permission, Principal};
 
@@ -14,8 +15,22 @@ pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(get_profile);
 }
 
-fn micros_iso(t: i64) -> String {
-    ids::iso(chrono::DateTime::from_timestamp_micros(t).unwrap_or_default())
+fn micros_iso(t: i64) -> Timestamp {
+    Timestamp::from_micros(t)
+}
+
+/// A visitor profile as the API shows it (times as ISO 8601 strings).
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProfileView {
+    user_id: String,
+    /// Traits merged from identify calls, later ones winning.
+    #[schema(value_type = Object)]
+    traits: serde_json::Map<String, serde_json::Value>,
+    anonymous_ids: Vec<String>,
+    groups: Vec<identity::Group>,
+    first_seen: Timestamp,
+    last_seen: Timestamp,
 }
 
 /// Get a user's profile: merged traits, the anonymousIds linked to it, groups, first and last seen.
@@ -23,7 +38,7 @@ fn micros_iso(t: i64) -> String {
     tag = "profiles",
     security(("api_key" = [])),
     params(("userId" = String, Path, description = "The userId given to identify")),
-    responses((status = 200, body = identity::Profile), (status = 404), (status = 401), (status = 403))
+    responses((status = 200, body = ProfileView), (status = 404))
 )]
 #[get("/profiles/{userId}")]
 async fn get_profile(
@@ -39,12 +54,12 @@ async fn get_profile(
         .run(move |db| identity::profile(db, &app, &user))
         .await?
         .ok_or_else(|| ApiError::not_found("profile"))?;
-    Ok(api::ok(&json!({
-        "userId": p.user_id,
-        "traits": p.traits,
-        "anonymousIds": p.anonymous_ids,
-        "groups": p.groups,
-        "firstSeen": micros_iso(p.first_seen),
-        "lastSeen": micros_iso(p.last_seen),
-    })))
+    Ok(api::ok(&ProfileView {
+        user_id: p.user_id,
+        traits: p.traits,
+        anonymous_ids: p.anonymous_ids,
+        groups: p.groups,
+        first_seen: micros_iso(p.first_seen),
+        last_seen: micros_iso(p.last_seen),
+    }))
 }

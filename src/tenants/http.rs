@@ -2,7 +2,7 @@
 //! Authenticated by `Authorization: Bearer <admin token>`, never by an API key.
 
 use actix_web::{delete, get, patch, post, web, HttpRequest, HttpResponse};
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::auth::{Access, Admin};
@@ -89,12 +89,50 @@ fn permissions_field(
     Some(perms)
 }
 
+/// A new app and its integration key (the secret, shown only here).
+#[derive(serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct AppCreated {
+    #[serde(flatten)]
+    app: App,
+    /// The `X-App-Key` of the tracker (`ik_...`).
+    integration_key: String,
+}
+
+/// A new integration key (the secret, shown only here).
+#[derive(serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct IntegrationKeyIssued {
+    integration_key: String,
+    integration_key_id: String,
+}
+
+/// A new API key (the secret `key`, shown only here).
+#[derive(serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct KeyCreated {
+    #[serde(flatten)]
+    view: KeyView,
+    /// The `X-API-Key` value (`tk_...`).
+    key: String,
+}
+
+/// A revoked key.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct KeyRevoked {
+    id: String,
+    /// Always true.
+    revoked: bool,
+    revoked_at: Option<Timestamp>,
+}
+
 /// Create an app. Answers its integration key (`X-App-Key`) once.
 #[utoipa::path(
     tag = "admin",
     security(("admin_token" = [])),
     request_body(content = Object, description = r#"{"name": "...", "plan": "free"|"pro"|"enterprise"}"#),
-    responses((status = 201, description = "{id, name, plan, integrationKey, createdAt}"), (status = 400), (status = 401))
+    responses((status = 201, body = AppCreated, headers(("Location" = String))), (status = 400))
 )]
 #[post("/apps")]
 async fn create_app(
@@ -133,8 +171,10 @@ async fn create_app(
     tracing::info!(app_id = %app.id, plan = app.plan.name(), "app created");
     Ok(api::created(
         &format!("/admin/v1/apps/{}", app.id),
-        &json!({ "id": app.id, "name": app.name, "plan": app.plan, "integrationKey": integration_key,
-                 "integrationKeyId": app.integration_key_id, "createdAt": app.created_at }),
+        &AppCreated {
+            integration_key,
+            app,
+        },
     ))
 }
 
@@ -160,7 +200,7 @@ fn page(q: &PageQuery) -> Result<(usize, Option<String>), ApiError> {
 }
 
 /// List apps, oldest first.
-#[utoipa::path(tag = "admin", security(("admin_token" = [])), responses((status = 200, body = Vec<App>)))]
+#[utoipa::path(tag = "admin", security(("admin_token" = [])), params(PageQuery), responses((status = 200, body = Vec<App>)))]
 #[get("/apps")]
 async fn list_apps(
     _: Admin,
@@ -250,7 +290,7 @@ async fn update_app(
 }
 
 /// Issue a new integration key for the app and revoke the old one.
-#[utoipa::path(tag = "admin", security(("admin_token" = [])), params(("appId" = String, Path)), responses((status = 201, description = "{integrationKey, integrationKeyId}"), (status = 404)))]
+#[utoipa::path(tag = "admin", security(("admin_token" = [])), params(("appId" = String, Path)), responses((status = 201, body = IntegrationKeyIssued), (status = 404)))]
 #[post("/apps/{appId}/integration-key")]
 async fn rotate_integration_key(
     _: Admin,
@@ -278,7 +318,10 @@ async fn rotate_integration_key(
         .ok_or_else(|| ApiError::not_found("app"))?;
     Ok(api::created(
         &format!("/admin/v1/apps/{}", app.id),
-        &json!({ "integrationKey": secret, "integrationKeyId": key.id }),
+        &IntegrationKeyIssued {
+            integration_key: secret,
+            integration_key_id: key.id,
+        },
     ))
 }
 
@@ -286,7 +329,7 @@ async fn rotate_integration_key(
 #[utoipa::path(
     tag = "admin", security(("admin_token" = [])), params(("appId" = String, Path)),
     request_body(content = Object, description = r#"{"name": "...", "permissions": ["contacts:read", ...]}"#),
-    responses((status = 201, description = "{id, name, key, permissions, createdAt}"), (status = 400), (status = 404))
+    responses((status = 201, body = KeyCreated, headers(("Location" = String))), (status = 400), (status = 404))
 )]
 #[post("/apps/{appId}/keys")]
 async fn create_key(
@@ -318,7 +361,10 @@ async fn create_key(
     tracing::info!(app_id = %app.id, key_id = %key.id, "api key created");
     Ok(api::created(
         &format!("/admin/v1/apps/{}/keys/{}", app.id, key.id),
-        &json!({ "id": key.id, "name": key.name, "key": secret, "permissions": key.permissions, "createdAt": key.created_at }),
+        &KeyCreated {
+            view: KeyView::from(&key),
+            key: secret,
+        },
     ))
 }
 
@@ -410,7 +456,7 @@ async fn update_key(
 #[utoipa::path(
     tag = "admin", security(("admin_token" = [])),
     params(("appId" = String, Path), ("keyId" = String, Path)),
-    responses((status = 200, description = "{id, revoked: true}"), (status = 404))
+    responses((status = 200, body = KeyRevoked), (status = 404))
 )]
 #[delete("/apps/{appId}/keys/{keyId}")]
 async fn revoke_key(
@@ -426,7 +472,9 @@ async fn revoke_key(
     .await?;
     access.rate_limits.forget(&key.id);
     tracing::info!(key_id = %key.id, "api key revoked");
-    Ok(api::ok(
-        &json!({ "id": key.id, "revoked": true, "revokedAt": key.revoked_at }),
-    ))
+    Ok(api::ok(&KeyRevoked {
+        id: key.id,
+        revoked: true,
+        revoked_at: key.revoked_at,
+    }))
 }

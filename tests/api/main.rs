@@ -8,4 +8,5 @@ mod crash;
 mod errors;
 mod helpers;
 mod lake;
+mod openapi;
 mod slow;
