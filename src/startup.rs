@@ -259,6 +259,7 @@ impl Application {
             store: store.clone(),
         });
         let doc = Arc::new(openapi());
+        let allowed = web::Data::new(api::allow::Allowed::from_openapi(&doc));
         let running = collector.clone();
         let server = HttpServer::new(move || {
             let doc = doc.clone();
@@ -267,6 +268,7 @@ impl Application {
                 .app_data(state.clone())
                 .app_data(access.clone())
                 .app_data(collector.clone())
+                .app_data(allowed.clone())
                 .app_data(web::QueryConfig::default().error_handler(api::query_error))
                 .app_data(web::PathConfig::default().error_handler(api::path_error))
                 .app_data(web::JsonConfig::default().error_handler(api::json_error))

@@ -4,6 +4,7 @@
 //! Architecture invariant: only `api/` and the resource handlers know HTTP and JSON envelopes;
 //! stores speak typed Rust values.
 
+pub mod allow;
 pub mod context;
 pub mod deadline;
 pub mod error;
@@ -220,7 +221,18 @@ pub async fn read_body(
     Ok(buf.freeze())
 }
 
-/// Every route that matches nothing.
-pub async fn not_found() -> Result<HttpResponse, ApiError> {
-    Err(ApiError::new(ErrorCode::NotFound, "no such route"))
+/// Every request that matches no route: 405 with `Allow` when the path is known (another
+/// method was asked), else 404.
+pub async fn not_found(req: HttpRequest) -> Result<HttpResponse, ApiError> {
+    let allowed = req
+        .app_data::<actix_web::web::Data<allow::Allowed>>()
+        .and_then(|a| a.methods(req.path()));
+    match allowed {
+        Some(methods) => Err(ApiError::new(
+            ErrorCode::MethodNotAllowed,
+            format!("{} is not allowed here; allowed: {methods}", req.method()),
+        )
+        .with_header("allow", methods.to_owned())),
+        None => Err(ApiError::new(ErrorCode::NotFound, "no such route")),
+    }
 }

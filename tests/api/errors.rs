@@ -23,12 +23,31 @@ async fn unknown_routes_and_wrong_methods_answer_in_the_envelope() {
     app.send(Method::GET, "/nowhere", &[], None)
         .await
         .assert_error(404, "NOT_FOUND");
-    app.api(&key, Method::PUT, "/acq/v1/contacts", None)
-        .await
-        .assert_error(404, "NOT_FOUND");
     app.api(&key, Method::GET, "/acq/v1/contacts/not-an-id", None)
         .await
         .assert_error(404, "NOT_FOUND");
+}
+
+#[tokio::test]
+async fn a_known_path_asked_with_another_method_is_405_with_allow() {
+    let app = spawn_app();
+    let key = app.contacts_key("free").await;
+    let trace = Method::from_bytes(b"TRACE").unwrap();
+    for (method, path, allow) in [
+        (Method::PUT, "/acq/v1/contacts", "GET, HEAD, POST"),
+        (
+            Method::OPTIONS,
+            "/acq/v1/contacts/0123456789abcdef01234567",
+            "DELETE, GET, HEAD, PATCH",
+        ),
+        (trace.clone(), "/healthz", "GET, HEAD"),
+        (trace, "/metrics", "GET, HEAD"),
+        (Method::DELETE, "/admin/v1/apps", "GET, HEAD, POST"),
+    ] {
+        let a = app.api(&key, method.clone(), path, None).await;
+        a.assert_error(405, "METHOD_NOT_ALLOWED");
+        assert_eq!(a.header("allow"), Some(allow), "{method} {path}");
+    }
 }
 
 #[tokio::test]
