@@ -1,7 +1,11 @@
 //! `tributary apps ...` and `tributary keys ...`: the admin API from the command line.
 
+use std::path::PathBuf;
+
 use clap::Subcommand;
 use serde_json::{json, Value};
+
+use crate::config::Settings;
 
 #[derive(Debug, Subcommand)]
 pub enum AppsCommand {
@@ -48,15 +52,67 @@ pub enum KeysCommand {
     },
 }
 
-/// Where the admin API is and how to authenticate to it.
+/// Where the admin API is and how to authenticate to it. Every option is global: it may come
+/// before or after the subcommand (`tributary apps create --url ... --name x`).
 #[derive(Debug, clap::Args)]
 pub struct Target {
-    /// Base URL of a running tributary.
-    #[arg(long, env = "TRIBUTARY_URL", default_value = "http://127.0.0.1:8080")]
-    pub url: String,
-    /// The admin token (defaults to TRIBUTARY_ADMIN_TOKEN, then ./data/admin_token).
-    #[arg(long, env = "TRIBUTARY_ADMIN_TOKEN", hide_env_values = true)]
+    /// Base URL of a running tributary [default: http://<server.bind of the configuration>].
+    #[arg(long, env = "TRIBUTARY_URL", global = true)]
+    pub url: Option<String>,
+    /// The admin token [default: TRIBUTARY_ADMIN_TOKEN, then <data dir>/admin_token].
+    #[arg(
+        long,
+        env = "TRIBUTARY_ADMIN_TOKEN",
+        hide_env_values = true,
+        global = true
+    )]
     pub token: Option<String>,
+    /// The server's data directory, where its admin_token is kept [default: storage.data_dir
+    /// of the configuration].
+    #[arg(long, global = true)]
+    pub data_dir: Option<PathBuf>,
+    /// The server's TOML configuration file, layered over the defaults as for `serve`.
+    #[arg(long, global = true)]
+    pub config: Option<PathBuf>,
+}
+
+impl Target {
+    /// The base URL and the admin token: flags and their variables first, then the same
+    /// configuration layers `serve` reads (defaults, `--config`, `TRIBUTARY__...`).
+    fn resolve(&self) -> Result<(String, String), String> {
+        let settings = || Settings::load(self.config.as_deref()).map_err(|e| e.to_string());
+        let url = match &self.url {
+            Some(u) => u.clone(),
+            None => local_url(&settings()?.server.bind),
+        };
+        let token = match &self.token {
+            Some(t) => t.trim().to_owned(),
+            None => {
+                let settings = settings()?;
+                let dir = self.data_dir.clone().unwrap_or(settings.storage.data_dir);
+                let path = dir.join("admin_token");
+                std::fs::read_to_string(&path)
+                    .map(|t| t.trim().to_owned())
+                    .map_err(|e| {
+                        format!(
+                            "no admin token: pass --token, set TRIBUTARY_ADMIN_TOKEN, or point \
+                             --data-dir (or --config) at the server's data directory \
+                             ({}: {e})",
+                            path.display()
+                        )
+                    })?
+            }
+        };
+        Ok((url, token))
+    }
+}
+
+/// `http://` + a listen address, with an any-address host replaced by loopback.
+fn local_url(bind: &str) -> String {
+    let host = bind
+        .replacen("0.0.0.0:", "127.0.0.1:", 1)
+        .replacen("[::]:", "[::1]:", 1);
+    format!("http://{host}")
 }
 
 async fn call(
@@ -65,13 +121,8 @@ async fn call(
     path: &str,
     body: Option<Value>,
 ) -> Result<Value, String> {
-    let token = match &target.token {
-        Some(t) => t.clone(),
-        None => std::fs::read_to_string("data/admin_token")
-            .map(|t| t.trim().to_owned())
-            .map_err(|_| "no admin token: pass --token, set TRIBUTARY_ADMIN_TOKEN, or run from the directory holding data/admin_token".to_owned())?,
-    };
-    let url = format!("{}/admin/v1{path}", target.url.trim_end_matches('/'));
+    let (base, token) = target.resolve()?;
+    let url = format!("{}/admin/v1{path}", base.trim_end_matches('/'));
     let mut req = reqwest::Client::new()
         .request(method, &url)
         .bearer_auth(token);
@@ -145,7 +196,13 @@ pub async fn keys(target: &Target, cmd: KeysCommand) -> Result<(), String> {
             .await?
         }
         KeysCommand::List { app } => {
-            call(target, Method::GET, &format!("/apps/{app}/keys"), None).await?
+            call(
+                target,
+                Method::GET,
+                &format!("/apps/{app}/keys?limit=100"),
+                None,
+            )
+            .await?
         }
         KeysCommand::Revoke { app, key_id } => {
             call(

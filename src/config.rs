@@ -21,7 +21,8 @@ pub struct Settings {
     pub admin_token: Option<Secret>,
 }
 
-/// A secret (token, key) that never reaches a log: `Debug` prints `[redacted]`.
+/// A secret (token, key) that never reaches a log: `Debug` prints `[redacted]`, and there is no
+/// `Display`. Every secret of the configuration has this type, so `{:?}` of `Settings` is safe.
 #[derive(Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(transparent)]
 pub struct Secret(String);
@@ -32,6 +33,16 @@ impl Secret {
     }
     pub fn expose(&self) -> &str {
         &self.0
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// For client builders that take `impl Into<String>` (the S3 credentials): exposes the secret.
+impl From<&Secret> for String {
+    fn from(s: &Secret) -> String {
+        s.0.clone()
     }
 }
 
@@ -97,6 +108,11 @@ pub struct ServerSettings {
     pub workers: usize,
     pub max_body_bytes: usize,
     pub shutdown_timeout_secs: u64,
+    pub client_request_timeout_ms: u64,
+    pub body_timeout_ms: u64,
+    pub client_disconnect_timeout_ms: u64,
+    pub keep_alive_secs: u64,
+    pub max_connections: usize,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -109,6 +125,7 @@ pub struct StorageSettings {
 #[derive(Debug, Clone, Deserialize)]
 pub struct ApiSettings {
     pub idempotency_ttl_secs: u64,
+    pub idempotency_sweep_secs: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -155,8 +172,8 @@ pub struct LakeSettings {
     pub s3_endpoint: String,
     pub s3_region: String,
     pub s3_allow_http: bool,
-    pub s3_access_key_id: String,
-    pub s3_secret_access_key: String,
+    pub s3_access_key_id: Secret,
+    pub s3_secret_access_key: Secret,
     pub prefix: String,
 }
 
@@ -259,5 +276,37 @@ impl Settings {
     /// The limits of `plan`.
     pub fn plan(&self, plan: Plan) -> PlanLimits {
         *self.plans.get(plan)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_debug_prints_no_secret() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("secrets.toml");
+        std::fs::write(
+            &file,
+            "[lake]\ns3_access_key_id = \"AKIAEXAMPLEKEYID0001\"\n\
+             s3_secret_access_key = \"wJalrXUtnFEMI-secret-access-key\"\n",
+        )
+        .unwrap();
+        let mut settings = Settings::load(Some(&file)).unwrap();
+        settings.admin_token = Some(Secret::from("adm_the_admin_token_value"));
+        assert_eq!(
+            settings.lake.s3_secret_access_key.expose(),
+            "wJalrXUtnFEMI-secret-access-key"
+        );
+        let printed = format!("{settings:?} {settings:#?}");
+        for secret in [
+            "AKIAEXAMPLEKEYID0001",
+            "wJalrXUtnFEMI",
+            "adm_the_admin_token_value",
+        ] {
+            assert!(!printed.contains(secret), "{secret} printed in {printed}");
+        }
+        assert!(printed.contains("s3_secret_access_key: Secret([redacted])"));
     }
 }

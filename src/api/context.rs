@@ -7,7 +7,7 @@ use std::time::Instant;
 use actix_web::body::{BoxBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::{self, HeaderValue};
-use actix_web::http::StatusCode;
+use actix_web::http::{Method, StatusCode};
 use actix_web::middleware::Next;
 use actix_web::{HttpMessage, HttpResponse};
 use tracing::Instrument;
@@ -19,12 +19,19 @@ use super::request_id::REQUEST_ID;
 /// Outermost middleware: gives every request an id (`X-Request-Id`, `meta.requestId`, the log
 /// span), turns every error, including actix's own bare 404/405, into the error envelope, and
 /// logs one line per request.
+///
+/// HEAD is answered wherever GET is: the request is routed as a GET, and actix-http sends the
+/// GET answer's status and headers (`Content-Length` included) without its body, since it
+/// knows the connection asked for HEAD.
 pub async fn request_context(
-    req: ServiceRequest,
+    mut req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
     let id = crate::ids::request_id();
     let span = tracing::info_span!("request", request_id = %id, method = %req.method(), path = %req.path());
+    if req.method() == Method::HEAD {
+        req.head_mut().method = Method::GET;
+    }
     let started = Instant::now();
     let outcome = REQUEST_ID
         .scope(id.clone(), next.call(req))

@@ -25,6 +25,7 @@ pub enum ErrorCode {
     PlanLimitReached,
     NotFound,
     MethodNotAllowed,
+    RequestTimeout,
     Conflict,
     PayloadTooLarge,
     RateLimited,
@@ -33,6 +34,21 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
+    pub const ALL: [ErrorCode; 12] = [
+        ErrorCode::ValidationError,
+        ErrorCode::Unauthorized,
+        ErrorCode::Forbidden,
+        ErrorCode::PlanLimitReached,
+        ErrorCode::NotFound,
+        ErrorCode::MethodNotAllowed,
+        ErrorCode::RequestTimeout,
+        ErrorCode::Conflict,
+        ErrorCode::PayloadTooLarge,
+        ErrorCode::RateLimited,
+        ErrorCode::InternalError,
+        ErrorCode::ServiceUnavailable,
+    ];
+
     pub fn status(self) -> StatusCode {
         match self {
             ErrorCode::ValidationError => StatusCode::BAD_REQUEST,
@@ -40,6 +56,7 @@ impl ErrorCode {
             ErrorCode::Forbidden | ErrorCode::PlanLimitReached => StatusCode::FORBIDDEN,
             ErrorCode::NotFound => StatusCode::NOT_FOUND,
             ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ErrorCode::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             ErrorCode::Conflict => StatusCode::CONFLICT,
             ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ErrorCode::RateLimited => StatusCode::TOO_MANY_REQUESTS,
@@ -56,6 +73,7 @@ impl ErrorCode {
             ErrorCode::PlanLimitReached => "PLAN_LIMIT_REACHED",
             ErrorCode::NotFound => "NOT_FOUND",
             ErrorCode::MethodNotAllowed => "METHOD_NOT_ALLOWED",
+            ErrorCode::RequestTimeout => "REQUEST_TIMEOUT",
             ErrorCode::Conflict => "CONFLICT",
             ErrorCode::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
             ErrorCode::RateLimited => "RATE_LIMITED",
@@ -165,6 +183,7 @@ impl ApiError {
                 ErrorCode::MethodNotAllowed,
                 "method not allowed on this route",
             ),
+            408 => ApiError::new(ErrorCode::RequestTimeout, "request not received in time"),
             413 => ApiError::new(ErrorCode::PayloadTooLarge, "request body too large"),
             400..=499 => ApiError::new(ErrorCode::ValidationError, "bad request"),
             503 => ApiError::new(

@@ -4,9 +4,12 @@
 //! Architecture invariant: only `api/` and the resource handlers know HTTP and JSON envelopes;
 //! stores speak typed Rust values.
 
+pub mod allow;
 pub mod context;
+pub mod deadline;
 pub mod error;
 pub mod idempotency;
+pub mod openapi;
 pub mod ratelimit;
 pub mod request_id;
 
@@ -125,8 +128,7 @@ pub fn json_object(
     }
 }
 
-/// Reads (at most `limit` bytes) and parses a JSON object body; returns the raw bytes too (the
-/// idempotency fingerprint needs them).
+/// Reads (at most `limit` bytes) and parses a JSON object body; returns the raw bytes too.
 pub async fn json_body(
     req: &HttpRequest,
     payload: actix_web::web::Payload,
@@ -202,7 +204,12 @@ pub async fn read_body(
     use futures_util::StreamExt;
     let mut buf = bytes::BytesMut::new();
     while let Some(chunk) = payload.next().await {
-        let chunk = chunk.map_err(|e| ApiError::field("body", e.to_string()))?;
+        let chunk = chunk.map_err(|e| match e {
+            actix_web::error::PayloadError::Io(io) if io.kind() == std::io::ErrorKind::TimedOut => {
+                ApiError::new(ErrorCode::RequestTimeout, deadline::BODY_TIMEOUT)
+            }
+            other => ApiError::field("body", other.to_string()),
+        })?;
         if buf.len() + chunk.len() > limit {
             return Err(ApiError::field(
                 "body",
@@ -214,7 +221,18 @@ pub async fn read_body(
     Ok(buf.freeze())
 }
 
-/// Every route that matches nothing.
-pub async fn not_found() -> Result<HttpResponse, ApiError> {
-    Err(ApiError::new(ErrorCode::NotFound, "no such route"))
+/// Every request that matches no route: 405 with `Allow` when the path is known (another
+/// method was asked), else 404.
+pub async fn not_found(req: HttpRequest) -> Result<HttpResponse, ApiError> {
+    let allowed = req
+        .app_data::<actix_web::web::Data<allow::Allowed>>()
+        .and_then(|a| a.methods(req.path()));
+    match allowed {
+        Some(methods) => Err(ApiError::new(
+            ErrorCode::MethodNotAllowed,
+            format!("{} is not allowed here; allowed: {methods}", req.method()),
+        )
+        .with_header("allow", methods.to_owned())),
+        None => Err(ApiError::new(ErrorCode::NotFound, "no such route")),
+    }
 }

@@ -413,7 +413,7 @@ async fn check_quota(
 }
 
 /// Prometheus metrics of the collector.
-#[utoipa::path(tag = "service", responses((status = 200, description = "Prometheus text format", content_type = "text/plain")))]
+#[utoipa::path(tag = "service", responses((status = 200, description = "OpenMetrics text format", content_type = "application/openmetrics-text")))]
 #[get("/metrics")]
 pub async fn metrics(collector: web::Data<Collector>) -> HttpResponse {
     HttpResponse::Ok()

@@ -70,6 +70,8 @@ pub struct ShardCounters {
     /// One observation per flush: encode, put, checkpoint.
     pub flush: Histogram,
     pub upload_retries: Counter,
+    /// Flushes the writer could not start (the WAL would not rotate); retried a second later.
+    pub flush_failures: Counter,
     pub replayed: Counter,
     pub queue_depth: Gauge,
 }
@@ -86,6 +88,7 @@ impl Default for ShardCounters {
             files_written: Counter::default(),
             flush: seconds(),
             upload_retries: Counter::default(),
+            flush_failures: Counter::default(),
             replayed: Counter::default(),
             queue_depth: Gauge::default(),
         }
@@ -187,6 +190,7 @@ struct ShardFamilies {
     files_written: Family<ShardLabel, Counter>,
     flush: Family<ShardLabel, Histogram>,
     upload_retries: Family<ShardLabel, Counter>,
+    flush_failures: Family<ShardLabel, Counter>,
     replayed: Family<ShardLabel, Counter>,
     queue_depth: Family<ShardLabel, Gauge>,
 }
@@ -202,6 +206,7 @@ impl ShardFamilies {
             files_written: Family::default(),
             flush: Family::new_with_constructor(seconds),
             upload_retries: Family::default(),
+            flush_failures: Family::default(),
             replayed: Family::default(),
             queue_depth: Family::default(),
         };
@@ -246,6 +251,11 @@ impl ShardFamilies {
             f.upload_retries.clone(),
         );
         r.register(
+            "flush_failures",
+            "Flushes that could not start (the WAL would not rotate); retried",
+            f.flush_failures.clone(),
+        );
+        r.register(
             "replayed",
             "Events replayed from the write-ahead log at start",
             f.replayed.clone(),
@@ -271,6 +281,7 @@ impl ShardFamilies {
                     files_written: self.files_written.get_or_create(&l).clone(),
                     flush: self.flush.get_or_create(&l).clone(),
                     upload_retries: self.upload_retries.get_or_create(&l).clone(),
+                    flush_failures: self.flush_failures.get_or_create(&l).clone(),
                     replayed: self.replayed.get_or_create(&l).clone(),
                     queue_depth: self.queue_depth.get_or_create(&l).clone(),
                 }

@@ -44,11 +44,15 @@ impl Shutdown {
             .map(|t| t.elapsed())
     }
 
-    /// Sleeps `d`, or less when the shutdown begins meanwhile.
+    /// Sleeps `d`; a shutdown that begins meanwhile wakes it (once: after that, every sleep is
+    /// whole, so retries during the shutdown's patience are spaced, never spun).
     fn sleep(&self, d: Duration) {
         let began = self.began.lock().unwrap_or_else(|e| e.into_inner());
         if began.is_none() {
             let _ = self.changed.wait_timeout_while(began, d, |b| b.is_none());
+        } else {
+            drop(began);
+            std::thread::sleep(d);
         }
     }
 }
@@ -68,11 +72,13 @@ pub fn retry<T, E>(
         match attempt() {
             Ok(v) => return Ok(v),
             Err(e) => {
-                if shutdown.elapsed().is_some_and(|t| t >= patience) {
-                    return Err(e);
-                }
-                on_failure(&e, delay);
-                shutdown.sleep(delay);
+                let left = match shutdown.elapsed() {
+                    Some(t) if t >= patience => return Err(e),
+                    Some(t) => delay.min(patience - t),
+                    None => delay,
+                };
+                on_failure(&e, left);
+                shutdown.sleep(left);
                 delay = (delay * 2).min(backoff.max);
             }
         }
@@ -135,6 +141,31 @@ mod tests {
             |_, _| {},
         );
         assert_eq!(got, Ok(()));
+    }
+
+    #[test]
+    fn retries_after_the_shutdown_are_spaced_until_the_patience_ends() {
+        let shutdown = Shutdown::default();
+        shutdown.begin();
+        let slow = Backoff {
+            first: Duration::from_millis(20),
+            max: Duration::from_millis(20),
+        };
+        let mut calls = 0;
+        let started = Instant::now();
+        let got: Result<(), &str> = retry(
+            slow,
+            &shutdown,
+            Duration::from_millis(200),
+            || {
+                calls += 1;
+                Err("down")
+            },
+            |_, _| {},
+        );
+        assert_eq!(got, Err("down"));
+        assert!(started.elapsed() >= Duration::from_millis(150));
+        assert!(calls <= 12, "{calls} attempts: spaced, not spun");
     }
 
     #[test]

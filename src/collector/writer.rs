@@ -153,7 +153,8 @@ impl Writer {
             match Event::decode_wal(&r.payload) {
                 Some(e) => {
                     self.update_profile(&e);
-                    self.after_commit(&e, r.lsn);
+                    let now = self.clock.now_micros();
+                    self.after_commit(&e, r.lsn, now);
                 }
                 None => {
                     tracing::error!(shard = index, lsn = r.lsn, "unreadable WAL record skipped")
@@ -181,6 +182,7 @@ impl Writer {
             if stop || (may_retry && (self.aged() || self.full())) {
                 if let Err(e) = self.flush() {
                     tracing::error!(shard = self.cfg.index, error = %e, "flush failed; the WAL keeps the events");
+                    self.counters.flush_failures.inc();
                     self.retry_flush_at = self.clock.now_micros() + FLUSH_RETRY.as_micros() as i64;
                 }
             }
@@ -247,6 +249,8 @@ impl Writer {
 
     /// Group commit: dedupe, enrich, one WAL append + fsync, then answer every batch.
     fn commit(&mut self, group: Vec<(Vec<Event>, Reply)>) {
+        // When these rows arrived, for the file-age rule: read before anyone is answered.
+        let arrived = self.clock.now_micros();
         let (kept, outcomes) = self.prepare(group);
         let first_lsn = match self.append(&kept) {
             Ok(lsn) => lsn,
@@ -277,7 +281,7 @@ impl Writer {
             tracing::warn!(shard = self.cfg.index, error = %e, "usage counter not updated");
         }
         for (i, e) in kept.iter().enumerate() {
-            self.after_commit(e, first_lsn + i as u64);
+            self.after_commit(e, first_lsn + i as u64, arrived);
         }
     }
 
@@ -367,7 +371,7 @@ impl Writer {
     }
 
     /// Everything after the answer: the row in its open file and the messageId.
-    fn after_commit(&mut self, e: &Event, lsn: u64) {
+    fn after_commit(&mut self, e: &Event, lsn: u64, arrived: i64) {
         let hour = e.received_at.div_euclid(3_600_000_000);
         self.open
             .entry((e.app_id.clone(), hour))
@@ -376,7 +380,7 @@ impl Writer {
         self.rows += 1;
         self.bytes += e.approx_bytes();
         if self.oldest.is_none() {
-            self.oldest = Some(self.clock.now_micros());
+            self.oldest = Some(arrived);
         }
         self.first_open_lsn.get_or_insert(lsn);
         let day = dedupe::day(e.received_at);
@@ -673,6 +677,7 @@ mod tests {
     fn a_failed_wal_rotation_is_retried_on_the_clock_and_loses_nothing() {
         let f = fixture();
         let (w, _, uploads) = f.open();
+        let failures = w.counters.flush_failures.clone();
         let (tx, rx) = bounded(8);
         let thread = std::thread::spawn(move || w.run(rx));
         let (reply, answer) = tokio::sync::oneshot::channel();
@@ -686,7 +691,12 @@ mod tests {
         let blocker = f.cfg.dir.join("wal-00000000000000000002.log");
         std::fs::create_dir(&blocker).unwrap();
         f.clock.advance(61_000_000);
-        assert!(uploads.recv_timeout(TICK * 3).is_err(), "nothing flushed");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while failures.get() == 0 {
+            assert!(Instant::now() < deadline, "no flush was tried");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(uploads.try_recv().is_err(), "nothing flushed");
         // Once the disk is fine again, the next try (a second later on the clock) flushes.
         std::fs::remove_dir(&blocker).unwrap();
         assert!(
@@ -695,8 +705,9 @@ mod tests {
         );
         f.clock.advance(FLUSH_RETRY.as_micros() as i64);
         let job = uploads
-            .recv_timeout(Duration::from_secs(10))
+            .recv_timeout(Duration::from_secs(30))
             .expect("flushed after the retry");
+        assert_eq!(failures.get(), 1, "one failure, then a success");
         assert_eq!((job.last_lsn, job.files[0].1.num_rows()), (1, 1));
         tx.send(Msg::Stop).unwrap();
         thread.join().unwrap();

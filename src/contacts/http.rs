@@ -1,9 +1,9 @@
 //! The handlers of `/acq/v1/contacts`: query and body parsing, permissions, envelopes.
 
 use actix_web::{delete, get, patch, post, web, HttpRequest, HttpResponse};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
-use utoipa::IntoParams;
+use utoipa::{IntoParams, ToSchema};
 use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::model::{self, Contact, ContactPatch, Mode, Source, Status};
@@ -46,7 +46,8 @@ impl From<ContactError> for ApiError {
     }
 }
 
-/// Query parameters of the contact list. A comma inside a value means OR.
+/// Query parameters of the contact list. A comma inside a value means OR; an empty value (or
+/// an empty item between commas) is 400.
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 #[into_params(parameter_in = Query)]
@@ -76,16 +77,22 @@ pub struct ListQuery {
     cursor: Option<String>,
 }
 
-fn split(v: &Option<String>) -> Vec<String> {
-    v.as_deref()
-        .map(|s| {
-            s.split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned)
-                .collect()
+/// The comma-separated values of a filter; `Err` when the parameter or one of its values is
+/// empty (`status=`, `status=new,`), which would otherwise pass silently.
+fn split(v: &Option<String>) -> Result<Vec<String>, String> {
+    let Some(s) = v.as_deref() else {
+        return Ok(Vec::new());
+    };
+    s.split(',')
+        .map(str::trim)
+        .map(|v| {
+            if v.is_empty() {
+                Err("must not be empty: give one value or several separated by commas".to_owned())
+            } else {
+                Ok(v.to_owned())
+            }
         })
-        .unwrap_or_default()
+        .collect()
 }
 
 /// Collects the errors of a query's parameters, so one answer names every bad one.
@@ -107,11 +114,27 @@ impl QueryErrors {
         parse: fn(&str) -> Option<T>,
         all: String,
     ) -> Vec<T> {
-        let parsed: Result<Vec<T>, String> = split(raw)
-            .iter()
-            .map(|v| parse(v).ok_or_else(|| format!("unknown value {v:?}; one of: {all}")))
-            .collect();
+        let parsed: Result<Vec<T>, String> = split(raw).and_then(|values| {
+            values
+                .iter()
+                .map(|v| parse(v).ok_or_else(|| format!("unknown value {v:?}; one of: {all}")))
+                .collect()
+        });
         self.check(name, parsed).unwrap_or_default()
+    }
+
+    /// Comma-separated free values (none empty).
+    fn values(&mut self, name: &str, raw: &Option<String>) -> Vec<String> {
+        self.check(name, split(raw)).unwrap_or_default()
+    }
+
+    /// A free text that must not be empty when given.
+    fn text(&mut self, name: &str, raw: &Option<String>) -> Option<String> {
+        let parsed = raw.as_deref().map(|s| match s.trim() {
+            "" => Err("must not be empty".to_owned()),
+            t => Ok(t.to_lowercase()),
+        });
+        self.check(name, parsed.transpose()).flatten()
     }
 
     fn score(&mut self, name: &str, raw: &Option<String>) -> Option<i64> {
@@ -149,14 +172,14 @@ fn parse_list(q: &ListQuery, app: &str) -> Result<(Filter, Sort, usize, Option<C
     let filter = Filter {
         statuses: errors.names("status", &q.status, Status::parse, Status::names()),
         sources: errors.names("source", &q.source, Source::parse, Source::names()),
-        tags: split(&q.tag),
-        emails: split(&q.email).iter().map(|e| e.to_lowercase()).collect(),
-        company_ids: split(&q.company_id),
-        q: q.q
-            .as_deref()
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(str::to_lowercase),
+        tags: errors.values("tag", &q.tag),
+        emails: errors
+            .values("email", &q.email)
+            .iter()
+            .map(|e| e.to_lowercase())
+            .collect(),
+        company_ids: errors.values("companyId", &q.company_id),
+        q: errors.text("q", &q.q),
         score_min: errors.score("scoreMin", &q.score_min),
         score_max: errors.score("scoreMax", &q.score_max),
         created_after: errors.time("createdAfter", &q.created_after),
@@ -185,6 +208,7 @@ fn parse_list(q: &ListQuery, app: &str) -> Result<(Filter, Sort, usize, Option<C
 #[utoipa::path(
     tag = "contacts",
     security(("api_key" = [])),
+    params(ListQuery),
     responses(
         (status = 200, description = "A page of contacts", body = Vec<Contact>),
         (status = 400, description = "Invalid filter, sort, limit or cursor"),
@@ -259,23 +283,30 @@ async fn create_contact(
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     who.require(Permission::ContactsWrite)?;
-    let (body, fields) =
-        api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
+    let (_, fields) = api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
     let limit = state.settings.plan(who.plan).limit(Quota::Contacts);
-    api::idempotency::once(&state, &who.app_id, &req, &body, || async {
-        let patch = ContactPatch::parse(&fields, Mode::Create).map_err(ApiError::validation)?;
-        let contact = store::build(&who.app_id, &patch)?;
-        let stored = contact.clone();
-        state
-            .store
-            .run(move |db| Ok(store::create(db, &stored, limit)))
-            .await??;
-        Ok(StoredAnswer {
-            status: 201,
-            location: Some(location(&contact)),
-            data: json!(contact),
-        })
-    })
+    api::idempotency::once(
+        &state,
+        &who.app_id,
+        &req,
+        &fields,
+        store::exists,
+        || async {
+            let patch = ContactPatch::parse(&fields, Mode::Create).map_err(ApiError::validation)?;
+            let contact = store::build(&who.app_id, &patch)?;
+            let stored = contact.clone();
+            state
+                .store
+                .run(move |db| Ok(store::create(db, &stored, limit)))
+                .await??;
+            Ok(StoredAnswer {
+                status: 201,
+                location: Some(location(&contact)),
+                data: json!(contact),
+                holds: vec![contact.id.clone()],
+            })
+        },
+    )
     .await
 }
 
@@ -310,12 +341,21 @@ async fn update_contact(
     Ok(api::ok(&updated))
 }
 
-/// Delete a contact for good, with every index entry that names it (GDPR erasure).
+/// The answer of a delete.
+#[derive(Serialize, ToSchema)]
+struct Deleted {
+    id: String,
+    /// Always true.
+    deleted: bool,
+}
+
+/// Delete a contact for good, with every index entry that names it and every kept
+/// `Idempotency-Key` answer that shows it (GDPR erasure).
 #[utoipa::path(
     tag = "contacts",
     security(("api_key" = [])),
     params(("id" = String, Path, description = "Contact id")),
-    responses((status = 200, description = "{id, deleted: true}"), (status = 404))
+    responses((status = 200, body = Deleted), (status = 404))
 )]
 #[delete("/contacts/{id}")]
 async fn delete_contact(
@@ -331,7 +371,10 @@ async fn delete_contact(
         .store
         .run(move |db| Ok(store::delete(db, &app, &id)))
         .await??;
-    Ok(api::ok(&json!({ "id": gone, "deleted": true })))
+    Ok(api::ok(&Deleted {
+        id: gone,
+        deleted: true,
+    }))
 }
 
 /// The items of a batch parsed one by one (an invalid item is reported in its result, not
@@ -403,33 +446,81 @@ fn parse_batch(fields: &Map<String, Value>) -> Result<(bool, BatchItems), ApiErr
     Ok((upsert, items))
 }
 
-/// One result per item, and the counts of created, updated and failed items.
-fn batch_results(outcomes: Vec<BatchOutcome>) -> (Vec<Value>, usize, usize, usize) {
-    let (mut created, mut updated, mut failed) = (0, 0, 0);
-    let results = outcomes
-        .into_iter()
-        .enumerate()
-        .map(|(index, outcome)| match outcome {
-            BatchOutcome::Created(c) => {
-                created += 1;
-                json!({ "index": index, "id": c.id, "result": "created", "contact": c })
-            }
-            BatchOutcome::Updated(c) => {
-                updated += 1;
-                json!({ "index": index, "id": c.id, "result": "updated", "contact": c })
-            }
+/// What became of one item of a batch.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+enum ItemResult {
+    Created,
+    Updated,
+    Error,
+}
+
+/// The error of a failed batch item (the error envelope's `error`).
+#[derive(Serialize, ToSchema)]
+struct ItemError {
+    code: String,
+    message: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    details: Vec<FieldError>,
+}
+
+/// One item's result: `contact` when created or updated, `error` when not.
+#[derive(Serialize, ToSchema)]
+struct BatchItem {
+    index: usize,
+    /// The contact's id; null on error.
+    id: Option<String>,
+    result: ItemResult,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    contact: Option<Contact>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<ItemError>,
+}
+
+/// The answer of a batch: one result per item, in order, and the counts.
+#[derive(Serialize, ToSchema)]
+struct BatchAnswer {
+    results: Vec<BatchItem>,
+    created: usize,
+    updated: usize,
+    failed: usize,
+}
+
+fn batch_answer(outcomes: Vec<BatchOutcome>) -> BatchAnswer {
+    let mut answer = BatchAnswer {
+        results: Vec::with_capacity(outcomes.len()),
+        created: 0,
+        updated: 0,
+        failed: 0,
+    };
+    for (index, outcome) in outcomes.into_iter().enumerate() {
+        let (result, contact, error) = match outcome {
+            BatchOutcome::Created(c) => (ItemResult::Created, Some(c), None),
+            BatchOutcome::Updated(c) => (ItemResult::Updated, Some(c), None),
             BatchOutcome::Failed(e) => {
-                failed += 1;
                 let e = ApiError::from(e);
-                let mut error = json!({ "code": e.code.as_str(), "message": e.message });
-                if !e.details.is_empty() {
-                    error["details"] = json!(e.details);
-                }
-                json!({ "index": index, "id": null, "result": "error", "error": error })
+                let error = ItemError {
+                    code: e.code.as_str().to_owned(),
+                    message: e.message,
+                    details: e.details,
+                };
+                (ItemResult::Error, None, Some(error))
             }
-        })
-        .collect();
-    (results, created, updated, failed)
+        };
+        match result {
+            ItemResult::Created => answer.created += 1,
+            ItemResult::Updated => answer.updated += 1,
+            ItemResult::Error => answer.failed += 1,
+        }
+        answer.results.push(BatchItem {
+            index,
+            id: contact.as_ref().map(|c| c.id.clone()),
+            result,
+            contact,
+            error,
+        });
+    }
+    answer
 }
 
 /// Create or upsert (by e-mail) up to 100 contacts, with one result per item.
@@ -437,7 +528,7 @@ fn batch_results(outcomes: Vec<BatchOutcome>) -> (Vec<Value>, usize, usize, usiz
     tag = "contacts",
     security(("api_key" = [])),
     request_body(content = Object, description = r#"{"mode": "create"|"upsert", "contacts": [ ... ]}"#),
-    responses((status = 200, description = "{results: [{index, id, result, error?}], created, updated, failed}"), (status = 400))
+    responses((status = 200, body = BatchAnswer), (status = 400), (status = 403, description = "FORBIDDEN"))
 )]
 #[post("/contacts/batch")]
 async fn batch_contacts(
@@ -447,19 +538,33 @@ async fn batch_contacts(
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     who.require(Permission::ContactsWrite)?;
-    let (body, fields) =
-        api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
+    let (_, fields) = api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
     let (upsert, items) = parse_batch(&fields)?;
     let limit = state.settings.plan(who.plan).limit(Quota::Contacts);
-    api::idempotency::once(&state, &who.app_id, &req, &body, || async {
-        let app = who.app_id.clone();
-        let outcomes = state.store.run(move |db| store::batch(db, &app, &items, upsert, limit)).await?;
-        let (results, created, updated, failed) = batch_results(outcomes);
-        Ok(StoredAnswer {
-            status: 200,
-            location: None,
-            data: json!({ "results": results, "created": created, "updated": updated, "failed": failed }),
-        })
-    })
+    api::idempotency::once(
+        &state,
+        &who.app_id,
+        &req,
+        &fields,
+        store::exists,
+        || async {
+            let app = who.app_id.clone();
+            let outcomes = state
+                .store
+                .run(move |db| store::batch(db, &app, &items, upsert, limit))
+                .await?;
+            let holds = outcomes
+                .iter()
+                .filter_map(BatchOutcome::contact)
+                .map(|c| c.id.clone())
+                .collect();
+            Ok(StoredAnswer {
+                status: 200,
+                location: None,
+                holds,
+                data: json!(batch_answer(outcomes)),
+            })
+        },
+    )
     .await
 }

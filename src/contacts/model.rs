@@ -21,6 +21,9 @@ macro_rules! names {
     ($(#[$meta:meta])* $name:ident { $($variant:ident = $text:literal),+ $(,)? }) => {
         $(#[$meta])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+        // The names are the variants in snake_case; `rename_all` says so to utoipa, which does
+        // not read the `rename` literals through this macro.
+        #[serde(rename_all = "snake_case")]
         pub enum $name {
             $(#[serde(rename = $text)] $variant),+
         }
@@ -496,6 +499,12 @@ fn check_tags(items: &[Value]) -> Result<Vec<String>, FieldError> {
             return Err(FieldError::new(
                 field,
                 format!("must be 1 to {MAX_TAG_CHARS} printable characters"),
+            ));
+        }
+        if t.contains(',') {
+            return Err(FieldError::new(
+                field,
+                "must not contain a comma (a comma separates tags in the tag filter)",
             ));
         }
         if !tags.iter().any(|x| x == t) {

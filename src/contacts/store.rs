@@ -14,7 +14,7 @@ use sled::transaction::{ConflictableTransactionError, TransactionError, Transact
 
 use super::model::{Contact, ContactPatch, Email, Mode, Rejection, Source, Status};
 use crate::ids::{self, Timestamp};
-use crate::storage::{decode, encode, StoreError};
+use crate::storage::{decode, encode, idempotency, StoreError};
 use crate::validation::FieldError;
 
 pub const TREE: &str = "contacts";
@@ -327,6 +327,11 @@ pub fn create(db: &sled::Db, c: &Contact, limit: Option<u64>) -> Result<(), Cont
     Ok(())
 }
 
+/// Whether the contact `id` of `app` exists.
+pub fn exists(db: &sled::Db, app: &str, id: &str) -> Result<bool, StoreError> {
+    Ok(ids::is_object_id(id) && db.open_tree(TREE)?.contains_key(record_key(app, id))?)
+}
+
 pub fn get(db: &sled::Db, app: &str, id: &str) -> Result<Option<Contact>, StoreError> {
     if !ids::is_object_id(id) {
         return Ok(None);
@@ -383,6 +388,8 @@ pub fn delete(db: &sled::Db, app: &str, id: &str) -> Result<(), ContactError> {
         tx.insert(count_key(app), &count.saturating_sub(1).to_be_bytes()[..])?;
         Ok(())
     })?;
+    // Erasure covers the answers kept for Idempotency-Key replays that show the contact.
+    idempotency::forget_holding(db, app, id)?;
     db.flush()?;
     Ok(())
 }
@@ -464,6 +471,16 @@ pub enum BatchOutcome {
     Created(Contact),
     Updated(Contact),
     Failed(ContactError),
+}
+
+impl BatchOutcome {
+    /// The contact an item created or updated.
+    pub fn contact(&self) -> Option<&Contact> {
+        match self {
+            BatchOutcome::Created(c) | BatchOutcome::Updated(c) => Some(c),
+            BatchOutcome::Failed(_) => None,
+        }
+    }
 }
 
 /// Creates (or, with `upsert`, updates by e-mail) each item in turn; each item is its own

@@ -2,10 +2,11 @@
 
 use actix_web::{get, web, HttpResponse};
 use serde::Serialize;
+use utoipa::ToSchema;
 use utoipa_actix_web::service_config::ServiceConfig;
 
 use crate::api::{self, ApiError};
-use crate::ids;
+use crate::ids::Timestamp;
 use crate::state::AppState;
 use crate::tenants::{Permission, Principal};
 
@@ -16,22 +17,22 @@ pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(get_profile);
 }
 
-/// A profile as the API answers it: timestamps as ISO 8601 strings.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ProfileView {
-    pub user_id: String,
-    #[schema(value_type = Object)]
-    pub traits: serde_json::Map<String, serde_json::Value>,
-    pub anonymous_ids: Vec<String>,
-    pub groups: Vec<Group>,
-    /// ISO 8601, UTC, milliseconds.
-    pub first_seen: String,
-    pub last_seen: String,
+fn micros_iso(t: i64) -> Timestamp {
+    Timestamp::from_micros(t)
 }
 
-fn micros_iso(t: i64) -> String {
-    ids::iso(chrono::DateTime::from_timestamp_micros(t).unwrap_or_default())
+/// A visitor profile as the API shows it (times as ISO 8601 strings).
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProfileView {
+    user_id: String,
+    /// Traits merged from identify calls, later ones winning.
+    #[schema(value_type = Object)]
+    traits: serde_json::Map<String, serde_json::Value>,
+    anonymous_ids: Vec<String>,
+    groups: Vec<Group>,
+    first_seen: Timestamp,
+    last_seen: Timestamp,
 }
 
 /// Get a user's profile: merged traits, the anonymousIds linked to it, groups, first and last seen.
@@ -39,7 +40,7 @@ fn micros_iso(t: i64) -> String {
     tag = "profiles",
     security(("api_key" = [])),
     params(("userId" = String, Path, description = "The userId given to identify")),
-    responses((status = 200, body = ProfileView), (status = 404), (status = 401), (status = 403))
+    responses((status = 200, body = ProfileView), (status = 404))
 )]
 #[get("/profiles/{userId}")]
 async fn get_profile(

@@ -100,6 +100,14 @@ impl FromRequest for Principal {
     }
 }
 
+/// The token of an `Authorization: Bearer <token>` value. The scheme is case-insensitive
+/// (RFC 7235 §2.1: `bearer`, `BEARER` work too) and may be followed by several spaces.
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim_start().split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
 /// An authenticated operator (`Authorization: Bearer <admin token>`).
 pub struct Admin;
 
@@ -114,12 +122,12 @@ impl FromRequest for Admin {
                 .headers()
                 .get("authorization")
                 .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.strip_prefix("Bearer "))
+                .and_then(bearer_token)
                 .ok_or_else(|| {
                     ApiError::unauthorized("missing Authorization: Bearer <admin token>")
                 })?;
             let expected = crate::ids::hash_secret(access.admin_token.expose());
-            let given = crate::ids::hash_secret(token.trim());
+            let given = crate::ids::hash_secret(token);
             if bool::from(expected.ct_eq(&given)) {
                 Ok(Admin)
             } else {

@@ -2,7 +2,7 @@
 //! Authenticated by `Authorization: Bearer <admin token>`, never by an API key.
 
 use actix_web::{delete, get, patch, post, web, HttpRequest, HttpResponse};
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::auth::{Access, Admin};
@@ -89,12 +89,50 @@ fn permissions_field(
     Some(perms)
 }
 
+/// A new app and its integration key (the secret, shown only here).
+#[derive(serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct AppCreated {
+    #[serde(flatten)]
+    app: App,
+    /// The `X-App-Key` of the tracker (`ik_...`).
+    integration_key: String,
+}
+
+/// A new integration key (the secret, shown only here).
+#[derive(serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct IntegrationKeyIssued {
+    integration_key: String,
+    integration_key_id: String,
+}
+
+/// A new API key (the secret `key`, shown only here).
+#[derive(serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct KeyCreated {
+    #[serde(flatten)]
+    view: KeyView,
+    /// The `X-API-Key` value (`tk_...`).
+    key: String,
+}
+
+/// A revoked key.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct KeyRevoked {
+    id: String,
+    /// Always true.
+    revoked: bool,
+    revoked_at: Option<Timestamp>,
+}
+
 /// Create an app. Answers its integration key (`X-App-Key`) once.
 #[utoipa::path(
     tag = "admin",
     security(("admin_token" = [])),
     request_body(content = Object, description = r#"{"name": "...", "plan": "free"|"pro"|"enterprise"}"#),
-    responses((status = 201, description = "{id, name, plan, integrationKey, createdAt}"), (status = 400), (status = 401))
+    responses((status = 201, body = AppCreated, headers(("Location" = String))), (status = 400))
 )]
 #[post("/apps")]
 async fn create_app(
@@ -133,8 +171,10 @@ async fn create_app(
     tracing::info!(app_id = %app.id, plan = app.plan.name(), "app created");
     Ok(api::created(
         &format!("/admin/v1/apps/{}", app.id),
-        &json!({ "id": app.id, "name": app.name, "plan": app.plan, "integrationKey": integration_key,
-                 "integrationKeyId": app.integration_key_id, "createdAt": app.created_at }),
+        &AppCreated {
+            integration_key,
+            app,
+        },
     ))
 }
 
@@ -148,20 +188,26 @@ struct PageQuery {
     cursor: Option<String>,
 }
 
-/// List apps, oldest first.
-#[utoipa::path(tag = "admin", security(("admin_token" = [])), responses((status = 200, body = Vec<App>)))]
-#[get("/apps")]
-async fn list_apps(
-    _: Admin,
-    state: web::Data<AppState>,
-    q: web::Query<PageQuery>,
-) -> Result<HttpResponse, ApiError> {
+/// The page size and the id to continue after (cursors are ids, which sort by creation).
+fn page(q: &PageQuery) -> Result<(usize, Option<String>), ApiError> {
     let limit = api::page_limit(q.limit.as_deref()).map_err(|e| ApiError::validation(vec![e]))?;
     let after = match &q.cursor {
         Some(c) if ids::is_object_id(c) => Some(c.clone()),
         Some(_) => return Err(ApiError::field("cursor", "malformed cursor")),
         None => None,
     };
+    Ok((limit, after))
+}
+
+/// List apps, oldest first.
+#[utoipa::path(tag = "admin", security(("admin_token" = [])), params(PageQuery), responses((status = 200, body = Vec<App>)))]
+#[get("/apps")]
+async fn list_apps(
+    _: Admin,
+    state: web::Data<AppState>,
+    q: web::Query<PageQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let (limit, after) = page(&q)?;
     let (apps, more) = state
         .store
         .run(move |db| store::list_apps(db, after.as_deref(), limit))
@@ -224,25 +270,27 @@ async fn update_app(
         return Err(ApiError::validation(errors));
     }
     let id = id.into_inner();
+    let registry = access.clone();
     let (_, app) = state
         .store
         .run(move |db| {
-            store::modify_app(db, &id, |app| {
+            let changed = store::modify_app(db, &id, |app| {
                 if let Some(n) = &name {
                     app.name.clone_from(n);
                 }
                 app.plan = plan.unwrap_or(app.plan);
-            })
+            })?;
+            registry.registry.reload_app(db, &id)?;
+            Ok(changed)
         })
         .await?
         .ok_or_else(|| ApiError::not_found("app"))?;
-    access.registry.set_app(&app);
     tracing::info!(app_id = %app.id, plan = app.plan.name(), "app updated");
     Ok(api::ok(&app))
 }
 
 /// Issue a new integration key for the app and revoke the old one.
-#[utoipa::path(tag = "admin", security(("admin_token" = [])), params(("appId" = String, Path)), responses((status = 201, description = "{integrationKey, integrationKeyId}"), (status = 404)))]
+#[utoipa::path(tag = "admin", security(("admin_token" = [])), params(("appId" = String, Path)), responses((status = 201, body = IntegrationKeyIssued), (status = 404)))]
 #[post("/apps/{appId}/integration-key")]
 async fn rotate_integration_key(
     _: Admin,
@@ -252,20 +300,28 @@ async fn rotate_integration_key(
 ) -> Result<HttpResponse, ApiError> {
     let app_id = id.into_inner();
     let (key, secret) = new_key(&app_id, KeyKind::Integration, "integration", Vec::new());
-    let k = key.clone();
-    let (app, revoked) = state
+    let (k, registry) = (key.clone(), access.clone());
+    let (app, _) = state
         .store
-        .run(move |db| store::rotate_integration_key(db, &app_id, &k))
+        .run(move |db| {
+            let rotated = store::rotate_integration_key(db, &app_id, &k)?;
+            if let Some((app, revoked)) = &rotated {
+                registry.registry.reload_key(db, &k.id)?;
+                if let Some(r) = revoked {
+                    registry.registry.reload_key(db, &r.id)?;
+                }
+                registry.registry.reload_app(db, &app.id)?;
+            }
+            Ok(rotated)
+        })
         .await?
         .ok_or_else(|| ApiError::not_found("app"))?;
-    access.registry.set_key(&key);
-    if let Some(r) = revoked {
-        access.registry.set_key(&r);
-    }
-    access.registry.set_app(&app);
     Ok(api::created(
         &format!("/admin/v1/apps/{}", app.id),
-        &json!({ "integrationKey": secret, "integrationKeyId": key.id }),
+        &IntegrationKeyIssued {
+            integration_key: secret,
+            integration_key_id: key.id,
+        },
     ))
 }
 
@@ -273,7 +329,7 @@ async fn rotate_integration_key(
 #[utoipa::path(
     tag = "admin", security(("admin_token" = [])), params(("appId" = String, Path)),
     request_body(content = Object, description = r#"{"name": "...", "permissions": ["contacts:read", ...]}"#),
-    responses((status = 201, description = "{id, name, key, permissions, createdAt}"), (status = 400), (status = 404))
+    responses((status = 201, body = KeyCreated, headers(("Location" = String))), (status = 400), (status = 404))
 )]
 #[post("/apps/{appId}/keys")]
 async fn create_key(
@@ -305,48 +361,63 @@ async fn create_key(
     tracing::info!(app_id = %app.id, key_id = %key.id, "api key created");
     Ok(api::created(
         &format!("/admin/v1/apps/{}/keys/{}", app.id, key.id),
-        &json!({ "id": key.id, "name": key.name, "key": secret, "permissions": key.permissions, "createdAt": key.created_at }),
+        &KeyCreated {
+            view: KeyView::from(&key),
+            key: secret,
+        },
     ))
 }
 
-/// List an app's API keys (never their secrets), revoked ones included.
-#[utoipa::path(tag = "admin", security(("admin_token" = [])), params(("appId" = String, Path)), responses((status = 200, body = Vec<KeyView>), (status = 404)))]
+/// List an app's API keys (never their secrets), revoked ones included, oldest first.
+#[utoipa::path(
+    tag = "admin", security(("admin_token" = [])),
+    params(("appId" = String, Path), PageQuery),
+    responses((status = 200, body = Vec<KeyView>), (status = 400), (status = 404))
+)]
 #[get("/apps/{appId}/keys")]
 async fn list_keys(
     _: Admin,
     state: web::Data<AppState>,
     app_id: web::Path<String>,
+    q: web::Query<PageQuery>,
 ) -> Result<HttpResponse, ApiError> {
+    let (limit, after) = page(&q)?;
     let app = existing_app(&state, app_id.into_inner()).await?;
-    let keys: Vec<KeyView> = state
+    let (keys, more) = state
         .store
-        .run(move |db| store::api_keys(db, &app.id))
-        .await?
-        .iter()
-        .map(KeyView::from)
-        .collect();
-    let pagination = Pagination {
-        limit: keys.len(),
-        next_cursor: None,
-        has_more: false,
-    };
-    Ok(api::list(&keys, &pagination))
+        .run(move |db| store::list_api_keys(db, &app.id, after.as_deref(), limit))
+        .await?;
+    let next = more.then(|| keys.last().map(|k| k.id.clone())).flatten();
+    let keys: Vec<KeyView> = keys.iter().map(KeyView::from).collect();
+    Ok(api::list(
+        &keys,
+        &Pagination {
+            limit,
+            next_cursor: next,
+            has_more: more,
+        },
+    ))
 }
 
 async fn change_key(
     state: &AppState,
-    access: &Access,
+    access: &web::Data<Access>,
     app_id: String,
     key_id: String,
     change: impl Fn(&mut KeyRecord) + Send + 'static,
 ) -> Result<KeyRecord, ApiError> {
-    let updated = state
+    let access = access.clone();
+    state
         .store
-        .run(move |db| store::modify_api_key(db, &app_id, &key_id, change))
+        .run(move |db| {
+            let updated = store::modify_api_key(db, &app_id, &key_id, change)?;
+            if updated.is_some() {
+                access.registry.reload_key(db, &key_id)?;
+            }
+            Ok(updated)
+        })
         .await?
-        .ok_or_else(|| ApiError::not_found("key"))?;
-    access.registry.set_key(&updated);
-    Ok(updated)
+        .ok_or_else(|| ApiError::not_found("key"))
 }
 
 /// Replace a key's permissions; takes effect on the next request.
@@ -385,7 +456,7 @@ async fn update_key(
 #[utoipa::path(
     tag = "admin", security(("admin_token" = [])),
     params(("appId" = String, Path), ("keyId" = String, Path)),
-    responses((status = 200, description = "{id, revoked: true}"), (status = 404))
+    responses((status = 200, body = KeyRevoked), (status = 404))
 )]
 #[delete("/apps/{appId}/keys/{keyId}")]
 async fn revoke_key(
@@ -401,7 +472,9 @@ async fn revoke_key(
     .await?;
     access.rate_limits.forget(&key.id);
     tracing::info!(key_id = %key.id, "api key revoked");
-    Ok(api::ok(
-        &json!({ "id": key.id, "revoked": true, "revokedAt": key.revoked_at }),
-    ))
+    Ok(api::ok(&KeyRevoked {
+        id: key.id,
+        revoked: true,
+        revoked_at: key.revoked_at,
+    }))
 }

@@ -58,25 +58,31 @@ impl Registry {
 
     /// Adds, updates or (when revoked) removes a key.
     pub fn set_key(&self, key: &KeyRecord) {
+        put_key(&mut self.keys.write().expect("registry lock"), key);
+    }
+
+    /// Sets the key `id` to what sled holds now, under the registry's lock. Called on a store
+    /// thread after each admin write: of two racing writes, the one whose reload runs last sees
+    /// both, so memory ends as sled does (a PATCH racing a revocation cannot revive the key).
+    pub fn reload_key(&self, db: &sled::Db, id: &str) -> Result<(), StoreError> {
         let mut keys = self.keys.write().expect("registry lock");
-        if key.revoked_at.is_some() {
-            keys.remove(&key.id);
-            return;
+        match store::get_key(db, id)? {
+            Some(key) => put_key(&mut keys, &key),
+            None => {
+                keys.remove(id);
+            }
         }
-        let mut hash = [0u8; 32];
-        if hex::decode_to_slice(&key.secret_sha256, &mut hash).is_err() {
-            tracing::error!(key_id = %key.id, "stored key hash is not hex; key disabled");
-            return;
-        }
-        keys.insert(
-            key.id.clone(),
-            Arc::new(LiveKey {
-                kind: key.kind,
-                app_id: key.app_id.clone(),
-                hash,
-                permissions: key.permissions.clone(),
-            }),
-        );
+        Ok(())
+    }
+
+    /// Sets the app `id` (its plan) to what sled holds now; see `reload_key`.
+    pub fn reload_app(&self, db: &sled::Db, id: &str) -> Result<(), StoreError> {
+        let mut plans = self.plans.write().expect("registry lock");
+        match store::get_app(db, id)? {
+            Some(app) => plans.insert(app.id, app.plan),
+            None => plans.remove(id),
+        };
+        Ok(())
     }
 
     pub fn plan_of(&self, app_id: &str) -> Option<Plan> {
@@ -110,4 +116,26 @@ impl Registry {
             permissions: live.permissions.clone(),
         })
     }
+}
+
+/// Adds, updates or (when revoked) removes `key` in a locked key map.
+fn put_key(keys: &mut HashMap<String, Arc<LiveKey>>, key: &KeyRecord) {
+    if key.revoked_at.is_some() {
+        keys.remove(&key.id);
+        return;
+    }
+    let mut hash = [0u8; 32];
+    if hex::decode_to_slice(&key.secret_sha256, &mut hash).is_err() {
+        tracing::error!(key_id = %key.id, "stored key hash is not hex; key disabled");
+        return;
+    }
+    keys.insert(
+        key.id.clone(),
+        Arc::new(LiveKey {
+            kind: key.kind,
+            app_id: key.app_id.clone(),
+            hash,
+            permissions: key.permissions.clone(),
+        }),
+    );
 }

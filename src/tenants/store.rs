@@ -1,4 +1,5 @@
-//! Apps and keys in sled: tree `apps` (`appId -> App`) and tree `keys` (`keyId -> KeyRecord`).
+//! Apps and keys in sled: tree `apps` (`appId -> App`), tree `keys` (`keyId -> KeyRecord`) and
+//! tree `app_keys` (`appId \0 keyId`, the API keys of each app in creation order, for listing).
 //! Every read-modify-write is a compare-and-swap, so concurrent admin calls never undo each
 //! other (a PATCH racing a revocation cannot bring the key back). Each write is flushed before
 //! it returns.
@@ -11,6 +12,11 @@ use crate::storage::{decode, encode, StoreError};
 
 const APPS: &str = "apps";
 const KEYS: &str = "keys";
+const APP_KEYS: &str = "app_keys";
+
+fn app_key_entry(app_id: &str, key_id: &str) -> Vec<u8> {
+    [app_id.as_bytes(), &[0], key_id.as_bytes()].concat()
+}
 
 fn all<T: serde::de::DeserializeOwned>(db: &sled::Db, tree: &str) -> Result<Vec<T>, StoreError> {
     db.open_tree(tree)?
@@ -34,6 +40,13 @@ pub fn all_keys(db: &sled::Db) -> Result<Vec<KeyRecord>, StoreError> {
 
 pub fn get_app(db: &sled::Db, id: &str) -> Result<Option<App>, StoreError> {
     match db.open_tree(APPS)?.get(id)? {
+        Some(v) => Ok(Some(decode(id.as_bytes(), &v)?)),
+        None => Ok(None),
+    }
+}
+
+pub fn get_key(db: &sled::Db, id: &str) -> Result<Option<KeyRecord>, StoreError> {
+    match db.open_tree(KEYS)?.get(id)? {
         Some(v) => Ok(Some(decode(id.as_bytes(), &v)?)),
         None => Ok(None),
     }
@@ -148,8 +161,29 @@ pub fn rotate_integration_key(
 
 pub fn insert_key(db: &sled::Db, key: &KeyRecord) -> Result<(), StoreError> {
     db.open_tree(KEYS)?.insert(&key.id, encode(key))?;
+    if key.kind == KeyKind::Api {
+        db.open_tree(APP_KEYS)?
+            .insert(app_key_entry(&key.app_id, &key.id), &[][..])?;
+    }
     db.flush()?;
     Ok(())
+}
+
+/// Adds every API key to the per-app index (start-up: stores written before the index
+/// existed); returns how many entries were missing.
+pub fn index_api_keys(db: &sled::Db) -> Result<usize, StoreError> {
+    let index = db.open_tree(APP_KEYS)?;
+    let mut added = 0;
+    for key in all_keys(db)? {
+        if key.kind == KeyKind::Api
+            && index
+                .insert(app_key_entry(&key.app_id, &key.id), &[][..])?
+                .is_none()
+        {
+            added += 1;
+        }
+    }
+    Ok(added)
 }
 
 /// Changes an API key of `app_id` (compare-and-swap); `None` when the app has no such key.
@@ -169,10 +203,59 @@ pub fn modify_api_key(
     Ok(changed.map(|(_, after)| after))
 }
 
-/// The API keys of one app, revoked ones included.
-pub fn api_keys(db: &sled::Db, app_id: &str) -> Result<Vec<KeyRecord>, StoreError> {
-    Ok(all_keys(db)?
-        .into_iter()
-        .filter(|k| k.app_id == app_id && k.kind == KeyKind::Api)
-        .collect())
+/// One page of the API keys of `app_id` (revoked ones included) in creation order after the
+/// key `after`, and whether more follow.
+pub fn list_api_keys(
+    db: &sled::Db,
+    app_id: &str,
+    after: Option<&str>,
+    limit: usize,
+) -> Result<(Vec<KeyRecord>, bool), StoreError> {
+    let (index, keys) = (db.open_tree(APP_KEYS)?, db.open_tree(KEYS)?);
+    let prefix = app_key_entry(app_id, "");
+    let start = match after {
+        Some(a) => Bound::Excluded(app_key_entry(app_id, a)),
+        None => Bound::Included(prefix.clone()),
+    };
+    let end = Bound::Excluded([app_id.as_bytes(), &[1]].concat());
+    let mut page = Vec::with_capacity(limit);
+    for entry in index.range((start, end)) {
+        let (entry, _) = entry?;
+        let id = String::from_utf8_lossy(&entry[prefix.len()..]).into_owned();
+        let Some(bytes) = keys.get(&id)? else {
+            continue;
+        };
+        if page.len() == limit {
+            return Ok((page, true));
+        }
+        page.push(decode(id.as_bytes(), &bytes)?);
+    }
+    Ok((page, false))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tenants::model::{new_key, Permission};
+
+    #[test]
+    fn keys_stored_before_the_per_app_index_are_indexed_at_start_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = sled::open(dir.path()).unwrap();
+        let (old, _) = new_key("app1", KeyKind::Api, "old", vec![Permission::ContactsRead]);
+        db.open_tree(KEYS)
+            .unwrap()
+            .insert(&old.id, encode(&old))
+            .unwrap();
+        let (new, _) = new_key("app1", KeyKind::Api, "new", vec![]);
+        insert_key(&db, &new).unwrap();
+        assert_eq!(list_api_keys(&db, "app1", None, 10).unwrap().0.len(), 1);
+        assert_eq!(index_api_keys(&db).unwrap(), 1);
+        assert_eq!(index_api_keys(&db).unwrap(), 0);
+        let (page, more) = list_api_keys(&db, "app1", None, 1).unwrap();
+        assert_eq!((page[0].id.as_str(), more), (old.id.as_str(), true));
+        let (page, more) = list_api_keys(&db, "app1", Some(&old.id), 1).unwrap();
+        assert_eq!((page[0].id.as_str(), more), (new.id.as_str(), false));
+        assert!(list_api_keys(&db, "app", None, 10).unwrap().0.is_empty());
+    }
 }

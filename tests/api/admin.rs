@@ -152,3 +152,127 @@ async fn the_app_list_pages_with_a_cursor() {
     }
     assert_eq!(seen, ids);
 }
+
+#[tokio::test]
+async fn the_bearer_scheme_of_the_admin_token_is_case_insensitive() {
+    let app = spawn_app();
+    for scheme in ["Bearer", "bearer", "BEARER", "bEaReR", "Bearer  "] {
+        let auth = format!("{scheme} {ADMIN_TOKEN}");
+        let a = app
+            .send(
+                Method::GET,
+                "/admin/v1/apps",
+                &[("authorization", &auth)],
+                None,
+            )
+            .await;
+        assert_eq!(a.status, 200, "{scheme:?}: {}", a.body);
+    }
+    for auth in [
+        format!("Basic {ADMIN_TOKEN}"),
+        format!("Bearer{ADMIN_TOKEN}"),
+        ADMIN_TOKEN.to_owned(),
+        "bearer ".to_owned(),
+    ] {
+        app.send(
+            Method::GET,
+            "/admin/v1/apps",
+            &[("authorization", &auth)],
+            None,
+        )
+        .await
+        .assert_error(401, "UNAUTHORIZED");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_patch_racing_a_revocation_never_brings_the_key_back() {
+    let app = spawn_app();
+    let (app_id, _) = app.create_app("enterprise").await;
+    let mut keys = Vec::new();
+    for round in 0..40 {
+        let (key_id, key) = app.create_key(&app_id, &["contacts:read"]).await;
+        let path = format!("/apps/{app_id}/keys/{key_id}");
+        let patch = json!({"permissions": ["contacts:read", "contacts:write"]});
+        let (patched, revoked) = tokio::join!(
+            app.admin(Method::PATCH, &path, Some(patch)),
+            app.admin(Method::DELETE, &path, None),
+        );
+        assert_eq!(revoked.status, 200, "round {round}: {}", revoked.body);
+        assert_eq!(patched.status, 200, "round {round}: {}", patched.body);
+        app.api(&key, Method::GET, "/acq/v1/contacts", None)
+            .await
+            .assert_error(401, "UNAUTHORIZED");
+        keys.push((key_id, key));
+    }
+    let listed = app
+        .admin(Method::GET, &format!("/apps/{app_id}/keys?limit=100"), None)
+        .await;
+    let listed = listed.data().as_array().unwrap().clone();
+    assert_eq!(listed.len(), keys.len());
+    assert!(
+        listed.iter().all(|k| k["revokedAt"].is_string()),
+        "{listed:?}"
+    );
+    let app = app.restart().await;
+    for (_, key) in &keys {
+        app.api(key, Method::GET, "/acq/v1/contacts", None)
+            .await
+            .assert_error(401, "UNAUTHORIZED");
+    }
+}
+
+#[tokio::test]
+async fn an_apps_keys_are_listed_alone_page_by_page_with_real_cursors() {
+    let app = spawn_app();
+    let (mine, _) = app.create_app("free").await;
+    let (other, _) = app.create_app("free").await;
+    let mut created = Vec::new();
+    for i in 0..23 {
+        created.push(app.create_key(&mine, &["contacts:read"]).await.0);
+        if i % 3 == 0 {
+            app.create_key(&other, &["contacts:read"]).await;
+        }
+    }
+    let mut seen = Vec::new();
+    let mut path = format!("/apps/{mine}/keys?limit=10");
+    let mut pages = 0;
+    loop {
+        let page = app.admin(Method::GET, &path, None).await;
+        assert_eq!(page.status, 200, "{}", page.body);
+        assert_eq!(page.body["pagination"]["limit"], 10);
+        let items = page.data().as_array().unwrap();
+        assert!(items.len() <= 10);
+        seen.extend(items.iter().map(|k| k["id"].as_str().unwrap().to_owned()));
+        pages += 1;
+        let more = page.body["pagination"]["hasMore"].as_bool().unwrap();
+        match page.body["pagination"]["nextCursor"].as_str() {
+            Some(c) => {
+                assert!(more);
+                path = format!("/apps/{mine}/keys?limit=10&cursor={c}");
+            }
+            None => {
+                assert!(!more);
+                break;
+            }
+        }
+    }
+    assert_eq!(pages, 3);
+    assert_eq!(
+        seen, created,
+        "every key of the app once, oldest first, no other app's"
+    );
+    let bad = app
+        .admin(Method::GET, &format!("/apps/{mine}/keys?cursor=nope"), None)
+        .await;
+    bad.assert_error(400, "VALIDATION_ERROR");
+    assert_eq!(bad.fields(), ["cursor"]);
+    let bad = app
+        .admin(Method::GET, &format!("/apps/{mine}/keys?limit=0"), None)
+        .await;
+    assert_eq!(bad.fields(), ["limit"]);
+    let all = app
+        .admin(Method::GET, &format!("/apps/{other}/keys?limit=100"), None)
+        .await;
+    assert_eq!(all.data().as_array().unwrap().len(), 8);
+}

@@ -78,3 +78,90 @@ async fn the_cli_creates_apps_and_keys_that_work() {
         tokio::task::block_in_place(|| tributary(server, &["apps", "set-plan", &app_id, "gold"]));
     assert!(!ok && err.contains("VALIDATION_ERROR"), "{err}");
 }
+
+/// Runs the CLI from an empty directory with no TRIBUTARY_* variables.
+fn bare_tributary(args: &[&str]) -> (bool, Value, String) {
+    let cwd = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tributary"));
+    cmd.args(args).current_dir(cwd.path());
+    for (k, _) in std::env::vars() {
+        if k.starts_with("TRIBUTARY") {
+            cmd.env_remove(k);
+        }
+    }
+    let out = cmd.output().expect("tributary runs");
+    (
+        out.status.success(),
+        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_finds_the_admin_token_through_data_dir_or_config_and_takes_options_anywhere() {
+    let app = spawn_app();
+    let data = tempfile::tempdir().unwrap();
+    std::fs::write(data.path().join("admin_token"), format!("{ADMIN_TOKEN}\n")).unwrap();
+    let dir = data.path().to_str().unwrap().to_owned();
+    let base = app.base.clone();
+    // --url and --data-dir after the subcommand (and before it).
+    let (ok, created, err) = tokio::task::block_in_place(|| {
+        bare_tributary(&[
+            "apps",
+            "create",
+            "--url",
+            &base,
+            "--name",
+            "x",
+            "--data-dir",
+            &dir,
+        ])
+    });
+    assert!(ok, "{err}");
+    let app_id = created["id"].as_str().unwrap().to_owned();
+    let (ok, _, err) = tokio::task::block_in_place(|| {
+        bare_tributary(&[
+            "keys",
+            "--url",
+            &base,
+            "--token",
+            ADMIN_TOKEN,
+            "create",
+            "--app",
+            &app_id,
+            "--name",
+            "k",
+            "--permissions",
+            "contacts:read",
+        ])
+    });
+    assert!(ok, "{err}");
+    // A configuration file names the data dir and, through server.bind, the URL.
+    let config = data.path().join("tributary.toml");
+    let bind = base.trim_start_matches("http://");
+    std::fs::write(
+        &config,
+        format!("[server]\nbind = \"{bind}\"\n[storage]\ndata_dir = \"{dir}\"\n"),
+    )
+    .unwrap();
+    let (ok, keys, err) = tokio::task::block_in_place(|| {
+        bare_tributary(&[
+            "keys",
+            "list",
+            "--app",
+            &app_id,
+            "--config",
+            config.to_str().unwrap(),
+        ])
+    });
+    assert!(ok, "{err}");
+    assert_eq!(keys.as_array().map(Vec::len), Some(1), "{keys}");
+    // Without any source of the token, the error says where it looked.
+    let (ok, _, err) =
+        tokio::task::block_in_place(|| bare_tributary(&["apps", "list", "--url", &base]));
+    assert!(!ok);
+    assert!(
+        err.contains("admin_token") && err.contains("--data-dir"),
+        "{err}"
+    );
+}

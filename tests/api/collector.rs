@@ -362,7 +362,7 @@ async fn a_client_clock_one_hour_ahead_is_corrected() {
         "timestamp = receivedAt - (sentAt - originalTimestamp)"
     );
     assert!(
-        (original - received - 3_570_000_000).abs() < 5_000_000,
+        (original - received - 3_570_000_000).abs() < 60_000_000,
         "the client's own timestamp is kept"
     );
     assert!(row["sent_at"].as_i64().is_some());

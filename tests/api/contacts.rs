@@ -821,3 +821,251 @@ async fn an_idempotency_key_replays_the_first_answer_and_refuses_another_body() 
     assert_eq!(a.status, 201);
     assert_ne!(a.data()["id"], first.data()["id"]);
 }
+
+/// Every key and value of every tree of the stopped server's store that contains `needle`.
+fn stored_mentions(data_dir: &std::path::Path, needle: &str) -> Vec<String> {
+    let db = sled::open(data_dir.join("db")).expect("store opens");
+    let mut found = Vec::new();
+    for name in db.tree_names() {
+        let tree = db.open_tree(&name).unwrap();
+        for kv in tree.iter() {
+            let (k, v) = kv.unwrap();
+            let text = format!(
+                "{}={}",
+                String::from_utf8_lossy(&k),
+                String::from_utf8_lossy(&v)
+            );
+            if text.contains(needle) {
+                found.push(format!("{}: {text}", String::from_utf8_lossy(&name)));
+            }
+        }
+    }
+    found
+}
+
+async fn post_once(app: &TestApp, key: &str, path: &str, idem: &str, body: Value) -> Answer {
+    app.send(
+        Method::POST,
+        path,
+        &[("x-api-key", key), ("idempotency-key", idem)],
+        Some(body),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn deleting_a_contact_erases_the_idempotent_answers_that_held_it_even_after_a_restart() {
+    let mut app = spawn_app();
+    let key = app.contacts_key("free").await;
+    let one = json!({"email": "erase.me@example.com", "phone": "+33 6 12 34 56 78"});
+    let created = post_once(&app, &key, "/acq/v1/contacts", "erase-1", one.clone()).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let id = created.data()["id"].as_str().unwrap().to_owned();
+    let batch = json!({"mode": "create", "contacts": [
+        {"email": "batch.erased@example.com", "phone": "+1 555 0199"},
+        {"email": "batch.kept@example.com"}]});
+    let first = post_once(
+        &app,
+        &key,
+        "/acq/v1/contacts/batch",
+        "erase-2",
+        batch.clone(),
+    )
+    .await;
+    assert_eq!(first.data()["created"], 2, "{}", first.body);
+    let batch_id = first.data()["results"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for gone in [&id, &batch_id] {
+        let a = app
+            .api(
+                &key,
+                Method::DELETE,
+                &format!("/acq/v1/contacts/{gone}"),
+                None,
+            )
+            .await;
+        assert_eq!(a.status, 200, "{}", a.body);
+    }
+    app.stop().await;
+    for needle in [
+        "erase.me@example.com",
+        "12 34 56 78",
+        "batch.erased",
+        "555 0199",
+    ] {
+        assert_eq!(stored_mentions(&app.data_dir, needle), Vec::<String>::new());
+    }
+    let app = app.restart().await;
+    // The same requests run again (the client sends the data anew); nothing is replayed.
+    let again = post_once(&app, &key, "/acq/v1/contacts", "erase-1", one).await;
+    assert_eq!(again.status, 201, "{}", again.body);
+    assert_eq!(again.header("idempotent-replayed"), None);
+    assert_ne!(again.data()["id"].as_str(), Some(id.as_str()));
+    let location = again.header("location").unwrap().to_owned();
+    assert_eq!(
+        app.api(&key, Method::GET, &location, None).await.status,
+        200
+    );
+    let again = post_once(&app, &key, "/acq/v1/contacts/batch", "erase-2", batch).await;
+    assert_eq!(again.header("idempotent-replayed"), None);
+    assert_eq!(again.data()["created"], 1, "{}", again.body);
+    assert_ne!(
+        again.data()["results"][0]["id"].as_str(),
+        Some(batch_id.as_str())
+    );
+}
+
+#[tokio::test]
+async fn an_idempotent_replay_matches_the_same_json_with_other_spacing_and_key_order() {
+    let app = spawn_app();
+    let key = app.contacts_key("free").await;
+    let send = |body: &'static str| {
+        let (app, key) = (&app, key.clone());
+        async move {
+            app.raw(
+                Method::POST,
+                "/acq/v1/contacts",
+                &[
+                    ("x-api-key", &key),
+                    ("idempotency-key", "canon-1"),
+                    ("content-type", "application/json"),
+                ],
+                body.as_bytes().to_vec(),
+            )
+            .await
+        }
+    };
+    let first =
+        send(r#"{"email":"canon@example.com","tags":["a","b"],"customFields":{"x":1,"y":"z"}}"#)
+            .await;
+    assert_eq!(first.status, 201, "{}", first.body);
+    let replay = send("{\n  \"customFields\": {\"y\": \"z\", \"x\": 1},\n  \"tags\": [\"a\", \"b\"],\n  \"email\": \"canon@example.com\"\n}\n").await;
+    assert_eq!(replay.status, 201, "{}", replay.body);
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    assert_eq!(replay.data(), first.data());
+    // Order inside an array is meaning, not form.
+    send(r#"{"email":"canon@example.com","tags":["b","a"],"customFields":{"x":1,"y":"z"}}"#)
+        .await
+        .assert_error(409, "CONFLICT");
+}
+
+#[tokio::test]
+async fn tags_with_a_comma_and_empty_filter_values_are_refused() {
+    let app = spawn_app();
+    let key = app.contacts_key("free").await;
+    let a = app
+        .create_contact(
+            &key,
+            json!({"email": "comma@example.com", "tags": ["ok", "a,b"]}),
+        )
+        .await;
+    a.assert_error(400, "VALIDATION_ERROR");
+    assert_eq!(a.fields(), ["tags[1]"]);
+    let c = app
+        .create_contact(&key, json!({"email": "comma@example.com", "tags": ["ok"]}))
+        .await;
+    let id = c.data()["id"].as_str().unwrap().to_owned();
+    let a = app
+        .api(
+            &key,
+            Method::PATCH,
+            &format!("/acq/v1/contacts/{id}"),
+            Some(json!({"tags": ["x,y"]})),
+        )
+        .await;
+    a.assert_error(400, "VALIDATION_ERROR");
+    assert_eq!(a.fields(), ["tags[0]"]);
+    for (query, field) in [
+        ("status=", "status"),
+        ("status=new,", "status"),
+        ("status=,new", "status"),
+        ("source=api,,form", "source"),
+        ("tag=", "tag"),
+        ("tag=a,", "tag"),
+        ("email=", "email"),
+        ("companyId=", "companyId"),
+        ("q=", "q"),
+        ("q=%20%20", "q"),
+        ("sort=", "sort"),
+        ("limit=", "limit"),
+    ] {
+        let a = app
+            .api(
+                &key,
+                Method::GET,
+                &format!("/acq/v1/contacts?{query}"),
+                None,
+            )
+            .await;
+        a.assert_error(400, "VALIDATION_ERROR");
+        assert_eq!(a.fields(), [field], "{query}");
+    }
+    let a = app
+        .api(
+            &key,
+            Method::GET,
+            "/acq/v1/contacts?tag=ok,%20other%20",
+            None,
+        )
+        .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.data().as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn sort_with_a_plus_is_ascending_whether_or_not_the_plus_is_encoded() {
+    let app = spawn_app();
+    let key = app.contacts_key("free").await;
+    for (email, score) in [("b@x.io", 20), ("a@x.io", 10), ("c@x.io", 30)] {
+        let a = app
+            .create_contact(&key, json!({"email": email, "score": score}))
+            .await;
+        assert_eq!(a.status, 201);
+    }
+    for sort in ["score", "+score", "%2Bscore"] {
+        let a = app
+            .api(
+                &key,
+                Method::GET,
+                &format!("/acq/v1/contacts?sort={sort}"),
+                None,
+            )
+            .await;
+        assert_eq!(a.status, 200, "{sort}: {}", a.body);
+        let scores: Vec<i64> = a
+            .data()
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["score"].as_i64().unwrap())
+            .collect();
+        assert_eq!(scores, [10, 20, 30], "{sort}");
+        let next = app
+            .api(
+                &key,
+                Method::GET,
+                &format!("/acq/v1/contacts?sort={sort}&limit=1"),
+                None,
+            )
+            .await;
+        let cursor = next.body["pagination"]["nextCursor"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let page = app
+            .api(
+                &key,
+                Method::GET,
+                &format!("/acq/v1/contacts?sort={sort}&limit=1&cursor={cursor}"),
+                None,
+            )
+            .await;
+        assert_eq!(page.data()[0]["score"], 20, "{sort}: {}", page.body);
+    }
+    let a = app
+        .api(&key, Method::GET, "/acq/v1/contacts?sort=-score", None)
+        .await;
+    assert_eq!(a.data()[0]["score"], 30);
+}

@@ -23,12 +23,31 @@ async fn unknown_routes_and_wrong_methods_answer_in_the_envelope() {
     app.send(Method::GET, "/nowhere", &[], None)
         .await
         .assert_error(404, "NOT_FOUND");
-    app.api(&key, Method::PUT, "/acq/v1/contacts", None)
-        .await
-        .assert_error(404, "NOT_FOUND");
     app.api(&key, Method::GET, "/acq/v1/contacts/not-an-id", None)
         .await
         .assert_error(404, "NOT_FOUND");
+}
+
+#[tokio::test]
+async fn a_known_path_asked_with_another_method_is_405_with_allow() {
+    let app = spawn_app();
+    let key = app.contacts_key("free").await;
+    let trace = Method::from_bytes(b"TRACE").unwrap();
+    for (method, path, allow) in [
+        (Method::PUT, "/acq/v1/contacts", "GET, HEAD, POST"),
+        (
+            Method::OPTIONS,
+            "/acq/v1/contacts/0123456789abcdef01234567",
+            "DELETE, GET, HEAD, PATCH",
+        ),
+        (trace.clone(), "/healthz", "GET, HEAD"),
+        (trace, "/metrics", "GET, HEAD"),
+        (Method::DELETE, "/admin/v1/apps", "GET, HEAD, POST"),
+    ] {
+        let a = app.api(&key, method.clone(), path, None).await;
+        a.assert_error(405, "METHOD_NOT_ALLOWED");
+        assert_eq!(a.header("allow"), Some(allow), "{method} {path}");
+    }
 }
 
 #[tokio::test]
@@ -354,5 +373,52 @@ async fn the_openapi_document_lists_every_route() {
             paths.get(path).and_then(|p| p.get(method)).is_some(),
             "{method} {path} missing from openapi.json"
         );
+    }
+}
+
+#[tokio::test]
+async fn head_is_answered_wherever_get_is_without_a_body() {
+    let app = spawn_app();
+    let key = app.contacts_key("free").await;
+    let head = |path: &'static str, headers: Vec<(&'static str, String)>| {
+        let app = &app;
+        async move {
+            let mut req = app.client.head(format!("{}{path}", app.base));
+            for (k, v) in headers {
+                req = req.header(k, v);
+            }
+            let res = req.send().await.expect("HEAD sent");
+            let status = res.status().as_u16();
+            let id = res.headers().get("x-request-id").is_some();
+            let len = res.headers().get("content-length").cloned();
+            (status, id, len, res.bytes().await.unwrap().len())
+        }
+    };
+    for (path, headers, status) in [
+        ("/healthz", vec![], 200),
+        ("/openapi.json", vec![], 200),
+        ("/metrics", vec![], 200),
+        ("/acq/v1/contacts", vec![("x-api-key", key.clone())], 200),
+        ("/acq/v1/contacts", vec![], 401),
+        (
+            "/admin/v1/apps",
+            vec![("authorization", format!("Bearer {ADMIN_TOKEN}"))],
+            200,
+        ),
+        ("/no/such/route", vec![], 404),
+    ] {
+        let (got, has_id, len, body) = head(path, headers).await;
+        assert_eq!(got, status, "HEAD {path}");
+        assert!(has_id, "HEAD {path} has X-Request-Id");
+        assert_eq!(body, 0, "HEAD {path} has no body");
+        if path == "/healthz" {
+            let get = app.send(Method::GET, "/healthz", &[], None).await;
+            let get_len = get.header("content-length").unwrap().to_owned();
+            assert_eq!(
+                len.unwrap().to_str().unwrap(),
+                get_len,
+                "same length as GET"
+            );
+        }
     }
 }

@@ -9,3 +9,5 @@ mod errors;
 mod events;
 mod helpers;
 mod lake;
+mod openapi;
+mod slow;

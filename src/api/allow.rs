@@ -1,0 +1,85 @@
+//! The methods each documented path answers, from the OpenAPI document, so that a known path
+//! asked with another method answers `405 METHOD_NOT_ALLOWED` with an `Allow` header (and an
+//! unknown path `404 NOT_FOUND`).
+
+use serde_json::Value;
+
+/// Path templates (`/acq/v1/contacts/{id}`) and their methods.
+#[derive(Debug, Default)]
+pub struct Allowed(Vec<(Vec<String>, String)>);
+
+impl Allowed {
+    /// Reads the `paths` of an OpenAPI document. `HEAD` is allowed wherever `GET` is.
+    pub fn from_openapi(doc: &Value) -> Allowed {
+        let routes = doc["paths"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(path, item)| {
+                let mut methods: Vec<String> = item
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(|(m, _)| m.to_ascii_uppercase())
+                    .collect();
+                if methods.iter().any(|m| m == "GET") {
+                    methods.push("HEAD".into());
+                }
+                methods.sort();
+                (segments(path), methods.join(", "))
+            })
+            .collect();
+        Allowed(routes)
+    }
+
+    /// The `Allow` value of the route matching `path` (the one with the most literal segments,
+    /// so `/contacts/batch` wins over `/contacts/{id}`), `None` when no route matches.
+    pub fn methods(&self, path: &str) -> Option<&str> {
+        let asked = segments(path);
+        self.0
+            .iter()
+            .filter_map(|(template, methods)| {
+                let mut literal = 0;
+                let matches = template.len() == asked.len()
+                    && template.iter().zip(&asked).all(|(t, a)| {
+                        if t == a {
+                            literal += 1;
+                            true
+                        } else {
+                            t.starts_with('{') && t.ends_with('}') && !a.is_empty()
+                        }
+                    });
+                matches.then_some((literal, methods.as_str()))
+            })
+            .max_by_key(|(literal, _)| *literal)
+            .map(|(_, methods)| methods)
+    }
+}
+
+fn segments(path: &str) -> Vec<String> {
+    path.trim_end_matches('/')
+        .split('/')
+        .map(str::to_owned)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_known_path_names_its_methods_and_an_unknown_one_none() {
+        let doc = serde_json::json!({"paths": {
+            "/acq/v1/contacts/{id}": {"get": {}, "patch": {}, "delete": {}},
+            "/acq/v1/contacts/batch": {"post": {}}
+        }});
+        let allowed = Allowed::from_openapi(&doc);
+        assert_eq!(
+            allowed.methods("/acq/v1/contacts/abc"),
+            Some("DELETE, GET, HEAD, PATCH")
+        );
+        assert_eq!(allowed.methods("/acq/v1/contacts/batch"), Some("POST"));
+        assert_eq!(allowed.methods("/acq/v1/contacts/a/b"), None);
+        assert_eq!(allowed.methods("/acq/v1/contacts//"), None);
+    }
+}
