@@ -162,6 +162,7 @@ pub fn openapi() -> serde_json::Value {
         services(App::new().into_utoipa_app().openapi(ApiDoc::openapi())).split_for_parts();
     let mut doc = serde_json::to_value(&doc).expect("the OpenAPI document serializes");
     describe_unannotated(&mut doc);
+    crate::contacts::document_rules(&mut doc);
     api::openapi::complete(&mut doc);
     doc
 }

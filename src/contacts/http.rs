@@ -280,6 +280,20 @@ fn location(c: &Contact) -> String {
     format!("/acq/v1/contacts/{}", c.id)
 }
 
+/// Adds to the OpenAPI document what a field's own schema cannot say: a body that sets status
+/// `unsubscribed` cannot set `unsubscribed` to false or null in the same body.
+pub fn document_rules(doc: &mut Value) {
+    let rule = json!({
+        "if": { "properties": { "status": { "const": "unsubscribed" } }, "required": ["status"] },
+        "then": { "properties": { "unsubscribed": { "const": true } } }
+    });
+    for name in ["ContactInput", "ContactChanges"] {
+        if let Some(schema) = doc["components"]["schemas"].get_mut(name) {
+            schema["allOf"] = json!([rule]);
+        }
+    }
+}
+
 fn custom_fields_schema() -> utoipa::openapi::Schema {
     use utoipa::openapi::schema::{ObjectBuilder, SchemaType, Type};
     let value = ObjectBuilder::new()

@@ -8,7 +8,7 @@
 # rotation and revocation) cannot pull the keys of the first pass from under it: the public API
 # (X-API-Key, X-App-Key), then the admin API (the admin token). Prints each pass's summary and
 # exits non-zero when a pass fails or the server panicked.
-set -euo pipefail
+set -uo pipefail
 bin=${1:?usage: schemathesis.sh BINARY [options]}
 shift
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -35,9 +35,18 @@ api_key=$(curl -sf -X POST "$base/admin/v1/apps/$app_id/keys" "${admin[@]}" \
 st=("$root/.venv/bin/schemathesis" --config-file "$root/tests/support/schemathesis.toml" run "$base/openapi.json" --workers 2)
 status=0
 echo "== schemathesis: public API"
-"${st[@]}" --exclude-path-regex '^/admin/' -H "X-API-Key: $api_key" -H "X-App-Key: $app_key" "$@" || status=$?
+"${st[@]}" --exclude-path-regex '^/admin/' -H "X-API-Key: $api_key" -H "X-App-Key: $app_key" "$@" \
+  | tee "$data/public.out" || status=$?
 echo "== schemathesis: admin API"
-"${st[@]}" --include-path-regex '^/admin/' -H "Authorization: Bearer $TRIBUTARY_ADMIN_TOKEN" "$@" || status=$?
+"${st[@]}" --include-path-regex '^/admin/' -H "Authorization: Bearer $TRIBUTARY_ADMIN_TOKEN" "$@" \
+  | tee "$data/admin.out" || status=$?
+cat "$data/public.out" "$data/admin.out" | "$py" -c '
+import re, sys
+text = sys.stdin.read()
+ops = sum(int(n) for n in re.findall(r"Tested: (\d+)", text))
+cases = sum(int(n) for n in re.findall(r"(\d+) generated", text))
+failures = sum(int(n) for n in re.findall(r"found (\d+) unique failure", text))
+print(f"schemathesis: {ops} operations, {cases} cases, {failures} failures")'
 if grep -q 'panicked' "$data/server.log"; then
   echo "the server panicked:"; grep -A5 panicked "$data/server.log"; status=1
 fi
