@@ -372,3 +372,50 @@ async fn head_is_answered_wherever_get_is_without_a_body() {
         }
     }
 }
+
+/// The status line and whether an `x-request-id` header came back, for a raw request.
+async fn raw_head(app: &TestApp, request: &[u8]) -> (String, bool) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = app.base.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(request).await.unwrap();
+    let mut answer = Vec::new();
+    let read = stream.read_to_end(&mut answer);
+    tokio::time::timeout(std::time::Duration::from_secs(10), read)
+        .await
+        .expect("the server closes the connection")
+        .unwrap();
+    let text = String::from_utf8_lossy(&answer).to_ascii_lowercase();
+    let status = text.lines().next().unwrap_or("").to_owned();
+    (status, text.contains("x-request-id:"))
+}
+
+#[tokio::test]
+async fn answers_actix_http_makes_below_the_middleware_are_bare_as_documented() {
+    let app = spawn_app();
+    let many: String = (0..100).map(|i| format!("X-H{i}: v\r\n")).collect();
+    for (request, status) in [
+        (
+            "GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n".to_owned(),
+            "http/1.1 400 bad request",
+        ),
+        ("GARBAGE\r\n\r\n".to_owned(), "http/1.1 400 bad request"),
+        (
+            format!("GET /healthz HTTP/1.1\r\nHost: x\r\n{many}\r\n"),
+            "http/1.1 431 request header fields too large",
+        ),
+    ] {
+        let (got, has_id) = raw_head(&app, request.as_bytes()).await;
+        assert_eq!(got, status, "{request:?}");
+        assert!(
+            !has_id,
+            "{request:?}: README says these carry no X-Request-Id"
+        );
+    }
+    let (ok, has_id) = raw_head(
+        &app,
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert_eq!((ok.as_str(), has_id), ("http/1.1 200 ok", true));
+}
