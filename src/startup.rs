@@ -16,7 +16,7 @@ use utoipa_actix_web::{scope, AppExt};
 use crate::api::{self, ratelimit::RateLimits};
 use crate::clock::SystemClock;
 use crate::collector::Collector;
-use crate::config::{Secret, Settings};
+use crate::config::{Secret, ServerSettings, Settings};
 use crate::state::AppState;
 use crate::storage::{Store, StoreThreads};
 use crate::tenants::{Access, Registry};
@@ -163,6 +163,7 @@ pub fn openapi() -> serde_json::Value {
         services(App::new().into_utoipa_app().openapi(ApiDoc::openapi())).split_for_parts();
     let mut doc = serde_json::to_value(&doc).expect("the OpenAPI document serializes");
     describe_unannotated(&mut doc);
+    crate::contacts::document_rules(&mut doc);
     api::openapi::complete(&mut doc);
     doc
 }
@@ -196,6 +197,55 @@ fn describe_unannotated(doc: &mut serde_json::Value) {
     }
 }
 
+/// Removes expired idempotency records now and starts the timer that sweeps them from then on.
+fn idempotency_sweeps(
+    store: &Store,
+    settings: &Settings,
+) -> Result<tokio::task::JoinHandle<()>, StartError> {
+    let ttl = settings.api.idempotency_ttl_secs as i64;
+    let swept = crate::storage::idempotency::sweep(store.db_for_startup(), ttl)?;
+    if swept > 0 {
+        tracing::info!(swept, "expired idempotency records removed");
+    }
+    let every = Duration::from_secs(settings.api.idempotency_sweep_secs.max(1));
+    Ok(crate::storage::idempotency::spawn_sweeper(
+        store.clone(),
+        ttl,
+        every,
+    ))
+}
+
+/// The HTTP server's workers, timeouts and connection limits (`[server]` of the settings).
+struct ConnectionLimits {
+    workers: usize,
+    shutdown_timeout_secs: u64,
+    request_timeout: Duration,
+    disconnect_timeout: Duration,
+    keep_alive: KeepAlive,
+    max_connections: usize,
+}
+
+impl ConnectionLimits {
+    fn of(s: &ServerSettings) -> ConnectionLimits {
+        ConnectionLimits {
+            workers: match s.workers {
+                0 => std::thread::available_parallelism()
+                    .map(|n| n.get())
+                    .unwrap_or(2),
+                n => n,
+            },
+            shutdown_timeout_secs: s.shutdown_timeout_secs,
+            request_timeout: Duration::from_millis(s.client_request_timeout_ms),
+            disconnect_timeout: Duration::from_millis(s.client_disconnect_timeout_ms),
+            keep_alive: match s.keep_alive_secs {
+                0 => KeepAlive::Disabled,
+                n => KeepAlive::Timeout(Duration::from_secs(n)),
+            },
+            max_connections: s.max_connections.max(1),
+        }
+    }
+}
+
 impl Application {
     /// Opens the store and binds the listener; the server does not run until `run_until_stopped`.
     pub fn build(settings: Settings) -> Result<Application, StartError> {
@@ -211,13 +261,7 @@ impl Application {
         )?;
         let registry = Registry::load(store.db_for_startup())?;
         crate::tenants::store::index_api_keys(store.db_for_startup())?;
-        let swept = crate::storage::idempotency::sweep(
-            store.db_for_startup(),
-            settings.api.idempotency_ttl_secs as i64,
-        )?;
-        if swept > 0 {
-            tracing::info!(swept, "expired idempotency records removed");
-        }
+        let sweeper = idempotency_sweeps(&store, &settings)?;
         let admin_token = admin_token(settings.admin_token.as_ref(), &data_dir)?;
         let lake = crate::collector::lake::open(&settings.lake, &data_dir.join("lake"))
             .map_err(crate::collector::CollectorError::from)?;
@@ -233,23 +277,8 @@ impl Application {
                 cause,
             })?;
         let addr = listener.local_addr().map_err(StartError::Server)?;
-        let workers = match settings.server.workers {
-            0 => std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(2),
-            n => n,
-        };
-        let shutdown_timeout = settings.server.shutdown_timeout_secs;
-        let srv = &settings.server;
-        let keep_alive = match srv.keep_alive_secs {
-            0 => KeepAlive::Disabled,
-            n => KeepAlive::Timeout(Duration::from_secs(n)),
-        };
-        let (request_timeout, disconnect_timeout, max_connections) = (
-            Duration::from_millis(srv.client_request_timeout_ms),
-            Duration::from_millis(srv.client_disconnect_timeout_ms),
-            srv.max_connections.max(1),
-        );
+        let limits = ConnectionLimits::of(&settings.server);
+        let workers = limits.workers;
         tracing::info!(addr = %addr, data_dir = %data_dir.display(), workers, "tributary listening");
         let access = web::Data::new(Access {
             registry,
@@ -257,11 +286,6 @@ impl Application {
             plans: settings.plans.clone(),
             admin_token,
         });
-        let sweeper = crate::storage::idempotency::spawn_sweeper(
-            store.clone(),
-            settings.api.idempotency_ttl_secs as i64,
-            Duration::from_secs(settings.api.idempotency_sweep_secs.max(1)),
-        );
         let state = web::Data::new(AppState {
             settings,
             store: store.clone(),
@@ -293,12 +317,12 @@ impl Application {
                 )
                 .default_service(web::to(api::not_found))
         })
-        .workers(workers)
-        .shutdown_timeout(shutdown_timeout)
-        .client_request_timeout(request_timeout)
-        .client_disconnect_timeout(disconnect_timeout)
-        .keep_alive(keep_alive)
-        .max_connections(max_connections)
+        .workers(limits.workers)
+        .shutdown_timeout(limits.shutdown_timeout_secs)
+        .client_request_timeout(limits.request_timeout)
+        .client_disconnect_timeout(limits.disconnect_timeout)
+        .keep_alive(limits.keep_alive)
+        .max_connections(limits.max_connections)
         .listen(listener)
         .map_err(StartError::Server)?
         .run();

@@ -53,25 +53,43 @@ impl From<ContactError> for ApiError {
 #[into_params(parameter_in = Query)]
 pub struct ListQuery {
     /// Pipeline statuses, comma-separated.
+    #[param(
+        pattern = "^\\s*(new|contacted|interested|qualified|demo_scheduled|customer|lost|unsubscribed)\\s*(,\\s*(new|contacted|interested|qualified|demo_scheduled|customer|lost|unsubscribed)\\s*)*$"
+    )]
     status: Option<String>,
     /// Origins, comma-separated.
+    #[param(
+        pattern = "^\\s*(manual|import|prospection|form|api|enrichment)\\s*(,\\s*(manual|import|prospection|form|api|enrichment)\\s*)*$"
+    )]
     source: Option<String>,
     /// Contacts carrying any of these tags, comma-separated.
+    #[param(pattern = "^[^,]*\\S[^,]*(,[^,]*\\S[^,]*)*$")]
     tag: Option<String>,
     /// Exact e-mail addresses (normalised), comma-separated.
+    #[param(pattern = "^[^,]*\\S[^,]*(,[^,]*\\S[^,]*)*$")]
     email: Option<String>,
+    /// Company ids, comma-separated.
+    #[param(pattern = "^[^,]*\\S[^,]*(,[^,]*\\S[^,]*)*$")]
     company_id: Option<String>,
     /// Case-insensitive text in e-mail, first name, last name or company.
+    #[param(pattern = "\\S")]
     q: Option<String>,
+    #[param(value_type = Option<i64>, minimum = 0, maximum = 100)]
     score_min: Option<String>,
+    #[param(value_type = Option<i64>, minimum = 0, maximum = 100)]
     score_max: Option<String>,
-    /// ISO 8601; contacts created strictly after.
+    /// ISO 8601 (a date-time with offset, or a date); contacts created strictly after.
+    #[param(format = DateTime)]
     created_after: Option<String>,
-    /// ISO 8601; contacts updated strictly after.
+    /// ISO 8601 (a date-time with offset, or a date); contacts updated strictly after.
+    #[param(format = DateTime)]
     updated_after: Option<String>,
-    /// createdAt, updatedAt, score, lastName or email; `-` for descending. Default `-createdAt`.
+    /// createdAt, updatedAt, score, lastName or email; `-` for descending, none or `+` for
+    /// ascending. Default `-createdAt`.
+    #[param(pattern = "^[-+ ]?(createdAt|updatedAt|score|lastName|email)$")]
     sort: Option<String>,
     /// 1..100, default 20.
+    #[param(value_type = Option<i64>, minimum = 1, maximum = 100)]
     limit: Option<String>,
     /// `pagination.nextCursor` of the previous page.
     cursor: Option<String>,
@@ -262,12 +280,188 @@ fn location(c: &Contact) -> String {
     format!("/acq/v1/contacts/{}", c.id)
 }
 
+/// Adds to the OpenAPI document what a field's own schema cannot say: a body that sets status
+/// `unsubscribed` cannot set `unsubscribed` to false or null in the same body.
+pub fn document_rules(doc: &mut Value) {
+    let rule = json!({
+        "if": { "properties": { "status": { "const": "unsubscribed" } }, "required": ["status"] },
+        "then": { "properties": { "unsubscribed": { "const": true } } }
+    });
+    for name in ["ContactInput", "ContactChanges"] {
+        if let Some(schema) = doc["components"]["schemas"].get_mut(name) {
+            schema["allOf"] = json!([rule]);
+        }
+    }
+}
+
+fn custom_fields_schema() -> utoipa::openapi::Schema {
+    use utoipa::openapi::schema::{ObjectBuilder, SchemaType, Type};
+    let value = ObjectBuilder::new()
+        .schema_type(
+            [Type::String, Type::Number, Type::Boolean, Type::Null]
+                .into_iter()
+                .collect::<SchemaType>(),
+        )
+        .max_length(Some(1000));
+    let name = ObjectBuilder::new()
+        .schema_type(Type::String)
+        .pattern(Some("^[^\\u0000-\\u001f\\u007f-\\u009f]{1,64}$"));
+    ObjectBuilder::new()
+        .schema_type(
+            [Type::Object, Type::Null]
+                .into_iter()
+                .collect::<SchemaType>(),
+        )
+        .property_names(Some(name))
+        .additional_properties(Some(value))
+        .into()
+}
+
+/// The body of a create (documentation only: bodies are parsed by `ContactPatch::parse`, which
+/// reports every bad field; unknown fields are refused).
+#[derive(Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)]
+struct ContactInput {
+    /// A valid address, unique in the app; trimmed and lowercased. The pattern shows the
+    /// usual form; any address with a local part of 1 to 64 characters and a domain of dotted
+    /// letter-digit labels is accepted.
+    #[schema(
+        pattern = "^[A-Za-z0-9_+-]{1,20}(\\.[A-Za-z0-9_+-]{1,20}){0,2}@[A-Za-z0-9]{1,20}(-[A-Za-z0-9]{1,20})?(\\.[A-Za-z0-9]{1,20}){0,2}\\.[A-Za-z]{2,10}$"
+    )]
+    email: String,
+    /// 1 to 64 letters, digits, `_` or `-`.
+    #[schema(pattern = "^[A-Za-z0-9_-]{1,64}$")]
+    company_id: Option<String>,
+    #[schema(pattern = "^\\s*[^\\u0000-\\u001f\\u007f-\\u009f]{0,100}\\s*$")]
+    first_name: Option<String>,
+    #[schema(pattern = "^\\s*[^\\u0000-\\u001f\\u007f-\\u009f]{0,100}\\s*$")]
+    last_name: Option<String>,
+    #[schema(pattern = "^\\s*[^\\u0000-\\u001f\\u007f-\\u009f]{0,200}\\s*$")]
+    company: Option<String>,
+    /// Digits, spaces and `+ - ( ) . x /`.
+    #[schema(pattern = "^\\s*([0-9 +().x/-]{0,20}[0-9][0-9 +().x/-]{0,19})?\\s*$")]
+    phone: Option<String>,
+    #[schema(pattern = "^\\s*[^\\u0000-\\u001f\\u007f-\\u009f]{0,200}\\s*$")]
+    job_title: Option<String>,
+    #[schema(pattern = "^\\s*[^\\u0000-\\u001f\\u007f-\\u009f]{0,2048}\\s*$")]
+    website: Option<String>,
+    /// May hold line breaks.
+    #[schema(pattern = "^\\s*[^\\u0000-\\u0008\\u000b-\\u001f\\u007f-\\u009f]{0,1000}\\s*$")]
+    address: Option<String>,
+    #[schema(pattern = "^\\s*[^\\u0000-\\u001f\\u007f-\\u009f]{0,200}\\s*$")]
+    city: Option<String>,
+    #[schema(pattern = "^\\s*[^\\u0000-\\u001f\\u007f-\\u009f]{0,100}\\s*$")]
+    country: Option<String>,
+    /// Default `api`; cannot be cleared.
+    #[schema(nullable = false)]
+    source: Option<Source>,
+    /// Default `new`; cannot be cleared.
+    #[schema(nullable = false)]
+    status: Option<Status>,
+    /// At most 50 tags of 1 to 64 printable characters, no comma.
+    #[schema(max_items = 50, inline)]
+    tags: Option<Vec<Tag>>,
+    #[schema(minimum = 0, maximum = 100)]
+    score: Option<i64>,
+    email_verified: Option<bool>,
+    unsubscribed: Option<bool>,
+    gdpr_consent: Option<bool>,
+    /// Flat: at most 50 keys (once merged) of 1 to 64 printable characters; values string (at
+    /// most 1000 characters), number, boolean or null (null removes the key).
+    #[schema(schema_with = custom_fields_schema)]
+    custom_fields: Option<Map<String, Value>>,
+}
+
+/// The body of a PATCH: a JSON Merge Patch of the contact's fields (absent = unchanged, null =
+/// cleared; email, status and source cannot be cleared). Documentation only, as `ContactInput`.
+#[derive(Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)]
+struct ContactChanges {
+    /// As on create; cannot be cleared.
+    #[schema(
+        pattern = "^[A-Za-z0-9_+-]{1,20}(\\.[A-Za-z0-9_+-]{1,20}){0,2}@[A-Za-z0-9]{1,20}(-[A-Za-z0-9]{1,20})?(\\.[A-Za-z0-9]{1,20}){0,2}\\.[A-Za-z]{2,10}$",
+        nullable = false
+    )]
+    email: Option<String>,
+    /// 1 to 64 letters, digits, `_` or `-`.
+    #[schema(pattern = "^[A-Za-z0-9_-]{1,64}$")]
+    company_id: Option<String>,
+    #[schema(pattern = "^\\s*[^\\u0000-\\u001f\\u007f-\\u009f]{0,100}\\s*$")]
+    first_name: Option<String>,
+    #[schema(pattern = "^\\s*[^\\u0000-\\u001f\\u007f-\\u009f]{0,100}\\s*$")]
+    last_name: Option<String>,
+    #[schema(pattern = "^\\s*[^\\u0000-\\u001f\\u007f-\\u009f]{0,200}\\s*$")]
+    company: Option<String>,
+    /// Digits, spaces and `+ - ( ) . x /`.
+    #[schema(pattern = "^\\s*([0-9 +().x/-]{0,20}[0-9][0-9 +().x/-]{0,19})?\\s*$")]
+    phone: Option<String>,
+    #[schema(pattern = "^\\s*[^\\u0000-\\u001f\\u007f-\\u009f]{0,200}\\s*$")]
+    job_title: Option<String>,
+    #[schema(pattern = "^\\s*[^\\u0000-\\u001f\\u007f-\\u009f]{0,2048}\\s*$")]
+    website: Option<String>,
+    /// May hold line breaks.
+    #[schema(pattern = "^\\s*[^\\u0000-\\u0008\\u000b-\\u001f\\u007f-\\u009f]{0,1000}\\s*$")]
+    address: Option<String>,
+    #[schema(pattern = "^\\s*[^\\u0000-\\u001f\\u007f-\\u009f]{0,200}\\s*$")]
+    city: Option<String>,
+    #[schema(pattern = "^\\s*[^\\u0000-\\u001f\\u007f-\\u009f]{0,100}\\s*$")]
+    country: Option<String>,
+    /// Default `api`; cannot be cleared.
+    #[schema(nullable = false)]
+    source: Option<Source>,
+    /// Default `new`; cannot be cleared.
+    #[schema(nullable = false)]
+    status: Option<Status>,
+    /// At most 50 tags of 1 to 64 printable characters, no comma.
+    #[schema(max_items = 50, inline)]
+    tags: Option<Vec<Tag>>,
+    #[schema(minimum = 0, maximum = 100)]
+    score: Option<i64>,
+    email_verified: Option<bool>,
+    unsubscribed: Option<bool>,
+    gdpr_consent: Option<bool>,
+    /// Flat: at most 50 keys (once merged) of 1 to 64 printable characters; values string (at
+    /// most 1000 characters), number, boolean or null (null removes the key).
+    #[schema(schema_with = custom_fields_schema)]
+    custom_fields: Option<Map<String, Value>>,
+}
+
+/// The body of a batch (documentation only).
+#[derive(Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)]
+struct BatchInput {
+    /// `create` (default) or `upsert` (by e-mail).
+    #[schema(nullable = false)]
+    mode: Option<BatchMode>,
+    /// Contacts shaped as `ContactInput`. Each item is checked on its own: an invalid item is
+    /// reported in its result (`result: error`), never as a 400 for the whole batch.
+    #[schema(value_type = Vec<Object>, min_items = 1, max_items = 100)]
+    contacts: Vec<Map<String, Value>>,
+}
+
+/// A tag: 1 to 64 printable characters (trimmed), no comma.
+#[derive(Deserialize, ToSchema)]
+#[schema(value_type = String, pattern = "^\\s*[^,\\s\\u0000-\\u001f\\u007f-\\u009f]([^,\\u0000-\\u001f\\u007f-\\u009f]{0,62}[^,\\s\\u0000-\\u001f\\u007f-\\u009f])?\\s*$")]
+#[allow(dead_code)]
+struct Tag(String);
+
+#[derive(Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+#[allow(dead_code)]
+enum BatchMode {
+    Create,
+    Upsert,
+}
+
 /// Create a contact. `email` is required and unique per app. Honors `Idempotency-Key`.
 #[utoipa::path(
     tag = "contacts",
     security(("api_key" = [])),
-    request_body(content = Object, description = "Contact fields (see Contact); email required"),
-    params(("Idempotency-Key" = Option<String>, Header, description = "Replays the first answer for 24 h")),
+    request_body(content = ContactInput),
+    params(("Idempotency-Key" = Option<String>, Header, pattern = "^[!-~]{1,255}$", description = "1 to 255 printable ASCII characters; replays the first answer for 24 h")),
     responses(
         (status = 201, body = Contact, headers(("Location" = String))),
         (status = 400, description = "Invalid fields, one detail each"),
@@ -315,7 +509,7 @@ async fn create_contact(
     tag = "contacts",
     security(("api_key" = [])),
     params(("id" = String, Path, description = "Contact id")),
-    request_body(content = Object, content_type = "application/merge-patch+json"),
+    request_body(content = ContactChanges, content_type = "application/merge-patch+json"),
     responses((status = 200, body = Contact), (status = 400), (status = 404), (status = 409))
 )]
 #[patch("/contacts/{id}")]
@@ -527,7 +721,7 @@ fn batch_answer(outcomes: Vec<BatchOutcome>) -> BatchAnswer {
 #[utoipa::path(
     tag = "contacts",
     security(("api_key" = [])),
-    request_body(content = Object, description = r#"{"mode": "create"|"upsert", "contacts": [ ... ]}"#),
+    request_body(content = BatchInput),
     responses((status = 200, body = BatchAnswer), (status = 400), (status = 403, description = "FORBIDDEN"))
 )]
 #[post("/contacts/batch")]

@@ -7,5 +7,5 @@ pub mod http;
 pub mod model;
 pub mod store;
 
-pub use http::configure;
+pub use http::{configure, document_rules};
 pub use model::Contact;

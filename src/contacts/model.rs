@@ -279,7 +279,11 @@ fn named<T: Copy>(
 fn score(value: &Value) -> Result<Change<i64>, String> {
     match value {
         Value::Null => Ok(Change::Clear),
-        Value::Number(n) => match n.as_i64() {
+        // JSON has one number type: 77.0 is the integer 77 (as JSON Schema says too).
+        Value::Number(n) => match n
+            .as_i64()
+            .or_else(|| n.as_f64().filter(|f| f.fract() == 0.0).map(|f| f as i64))
+        {
             Some(s) if (0..=MAX_SCORE).contains(&s) => Ok(Change::Set(s)),
             _ => Err(format!("must be an integer from 0 to {MAX_SCORE}")),
         },
@@ -646,6 +650,22 @@ mod tests {
             fields,
             ["colour", "email", "id", "score", "status", "tags[0]"]
         );
+    }
+
+    #[test]
+    fn a_score_written_as_a_whole_float_is_that_integer() {
+        let mut c = fresh();
+        apply(
+            &mut c,
+            &body(json!({"email": "a@b.co", "score": 77.0})),
+            Mode::Create,
+        )
+        .unwrap();
+        assert_eq!(c.score, 77);
+        for bad in [json!(77.5), json!(101.0), json!(-1.0), json!(1e300)] {
+            let body = body(json!({"email": "a@b.co", "score": bad}));
+            assert!(ContactPatch::parse(&body, Mode::Create).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -127,11 +127,56 @@ struct KeyRevoked {
     revoked_at: Option<Timestamp>,
 }
 
+/// The body of an app's create (documentation only; unknown fields are refused).
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct AppCreate {
+    /// 1 to 100 characters (trimmed).
+    #[schema(min_length = 1, max_length = 100, pattern = "\\S")]
+    name: String,
+    /// Default `free`.
+    #[schema(nullable = false)]
+    plan: Option<Plan>,
+}
+
+/// The body of an app's PATCH (documentation only; unknown fields are refused).
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct AppInput {
+    /// 1 to 100 characters (trimmed); required on create.
+    #[schema(min_length = 1, max_length = 100, pattern = "\\S", nullable = false)]
+    name: Option<String>,
+    /// Default `free`.
+    #[schema(nullable = false)]
+    plan: Option<Plan>,
+}
+
+/// The body of an API key's create (documentation only; unknown fields are refused).
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct KeyInput {
+    /// 1 to 100 characters (trimmed).
+    #[schema(min_length = 1, max_length = 100, pattern = "\\S")]
+    name: String,
+    permissions: Vec<Permission>,
+}
+
+/// The body of an API key's PATCH: its new permissions (documentation only).
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct KeyChanges {
+    permissions: Vec<Permission>,
+}
+
 /// Create an app. Answers its integration key (`X-App-Key`) once.
 #[utoipa::path(
     tag = "admin",
     security(("admin_token" = [])),
-    request_body(content = Object, description = r#"{"name": "...", "plan": "free"|"pro"|"enterprise"}"#),
+    request_body(content = AppCreate),
     responses((status = 201, body = AppCreated, headers(("Location" = String))), (status = 400))
 )]
 #[post("/apps")]
@@ -183,8 +228,10 @@ async fn create_app(
 #[into_params(parameter_in = Query)]
 struct PageQuery {
     /// 1..100, default 20.
+    #[param(value_type = Option<i64>, minimum = 1, maximum = 100)]
     limit: Option<String>,
     /// `pagination.nextCursor` of the previous page.
+    #[param(pattern = "^[0-9a-f]{24}$")]
     cursor: Option<String>,
 }
 
@@ -249,7 +296,7 @@ async fn get_app(
 /// Change an app's plan or name. A downgrade never deletes data.
 #[utoipa::path(
     tag = "admin", security(("admin_token" = [])), params(("appId" = String, Path)),
-    request_body(content = Object, description = r#"{"plan"?, "name"?}"#),
+    request_body(content = AppInput),
     responses((status = 200, body = App), (status = 400), (status = 404))
 )]
 #[patch("/apps/{appId}")]
@@ -328,7 +375,7 @@ async fn rotate_integration_key(
 /// Create an API key. The secret `key` is shown only in this answer.
 #[utoipa::path(
     tag = "admin", security(("admin_token" = [])), params(("appId" = String, Path)),
-    request_body(content = Object, description = r#"{"name": "...", "permissions": ["contacts:read", ...]}"#),
+    request_body(content = KeyInput),
     responses((status = 201, body = KeyCreated, headers(("Location" = String))), (status = 400), (status = 404))
 )]
 #[post("/apps/{appId}/keys")]
@@ -424,7 +471,7 @@ async fn change_key(
 #[utoipa::path(
     tag = "admin", security(("admin_token" = [])),
     params(("appId" = String, Path), ("keyId" = String, Path)),
-    request_body(content = Object, description = r#"{"permissions": [...]}"#),
+    request_body(content = KeyChanges),
     responses((status = 200, body = KeyView), (status = 400), (status = 404))
 )]
 #[patch("/apps/{appId}/keys/{keyId}")]

@@ -186,7 +186,8 @@ pub fn index_api_keys(db: &sled::Db) -> Result<usize, StoreError> {
     Ok(added)
 }
 
-/// Changes an API key of `app_id` (compare-and-swap); `None` when the app has no such key.
+/// Changes a live API key of `app_id` (compare-and-swap); `None` when the app has no such key
+/// or it is revoked (a revoked key is gone for PATCH and DELETE; lists still show it).
 pub fn modify_api_key(
     db: &sled::Db,
     app_id: &str,
@@ -196,7 +197,7 @@ pub fn modify_api_key(
     let changed = modify(
         &db.open_tree(KEYS)?,
         key_id,
-        |k: &KeyRecord| k.app_id == app_id && k.kind == KeyKind::Api,
+        |k: &KeyRecord| k.app_id == app_id && k.kind == KeyKind::Api && k.revoked_at.is_none(),
         change,
     )?;
     db.flush()?;

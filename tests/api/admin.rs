@@ -199,7 +199,12 @@ async fn a_patch_racing_a_revocation_never_brings_the_key_back() {
             app.admin(Method::DELETE, &path, None),
         );
         assert_eq!(revoked.status, 200, "round {round}: {}", revoked.body);
-        assert_eq!(patched.status, 200, "round {round}: {}", patched.body);
+        // Before the revocation the PATCH lands (200); after it, the key is gone (404).
+        assert!(
+            [200, 404].contains(&patched.status.as_u16()),
+            "round {round}: {}",
+            patched.body
+        );
         app.api(&key, Method::GET, "/acq/v1/contacts", None)
             .await
             .assert_error(401, "UNAUTHORIZED");
@@ -275,4 +280,24 @@ async fn an_apps_keys_are_listed_alone_page_by_page_with_real_cursors() {
         .admin(Method::GET, &format!("/apps/{other}/keys?limit=100"), None)
         .await;
     assert_eq!(all.data().as_array().unwrap().len(), 8);
+}
+
+#[tokio::test]
+async fn a_revoked_key_is_gone_for_patch_and_delete_but_still_listed() {
+    let app = spawn_app();
+    let (app_id, _) = app.create_app("free").await;
+    let (key_id, _) = app.create_key(&app_id, &["contacts:read"]).await;
+    let path = format!("/apps/{app_id}/keys/{key_id}");
+    assert_eq!(app.admin(Method::DELETE, &path, None).await.status, 200);
+    app.admin(Method::DELETE, &path, None)
+        .await
+        .assert_error(404, "NOT_FOUND");
+    app.admin(Method::PATCH, &path, Some(json!({"permissions": []})))
+        .await
+        .assert_error(404, "NOT_FOUND");
+    let listed = app
+        .admin(Method::GET, &format!("/apps/{app_id}/keys"), None)
+        .await;
+    assert!(listed.data()[0]["revokedAt"].is_string(), "{}", listed.body);
+    assert_eq!(listed.data()[0]["permissions"], json!(["contacts:read"]));
 }

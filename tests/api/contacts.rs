@@ -249,7 +249,14 @@ async fn patch_is_a_json_merge_patch_with_the_contact_rules() {
         .await;
     ro.assert_error(400, "VALIDATION_ERROR");
     assert_eq!(ro.fields(), ["appId", "id"]);
+}
 
+#[tokio::test]
+async fn patch_keeps_the_unsubscribe_rules_and_a_unique_email() {
+    let app = spawn_app();
+    let key = app.contacts_key("free").await;
+    let c = app.create_contact(&key, full_contact()).await;
+    let path = format!("/acq/v1/contacts/{}", c.data()["id"].as_str().unwrap());
     // Unsubscribing sets the flag; leaving the state needs consent in the same request.
     let u = app
         .api(
@@ -458,6 +465,31 @@ async fn filters_and_sorts_combine() {
     assert_eq!(newest_first[0], "dan@y.io", "default sort is -createdAt");
 }
 
+/// The ids of a whole walk over the contacts in `sort` order, 17 per page.
+async fn walk(app: &TestApp, key: &str, sort: &str) -> Vec<String> {
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut path = format!("/acq/v1/contacts?limit=17&sort={sort}");
+        if let Some(c) = &cursor {
+            path.push_str(&format!("&cursor={c}"));
+        }
+        let page = app.api(key, Method::GET, &path, None).await;
+        assert_eq!(page.status, 200, "{}", page.body);
+        for c in page.data().as_array().unwrap() {
+            seen.push(c["id"].as_str().unwrap().to_owned());
+        }
+        let p = &page.body["pagination"];
+        assert_eq!(p["limit"], 17);
+        if p["hasMore"] == json!(false) {
+            assert_eq!(p["nextCursor"], Value::Null);
+            break;
+        }
+        cursor = Some(p["nextCursor"].as_str().unwrap().to_owned());
+    }
+    seen
+}
+
 #[tokio::test]
 async fn a_cursor_walk_over_250_contacts_never_repeats_or_skips_while_others_are_inserted() {
     let app = spawn_app();
@@ -505,30 +537,7 @@ async fn a_cursor_walk_over_250_contacts_never_repeats_or_skips_while_others_are
                 assert_eq!(a.status, 201);
             }
         };
-        let walker = async {
-            let mut seen = Vec::new();
-            let mut cursor: Option<String> = None;
-            loop {
-                let mut path = format!("/acq/v1/contacts?limit=17&sort={sort}");
-                if let Some(c) = &cursor {
-                    path.push_str(&format!("&cursor={c}"));
-                }
-                let page = app.api(&key, Method::GET, &path, None).await;
-                assert_eq!(page.status, 200, "{}", page.body);
-                for c in page.data().as_array().unwrap() {
-                    seen.push(c["id"].as_str().unwrap().to_owned());
-                }
-                let p = &page.body["pagination"];
-                assert_eq!(p["limit"], 17);
-                if p["hasMore"] == json!(false) {
-                    assert_eq!(p["nextCursor"], Value::Null);
-                    break;
-                }
-                cursor = Some(p["nextCursor"].as_str().unwrap().to_owned());
-            }
-            seen
-        };
-        let (seen, ()) = tokio::join!(walker, writer);
+        let (seen, ()) = tokio::join!(walk(&app, &key, sort), writer);
         let unique: HashSet<_> = seen.iter().cloned().collect();
         assert_eq!(
             unique.len(),
@@ -732,8 +741,12 @@ async fn batch_upsert_creates_updates_and_reports_each_item() {
         )
         .await;
     assert_eq!(c.data()["results"][0]["error"]["code"], "CONFLICT");
+}
 
-    // The envelope of the batch itself is checked as a whole.
+#[tokio::test]
+async fn a_batch_whose_envelope_is_invalid_is_400_as_a_whole() {
+    let app = spawn_app();
+    let key = app.contacts_key("free").await;
     let too_many: Vec<Value> = (0..101)
         .map(|i| json!({"email": format!("m{i}@example.com")}))
         .collect();

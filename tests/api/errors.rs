@@ -70,7 +70,7 @@ async fn a_malformed_json_body_is_400_in_the_envelope() {
 async fn bad_content_types_bodies_and_query_parameters_are_400_with_the_field() {
     let app = spawn_app();
     let key = app.contacts_key("free").await;
-    let cases: Vec<(Answer, &str, &str)> = vec![
+    let mut cases: Vec<(Answer, &str, &str)> = vec![
         (
             app.raw(
                 Method::POST,
@@ -108,72 +108,22 @@ async fn bad_content_types_bodies_and_query_parameters_are_400_with_the_field() 
             "body",
             "a body over 1 MiB",
         ),
-        (
-            app.api(&key, Method::GET, "/acq/v1/contacts?limit=0", None)
-                .await,
-            "limit",
-            "limit below 1",
-        ),
-        (
-            app.api(&key, Method::GET, "/acq/v1/contacts?limit=101", None)
-                .await,
-            "limit",
-            "limit above 100",
-        ),
-        (
-            app.api(&key, Method::GET, "/acq/v1/contacts?limit=ten", None)
-                .await,
-            "limit",
-            "limit not a number",
-        ),
-        (
-            app.api(&key, Method::GET, "/acq/v1/contacts?cursor=%%%", None)
-                .await,
-            "cursor",
-            "cursor not base64",
-        ),
-        (
-            app.api(&key, Method::GET, "/acq/v1/contacts?cursor=YWJj", None)
-                .await,
-            "cursor",
-            "cursor of nothing",
-        ),
-        (
-            app.api(&key, Method::GET, "/acq/v1/contacts?sort=phone", None)
-                .await,
-            "sort",
-            "sort field not allowed",
-        ),
-        (
-            app.api(&key, Method::GET, "/acq/v1/contacts?status=vip", None)
-                .await,
-            "status",
-            "unknown status",
-        ),
-        (
-            app.api(&key, Method::GET, "/acq/v1/contacts?scoreMin=-1", None)
-                .await,
-            "scoreMin",
-            "score out of range",
-        ),
-        (
-            app.api(
-                &key,
-                Method::GET,
-                "/acq/v1/contacts?createdAfter=soon",
-                None,
-            )
-            .await,
-            "createdAfter",
-            "not a date",
-        ),
-        (
-            app.api(&key, Method::GET, "/acq/v1/contacts?colour=red", None)
-                .await,
-            "colour",
-            "unknown parameter",
-        ),
     ];
+    for (query, field, why) in [
+        ("limit=0", "limit", "limit below 1"),
+        ("limit=101", "limit", "limit above 100"),
+        ("limit=ten", "limit", "limit not a number"),
+        ("cursor=%%%", "cursor", "cursor not base64"),
+        ("cursor=YWJj", "cursor", "cursor of nothing"),
+        ("sort=phone", "sort", "sort field not allowed"),
+        ("status=vip", "status", "unknown status"),
+        ("scoreMin=-1", "scoreMin", "score out of range"),
+        ("createdAfter=soon", "createdAfter", "not a date"),
+        ("colour=red", "colour", "unknown parameter"),
+    ] {
+        let path = format!("/acq/v1/contacts?{query}");
+        cases.push((app.api(&key, Method::GET, &path, None).await, field, why));
+    }
     for (answer, field, why) in cases {
         assert_eq!(answer.status, 400, "{why}: {}", answer.body);
         answer.assert_error(400, "VALIDATION_ERROR");
@@ -421,4 +371,51 @@ async fn head_is_answered_wherever_get_is_without_a_body() {
             );
         }
     }
+}
+
+/// The status line and whether an `x-request-id` header came back, for a raw request.
+async fn raw_head(app: &TestApp, request: &[u8]) -> (String, bool) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = app.base.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(request).await.unwrap();
+    let mut answer = Vec::new();
+    let read = stream.read_to_end(&mut answer);
+    tokio::time::timeout(std::time::Duration::from_secs(10), read)
+        .await
+        .expect("the server closes the connection")
+        .unwrap();
+    let text = String::from_utf8_lossy(&answer).to_ascii_lowercase();
+    let status = text.lines().next().unwrap_or("").to_owned();
+    (status, text.contains("x-request-id:"))
+}
+
+#[tokio::test]
+async fn answers_actix_http_makes_below_the_middleware_are_bare_as_documented() {
+    let app = spawn_app();
+    let many: String = (0..100).map(|i| format!("X-H{i}: v\r\n")).collect();
+    for (request, status) in [
+        (
+            "GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n".to_owned(),
+            "http/1.1 400 bad request",
+        ),
+        ("GARBAGE\r\n\r\n".to_owned(), "http/1.1 400 bad request"),
+        (
+            format!("GET /healthz HTTP/1.1\r\nHost: x\r\n{many}\r\n"),
+            "http/1.1 431 request header fields too large",
+        ),
+    ] {
+        let (got, has_id) = raw_head(&app, request.as_bytes()).await;
+        assert_eq!(got, status, "{request:?}");
+        assert!(
+            !has_id,
+            "{request:?}: README says these carry no X-Request-Id"
+        );
+    }
+    let (ok, has_id) = raw_head(
+        &app,
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert_eq!((ok.as_str(), has_id), ("http/1.1 200 ok", true));
 }

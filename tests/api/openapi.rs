@@ -24,197 +24,76 @@ impl Samples {
     }
 }
 
-/// Sends a request and records its answer under `template`.
-async fn call(
-    app: &TestApp,
-    s: &mut Samples,
-    method: Method,
-    (template, path): (&str, &str),
-    headers: &[(&str, &str)],
-    body: Option<Value>,
-) -> Value {
-    let a = app.send(method.clone(), path, headers, body).await;
-    s.add(&method, template, &a)
+/// One request of a scenario: method, the document's path template, the path, the
+/// credentials (header name and value) and the body.
+type Step<'a> = (
+    &'a str,
+    &'a str,
+    String,
+    Option<(&'a str, &'a str)>,
+    Option<Value>,
+);
+
+/// Sends each step and records its answer; returns the `data` of each answer.
+async fn run(app: &TestApp, s: &mut Samples, steps: Vec<Step<'_>>) -> Vec<Value> {
+    let mut data = Vec::new();
+    for (method, template, path, who, body) in steps {
+        let method = Method::from_bytes(method.as_bytes()).expect("a method");
+        let headers: Vec<(&str, &str)> = who.into_iter().collect();
+        let a = app.send(method.clone(), &path, &headers, body).await;
+        data.push(s.add(&method, template, &a));
+    }
+    data
 }
 
 async fn contacts_answers(app: &TestApp, s: &mut Samples) {
     let (app_id, _) = app.create_app("enterprise").await;
-    let (_, key) = app
-        .create_key(
-            &app_id,
-            &["contacts:read", "contacts:write", "contacts:delete"],
-        )
-        .await;
+    let all = ["contacts:read", "contacts:write", "contacts:delete"];
+    let (_, key) = app.create_key(&app_id, &all).await;
     let (_, none) = app.create_key(&app_id, &[]).await;
-    let k = [("x-api-key", key.as_str())];
+    let (k, no) = (
+        Some(("x-api-key", key.as_str())),
+        Some(("x-api-key", none.as_str())),
+    );
+    let bad = Some(("x-api-key", "tk_bad_bad"));
     let list = "/acq/v1/contacts";
-    let c = call(
-        app,
-        s,
-        Method::POST,
-        (list, list),
-        &k,
-        Some(json!({"email": "doc@example.com", "companyId": "c1", "tags": ["a"]})),
-    )
-    .await;
-    let id = c["id"].as_str().unwrap().to_owned();
-    call(
-        app,
-        s,
-        Method::POST,
-        (list, list),
-        &k,
-        Some(json!({"email": "doc@example.com"})),
-    )
-    .await;
-    call(
-        app,
-        s,
-        Method::POST,
-        (list, list),
-        &k,
-        Some(json!({"email": "nope", "score": 200})),
-    )
-    .await;
-    call(
-        app,
-        s,
-        Method::POST,
-        (list, list),
-        &[],
-        Some(json!({"email": "x@example.com"})),
-    )
-    .await;
-    call(
-        app,
-        s,
-        Method::POST,
-        (list, list),
-        &[("x-api-key", &none)],
-        Some(json!({})),
-    )
-    .await;
-    call(
-        app,
-        s,
-        Method::GET,
-        (list, "/acq/v1/contacts?limit=1&sort=email"),
-        &k,
-        None,
-    )
-    .await;
-    call(
-        app,
-        s,
-        Method::GET,
-        (list, "/acq/v1/contacts?status=vip"),
-        &k,
-        None,
-    )
-    .await;
-    call(
-        app,
-        s,
-        Method::GET,
-        (list, list),
-        &[("x-api-key", "tk_bad_bad")],
-        None,
-    )
-    .await;
-    call(
-        app,
-        s,
-        Method::GET,
-        (list, list),
-        &[("x-api-key", &none)],
-        None,
-    )
-    .await;
-    let one = "/acq/v1/contacts/{id}";
-    let path = format!("/acq/v1/contacts/{id}");
-    call(app, s, Method::GET, (one, &path), &k, None).await;
-    call(
-        app,
-        s,
-        Method::GET,
-        (one, "/acq/v1/contacts/000000000000000000000000"),
-        &k,
-        None,
-    )
-    .await;
-    call(
-        app,
-        s,
-        Method::PATCH,
-        (one, &path),
-        &k,
-        Some(json!({"status": "unsubscribed"})),
-    )
-    .await;
-    call(
-        app,
-        s,
-        Method::PATCH,
-        (one, &path),
-        &k,
-        Some(json!({"status": "new"})),
-    )
-    .await;
-    call(
-        app,
-        s,
-        Method::PATCH,
-        (one, &path),
-        &k,
-        Some(json!({"score": "x"})),
-    )
-    .await;
-    call(
-        app,
-        s,
-        Method::PATCH,
-        (one, "/acq/v1/contacts/x"),
-        &k,
-        Some(json!({})),
-    )
-    .await;
+    let first = json!({"email": "doc@example.com", "companyId": "c1", "tags": ["a"]});
+    let created = run(app, s, vec![("POST", list, list.into(), k, Some(first))]).await;
+    let id = created[0]["id"].as_str().unwrap();
+    let (one, path) = ("/acq/v1/contacts/{id}", format!("/acq/v1/contacts/{id}"));
+    let missing = "/acq/v1/contacts/000000000000000000000000".to_owned();
     let batch = "/acq/v1/contacts/batch";
-    let items = json!({"mode": "upsert", "contacts": [{"email": "doc@example.com"}, {"email": "b@example.com"}, {"email": "bad"}]});
-    call(app, s, Method::POST, (batch, batch), &k, Some(items)).await;
-    call(
-        app,
-        s,
-        Method::POST,
-        (batch, batch),
-        &k,
-        Some(json!({"mode": "merge"})),
-    )
-    .await;
-    call(app, s, Method::DELETE, (one, &path), &k, None).await;
-    call(app, s, Method::DELETE, (one, &path), &k, None).await;
-    call(
-        app,
-        s,
-        Method::DELETE,
-        (one, &path),
-        &[("x-api-key", &none)],
-        None,
-    )
-    .await;
+    let items = json!({"mode": "upsert", "contacts": [
+        {"email": "doc@example.com"}, {"email": "b@example.com"}, {"email": "bad"}]});
+    #[rustfmt::skip]
+    let steps: Vec<Step> = vec![
+        ("POST", list, list.into(), k, Some(json!({"email": "doc@example.com"}))),
+        ("POST", list, list.into(), k, Some(json!({"email": "nope", "score": 200}))),
+        ("POST", list, list.into(), None, Some(json!({"email": "x@example.com"}))),
+        ("POST", list, list.into(), no, Some(json!({}))),
+        ("GET", list, format!("{list}?limit=1&sort=email"), k, None),
+        ("GET", list, format!("{list}?status=vip"), k, None),
+        ("GET", list, list.into(), bad, None),
+        ("GET", list, list.into(), no, None),
+        ("GET", one, path.clone(), k, None),
+        ("GET", one, missing, k, None),
+        ("PATCH", one, path.clone(), k, Some(json!({"status": "unsubscribed"}))),
+        ("PATCH", one, path.clone(), k, Some(json!({"status": "new"}))),
+        ("PATCH", one, path.clone(), k, Some(json!({"score": "x"}))),
+        ("PATCH", one, "/acq/v1/contacts/x".into(), k, Some(json!({}))),
+        ("POST", batch, batch.into(), k, Some(items)),
+        ("POST", batch, batch.into(), k, Some(json!({"mode": "merge"}))),
+        ("DELETE", one, path.clone(), k, None),
+        ("DELETE", one, path.clone(), k, None),
+        ("DELETE", one, path, no, None),
+    ];
+    run(app, s, steps).await;
     // 429: a free key with a tiny rate.
     let (free, _) = app.create_app("free").await;
     let (_, slow) = app.create_key(&free, &["contacts:read"]).await;
-    for _ in 0..3 {
-        call(
-            app,
-            s,
-            Method::GET,
-            (list, list),
-            &[("x-api-key", &slow)],
-            None,
-        )
-        .await;
-    }
+    let slow = Some(("x-api-key", slow.as_str()));
+    let steps = (0..3).map(|_| ("GET", list, list.to_owned(), slow, None));
+    run(app, s, steps.collect()).await;
 }
 
 async fn profile_and_collector_answers(app: &TestApp, s: &mut Samples) {
@@ -224,250 +103,84 @@ async fn profile_and_collector_answers(app: &TestApp, s: &mut Samples) {
     let identify = json!({"batch": [{"type": "identify", "userId": "u-doc", "traits": {"plan": "pro"},
         "anonymousId": "7f1f8f0e-0a0b-4c3d-8e9f-0a1b2c3d4e5f", "messageId": "msg_doc_1"},
         {"type": "track", "anonymousId": "nope", "messageId": "msg_doc_2"}]});
-    let a = app.collect(&ik, identify).await;
-    s.add(&Method::POST, collect, &a);
-    let a = app.collect(&ik, json!({"batch": []})).await;
-    s.add(&Method::POST, collect, &a);
-    let a = app.collect("ik_bad_bad", json!({"batch": []})).await;
-    s.add(&Method::POST, collect, &a);
-    let big = json!({"batch": [{"type": "track", "event": "x", "properties": {"p": "x".repeat(600_000)}}]});
-    let a = app.collect(&ik, big).await;
-    s.add(&Method::POST, collect, &a);
-    let k = [("x-api-key", key.as_str())];
+    let big = json!({"batch": [{"type": "track", "event": "x",
+        "properties": {"p": "x".repeat(600_000)}}]});
+    for (key, body) in [
+        (ik.as_str(), identify),
+        (ik.as_str(), json!({"batch": []})),
+        ("ik_bad_bad", json!({"batch": []})),
+        (ik.as_str(), big),
+    ] {
+        let a = app.collect(key, body).await;
+        s.add(&Method::POST, collect, &a);
+    }
+    let k = Some(("x-api-key", key.as_str()));
     let t = "/api/v1/profiles/{userId}";
-    call(app, s, Method::GET, (t, "/api/v1/profiles/u-doc"), &k, None).await;
-    call(
-        app,
-        s,
-        Method::GET,
-        (t, "/api/v1/profiles/nobody"),
-        &k,
-        None,
-    )
-    .await;
-    call(
-        app,
-        s,
-        Method::GET,
-        (t, "/api/v1/profiles/u-doc"),
-        &[],
-        None,
-    )
-    .await;
+    #[rustfmt::skip]
+    let steps: Vec<Step> = vec![
+        ("GET", t, "/api/v1/profiles/u-doc".into(), k, None),
+        ("GET", t, "/api/v1/profiles/nobody".into(), k, None),
+        ("GET", t, "/api/v1/profiles/u-doc".into(), None, None),
+    ];
+    run(app, s, steps).await;
 }
 
 async fn admin_answers(app: &TestApp, s: &mut Samples) {
     let auth = format!("Bearer {ADMIN_TOKEN}");
-    let h = [("authorization", auth.as_str())];
+    let h = Some(("authorization", auth.as_str()));
     let apps = "/admin/v1/apps";
-    let created = call(
-        app,
-        s,
-        Method::POST,
-        (apps, apps),
-        &h,
-        Some(json!({"name": "Doc"})),
-    )
-    .await;
-    let id = created["id"].as_str().unwrap().to_owned();
-    call(
-        app,
-        s,
-        Method::POST,
-        (apps, apps),
-        &h,
-        Some(json!({"name": ""})),
-    )
-    .await;
-    call(
-        app,
-        s,
-        Method::POST,
-        (apps, apps),
-        &[],
-        Some(json!({"name": "x"})),
-    )
-    .await;
-    call(
-        app,
-        s,
-        Method::GET,
-        (apps, "/admin/v1/apps?limit=1"),
-        &h,
-        None,
-    )
-    .await;
-    call(
-        app,
-        s,
-        Method::GET,
-        (apps, "/admin/v1/apps?limit=0"),
-        &h,
-        None,
-    )
-    .await;
-    let one = "/admin/v1/apps/{appId}";
-    let path = format!("/admin/v1/apps/{id}");
+    let doc = Some(json!({"name": "Doc"}));
+    let created = run(app, s, vec![("POST", apps, apps.into(), h, doc)]).await;
+    let id = created[0]["id"].as_str().unwrap();
+    let (one, path) = ("/admin/v1/apps/{appId}", format!("/admin/v1/apps/{id}"));
     let missing = "/admin/v1/apps/000000000000000000000000";
-    call(app, s, Method::GET, (one, &path), &h, None).await;
-    call(app, s, Method::GET, (one, missing), &h, None).await;
-    call(
-        app,
-        s,
-        Method::PATCH,
-        (one, &path),
-        &h,
-        Some(json!({"plan": "pro"})),
-    )
-    .await;
-    call(
-        app,
-        s,
-        Method::PATCH,
-        (one, &path),
-        &h,
-        Some(json!({"plan": "gold"})),
-    )
-    .await;
-    call(
-        app,
-        s,
-        Method::PATCH,
-        (one, missing),
-        &h,
-        Some(json!({"plan": "pro"})),
-    )
-    .await;
-    let rotate = "/admin/v1/apps/{appId}/integration-key";
-    call(
-        app,
-        s,
-        Method::POST,
-        (rotate, &format!("{path}/integration-key")),
-        &h,
-        None,
-    )
-    .await;
-    call(
-        app,
-        s,
-        Method::POST,
-        (rotate, &format!("{missing}/integration-key")),
-        &h,
-        None,
-    )
-    .await;
-    let keys = "/admin/v1/apps/{appId}/keys";
+    let (rotate, keys) = (
+        "/admin/v1/apps/{appId}/integration-key",
+        "/admin/v1/apps/{appId}/keys",
+    );
     let kp = format!("{path}/keys");
-    let key = call(
-        app,
-        s,
-        Method::POST,
-        (keys, &kp),
-        &h,
-        Some(json!({"name": "k", "permissions": ["contacts:read"]})),
-    )
-    .await;
-    call(
-        app,
-        s,
-        Method::POST,
-        (keys, &kp),
-        &h,
-        Some(json!({"name": "k", "permissions": ["x"]})),
-    )
-    .await;
-    call(
-        app,
-        s,
-        Method::POST,
-        (keys, &format!("{missing}/keys")),
-        &h,
-        Some(json!({"name": "k", "permissions": []})),
-    )
-    .await;
-    call(app, s, Method::GET, (keys, &kp), &h, None).await;
-    call(
-        app,
-        s,
-        Method::GET,
-        (keys, &format!("{kp}?cursor=x")),
-        &h,
-        None,
-    )
-    .await;
-    call(
-        app,
-        s,
-        Method::GET,
-        (keys, &format!("{missing}/keys")),
-        &h,
-        None,
-    )
-    .await;
+    let new_key = json!({"name": "k", "permissions": ["contacts:read"]});
+    let key = run(app, s, vec![("POST", keys, kp.clone(), h, Some(new_key))]).await;
     let one_key = "/admin/v1/apps/{appId}/keys/{keyId}";
-    let key_path = format!("{kp}/{}", key["id"].as_str().unwrap());
-    call(
-        app,
-        s,
-        Method::PATCH,
-        (one_key, &key_path),
-        &h,
-        Some(json!({"permissions": ["contacts:write"]})),
-    )
-    .await;
-    call(
-        app,
-        s,
-        Method::PATCH,
-        (one_key, &key_path),
-        &h,
-        Some(json!({"permissions": "all"})),
-    )
-    .await;
-    call(
-        app,
-        s,
-        Method::PATCH,
-        (one_key, &format!("{kp}/x")),
-        &h,
-        Some(json!({"permissions": []})),
-    )
-    .await;
-    call(app, s, Method::DELETE, (one_key, &key_path), &h, None).await;
-    call(
-        app,
-        s,
-        Method::DELETE,
-        (one_key, &format!("{kp}/x")),
-        &h,
-        None,
-    )
-    .await;
+    let key_path = format!("{kp}/{}", key[0]["id"].as_str().unwrap());
+    let perms = |p: Value| Some(json!({ "permissions": p }));
+    let named = |p: Value| Some(json!({ "name": "k", "permissions": p }));
+    #[rustfmt::skip]
+    let steps: Vec<Step> = vec![
+        ("POST", apps, apps.into(), h, Some(json!({"name": ""}))),
+        ("POST", apps, apps.into(), None, Some(json!({"name": "x"}))),
+        ("GET", apps, format!("{apps}?limit=1"), h, None),
+        ("GET", apps, format!("{apps}?limit=0"), h, None),
+        ("GET", one, path.clone(), h, None),
+        ("GET", one, missing.into(), h, None),
+        ("PATCH", one, path.clone(), h, Some(json!({"plan": "pro"}))),
+        ("PATCH", one, path.clone(), h, Some(json!({"plan": "gold"}))),
+        ("PATCH", one, missing.into(), h, Some(json!({"plan": "pro"}))),
+        ("POST", rotate, format!("{path}/integration-key"), h, None),
+        ("POST", rotate, format!("{missing}/integration-key"), h, None),
+        ("POST", keys, kp.clone(), h, named(json!(["x"]))),
+        ("POST", keys, format!("{missing}/keys"), h, named(json!([]))),
+        ("GET", keys, kp.clone(), h, None),
+        ("GET", keys, format!("{kp}?cursor=x"), h, None),
+        ("GET", keys, format!("{missing}/keys"), h, None),
+        ("PATCH", one_key, key_path.clone(), h, perms(json!(["contacts:write"]))),
+        ("PATCH", one_key, key_path.clone(), h, perms(json!("all"))),
+        ("PATCH", one_key, format!("{kp}/x"), h, perms(json!([]))),
+        ("DELETE", one_key, key_path, h, None),
+        ("DELETE", one_key, format!("{kp}/x"), h, None),
+    ];
+    run(app, s, steps).await;
 }
 
 #[tokio::test]
 async fn every_operation_answers_as_its_openapi_schema_says() {
     let app = spawn_app_with(|s| s.plans.free.requests_per_minute = 2);
     let mut s = Samples::default();
-    call(
-        &app,
-        &mut s,
-        Method::GET,
-        ("/healthz", "/healthz"),
-        &[],
-        None,
-    )
-    .await;
-    call(
-        &app,
-        &mut s,
-        Method::GET,
-        ("/openapi.json", "/openapi.json"),
-        &[],
-        None,
-    )
-    .await;
+    let service: Vec<Step> = vec![
+        ("GET", "/healthz", "/healthz".into(), None, None),
+        ("GET", "/openapi.json", "/openapi.json".into(), None, None),
+    ];
+    run(&app, &mut s, service).await;
     let metrics = app
         .client
         .get(format!("{}/metrics", app.base))
