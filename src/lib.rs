@@ -1,6 +1,7 @@
 //! Tributary: feedback, acquisition and analytics in one service. See ARCHITECTURE.md.
 
 pub mod api;
+pub mod boards;
 pub mod cli;
 pub mod collector;
 pub mod config;
