@@ -6,6 +6,7 @@ pub mod cli;
 pub mod collector;
 pub mod config;
 pub mod contacts;
+pub mod ideas;
 pub mod ids;
 pub mod profiles;
 pub mod startup;

@@ -142,7 +142,8 @@ where
         .service(
             scope::scope("/api/v1")
                 .configure(crate::profiles::configure)
-                .configure(crate::boards::configure_public),
+                .configure(crate::boards::configure_public)
+                .configure(crate::ideas::configure),
         )
         .service(
             scope::scope("/api/w")

@@ -7,4 +7,5 @@ mod contacts;
 mod crash;
 mod errors;
 mod helpers;
+mod ideas;
 mod lake;
