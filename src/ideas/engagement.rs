@@ -8,7 +8,7 @@ use super::model::{
 };
 use super::store::{
     abort, board_tx, child_key, child_prefix, history_tx, load, load_tx, page, retrying, scan,
-    unchanged_tx, usage_tx, write_tx, IdeaError, Tx, TREE,
+    unchanged_tx, usage_tx, write_tx, IdeaError, Page, Tx, TREE,
 };
 use crate::boards::model::StatusKind;
 use crate::ids::{self, Timestamp};
@@ -128,7 +128,7 @@ pub fn votes(
     idea_id: &str,
     after: Option<&str>,
     limit: usize,
-) -> Result<Option<(Vec<Vote>, Option<String>)>, StoreError> {
+) -> Result<Option<Page<Vote>>, StoreError> {
     if load(db, app, idea_id)?.is_none() {
         return Ok(None);
     }
@@ -259,7 +259,7 @@ pub fn comments(
     moderator: bool,
     after: Option<&str>,
     limit: usize,
-) -> Result<Option<(Vec<Comment>, Option<String>)>, StoreError> {
+) -> Result<Option<Page<Comment>>, StoreError> {
     if load(db, app, idea_id)?.is_none() {
         return Ok(None);
     }

@@ -262,7 +262,7 @@ impl Errors {
     }
 }
 
-fn string<'a>(v: &'a Value) -> Result<&'a str, String> {
+fn string(v: &Value) -> Result<&str, String> {
     v.as_str()
         .ok_or_else(|| format!("must be a string, not {}", type_name(v)))
 }

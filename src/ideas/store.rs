@@ -65,6 +65,9 @@ impl From<TransactionError<IdeaError>> for IdeaError {
     }
 }
 
+/// A page of child records and the cursor (last child id) when more follow.
+pub type Page<T> = (Vec<T>, Option<String>);
+
 pub type Tx<T> = Result<T, ConflictableTransactionError<IdeaError>>;
 
 pub fn abort<T>(e: IdeaError) -> Tx<T> {
@@ -554,7 +557,7 @@ pub fn page<T: serde::de::DeserializeOwned>(
     after: Option<&str>,
     limit: usize,
     keep: impl Fn(&T) -> bool,
-) -> Result<(Vec<T>, Option<String>), StoreError> {
+) -> Result<Page<T>, StoreError> {
     use std::ops::Bound::{Excluded, Included};
     let mut end = prefix.to_vec();
     end.push(0xff);
@@ -586,7 +589,7 @@ pub fn history(
     id: &str,
     after: Option<&str>,
     limit: usize,
-) -> Result<Option<(Vec<StatusChange>, Option<String>)>, StoreError> {
+) -> Result<Option<Page<StatusChange>>, StoreError> {
     if load(db, app, id)?.is_none() {
         return Ok(None);
     }
