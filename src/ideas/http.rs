@@ -265,7 +265,8 @@ async fn get_idea(
 }
 
 /// Update an idea with a JSON Merge Patch: title, description, topicId, tagIds (`ideas:write`),
-/// statusId (`ideas:moderate`; each change is kept in the status history).
+/// statusId (`ideas:moderate`; each change is kept in the status history). A key with only
+/// `ideas:moderate` may change the status alone.
 #[utoipa::path(tag = "ideas", security(("api_key" = [])), params(("id" = String, Path, description = "Idea id")),
     request_body(content = Object, content_type = "application/merge-patch+json", description = r#"{"title"?, "description"?, "topicId"?, "tagIds"?, "statusId"?}"#),
     responses((status = 200, body = IdeaView), (status = 400), (status = 403), (status = 404)))]
@@ -277,9 +278,14 @@ async fn update_idea(
     id: web::Path<String>,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    who.require(Permission::IdeasWrite)?;
+    if who.require(Permission::IdeasModerate).is_err() {
+        who.require(Permission::IdeasWrite)?;
+    }
     let (_, fields) = api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
     let patch = IdeaPatch::parse(&fields).map_err(ApiError::validation)?;
+    if patch.changes_content() {
+        who.require(Permission::IdeasWrite)?;
+    }
     if patch.status_id.is_some() {
         who.require(Permission::IdeasModerate)?;
     }

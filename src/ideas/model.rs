@@ -238,10 +238,10 @@ pub fn trending_remove(score: Option<f64>, t: Timestamp, votes_left: u64) -> Opt
     if votes_left == 0 {
         return None;
     }
+    // What the other votes weigh, relative to the whole; below 1e-12 (votes 40 half-lives
+    // older than the removed one) f64 cannot tell it from rounding, so it is floored there.
     let rest = 1.0 - (vote_weight_exp(t) - s).exp2();
-    (rest > 1e-12)
-        .then(|| s + rest.log2())
-        .or(Some(vote_weight_exp(t)))
+    Some(s + rest.max(1e-12).log2())
 }
 
 /// Collects the errors of a body, so one answer names every bad field.
@@ -478,6 +478,14 @@ impl IdeaPatch {
             p.status_id = e.check("statusId", object_id(v));
         }
         e.done(p)
+    }
+
+    /// Whether the patch touches more than the status (what `ideas:write` grants).
+    pub fn changes_content(&self) -> bool {
+        self.title.is_some()
+            || self.description.is_some()
+            || self.topic_id.is_some()
+            || self.tag_ids.is_some()
     }
 
     /// Checks the ids against the idea's board and writes the patch; `Err` names each unknown id.

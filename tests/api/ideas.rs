@@ -95,6 +95,10 @@ async fn send(app: &TestApp, key: &str, method: Method, path: &str, body: Value)
     app.api(key, method, path, Some(body)).await
 }
 
+async fn post(app: &TestApp, key: &str, path: &str, body: Value) -> Answer {
+    app.api(key, Method::POST, path, Some(body)).await
+}
+
 async fn merge(app: &TestApp, key: &str, from: &str, into: Value) -> Answer {
     send(
         app,
@@ -843,6 +847,39 @@ async fn a_status_change_needs_ideas_moderate_and_is_kept_in_the_history() {
 }
 
 #[tokio::test]
+async fn a_moderator_key_changes_the_status_alone_and_a_writer_key_the_content_alone() {
+    let app = spawn_app();
+    let (app_id, key) = ideas_app(&app, "free").await;
+    let moderator = app.create_key(&app_id, &["ideas:moderate"]).await.1;
+    let idea = idea_titled(&app, &key, "Moderate me").await;
+    let path = format!("/api/v1/ideas/{idea}");
+    let review = &statuses(&app, &key).await["Under review"];
+    let a = send(
+        &app,
+        &moderator,
+        Method::PATCH,
+        &path,
+        json!({"statusId": review}),
+    )
+    .await;
+    assert_eq!(a.data()["status"]["name"], "Under review", "{}", a.body);
+    let both = json!({"statusId": review, "title": "Renamed idea"});
+    send(&app, &moderator, Method::PATCH, &path, both)
+        .await
+        .assert_error(403, "FORBIDDEN");
+    let none = app.create_key(&app_id, &["votes:write"]).await.1;
+    let a = send(
+        &app,
+        &none,
+        Method::PATCH,
+        &path,
+        json!({"title": "Renamed idea"}),
+    )
+    .await;
+    a.assert_error(403, "FORBIDDEN");
+}
+
+#[tokio::test]
 async fn the_plan_limit_on_ideas_answers_403_plan_limit_reached() {
     let app = spawn_app_with(|s| s.plans.free.ideas = 3);
     let (_, key) = ideas_app(&app, "free").await;
@@ -864,31 +901,21 @@ async fn the_plan_limit_on_ideas_answers_403_plan_limit_reached() {
     );
 }
 
-#[tokio::test]
-async fn a_key_of_another_app_gets_404_for_every_idea_and_board_on_every_verb() {
-    let app = spawn_app();
-    let (app_id, key) = ideas_app(&app, "free").await;
-    let (_, other) = ideas_app(&app, "free").await;
-    let board = default_board(&app, &key).await;
-    let idea = idea_titled(&app, &key, "Private").await;
-    let v = vote(&app, &key, &idea, json!({"id": "u"})).await.data()["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let c = app
-        .api(
-            &key,
-            Method::POST,
-            &format!("/api/v1/ideas/{idea}/comments"),
-            Some(json!({"content": "hi", "author": author(1)})),
-        )
-        .await;
-    let c = c.data()["id"].as_str().unwrap().to_owned();
-    let mine = idea_titled(&app, &other, "Mine").await;
-    let i = format!("/api/v1/ideas/{idea}");
-    let calls: Vec<(Method, String, Option<Value>)> = vec![
-        (Method::GET, i.clone(), None),
-        (Method::PATCH, i.clone(), Some(json!({"title": "Stolen"}))),
+/// Every idea call of the owner's ids, for a key of another app.
+fn foreign_calls(
+    i: &str,
+    (v, c): (&str, &str),
+    idea: &str,
+    mine: &str,
+    board: &str,
+) -> Vec<(Method, String, Option<Value>)> {
+    vec![
+        (Method::GET, i.to_owned(), None),
+        (
+            Method::PATCH,
+            i.to_owned(),
+            Some(json!({"title": "Stolen"})),
+        ),
         (Method::GET, format!("{i}/status-history"), None),
         (Method::GET, format!("{i}/votes"), None),
         (
@@ -926,9 +953,33 @@ async fn a_key_of_another_app_gets_404_for_every_idea_and_board_on_every_verb() 
         ),
         (Method::GET, format!("/api/v1/topics?boardId={board}"), None),
         (Method::GET, format!("/api/v1/tags?boardId={board}"), None),
-        (Method::DELETE, i.clone(), None),
-    ];
-    for (method, path, body) in calls {
+        (Method::DELETE, i.to_owned(), None),
+    ]
+}
+
+#[tokio::test]
+async fn a_key_of_another_app_gets_404_for_every_idea_and_board_on_every_verb() {
+    let app = spawn_app();
+    let (app_id, key) = ideas_app(&app, "free").await;
+    let (_, other) = ideas_app(&app, "free").await;
+    let board = default_board(&app, &key).await;
+    let idea = idea_titled(&app, &key, "Private").await;
+    let v = vote(&app, &key, &idea, json!({"id": "u"})).await.data()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let c = app
+        .api(
+            &key,
+            Method::POST,
+            &format!("/api/v1/ideas/{idea}/comments"),
+            Some(json!({"content": "hi", "author": author(1)})),
+        )
+        .await;
+    let c = c.data()["id"].as_str().unwrap().to_owned();
+    let mine = idea_titled(&app, &other, "Mine").await;
+    let i = format!("/api/v1/ideas/{idea}");
+    for (method, path, body) in foreign_calls(&i, (&v, &c), &idea, &mine, &board) {
         let a = app.api(&other, method.clone(), &path, body).await;
         assert_eq!(a.status, 404, "{method} {path}: {}", a.body);
     }
@@ -978,10 +1029,9 @@ async fn comments_are_threaded_listed_oldest_first_and_internal_ones_stay_intern
     let idea = idea_titled(&app, &key, "Discuss").await;
     let other = idea_titled(&app, &key, "Elsewhere").await;
     let path = format!("/api/v1/ideas/{idea}/comments");
-    let root = send(
+    let root = post(
         &app,
         &public,
-        Method::POST,
         &path,
         json!({"content": "First", "author": author(1)}),
     )
@@ -992,19 +1042,17 @@ async fn comments_are_threaded_listed_oldest_first_and_internal_ones_stay_intern
         (&root["parentId"], &root["internal"], &root["ideaId"]),
         (&json!(null), &json!(false), &json!(idea))
     );
-    let reply = send(
+    let reply = post(
         &app,
         &public,
-        Method::POST,
         &path,
         json!({"content": "Reply", "author": author(2), "parentId": root["id"]}),
     )
     .await;
     assert_eq!(reply.data()["parentId"], root["id"]);
-    send(
+    post(
         &app,
         &public,
-        Method::POST,
         &path,
         json!({"content": "secret", "author": author(1), "internal": true}),
     )
@@ -1030,20 +1078,18 @@ async fn comments_are_threaded_listed_oldest_first_and_internal_ones_stay_intern
             Some(json!({"content": "x", "author": author(1)})),
         )
         .await;
-    let bad = send(
+    let bad = post(
         &app,
         &public,
-        Method::POST,
         &path,
         json!({"content": "x", "author": author(1), "parentId": foreign.data()["id"]}),
     )
     .await;
     bad.assert_error(400, "VALIDATION_ERROR");
     assert_eq!(bad.fields(), ["parentId"]);
-    let bad = send(
+    let bad = post(
         &app,
         &public,
-        Method::POST,
         &path,
         json!({"content": "", "author": author(1), "internal": "no"}),
     )
@@ -1063,38 +1109,61 @@ async fn comments_are_threaded_listed_oldest_first_and_internal_ones_stay_intern
         get(&app, &public, &format!("/api/v1/ideas/{idea}")).await["commentCount"],
         2
     );
-    let rid = root["id"].as_str().unwrap();
-    let one = format!("{path}/{rid}");
-    send(
+}
+
+#[tokio::test]
+async fn a_comment_is_edited_by_its_author_or_a_moderator_and_deleted_by_a_moderator() {
+    let app = spawn_app();
+    let (app_id, key) = ideas_app(&app, "free").await;
+    let public = app
+        .create_key(&app_id, &["ideas:read", "comments:write"])
+        .await
+        .1;
+    let idea = idea_titled(&app, &key, "Discuss").await;
+    let path = format!("/api/v1/ideas/{idea}/comments");
+    let root = post(
         &app,
         &public,
-        Method::PATCH,
-        &one,
-        json!({"content": "Hijack", "author": {"id": "user_2"}}),
-    )
-    .await
-    .assert_error(403, "FORBIDDEN");
-    let ok = send(
-        &app,
-        &public,
-        Method::PATCH,
-        &one,
-        json!({"content": "First, edited", "author": {"id": "user_1"}}),
+        &path,
+        json!({"content": "First", "author": author(1)}),
     )
     .await;
-    assert_eq!(ok.data()["content"], "First, edited");
-    app.api(&public, Method::DELETE, &format!("{path}/{rid}"), None)
+    let one = format!("{path}/{}", root.data()["id"].as_str().unwrap());
+    let hijack = json!({"content": "Hijack", "author": {"id": "user_2"}});
+    send(&app, &public, Method::PATCH, &one, hijack)
         .await
         .assert_error(403, "FORBIDDEN");
-    assert_eq!(
-        app.api(&key, Method::DELETE, &format!("{path}/{rid}"), None)
-            .await
-            .status,
-        200
-    );
+    let mine = json!({"content": "First, edited", "author": {"id": "user_1"}});
+    let ok = send(&app, &public, Method::PATCH, &one, mine).await;
+    assert_eq!(ok.data()["content"], "First, edited");
+    let by_moderator = send(
+        &app,
+        &key,
+        Method::PATCH,
+        &one,
+        json!({"content": "Tidied"}),
+    )
+    .await;
+    assert_eq!(by_moderator.data()["content"], "Tidied");
+    let empty = send(&app, &key, Method::PATCH, &one, json!({"content": " "})).await;
+    empty.assert_error(400, "VALIDATION_ERROR");
+    let internal = json!({"content": "Team", "author": author(9), "internal": true});
+    let note = post(&app, &key, &path, internal).await;
+    let note = format!("{path}/{}", note.data()["id"].as_str().unwrap());
+    let peek = json!({"content": "x", "author": {"id": "user_9"}});
+    send(&app, &public, Method::PATCH, &note, peek)
+        .await
+        .assert_error(404, "NOT_FOUND");
+    app.api(&public, Method::DELETE, &one, None)
+        .await
+        .assert_error(403, "FORBIDDEN");
+    assert_eq!(app.api(&key, Method::DELETE, &one, None).await.status, 200);
+    app.api(&key, Method::DELETE, &one, None)
+        .await
+        .assert_error(404, "NOT_FOUND");
     assert_eq!(
         get(&app, &key, &format!("/api/v1/ideas/{idea}")).await["commentCount"],
-        1
+        0
     );
 }
 
@@ -1341,6 +1410,61 @@ fn response_ref(doc: &Value, path: &str, method: &str, status: &str) -> String {
         .to_owned()
 }
 
+/// Routes whose presence in the document is checked (their answers are by the cases above).
+const DOCUMENTED: [(&str, &str); 15] = [
+    ("/api/v1/ideas", "post"),
+    ("/api/v1/ideas/{id}", "patch"),
+    ("/api/v1/ideas/{id}", "delete"),
+    ("/api/v1/ideas/{id}/votes", "post"),
+    ("/api/v1/ideas/{id}/votes/{voteId}", "delete"),
+    ("/api/v1/ideas/{id}/comments", "post"),
+    ("/api/v1/ideas/{id}/comments/{commentId}", "patch"),
+    ("/api/v1/ideas/{id}/comments/{commentId}", "delete"),
+    ("/admin/v1/apps/{appId}/boards", "post"),
+    ("/admin/v1/apps/{appId}/boards", "get"),
+    ("/admin/v1/apps/{appId}/boards/{boardId}", "patch"),
+    ("/admin/v1/apps/{appId}/boards/{boardId}/statuses", "post"),
+    (
+        "/admin/v1/apps/{appId}/boards/{boardId}/statuses/{statusId}",
+        "delete",
+    ),
+    (
+        "/admin/v1/apps/{appId}/boards/{boardId}/topics/{topicId}",
+        "patch",
+    ),
+    (
+        "/admin/v1/apps/{appId}/boards/{boardId}/tags/{tagId}",
+        "delete",
+    ),
+];
+
+/// The live answer's keys are all properties of the response schema, and every required
+/// property is there.
+fn assert_fits_schema(doc: &Value, (path, method, status): (&str, &str, &str), data: Value) {
+    let schema = response_ref(doc, path, method, status);
+    let item = if data.is_array() {
+        data[0].clone()
+    } else {
+        data
+    };
+    let keys: HashSet<String> = item.as_object().unwrap().keys().cloned().collect();
+    let props = schema_props(doc, &schema);
+    assert!(
+        keys.is_subset(&props),
+        "{path}: {keys:?} not all in {schema} {props:?}"
+    );
+    let required: HashSet<String> = doc["components"]["schemas"][&schema]["required"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        required.is_subset(&keys),
+        "{path}: {required:?} missing from {keys:?}"
+    );
+}
+
 #[tokio::test]
 async fn the_openapi_document_describes_each_endpoint_with_the_shape_it_answers() {
     let app = spawn_app();
@@ -1411,29 +1535,8 @@ async fn the_openapi_document_describes_each_endpoint_with_the_shape_it_answers(
         ("/api/v1/tags", "get", "200", "/api/v1/tags".to_owned()),
     ];
     for (path, method, status, live) in cases {
-        let schema = response_ref(&doc, path, method, status);
         let data = get(&app, &key, &live).await;
-        let item = if data.is_array() {
-            data[0].clone()
-        } else {
-            data
-        };
-        let keys: HashSet<String> = item.as_object().unwrap().keys().cloned().collect();
-        let props = schema_props(&doc, &schema);
-        assert!(
-            keys.is_subset(&props),
-            "{path}: {keys:?} not all in {schema} {props:?}"
-        );
-        let required: HashSet<String> = doc["components"]["schemas"][&schema]["required"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_str().unwrap().to_owned())
-            .collect();
-        assert!(
-            required.is_subset(&keys),
-            "{path}: {required:?} missing from {keys:?}"
-        );
+        assert_fits_schema(&doc, (path, method, status), data);
     }
     let merged = app
         .api(
@@ -1448,32 +1551,7 @@ async fn the_openapi_document_describes_each_endpoint_with_the_shape_it_answers(
         "IdeaView"
     );
     assert!(merged.data()["voteCount"].is_u64());
-    for (path, method) in [
-        ("/api/v1/ideas", "post"),
-        ("/api/v1/ideas/{id}", "patch"),
-        ("/api/v1/ideas/{id}", "delete"),
-        ("/api/v1/ideas/{id}/votes", "post"),
-        ("/api/v1/ideas/{id}/votes/{voteId}", "delete"),
-        ("/api/v1/ideas/{id}/comments", "post"),
-        ("/api/v1/ideas/{id}/comments/{commentId}", "patch"),
-        ("/api/v1/ideas/{id}/comments/{commentId}", "delete"),
-        ("/admin/v1/apps/{appId}/boards", "post"),
-        ("/admin/v1/apps/{appId}/boards", "get"),
-        ("/admin/v1/apps/{appId}/boards/{boardId}", "patch"),
-        ("/admin/v1/apps/{appId}/boards/{boardId}/statuses", "post"),
-        (
-            "/admin/v1/apps/{appId}/boards/{boardId}/statuses/{statusId}",
-            "delete",
-        ),
-        (
-            "/admin/v1/apps/{appId}/boards/{boardId}/topics/{topicId}",
-            "patch",
-        ),
-        (
-            "/admin/v1/apps/{appId}/boards/{boardId}/tags/{tagId}",
-            "delete",
-        ),
-    ] {
+    for (path, method) in DOCUMENTED {
         assert!(
             doc["paths"][path][method].is_object(),
             "{method} {path} missing from openapi.json"
