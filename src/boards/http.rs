@@ -3,13 +3,12 @@
 
 use actix_web::{delete, get, patch, post, web, HttpRequest, HttpResponse};
 use serde::Deserialize;
-use serde_json::json;
 use utoipa::IntoParams;
 use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::model::{Board, BoardRecord, IdeaStatus, ItemPatch, Part, Tag, Topic};
 use super::store::{self, BoardError, Change};
-use crate::api::{self, ApiError, Pagination};
+use crate::api::{self, ApiError, Deleted, Pagination};
 use crate::config::Quota;
 use crate::state::AppState;
 use crate::tenants::{Admin, Permission, Principal};
@@ -271,7 +270,7 @@ async fn admin_remove(
 ) -> Result<HttpResponse, ApiError> {
     let (app, board, item) = path;
     apply(state, app, board, Change::Remove(part, item.clone())).await?;
-    Ok(api::ok(&json!({ "id": item, "deleted": true })))
+    Ok(api::deleted(item))
 }
 
 /// List a board's statuses in their order.
@@ -319,7 +318,7 @@ async fn update_status(
 
 /// Delete a status: 409 while an idea has it, or for the built-in Open and Duplicate.
 #[utoipa::path(tag = "boards", security(("admin_token" = [])), params(("appId" = String, Path), ("boardId" = String, Path), ("statusId" = String, Path)),
-    responses((status = 200, description = "{id, deleted: true}"), (status = 404), (status = 409, description = "In use or built in")))]
+    responses((status = 200, body = Deleted), (status = 404), (status = 409, description = "In use or built in")))]
 #[delete("/apps/{appId}/boards/{boardId}/statuses/{statusId}")]
 async fn delete_status(
     _: Admin,
@@ -374,7 +373,7 @@ async fn update_topic(
 
 /// Delete a topic (409 while an idea has it).
 #[utoipa::path(tag = "boards", security(("admin_token" = [])), params(("appId" = String, Path), ("boardId" = String, Path), ("topicId" = String, Path)),
-    responses((status = 200, description = "{id, deleted: true}"), (status = 404), (status = 409)))]
+    responses((status = 200, body = Deleted), (status = 404), (status = 409)))]
 #[delete("/apps/{appId}/boards/{boardId}/topics/{topicId}")]
 async fn delete_topic(
     _: Admin,
@@ -429,7 +428,7 @@ async fn update_tag(
 
 /// Delete a tag (409 while an idea has it).
 #[utoipa::path(tag = "boards", security(("admin_token" = [])), params(("appId" = String, Path), ("boardId" = String, Path), ("tagId" = String, Path)),
-    responses((status = 200, description = "{id, deleted: true}"), (status = 404), (status = 409)))]
+    responses((status = 200, body = Deleted), (status = 404), (status = 409)))]
 #[delete("/apps/{appId}/boards/{boardId}/tags/{tagId}")]
 async fn delete_tag(
     _: Admin,

@@ -12,7 +12,7 @@ use super::model::{
     self, fold, Comment, CommentDraft, IdeaDraft, IdeaPatch, IdeaView, StatusChange, Vote,
 };
 use super::store::{self, Cursor, Filter, IdeaError, Sort, SortField};
-use crate::api::{self, ApiError, ErrorCode, FieldError, Pagination};
+use crate::api::{self, ApiError, Deleted, ErrorCode, FieldError, Pagination};
 use crate::boards::BoardRecord;
 use crate::config::Quota;
 use crate::ids;
@@ -299,7 +299,7 @@ async fn update_idea(
 
 /// Delete an idea with its votes, comments and history (`ideas:moderate`).
 #[utoipa::path(tag = "ideas", security(("api_key" = [])), params(("id" = String, Path, description = "Idea id")),
-    responses((status = 200, description = "{id, deleted: true}"), (status = 403), (status = 404)))]
+    responses((status = 200, body = Deleted), (status = 403), (status = 404)))]
 #[delete("/ideas/{id}")]
 async fn delete_idea(
     who: Principal,
@@ -313,7 +313,7 @@ async fn delete_idea(
         .store
         .run(move |db| Ok(store::delete(db, &app, &id)))
         .await??;
-    Ok(api::ok(&json!({ "id": gone, "deleted": true })))
+    Ok(api::deleted(gone))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -468,7 +468,7 @@ async fn list_votes(
 
 /// Remove a vote (`votes:write`).
 #[utoipa::path(tag = "ideas", security(("api_key" = [])), params(("id" = String, Path, description = "Idea id"), ("voteId" = String, Path)),
-    responses((status = 200, description = "{id, deleted: true}"), (status = 403), (status = 404)))]
+    responses((status = 200, body = Deleted), (status = 403), (status = 404)))]
 #[delete("/ideas/{id}/votes/{voteId}")]
 async fn delete_vote(
     who: Principal,
@@ -482,7 +482,7 @@ async fn delete_vote(
         .store
         .run(move |db| Ok(engagement::unvote(db, &app, &idea, &vote)))
         .await??;
-    Ok(api::ok(&json!({ "id": gone, "deleted": true })))
+    Ok(api::deleted(gone))
 }
 
 /// Comment on an idea (`comments:write`; `internal: true` needs `ideas:moderate`), optionally
@@ -574,7 +574,7 @@ async fn edit_comment(
 
 /// Delete a comment (`ideas:moderate`).
 #[utoipa::path(tag = "ideas", security(("api_key" = [])), params(("id" = String, Path, description = "Idea id"), ("commentId" = String, Path)),
-    responses((status = 200, description = "{id, deleted: true}"), (status = 403), (status = 404)))]
+    responses((status = 200, body = Deleted), (status = 403), (status = 404)))]
 #[delete("/ideas/{id}/comments/{commentId}")]
 async fn delete_comment(
     who: Principal,
@@ -588,5 +588,5 @@ async fn delete_comment(
         .store
         .run(move |db| Ok(engagement::delete_comment(db, &app, &idea, &comment)))
         .await??;
-    Ok(api::ok(&json!({ "id": gone, "deleted": true })))
+    Ok(api::deleted(gone))
 }

@@ -294,6 +294,22 @@ async fn the_board_limit_of_the_plan_counts_the_default_board() {
 }
 
 #[tokio::test]
+async fn the_board_limit_comes_from_configuration() {
+    let app = spawn_app_with(|s| s.plans.pro.boards = 2);
+    let (pro, _) = ideas_app(&app, "pro").await;
+    let path = format!("/apps/{pro}/boards");
+    let a = app
+        .admin(Method::POST, &path, Some(json!({"name": "Second"})))
+        .await;
+    assert_eq!(a.status, 201, "{}", a.body);
+    let a = app
+        .admin(Method::POST, &path, Some(json!({"name": "Third"})))
+        .await;
+    a.assert_error(403, "PLAN_LIMIT_REACHED");
+    assert_eq!(a.fields(), ["boards"]);
+}
+
+#[tokio::test]
 async fn statuses_are_created_renamed_recoloured_reordered_and_kept_while_in_use() {
     let app = spawn_app();
     let (app_id, key) = ideas_app(&app, "free").await;
@@ -1561,5 +1577,86 @@ async fn the_openapi_document_describes_each_endpoint_with_the_shape_it_answers(
     assert!(
         trending.contains("2^(-age_hours / 72)"),
         "the trending formula is documented"
+    );
+}
+
+#[tokio::test]
+async fn the_openapi_document_describes_the_admin_create_and_delete_answers() {
+    let app = spawn_app();
+    let (app_id, key) = ideas_app(&app, "free").await;
+    let doc = app.send(Method::GET, "/openapi.json", &[], None).await.body;
+    let board = default_board(&app, &key).await;
+    let b = format!("/apps/{app_id}/boards/{board}");
+    let topic = admin_item(&app, &app_id, &board, "topics", json!({"name": "T"})).await;
+    assert_fits_schema(
+        &doc,
+        (
+            "/admin/v1/apps/{appId}/boards/{boardId}/topics",
+            "post",
+            "201",
+        ),
+        topic,
+    );
+    let tag = admin_item(
+        &app,
+        &app_id,
+        &board,
+        "tags",
+        json!({"name": "G", "color": "#010203"}),
+    )
+    .await;
+    assert_fits_schema(
+        &doc,
+        (
+            "/admin/v1/apps/{appId}/boards/{boardId}/tags",
+            "post",
+            "201",
+        ),
+        tag,
+    );
+    for (path, live) in [
+        (
+            "/admin/v1/apps/{appId}/boards",
+            format!("/apps/{app_id}/boards"),
+        ),
+        ("/admin/v1/apps/{appId}/boards/{boardId}", b.clone()),
+        (
+            "/admin/v1/apps/{appId}/boards/{boardId}/statuses",
+            format!("{b}/statuses"),
+        ),
+        (
+            "/admin/v1/apps/{appId}/boards/{boardId}/topics",
+            format!("{b}/topics"),
+        ),
+        (
+            "/admin/v1/apps/{appId}/boards/{boardId}/tags",
+            format!("{b}/tags"),
+        ),
+    ] {
+        let a = app.admin(Method::GET, &live, None).await;
+        assert_eq!(a.status, 200, "{live}: {}", a.body);
+        assert_fits_schema(&doc, (path, "get", "200"), a.data().clone());
+    }
+    let idea = new_idea(&app, &key, json!({"title": "Shaped", "author": author(1)})).await;
+    let id = idea["id"].as_str().unwrap().to_owned();
+    assert_fits_schema(&doc, ("/api/v1/ideas", "post", "201"), idea);
+    let v = vote(&app, &key, &id, json!({"id": "v"}))
+        .await
+        .data()
+        .clone();
+    let vote_path = format!("/api/v1/ideas/{id}/votes/{}", v["id"].as_str().unwrap());
+    assert_fits_schema(&doc, ("/api/v1/ideas/{id}/votes", "post", "201"), v);
+    let body = json!({"content": "c", "author": author(1)});
+    let c = post(&app, &key, &format!("/api/v1/ideas/{id}/comments"), body).await;
+    assert_fits_schema(
+        &doc,
+        ("/api/v1/ideas/{id}/comments", "post", "201"),
+        c.data().clone(),
+    );
+    let d = app.api(&key, Method::DELETE, &vote_path, None).await;
+    assert_fits_schema(
+        &doc,
+        ("/api/v1/ideas/{id}/votes/{voteId}", "delete", "200"),
+        d.data().clone(),
     );
 }
