@@ -363,3 +363,120 @@ fn merge_tx(
     let dst_board = board_tx(tx, app, &dst.board_id)?;
     Ok(dst.view(&dst_board))
 }
+
+#[cfg(test)]
+mod tests {
+    //! The store against a simple model: random votes, unvotes, comments and deletions on a
+    //! few ideas, then the counts compared with the model and with the records, before and
+    //! after reopening the database.
+
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use super::*;
+    use crate::ideas::store;
+
+    fn open(dir: &std::path::Path) -> sled::Db {
+        sled::Config::new().path(dir).open().expect("open sled")
+    }
+
+    fn idea(db: &sled::Db, app: &str) -> String {
+        let body = serde_json::json!({"title": "Idea", "author": {"id": "a", "name": "A", "email": "a@b.co"}});
+        let draft = super::super::model::IdeaDraft::parse(body.as_object().unwrap()).unwrap();
+        store::create(db, app, &draft, None).unwrap().id
+    }
+
+    #[derive(Default)]
+    struct Model {
+        votes: BTreeMap<String, (String, String)>,
+        comments: BTreeMap<String, (String, bool)>,
+    }
+
+    fn check(db: &sled::Db, app: &str, ideas: &[String], m: &Model) {
+        for id in ideas {
+            let v = store::get(db, app, id).unwrap().unwrap();
+            let want_votes = m.votes.values().filter(|(i, _)| i == id).count();
+            let want_comments = m
+                .comments
+                .values()
+                .filter(|(i, internal)| i == id && !internal)
+                .count();
+            assert_eq!(v.vote_count as usize, want_votes);
+            assert_eq!(v.comment_count as usize, want_comments);
+            let records = votes(db, app, id, None, 100).unwrap().unwrap().0;
+            assert_eq!(records.len(), want_votes);
+            let all = comments(db, app, id, true, None, 100).unwrap().unwrap().0;
+            assert_eq!(
+                all.len(),
+                m.comments.values().filter(|(i, _)| i == id).count()
+            );
+        }
+    }
+
+    #[test]
+    fn counts_match_a_model_through_random_operations_and_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let app = ids::object_id();
+        let db = open(dir.path());
+        let ideas: Vec<String> = (0..3).map(|_| idea(&db, &app)).collect();
+        let (mut m, mut seed) = (Model::default(), 0x9e37_79b9_7f4a_7c15_u64);
+        let mut voters: BTreeSet<(String, String)> = BTreeSet::new();
+        for _ in 0..400 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let (op, k, n) = (seed % 5, (seed >> 8) as usize % 3, (seed >> 16) % 12);
+            let idea_id = &ideas[k];
+            match op {
+                0 | 1 => {
+                    let voter = Voter {
+                        id: Some(format!("v{n}")),
+                        name: None,
+                        email: None,
+                    };
+                    let fresh = voters.insert((idea_id.clone(), format!("v{n}")));
+                    match vote(&db, &app, idea_id, &voter, Timestamp::now()) {
+                        Ok(v) => {
+                            assert!(fresh);
+                            m.votes.insert(v.id, (idea_id.clone(), format!("v{n}")));
+                        }
+                        Err(IdeaError::Conflict(_)) => assert!(!fresh),
+                        Err(e) => panic!("{e:?}"),
+                    }
+                }
+                2 => {
+                    if let Some((vid, (i, who))) = m
+                        .votes
+                        .iter()
+                        .find(|(_, (i, _))| i == idea_id)
+                        .map(|(a, b)| (a.clone(), b.clone()))
+                    {
+                        unvote(&db, &app, &i, &vid).unwrap();
+                        m.votes.remove(&vid);
+                        voters.remove(&(i, who));
+                    }
+                }
+                3 => {
+                    let body = serde_json::json!({"content": "c", "author": {"id": "a", "name": "A", "email": "a@b.co"}, "internal": n % 3 == 0});
+                    let draft = CommentDraft::parse(body.as_object().unwrap()).unwrap();
+                    let c = comment(&db, &app, idea_id, &draft).unwrap();
+                    m.comments.insert(c.id, (idea_id.clone(), c.internal));
+                }
+                _ => {
+                    if let Some(cid) = m
+                        .comments
+                        .iter()
+                        .find(|(_, (i, _))| i == idea_id)
+                        .map(|(c, _)| c.clone())
+                    {
+                        delete_comment(&db, &app, idea_id, &cid).unwrap();
+                        m.comments.remove(&cid);
+                    }
+                }
+            }
+        }
+        check(&db, &app, &ideas, &m);
+        drop(db);
+        let db = open(dir.path());
+        check(&db, &app, &ideas, &m);
+    }
+}
