@@ -1403,6 +1403,67 @@ async fn merging_unions_voters_moves_comments_and_marks_the_source_duplicate() {
         .assert_error(409, "CONFLICT");
 }
 
+#[tokio::test]
+async fn counts_stay_exact_when_votes_race_a_merge() {
+    let app = spawn_app();
+    let (_, key) = ideas_app(&app, "pro").await;
+    let source = idea_titled(&app, &key, "Source").await;
+    let target = idea_titled(&app, &key, "Target").await;
+    vote_concurrently(
+        &app,
+        &key,
+        &source,
+        (0..30).map(|n| json!({"id": format!("s{n}")})).collect(),
+    )
+    .await;
+    vote_concurrently(
+        &app,
+        &key,
+        &target,
+        (20..40).map(|n| json!({"id": format!("s{n}")})).collect(),
+    )
+    .await;
+    let late_source = (40..60).map(|n| json!({"id": format!("s{n}")})).collect();
+    let late_target = (50..70).map(|n| json!({"id": format!("s{n}")})).collect();
+    let (merged, _, _) = tokio::join!(
+        merge(&app, &key, &source, json!(target)),
+        vote_concurrently(&app, &key, &source, late_source),
+        vote_concurrently(&app, &key, &target, late_target),
+    );
+    assert_eq!(merged.status, 200, "{}", merged.body);
+    let mut voters = HashSet::new();
+    for idea in [&source, &target] {
+        let votes = get(&app, &key, &format!("/api/v1/ideas/{idea}/votes?limit=100")).await;
+        let n = votes.as_array().unwrap().len();
+        assert_eq!(
+            get(&app, &key, &format!("/api/v1/ideas/{idea}")).await["voteCount"],
+            n
+        );
+        if *idea == target {
+            let ids: HashSet<String> = votes
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v["voter"]["id"].as_str().unwrap().to_owned())
+                .collect();
+            assert_eq!(ids.len(), n, "no voter counted twice");
+            voters = ids;
+        }
+    }
+    let source_votes = get(
+        &app,
+        &key,
+        &format!("/api/v1/ideas/{source}/votes?limit=100"),
+    )
+    .await;
+    for v in source_votes.as_array().unwrap() {
+        assert!(
+            voters.contains(v["voter"]["id"].as_str().unwrap()),
+            "every source voter is on the target"
+        );
+    }
+}
+
 /// The properties a schema names, following a `$ref` into the components.
 fn schema_props(doc: &Value, name: &str) -> HashSet<String> {
     doc["components"]["schemas"][name]["properties"]
