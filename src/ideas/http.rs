@@ -423,6 +423,7 @@ async fn merge_idea(
 /// voted, or when the idea's status is of the closed kind.
 #[utoipa::path(tag = "ideas", security(("api_key" = [])), params(("id" = String, Path, description = "Idea id")),
     request_body(content = Object, description = r#"{"voter": {"id"?, "email"?, "name"?}, "createdAt"? (past, for imports)}"#),
+    params(("Idempotency-Key" = Option<String>, Header, description = "Replays the first answer for 24 h")),
     responses((status = 201, body = Vote, headers(("Location" = String))), (status = 400), (status = 403), (status = 404), (status = 409)))]
 #[post("/ideas/{id}/votes")]
 async fn add_vote(
@@ -433,17 +434,22 @@ async fn add_vote(
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     who.require(Permission::VotesWrite)?;
-    let (_, fields) = api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
+    let (body, fields) =
+        api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
     let (voter, at) = model::parse_vote(&fields).map_err(ApiError::validation)?;
     let (app, id) = (who.app_id.clone(), id.into_inner());
-    let vote = state
-        .store
-        .run(move |db| Ok(engagement::vote(db, &app, &id, &voter, at)))
-        .await??;
-    Ok(api::created(
-        &format!("/api/v1/ideas/{}/votes/{}", vote.idea_id, vote.id),
-        &vote,
-    ))
+    api::idempotency::once(&state, &who.app_id, &req, &body, || async {
+        let vote = state
+            .store
+            .run(move |db| Ok(engagement::vote(db, &app, &id, &voter, at)))
+            .await??;
+        Ok(StoredAnswer {
+            status: 201,
+            location: Some(format!("/api/v1/ideas/{}/votes/{}", vote.idea_id, vote.id)),
+            data: json!(vote),
+        })
+    })
+    .await
 }
 
 /// An idea's votes, oldest first (`ideas:read`).
@@ -489,6 +495,7 @@ async fn delete_vote(
 /// as a reply (`parentId`, a comment of the same idea).
 #[utoipa::path(tag = "ideas", security(("api_key" = [])), params(("id" = String, Path, description = "Idea id")),
     request_body(content = Object, description = r#"{"content" (1..5000), "author": {"id", "name", "email"}, "parentId"?, "internal"?}"#),
+    params(("Idempotency-Key" = Option<String>, Header, description = "Replays the first answer for 24 h")),
     responses((status = 201, body = Comment, headers(("Location" = String))), (status = 400), (status = 403), (status = 404)))]
 #[post("/ideas/{id}/comments")]
 async fn add_comment(
@@ -499,20 +506,25 @@ async fn add_comment(
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     who.require(Permission::CommentsWrite)?;
-    let (_, fields) = api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
+    let (body, fields) =
+        api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
     let draft = CommentDraft::parse(&fields).map_err(ApiError::validation)?;
     if draft.internal {
         who.require(Permission::IdeasModerate)?;
     }
     let (app, id) = (who.app_id.clone(), id.into_inner());
-    let c = state
-        .store
-        .run(move |db| Ok(engagement::comment(db, &app, &id, &draft)))
-        .await??;
-    Ok(api::created(
-        &format!("/api/v1/ideas/{}/comments/{}", c.idea_id, c.id),
-        &c,
-    ))
+    api::idempotency::once(&state, &who.app_id, &req, &body, || async {
+        let c = state
+            .store
+            .run(move |db| Ok(engagement::comment(db, &app, &id, &draft)))
+            .await??;
+        Ok(StoredAnswer {
+            status: 201,
+            location: Some(format!("/api/v1/ideas/{}/comments/{}", c.idea_id, c.id)),
+            data: json!(c),
+        })
+    })
+    .await
 }
 
 /// An idea's comments, oldest first (`ideas:read`); internal ones only for `ideas:moderate`.

@@ -750,6 +750,34 @@ async fn voting_twice_by_id_or_by_email_is_409_and_votes_can_be_listed_and_remov
 }
 
 #[tokio::test]
+async fn an_idempotency_key_replays_a_vote_instead_of_answering_409() {
+    let app = spawn_app();
+    let (_, key) = ideas_app(&app, "free").await;
+    let idea = idea_titled(&app, &key, "Retried").await;
+    let path = format!("/api/v1/ideas/{idea}/votes");
+    let headers = [("x-api-key", key.as_str()), ("idempotency-key", "vote-1")];
+    let body = json!({"voter": {"id": "u1"}});
+    let first = app
+        .send(Method::POST, &path, &headers, Some(body.clone()))
+        .await;
+    let again = app.send(Method::POST, &path, &headers, Some(body)).await;
+    assert_eq!(
+        (first.status.as_u16(), again.status.as_u16()),
+        (201, 201),
+        "{}",
+        again.body
+    );
+    assert_eq!(first.data(), again.data());
+    assert_eq!(
+        get(&app, &key, &format!("/api/v1/ideas/{idea}")).await["voteCount"],
+        1
+    );
+    vote(&app, &key, &idea, json!({"id": "u1"}))
+        .await
+        .assert_error(409, "CONFLICT");
+}
+
+#[tokio::test]
 async fn a_vote_on_an_idea_in_a_closed_status_is_409() {
     let app = spawn_app();
     let (_, key) = ideas_app(&app, "free").await;
