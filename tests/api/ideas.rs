@@ -404,6 +404,58 @@ async fn statuses_are_created_renamed_recoloured_reordered_and_kept_while_in_use
 }
 
 #[tokio::test]
+async fn renaming_a_status_a_topic_or_a_tag_shows_in_every_idea() {
+    let app = spawn_app();
+    let (app_id, key) = ideas_app(&app, "free").await;
+    let board = default_board(&app, &key).await;
+    let topic = admin_item(&app, &app_id, &board, "topics", json!({"name": "Old"})).await;
+    let tag = admin_item(&app, &app_id, &board, "tags", json!({"name": "old"})).await;
+    let body = json!({"title": "Joined", "author": author(1), "topicId": topic["id"], "tagIds": [tag["id"]]});
+    let idea = new_idea(&app, &key, body).await;
+    let b = format!("/apps/{app_id}/boards/{board}");
+    let open = idea["status"]["id"].as_str().unwrap();
+    for (path, body) in [
+        (
+            format!("{b}/topics/{}", topic["id"].as_str().unwrap()),
+            json!({"name": "New"}),
+        ),
+        (
+            format!("{b}/tags/{}", tag["id"].as_str().unwrap()),
+            json!({"name": "new", "color": null}),
+        ),
+        (
+            format!("{b}/statuses/{open}"),
+            json!({"name": "Fresh", "color": "#ABCDEF"}),
+        ),
+    ] {
+        let a = app.admin(Method::PATCH, &path, Some(body)).await;
+        assert_eq!(a.status, 200, "{path}: {}", a.body);
+    }
+    let now = get(
+        &app,
+        &key,
+        &format!("/api/v1/ideas/{}", idea["id"].as_str().unwrap()),
+    )
+    .await;
+    assert_eq!(
+        (&now["topic"]["name"], &now["tags"][0]["name"]),
+        (&json!("New"), &json!("new"))
+    );
+    assert_eq!(
+        now["status"],
+        json!({"id": open, "name": "Fresh", "color": "#abcdef"})
+    );
+    let taken = app
+        .admin(
+            Method::PATCH,
+            &format!("{b}/statuses/{open}"),
+            Some(json!({"name": "planned"})),
+        )
+        .await;
+    taken.assert_error(409, "CONFLICT");
+}
+
+#[tokio::test]
 async fn creating_an_idea_with_invalid_fields_reports_each_field() {
     let app = spawn_app();
     let (_, key) = ideas_app(&app, "free").await;
@@ -556,6 +608,9 @@ async fn each_filter_and_each_sort_of_the_list() {
         (q("sort=-createdAt"), vec![c, b, a]),
         (q("sort=-updatedAt&limit=1"), vec![a]),
         (q("sort=trending"), vec![b, c, a]),
+        (q("sort=voteCount"), vec![a, c, b]),
+        (q("sort=commentCount"), vec![a, b, c]),
+        (q("sort=updatedAt"), vec![b, c, a]),
     ];
     for (path, want) in cases {
         assert_eq!(ids_of(&get(&app, &key, &path).await), want, "{path}");
