@@ -5,7 +5,9 @@
 //! - `contacts/create`: parsing (validation) + `build` + `create` (one sled transaction + `db.flush()`,
 //!   the fsync every API write pays), a new e-mail each iteration;
 //! - `contacts/get`: one existing contact by id;
-//! - `contacts/list_20_of_1000`: the first page of 20 by `-createdAt` out of 1000 contacts.
+//! - `contacts/list_20_of_1000`: the first page of 20 by `-createdAt` out of 1000 contacts;
+//! - `ideas/vote`: one vote by a new voter on one idea: the transaction (duplicate-voter check,
+//!   vote record, voter entries, voteCount, trending and their index entries) + `db.flush()`.
 
 use std::hint::black_box;
 use std::path::Path;
@@ -118,5 +120,34 @@ fn read(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, create, read);
+fn vote(c: &mut Criterion) {
+    use tributary::ideas::{engagement, model, store as ideas};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = open_db(dir.path());
+    let app = tributary::ids::object_id();
+    let body = json!({"title": "Dark mode", "author": {"id": "u1", "name": "Ada", "email": "ada@example.com"}});
+    let draft = model::IdeaDraft::parse(body.as_object().expect("object")).expect("valid idea");
+    let idea = ideas::create(&db, &app, &draft, None).expect("idea created");
+    let next = AtomicU64::new(0);
+
+    let mut g = c.benchmark_group("ideas");
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("vote", |b| {
+        b.iter(|| {
+            let n = next.fetch_add(1, Ordering::Relaxed);
+            let voter = model::Voter {
+                id: Some(format!("voter{n}")),
+                name: None,
+                email: Some(format!("voter{n}@example.com")),
+            };
+            let at = tributary::ids::Timestamp::now();
+            black_box(engagement::vote(&db, &app, &idea.id, &voter, at).expect("vote"))
+        })
+    });
+    g.finish();
+    let stored = ideas::get(&db, &app, &idea.id).expect("get").expect("idea");
+    assert_eq!(stored.vote_count, next.load(Ordering::Relaxed));
+}
+
+criterion_group!(benches, create, read, vote);
 criterion_main!(benches);

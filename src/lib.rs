@@ -1,11 +1,13 @@
 //! Tributary: feedback, acquisition and analytics in one service. See ARCHITECTURE.md.
 
 pub mod api;
+pub mod boards;
 pub mod cli;
 pub mod clock;
 pub mod collector;
 pub mod config;
 pub mod contacts;
+pub mod ideas;
 pub mod ids;
 pub mod profiles;
 pub mod startup;

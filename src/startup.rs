@@ -92,6 +92,8 @@ fn admin_token(configured: Option<&Secret>, data_dir: &Path) -> Result<Secret, S
     tags((name = "contacts", description = "Acquisition CRM (X-API-Key)"),
          (name = "collector", description = "Analytics collection (X-App-Key)"),
          (name = "profiles", description = "Merged visitor profiles (X-API-Key)"),
+         (name = "ideas", description = "Feedback boards, ideas, votes, comments (X-API-Key)"),
+         (name = "boards", description = "Boards and their statuses, topics, tags (Authorization: Bearer <admin token>)"),
          (name = "admin", description = "Apps and keys (Authorization: Bearer <admin token>)"),
          (name = "service", description = "Health and API description"))
 )]
@@ -147,13 +149,22 @@ where
     app.service(healthz)
         .service(crate::collector::http::metrics)
         .service(scope::scope("/acq/v1").configure(crate::contacts::configure))
-        .service(scope::scope("/api/v1").configure(crate::profiles::configure))
+        .service(
+            scope::scope("/api/v1")
+                .configure(crate::profiles::configure)
+                .configure(crate::boards::configure_public)
+                .configure(crate::ideas::configure),
+        )
         .service(
             scope::scope("/api/w")
                 .wrap(from_fn(crate::collector::http::cors))
                 .configure(crate::collector::http::configure),
         )
-        .service(scope::scope("/admin/v1").configure(crate::tenants::configure))
+        .service(
+            scope::scope("/admin/v1")
+                .configure(crate::tenants::configure)
+                .configure(crate::boards::configure_admin),
+        )
 }
 
 /// The OpenAPI document of every route, completed by `api::openapi::complete` (envelopes, the

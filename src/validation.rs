@@ -56,3 +56,42 @@ pub fn only_fields(body: &Map<String, Value>, allowed: &[&str], errors: &mut Vec
         ));
     }
 }
+
+/// Trims and lowercases an e-mail address and checks its shape (`local@domain.tld`).
+pub fn normalize_email(raw: &str) -> Result<String, &'static str> {
+    let email = raw.trim().to_lowercase();
+    if email.is_empty() {
+        return Err("must not be empty");
+    }
+    if email.len() > 254 {
+        return Err("must be at most 254 characters");
+    }
+    let Some((local, domain)) = email.rsplit_once('@') else {
+        return Err("must be a valid e-mail address");
+    };
+    let local_ok = !local.is_empty()
+        && local.len() <= 64
+        && !local.starts_with('.')
+        && !local.ends_with('.')
+        && !local.contains("..")
+        && local
+            .chars()
+            .all(|c| c.is_alphanumeric() || "!#$%&'*+-/=?^_`{|}~.".contains(c));
+    let labels: Vec<&str> = domain.split('.').collect();
+    let domain_ok = labels.len() >= 2
+        && labels.iter().all(|l| {
+            !l.is_empty()
+                && l.len() <= 63
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+                && l.chars().all(|c| c.is_alphanumeric() || c == '-')
+        })
+        && labels
+            .last()
+            .is_some_and(|tld| tld.chars().all(char::is_alphabetic) || tld.starts_with("xn--"));
+    if local_ok && domain_ok {
+        Ok(email)
+    } else {
+        Err("must be a valid e-mail address")
+    }
+}

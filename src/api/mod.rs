@@ -62,6 +62,19 @@ fn envelope<T: Serialize>(
     })
 }
 
+/// The `data` of a DELETE: `{"id": "...", "deleted": true}` (api.md §2).
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct Deleted {
+    pub id: String,
+    /// Always true.
+    pub deleted: bool,
+}
+
+/// 200 with `{"id", "deleted": true}`.
+pub fn deleted(id: String) -> HttpResponse {
+    ok(&Deleted { id, deleted: true })
+}
+
 /// 200 with `{"success": true, "data": ..., "meta"}`.
 pub fn ok<T: Serialize>(data: &T) -> HttpResponse {
     envelope(StatusCode::OK, data, None)

@@ -8,6 +8,6 @@ mod crash;
 mod errors;
 mod events;
 mod helpers;
+mod ideas;
 mod lake;
-mod openapi;
 mod slow;

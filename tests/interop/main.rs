@@ -1,4 +1,5 @@
-//! Interoperability: the lake read by DuckDB and Spark, and written to S3 (the moto server).
+//! Interoperability: the lake read by DuckDB and Spark, written to S3 (the moto server), and
+//! every operation's live answers validated against `/openapi.json` by Python's `jsonschema`.
 //! These need the Python tools in `.venv`, which `tests/run` installs; without them this binary
 //! stops at once with one line saying so.
 
@@ -11,6 +12,7 @@ mod events;
 mod helpers;
 #[path = "../api/lake.rs"]
 mod lake;
+mod openapi;
 mod python;
 
 use serde_json::json;

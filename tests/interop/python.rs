@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 
 pub use crate::lake::LakeView;
 
-fn venv_bin(name: &str) -> PathBuf {
+pub fn venv_bin(name: &str) -> PathBuf {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join(".venv/bin")
         .join(name);

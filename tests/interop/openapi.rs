@@ -201,11 +201,11 @@ async fn every_operation_answers_as_its_openapi_schema_says() {
     std::fs::write(&doc_file, doc.to_string()).unwrap();
     std::fs::write(&samples_file, Value::Array(s.0).to_string()).unwrap();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let out = Command::new(root.join(".venv/bin/python"))
+    let out = Command::new(crate::python::venv_bin("python"))
         .arg(root.join("tests/support/openapi_check.py"))
         .args([&doc_file, &samples_file])
         .output()
-        .expect(".venv/bin/python runs (tests/run sets it up)");
+        .expect("python from .venv runs");
     let report = String::from_utf8_lossy(&out.stdout);
     println!("{report}");
     assert!(

@@ -1,0 +1,482 @@
+//! Votes, comments and merges in sled: each one writes its records and the counts of the ideas
+//! it touches in one transaction (see `store.rs` for the key layout).
+
+use sled::transaction::ConflictableTransactionError;
+
+use super::model::{
+    trending_add, trending_remove, Comment, CommentDraft, Idea, IdeaView, Vote, Voter,
+};
+use super::store::{
+    abort, board_tx, child_key, child_prefix, history_tx, load, load_tx, page, retrying, scan,
+    unchanged_tx, usage_tx, write_tx, IdeaError, Page, Tx, TREE,
+};
+use crate::boards::model::StatusKind;
+use crate::ids::{self, Timestamp};
+use crate::storage::{decode, encode, StoreError};
+use crate::validation::FieldError;
+
+fn voter_taken(
+    tx: &sled::transaction::TransactionalTree,
+    app: &str,
+    idea: &str,
+    voter: &Voter,
+) -> Tx<bool> {
+    for k in voter.keys() {
+        if tx.get(child_key(b'w', app, idea, &k))?.is_some() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// Writes a vote and its voter entries, and counts it on `idea`.
+fn add_vote_tx(
+    tx: &sled::transaction::TransactionalTree,
+    app: &str,
+    idea: &mut Idea,
+    vote: &Vote,
+) -> Tx<()> {
+    tx.insert(child_key(b'v', app, &idea.id, &vote.id), encode(vote))?;
+    for k in vote.voter.keys() {
+        tx.insert(child_key(b'w', app, &idea.id, &k), vote.id.as_bytes())?;
+    }
+    idea.vote_count += 1;
+    idea.trending = trending_add(idea.trending, vote.created_at);
+    Ok(())
+}
+
+/// Records a vote: 409 when the voter (same id or same e-mail) already voted, or when the idea
+/// is in a closed-kind status.
+pub fn vote(
+    db: &sled::Db,
+    app: &str,
+    idea_id: &str,
+    voter: &Voter,
+    at: Timestamp,
+) -> Result<Vote, IdeaError> {
+    if !ids::is_object_id(idea_id) {
+        return Err(IdeaError::NotFound("idea"));
+    }
+    let tree = db.open_tree(TREE)?;
+    let vote = tree.transaction(|tx| {
+        let (old, _) = load_tx(tx, app, idea_id, "idea")?;
+        let board = board_tx(tx, app, &old.board_id)?;
+        if let Some(s) = board
+            .status(&old.status_id)
+            .filter(|s| s.kind == StatusKind::Closed)
+        {
+            return abort(IdeaError::Conflict(format!(
+                "the idea is {}: it takes no more votes",
+                s.name
+            )));
+        }
+        if voter_taken(tx, app, idea_id, voter)? {
+            return abort(IdeaError::Conflict(
+                "this voter already voted for the idea".into(),
+            ));
+        }
+        let vote = Vote {
+            id: ids::object_id(),
+            idea_id: idea_id.to_owned(),
+            voter: voter.clone(),
+            created_at: at,
+        };
+        let mut new = old.clone();
+        add_vote_tx(tx, app, &mut new, &vote)?;
+        write_tx(tx, app, Some(&old), &new)?;
+        Ok(vote)
+    })?;
+    db.flush()?;
+    Ok(vote)
+}
+
+/// Removes a vote and uncounts it.
+pub fn unvote(db: &sled::Db, app: &str, idea_id: &str, vote_id: &str) -> Result<(), IdeaError> {
+    if !ids::is_object_id(idea_id) || !ids::is_object_id(vote_id) {
+        return Err(IdeaError::NotFound("vote"));
+    }
+    let tree = db.open_tree(TREE)?;
+    tree.transaction(|tx| {
+        let (old, _) = load_tx(tx, app, idea_id, "idea")?;
+        let key = child_key(b'v', app, idea_id, vote_id);
+        let Some(bytes) = tx.get(&key)? else {
+            return abort(IdeaError::NotFound("vote"));
+        };
+        let vote: Vote =
+            decode(&key, &bytes).map_err(|e| ConflictableTransactionError::Abort(e.into()))?;
+        tx.remove(key)?;
+        for k in vote.voter.keys() {
+            let wk = child_key(b'w', app, idea_id, &k);
+            if tx.get(&wk)?.as_deref() == Some(vote.id.as_bytes()) {
+                tx.remove(wk)?;
+            }
+        }
+        let mut new = old.clone();
+        new.vote_count = new.vote_count.saturating_sub(1);
+        new.trending = trending_remove(new.trending, vote.created_at, new.vote_count);
+        write_tx(tx, app, Some(&old), &new)?;
+        Ok(())
+    })?;
+    db.flush()?;
+    Ok(())
+}
+
+/// A page of an idea's votes, oldest first (`None`: no such idea).
+pub fn votes(
+    db: &sled::Db,
+    app: &str,
+    idea_id: &str,
+    after: Option<&str>,
+    limit: usize,
+) -> Result<Option<Page<Vote>>, StoreError> {
+    if load(db, app, idea_id)?.is_none() {
+        return Ok(None);
+    }
+    let tree = db.open_tree(TREE)?;
+    page(
+        &tree,
+        &child_prefix(b'v', app, idea_id),
+        after,
+        limit,
+        |_| true,
+    )
+    .map(Some)
+}
+
+fn count_comment(idea: &mut Idea, c: &Comment, delta: i64) {
+    let n = if c.internal {
+        &mut idea.internal_comment_count
+    } else {
+        &mut idea.comment_count
+    };
+    *n = n.saturating_add_signed(delta);
+}
+
+/// Adds a comment; its parent must be a comment of the same idea (else 400).
+pub fn comment(
+    db: &sled::Db,
+    app: &str,
+    idea_id: &str,
+    draft: &CommentDraft,
+) -> Result<Comment, IdeaError> {
+    if !ids::is_object_id(idea_id) {
+        return Err(IdeaError::NotFound("idea"));
+    }
+    let tree = db.open_tree(TREE)?;
+    let c = tree.transaction(|tx| {
+        let (old, _) = load_tx(tx, app, idea_id, "idea")?;
+        if let Some(p) = &draft.parent_id {
+            if tx.get(child_key(b'c', app, idea_id, p))?.is_none() {
+                let e = FieldError::new("parentId", "no such comment on this idea");
+                return abort(IdeaError::Invalid(vec![e]));
+            }
+        }
+        let c = draft.comment(idea_id);
+        tx.insert(child_key(b'c', app, idea_id, &c.id), encode(&c))?;
+        let mut new = old.clone();
+        count_comment(&mut new, &c, 1);
+        write_tx(tx, app, Some(&old), &new)?;
+        Ok(c)
+    })?;
+    db.flush()?;
+    Ok(c)
+}
+
+/// Reads a comment the caller may see (internal ones only for moderators) in a transaction.
+fn comment_tx(
+    tx: &sled::transaction::TransactionalTree,
+    app: &str,
+    idea: &str,
+    id: &str,
+    moderator: bool,
+) -> Tx<Comment> {
+    let key = child_key(b'c', app, idea, id);
+    let Some(bytes) = tx.get(&key)? else {
+        return abort(IdeaError::NotFound("comment"));
+    };
+    let c: Comment =
+        decode(&key, &bytes).map_err(|e| ConflictableTransactionError::Abort(e.into()))?;
+    if c.internal && !moderator {
+        return abort(IdeaError::NotFound("comment"));
+    }
+    Ok(c)
+}
+
+/// Edits a comment's content: a moderator may edit any; others only their own (`author_id`).
+pub fn edit_comment(
+    db: &sled::Db,
+    app: &str,
+    (idea_id, id): (&str, &str),
+    content: &str,
+    author_id: Option<&str>,
+    moderator: bool,
+) -> Result<Comment, IdeaError> {
+    if !ids::is_object_id(idea_id) || !ids::is_object_id(id) {
+        return Err(IdeaError::NotFound("comment"));
+    }
+    let tree = db.open_tree(TREE)?;
+    let c = tree.transaction(|tx| {
+        load_tx(tx, app, idea_id, "idea")?;
+        let mut c = comment_tx(tx, app, idea_id, id, moderator)?;
+        if !moderator && author_id != Some(c.author.id.as_str()) {
+            return abort(IdeaError::Forbidden(
+                "only the comment's author (author.id) or ideas:moderate may edit it".into(),
+            ));
+        }
+        c.content = content.to_owned();
+        c.updated_at = Timestamp::now();
+        tx.insert(child_key(b'c', app, idea_id, id), encode(&c))?;
+        Ok(c)
+    })?;
+    db.flush()?;
+    Ok(c)
+}
+
+/// Deletes a comment and uncounts it (its replies stay, with their `parentId`).
+pub fn delete_comment(db: &sled::Db, app: &str, idea_id: &str, id: &str) -> Result<(), IdeaError> {
+    if !ids::is_object_id(idea_id) || !ids::is_object_id(id) {
+        return Err(IdeaError::NotFound("comment"));
+    }
+    let tree = db.open_tree(TREE)?;
+    tree.transaction(|tx| {
+        let (old, _) = load_tx(tx, app, idea_id, "idea")?;
+        let c = comment_tx(tx, app, idea_id, id, true)?;
+        tx.remove(child_key(b'c', app, idea_id, id))?;
+        let mut new = old.clone();
+        count_comment(&mut new, &c, -1);
+        write_tx(tx, app, Some(&old), &new)?;
+        Ok(())
+    })?;
+    db.flush()?;
+    Ok(())
+}
+
+/// A page of an idea's comments, oldest first; internal ones only with `moderator`.
+pub fn comments(
+    db: &sled::Db,
+    app: &str,
+    idea_id: &str,
+    moderator: bool,
+    after: Option<&str>,
+    limit: usize,
+) -> Result<Option<Page<Comment>>, StoreError> {
+    if load(db, app, idea_id)?.is_none() {
+        return Ok(None);
+    }
+    let tree = db.open_tree(TREE)?;
+    let keep = |c: &Comment| moderator || !c.internal;
+    page(&tree, &child_prefix(b'c', app, idea_id), after, limit, keep).map(Some)
+}
+
+/// Merges idea `source` into `target` (api.md §6): the target gains the voters it lacked, the
+/// comments move to it, the source becomes Duplicate with `mergedIntoId`. Answers the target.
+pub fn merge(db: &sled::Db, app: &str, source: &str, target: &str) -> Result<IdeaView, IdeaError> {
+    if !ids::is_object_id(source) {
+        return Err(IdeaError::NotFound("idea"));
+    }
+    if !ids::is_object_id(target) {
+        return Err(IdeaError::NotFound("idea (intoId)"));
+    }
+    let tree = db.open_tree(TREE)?;
+    let view = retrying(|| {
+        let seen = tree.get(super::store::record_key(app, source))?;
+        let decode_all = |kind: u8| -> Result<Vec<(Vec<u8>, sled::IVec)>, StoreError> {
+            Ok(scan(&tree, &child_prefix(kind, app, source))?
+                .into_iter()
+                .map(|(k, v)| (k.to_vec(), v))
+                .collect())
+        };
+        let votes: Vec<Vote> = decode_all(b'v')?
+            .iter()
+            .map(|(k, v)| decode(k, v))
+            .collect::<Result<_, _>>()?;
+        let comments: Vec<Comment> = decode_all(b'c')?
+            .iter()
+            .map(|(k, v)| decode(k, v))
+            .collect::<Result<_, _>>()?;
+        Ok(tree.transaction(|tx| merge_tx(tx, app, (source, target), &seen, &votes, &comments))?)
+    })?;
+    db.flush()?;
+    Ok(view)
+}
+
+fn merge_tx(
+    tx: &sled::transaction::TransactionalTree,
+    app: &str,
+    (source, target): (&str, &str),
+    seen: &Option<sled::IVec>,
+    votes: &[Vote],
+    comments: &[Comment],
+) -> Tx<IdeaView> {
+    let (src_old, bytes) = load_tx(tx, app, source, "idea")?;
+    unchanged_tx(&bytes, seen)?;
+    let (dst_old, _) = load_tx(tx, app, target, "idea (intoId)")?;
+    if src_old.merged_into_id.is_some() {
+        return abort(IdeaError::Conflict("the idea was already merged".into()));
+    }
+    if dst_old.merged_into_id.is_some() {
+        return abort(IdeaError::Conflict(
+            "the target idea was merged into another one".into(),
+        ));
+    }
+    let (mut src, mut dst) = (src_old.clone(), dst_old.clone());
+    for v in votes {
+        if !voter_taken(tx, app, target, &v.voter)? {
+            let copy = Vote {
+                id: ids::object_id(),
+                idea_id: target.to_owned(),
+                voter: v.voter.clone(),
+                created_at: v.created_at,
+            };
+            add_vote_tx(tx, app, &mut dst, &copy)?;
+        }
+    }
+    for c in comments {
+        tx.remove(child_key(b'c', app, source, &c.id))?;
+        let moved = Comment {
+            idea_id: target.to_owned(),
+            ..c.clone()
+        };
+        tx.insert(child_key(b'c', app, target, &c.id), encode(&moved))?;
+        count_comment(&mut src, c, -1);
+        count_comment(&mut dst, c, 1);
+    }
+    let src_board = board_tx(tx, app, &src.board_id)?;
+    usage_tx(tx, app, &src_old, -1)?;
+    src.status_id = src_board.duplicate_status_id.clone();
+    src.merged_into_id = Some(target.to_owned());
+    if src.status_id != src_old.status_id {
+        history_tx(
+            tx,
+            app,
+            source,
+            &src_board,
+            &src_old.status_id,
+            &src.status_id,
+        )?;
+    }
+    usage_tx(tx, app, &src, 1)?;
+    let now = Timestamp::now();
+    (src.updated_at, dst.updated_at) = (now, now);
+    write_tx(tx, app, Some(&src_old), &src)?;
+    write_tx(tx, app, Some(&dst_old), &dst)?;
+    let dst_board = board_tx(tx, app, &dst.board_id)?;
+    Ok(dst.view(&dst_board))
+}
+
+#[cfg(test)]
+mod tests {
+    //! The store against a simple model: random votes, unvotes, comments and deletions on a
+    //! few ideas, then the counts compared with the model and with the records, before and
+    //! after reopening the database.
+
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use super::*;
+    use crate::ideas::store;
+
+    fn open(dir: &std::path::Path) -> sled::Db {
+        sled::Config::new().path(dir).open().expect("open sled")
+    }
+
+    fn idea(db: &sled::Db, app: &str) -> String {
+        let body = serde_json::json!({"title": "Idea", "author": {"id": "a", "name": "A", "email": "a@b.co"}});
+        let draft = super::super::model::IdeaDraft::parse(body.as_object().unwrap()).unwrap();
+        store::create(db, app, &draft, None).unwrap().id
+    }
+
+    #[derive(Default)]
+    struct Model {
+        votes: BTreeMap<String, (String, String)>,
+        comments: BTreeMap<String, (String, bool)>,
+    }
+
+    fn check(db: &sled::Db, app: &str, ideas: &[String], m: &Model) {
+        for id in ideas {
+            let v = store::get(db, app, id).unwrap().unwrap();
+            let want_votes = m.votes.values().filter(|(i, _)| i == id).count();
+            let want_comments = m
+                .comments
+                .values()
+                .filter(|(i, internal)| i == id && !internal)
+                .count();
+            assert_eq!(v.vote_count as usize, want_votes);
+            assert_eq!(v.comment_count as usize, want_comments);
+            let records = votes(db, app, id, None, 100).unwrap().unwrap().0;
+            assert_eq!(records.len(), want_votes);
+            let all = comments(db, app, id, true, None, 100).unwrap().unwrap().0;
+            assert_eq!(
+                all.len(),
+                m.comments.values().filter(|(i, _)| i == id).count()
+            );
+        }
+    }
+
+    #[test]
+    fn counts_match_a_model_through_random_operations_and_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let app = ids::object_id();
+        let db = open(dir.path());
+        let ideas: Vec<String> = (0..3).map(|_| idea(&db, &app)).collect();
+        let (mut m, mut seed) = (Model::default(), 0x9e37_79b9_7f4a_7c15_u64);
+        let mut voters: BTreeSet<(String, String)> = BTreeSet::new();
+        for _ in 0..400 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let (op, k, n) = (seed % 5, (seed >> 8) as usize % 3, (seed >> 16) % 12);
+            let idea_id = &ideas[k];
+            match op {
+                0 | 1 => {
+                    let voter = Voter {
+                        id: Some(format!("v{n}")),
+                        name: None,
+                        email: None,
+                    };
+                    let fresh = voters.insert((idea_id.clone(), format!("v{n}")));
+                    match vote(&db, &app, idea_id, &voter, Timestamp::now()) {
+                        Ok(v) => {
+                            assert!(fresh);
+                            m.votes.insert(v.id, (idea_id.clone(), format!("v{n}")));
+                        }
+                        Err(IdeaError::Conflict(_)) => assert!(!fresh),
+                        Err(e) => panic!("{e:?}"),
+                    }
+                }
+                2 => {
+                    if let Some((vid, (i, who))) = m
+                        .votes
+                        .iter()
+                        .find(|(_, (i, _))| i == idea_id)
+                        .map(|(a, b)| (a.clone(), b.clone()))
+                    {
+                        unvote(&db, &app, &i, &vid).unwrap();
+                        m.votes.remove(&vid);
+                        voters.remove(&(i, who));
+                    }
+                }
+                3 => {
+                    let body = serde_json::json!({"content": "c", "author": {"id": "a", "name": "A", "email": "a@b.co"}, "internal": n % 3 == 0});
+                    let draft = CommentDraft::parse(body.as_object().unwrap()).unwrap();
+                    let c = comment(&db, &app, idea_id, &draft).unwrap();
+                    m.comments.insert(c.id, (idea_id.clone(), c.internal));
+                }
+                _ => {
+                    if let Some(cid) = m
+                        .comments
+                        .iter()
+                        .find(|(_, (i, _))| i == idea_id)
+                        .map(|(c, _)| c.clone())
+                    {
+                        delete_comment(&db, &app, idea_id, &cid).unwrap();
+                        m.comments.remove(&cid);
+                    }
+                }
+            }
+        }
+        check(&db, &app, &ideas, &m);
+        drop(db);
+        let db = open(dir.path());
+        check(&db, &app, &ideas, &m);
+    }
+}

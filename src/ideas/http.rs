@@ -1,0 +1,625 @@
+//! The handlers of `/api/v1/ideas` and everything under an idea: query and body parsing,
+//! permissions, envelopes.
+
+use actix_web::{delete, get, patch, post, web, HttpRequest, HttpResponse};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use utoipa::IntoParams;
+use utoipa_actix_web::service_config::ServiceConfig;
+
+use super::engagement;
+use super::model::{
+    self, fold, Comment, CommentDraft, IdeaDraft, IdeaPatch, IdeaView, StatusChange, Vote,
+};
+use super::store::{self, Cursor, Filter, IdeaError, Sort, SortField};
+use crate::api::{self, ApiError, Deleted, ErrorCode, FieldError, Pagination};
+use crate::boards::BoardRecord;
+use crate::config::Quota;
+use crate::ids;
+use crate::state::AppState;
+use crate::storage::idempotency::StoredAnswer;
+use crate::tenants::{Permission, Principal};
+
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(list_ideas)
+        .service(create_idea)
+        .service(get_idea)
+        .service(update_idea)
+        .service(delete_idea)
+        .service(status_history)
+        .service(merge_idea)
+        .service(add_vote)
+        .service(list_votes)
+        .service(delete_vote)
+        .service(add_comment)
+        .service(list_comments)
+        .service(edit_comment)
+        .service(delete_comment);
+}
+
+impl From<IdeaError> for ApiError {
+    fn from(e: IdeaError) -> Self {
+        match e {
+            IdeaError::NotFound(what) => ApiError::not_found(what),
+            IdeaError::Invalid(d) => ApiError::validation(d),
+            IdeaError::Conflict(m) => ApiError::conflict(m),
+            IdeaError::Forbidden(m) => ApiError::new(ErrorCode::Forbidden, m),
+            IdeaError::PlanLimit { limit, current } => {
+                ApiError::plan_limit(Quota::Ideas, limit, current)
+            }
+            IdeaError::Changed => ApiError::conflict("the idea changed meanwhile; retry"),
+            IdeaError::Store(e) => e.into(),
+        }
+    }
+}
+
+/// Query parameters of the idea list. A comma inside a value means OR.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[into_params(parameter_in = Query)]
+pub struct ListQuery {
+    /// Board ids, comma-separated.
+    board_id: Option<String>,
+    /// Status ids, comma-separated.
+    status: Option<String>,
+    /// Topic ids, comma-separated.
+    topic_id: Option<String>,
+    /// Ideas carrying any of these tag ids, comma-separated.
+    tag: Option<String>,
+    /// Author ids, comma-separated.
+    author_id: Option<String>,
+    /// Text in title or description, case- and accent-insensitive.
+    q: Option<String>,
+    /// `-createdAt` (default), `createdAt`, `-voteCount`, `voteCount`, `-commentCount`,
+    /// `commentCount`, `-updatedAt`, `updatedAt` or `trending`. Trending ranks by
+    /// `Σ over votes of 2^(-age_hours / 72)`: each vote's weight halves every three days.
+    sort: Option<String>,
+    /// 1..100, default 20.
+    limit: Option<String>,
+    /// `pagination.nextCursor` of the previous page.
+    cursor: Option<String>,
+}
+
+fn split(v: &Option<String>) -> Vec<String> {
+    v.as_deref()
+        .map(|s| {
+            s.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn parse_sort(raw: Option<&str>) -> Result<Sort, String> {
+    let raw = raw.unwrap_or("-createdAt").trim_start_matches(' ');
+    let (descending, name) = match raw.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, raw.strip_prefix('+').unwrap_or(raw)),
+    };
+    match SortField::parse(name) {
+        Some(SortField::Trending) => Ok(Sort { field: SortField::Trending, descending: true }),
+        Some(field) => Ok(Sort { field, descending }),
+        None => Err("must be createdAt, updatedAt, voteCount, commentCount (optionally with '-') or trending".into()),
+    }
+}
+
+/// Each id of `ids` must be known to one of `boards` (`known`), else one error for `field`.
+fn check_ids(
+    errors: &mut Vec<FieldError>,
+    field: &str,
+    ids: &[String],
+    known: impl Fn(&str) -> bool,
+) {
+    if let Some(bad) = ids.iter().find(|i| !known(i)) {
+        errors.push(FieldError::new(field, format!("unknown id {bad:?}")));
+    }
+}
+
+/// The filter, sort, limit and cursor of a list; ids are checked against the app's boards.
+fn parse_list(
+    q: &ListQuery,
+    app: &str,
+    boards: &[BoardRecord],
+) -> Result<(Filter, Sort, usize, Option<Cursor>), ApiError> {
+    let mut errors = Vec::new();
+    let filter = Filter {
+        board_ids: split(&q.board_id),
+        status_ids: split(&q.status),
+        topic_ids: split(&q.topic_id),
+        tag_ids: split(&q.tag),
+        author_ids: split(&q.author_id),
+        q: q.q
+            .as_deref()
+            .map(fold)
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty()),
+    };
+    check_ids(&mut errors, "boardId", &filter.board_ids, |i| {
+        boards.iter().any(|b| b.board.id == i)
+    });
+    check_ids(&mut errors, "status", &filter.status_ids, |i| {
+        boards.iter().any(|b| b.status(i).is_some())
+    });
+    check_ids(&mut errors, "topicId", &filter.topic_ids, |i| {
+        boards.iter().any(|b| b.topic(i).is_some())
+    });
+    check_ids(&mut errors, "tag", &filter.tag_ids, |i| {
+        boards.iter().any(|b| b.tag(i).is_some())
+    });
+    if q.q.as_deref().is_some_and(|s| s.chars().count() > 200) {
+        errors.push(FieldError::new("q", "must be at most 200 characters"));
+    }
+    let sort = parse_sort(q.sort.as_deref())
+        .map_err(|m| errors.push(FieldError::new("sort", m)))
+        .ok();
+    let limit = api::page_limit(q.limit.as_deref())
+        .map_err(|e| errors.push(e))
+        .ok();
+    let cursor = match (&q.cursor, sort) {
+        (Some(raw), Some(sort)) => Cursor::decode(raw, sort, app)
+            .ok_or_else(|| {
+                errors.push(FieldError::new(
+                    "cursor",
+                    "malformed, or made for another sort order",
+                ))
+            })
+            .ok(),
+        _ => None,
+    };
+    match (sort, limit) {
+        (Some(sort), Some(limit)) if errors.is_empty() => Ok((filter, sort, limit, cursor)),
+        _ => Err(ApiError::validation(errors)),
+    }
+}
+
+/// List ideas, filtered and sorted, one page at a time (cursor pagination).
+#[utoipa::path(
+    tag = "ideas", security(("api_key" = [])), params(ListQuery),
+    responses(
+        (status = 200, description = "A page of ideas", body = Vec<IdeaView>),
+        (status = 400, description = "Invalid filter, sort, limit or cursor"),
+        (status = 401), (status = 403), (status = 429)
+    )
+)]
+#[get("/ideas")]
+async fn list_ideas(
+    who: Principal,
+    state: web::Data<AppState>,
+    query: web::Query<ListQuery>,
+) -> Result<HttpResponse, ApiError> {
+    who.require(Permission::IdeasRead)?;
+    let app = who.app_id.clone();
+    let boards = state
+        .store
+        .run(move |db| crate::boards::store::all(db, &app))
+        .await?;
+    let (filter, sort, limit, cursor) = parse_list(&query, &who.app_id, &boards)?;
+    let app = who.app_id.clone();
+    let (page, next) = state
+        .store
+        .run(move |db| store::list(db, &app, &filter, sort, limit, cursor.as_ref()))
+        .await?;
+    let pagination = Pagination {
+        limit,
+        has_more: next.is_some(),
+        next_cursor: next.map(|c| c.encode(sort, &who.app_id)),
+    };
+    Ok(api::list(&page, &pagination))
+}
+
+/// Submit an idea (`ideas:write`); it starts in the board's Open status with no votes.
+#[utoipa::path(
+    tag = "ideas", security(("api_key" = [])),
+    request_body(content = Object, description = r#"{"boardId"?, "title" (3..150), "description"? (<= 10000), "topicId"?, "tagIds"?, "author": {"id", "name", "email"}, "createdAt"? (past, for imports)}"#),
+    params(("Idempotency-Key" = Option<String>, Header, description = "Replays the first answer for 24 h")),
+    responses(
+        (status = 201, body = IdeaView, headers(("Location" = String))),
+        (status = 400, description = "Invalid fields, unknown boardId/topicId/tagIds"),
+        (status = 403, description = "FORBIDDEN or PLAN_LIMIT_REACHED")
+    )
+)]
+#[post("/ideas")]
+async fn create_idea(
+    who: Principal,
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    who.require(Permission::IdeasWrite)?;
+    let (_, fields) = api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
+    let limit = state.settings.plan(who.plan).limit(Quota::Ideas);
+    api::idempotency::once(
+        &state,
+        &who.app_id,
+        &req,
+        &fields,
+        store::exists,
+        || async {
+            let draft = IdeaDraft::parse(&fields).map_err(ApiError::validation)?;
+            let app = who.app_id.clone();
+            let idea = state
+                .store
+                .run(move |db| Ok(store::create(db, &app, &draft, limit)))
+                .await??;
+            Ok(StoredAnswer {
+                status: 201,
+                location: Some(format!("/api/v1/ideas/{}", idea.id)),
+                holds: vec![idea.id.clone()],
+                data: json!(idea),
+            })
+        },
+    )
+    .await
+}
+
+/// Get one idea.
+#[utoipa::path(tag = "ideas", security(("api_key" = [])), params(("id" = String, Path, description = "Idea id")),
+    responses((status = 200, body = IdeaView), (status = 404), (status = 401), (status = 403)))]
+#[get("/ideas/{id}")]
+async fn get_idea(
+    who: Principal,
+    state: web::Data<AppState>,
+    id: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    who.require(Permission::IdeasRead)?;
+    let (app, id) = (who.app_id.clone(), id.into_inner());
+    let found = state.store.run(move |db| store::get(db, &app, &id)).await?;
+    found
+        .map(|i| api::ok(&i))
+        .ok_or_else(|| ApiError::not_found("idea"))
+}
+
+/// Update an idea with a JSON Merge Patch: title, description, topicId, tagIds (`ideas:write`),
+/// statusId (`ideas:moderate`; each change is kept in the status history). A key with only
+/// `ideas:moderate` may change the status alone.
+#[utoipa::path(tag = "ideas", security(("api_key" = [])), params(("id" = String, Path, description = "Idea id")),
+    request_body(content = Object, content_type = "application/merge-patch+json", description = r#"{"title"?, "description"?, "topicId"?, "tagIds"?, "statusId"?}"#),
+    responses((status = 200, body = IdeaView), (status = 400), (status = 403), (status = 404)))]
+#[patch("/ideas/{id}")]
+async fn update_idea(
+    who: Principal,
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    id: web::Path<String>,
+    payload: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    if who.require(Permission::IdeasModerate).is_err() {
+        who.require(Permission::IdeasWrite)?;
+    }
+    let (_, fields) = api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
+    let patch = IdeaPatch::parse(&fields).map_err(ApiError::validation)?;
+    if patch.changes_content() {
+        who.require(Permission::IdeasWrite)?;
+    }
+    if patch.status_id.is_some() {
+        who.require(Permission::IdeasModerate)?;
+    }
+    let (app, id) = (who.app_id.clone(), id.into_inner());
+    let idea = state
+        .store
+        .run(move |db| Ok(store::update(db, &app, &id, &patch)))
+        .await??;
+    Ok(api::ok(&idea))
+}
+
+/// Delete an idea with its votes, comments and history (`ideas:moderate`).
+#[utoipa::path(tag = "ideas", security(("api_key" = [])), params(("id" = String, Path, description = "Idea id")),
+    responses((status = 200, body = Deleted), (status = 403), (status = 404)))]
+#[delete("/ideas/{id}")]
+async fn delete_idea(
+    who: Principal,
+    state: web::Data<AppState>,
+    id: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    who.require(Permission::IdeasModerate)?;
+    let (app, id) = (who.app_id.clone(), id.into_inner());
+    let gone = id.clone();
+    state
+        .store
+        .run(move |db| Ok(store::delete(db, &app, &id)))
+        .await??;
+    Ok(api::deleted(gone))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct PageQuery {
+    /// 1..100, default 20.
+    limit: Option<String>,
+    /// `pagination.nextCursor` of the previous page.
+    cursor: Option<String>,
+}
+
+impl PageQuery {
+    fn parse(&self) -> Result<(usize, Option<String>), ApiError> {
+        let limit = api::page_limit(self.limit.as_deref());
+        let cursor = match &self.cursor {
+            Some(c) if !ids::is_object_id(c) => Err(FieldError::new("cursor", "malformed cursor")),
+            c => Ok(c.clone()),
+        };
+        match (limit, cursor) {
+            (Ok(l), Ok(c)) => Ok((l, c)),
+            (l, c) => Err(ApiError::validation(
+                l.err().into_iter().chain(c.err()).collect(),
+            )),
+        }
+    }
+}
+
+fn child_page<T: serde::Serialize>(
+    found: Option<(Vec<T>, Option<String>)>,
+    limit: usize,
+) -> Result<HttpResponse, ApiError> {
+    let (items, next) = found.ok_or_else(|| ApiError::not_found("idea"))?;
+    Ok(api::list(
+        &items,
+        &Pagination {
+            limit,
+            has_more: next.is_some(),
+            next_cursor: next,
+        },
+    ))
+}
+
+/// An idea's status changes, oldest first (`ideas:read`).
+#[utoipa::path(tag = "ideas", security(("api_key" = [])), params(("id" = String, Path, description = "Idea id"), PageQuery),
+    responses((status = 200, body = Vec<StatusChange>), (status = 400), (status = 404)))]
+#[get("/ideas/{id}/status-history")]
+async fn status_history(
+    who: Principal,
+    state: web::Data<AppState>,
+    id: web::Path<String>,
+    q: web::Query<PageQuery>,
+) -> Result<HttpResponse, ApiError> {
+    who.require(Permission::IdeasRead)?;
+    let (limit, after) = q.parse()?;
+    let (app, id) = (who.app_id.clone(), id.into_inner());
+    let found = state
+        .store
+        .run(move |db| store::history(db, &app, &id, after.as_deref(), limit))
+        .await?;
+    child_page(found, limit)
+}
+
+/// Merge the idea into `intoId` (`ideas:moderate`): votes are unioned without counting a voter
+/// twice, comments move, the idea becomes Duplicate with `mergedIntoId`. Answers the target.
+#[utoipa::path(tag = "ideas", security(("api_key" = [])), params(("id" = String, Path, description = "Idea id")),
+    request_body(content = Object, description = r#"{"intoId"}"#),
+    responses((status = 200, body = IdeaView), (status = 400, description = "Missing intoId, or the idea itself"),
+        (status = 403), (status = 404), (status = 409, description = "Either idea already merged")))]
+#[post("/ideas/{id}/merge")]
+async fn merge_idea(
+    who: Principal,
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    id: web::Path<String>,
+    payload: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    who.require(Permission::IdeasModerate)?;
+    let (_, fields) = api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
+    let mut errors = Vec::new();
+    crate::validation::only_fields(&fields, &["intoId"], &mut errors);
+    let id = id.into_inner();
+    let into = match fields.get("intoId") {
+        Some(Value::String(s)) if *s == id => Err(FieldError::new(
+            "intoId",
+            "cannot merge an idea into itself",
+        )),
+        Some(Value::String(s)) => Ok(s.clone()),
+        _ => Err(FieldError::new(
+            "intoId",
+            "is required: the id of the idea to merge into",
+        )),
+    };
+    let into = into.map_err(|e| errors.push(e)).ok();
+    let (Some(into), true) = (into, errors.is_empty()) else {
+        return Err(ApiError::validation(errors));
+    };
+    let app = who.app_id.clone();
+    let idea = state
+        .store
+        .run(move |db| Ok(engagement::merge(db, &app, &id, &into)))
+        .await??;
+    Ok(api::ok(&idea))
+}
+
+/// Vote for an idea (`votes:write`). 409 when the voter (same id or same e-mail) already
+/// voted, or when the idea's status is of the closed kind.
+#[utoipa::path(tag = "ideas", security(("api_key" = [])), params(("id" = String, Path, description = "Idea id")),
+    request_body(content = Object, description = r#"{"voter": {"id"?, "email"?, "name"?}, "createdAt"? (past, for imports)}"#),
+    params(("Idempotency-Key" = Option<String>, Header, description = "Replays the first answer for 24 h")),
+    responses((status = 201, body = Vote, headers(("Location" = String))), (status = 400), (status = 403), (status = 404), (status = 409)))]
+#[post("/ideas/{id}/votes")]
+async fn add_vote(
+    who: Principal,
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    id: web::Path<String>,
+    payload: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    who.require(Permission::VotesWrite)?;
+    let (_, fields) = api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
+    let (voter, at) = model::parse_vote(&fields).map_err(ApiError::validation)?;
+    let (app, id) = (who.app_id.clone(), id.into_inner());
+    api::idempotency::once(
+        &state,
+        &who.app_id,
+        &req,
+        &fields,
+        store::exists,
+        || async {
+            let vote = state
+                .store
+                .run(move |db| Ok(engagement::vote(db, &app, &id, &voter, at)))
+                .await??;
+            Ok(StoredAnswer {
+                status: 201,
+                location: Some(format!("/api/v1/ideas/{}/votes/{}", vote.idea_id, vote.id)),
+                holds: vec![vote.idea_id.clone()],
+                data: json!(vote),
+            })
+        },
+    )
+    .await
+}
+
+/// An idea's votes, oldest first (`ideas:read`).
+#[utoipa::path(tag = "ideas", security(("api_key" = [])), params(("id" = String, Path, description = "Idea id"), PageQuery),
+    responses((status = 200, body = Vec<Vote>), (status = 400), (status = 404)))]
+#[get("/ideas/{id}/votes")]
+async fn list_votes(
+    who: Principal,
+    state: web::Data<AppState>,
+    id: web::Path<String>,
+    q: web::Query<PageQuery>,
+) -> Result<HttpResponse, ApiError> {
+    who.require(Permission::IdeasRead)?;
+    let (limit, after) = q.parse()?;
+    let (app, id) = (who.app_id.clone(), id.into_inner());
+    let found = state
+        .store
+        .run(move |db| engagement::votes(db, &app, &id, after.as_deref(), limit))
+        .await?;
+    child_page(found, limit)
+}
+
+/// Remove a vote (`votes:write`).
+#[utoipa::path(tag = "ideas", security(("api_key" = [])), params(("id" = String, Path, description = "Idea id"), ("voteId" = String, Path)),
+    responses((status = 200, body = Deleted), (status = 403), (status = 404)))]
+#[delete("/ideas/{id}/votes/{voteId}")]
+async fn delete_vote(
+    who: Principal,
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    who.require(Permission::VotesWrite)?;
+    let (idea, vote) = path.into_inner();
+    let (app, gone) = (who.app_id.clone(), vote.clone());
+    state
+        .store
+        .run(move |db| Ok(engagement::unvote(db, &app, &idea, &vote)))
+        .await??;
+    Ok(api::deleted(gone))
+}
+
+/// Comment on an idea (`comments:write`; `internal: true` needs `ideas:moderate`), optionally
+/// as a reply (`parentId`, a comment of the same idea).
+#[utoipa::path(tag = "ideas", security(("api_key" = [])), params(("id" = String, Path, description = "Idea id")),
+    request_body(content = Object, description = r#"{"content" (1..5000), "author": {"id", "name", "email"}, "parentId"?, "internal"?}"#),
+    params(("Idempotency-Key" = Option<String>, Header, description = "Replays the first answer for 24 h")),
+    responses((status = 201, body = Comment, headers(("Location" = String))), (status = 400), (status = 403), (status = 404)))]
+#[post("/ideas/{id}/comments")]
+async fn add_comment(
+    who: Principal,
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    id: web::Path<String>,
+    payload: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    who.require(Permission::CommentsWrite)?;
+    let (_, fields) = api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
+    let draft = CommentDraft::parse(&fields).map_err(ApiError::validation)?;
+    if draft.internal {
+        who.require(Permission::IdeasModerate)?;
+    }
+    let (app, id) = (who.app_id.clone(), id.into_inner());
+    api::idempotency::once(
+        &state,
+        &who.app_id,
+        &req,
+        &fields,
+        store::exists,
+        || async {
+            let c = state
+                .store
+                .run(move |db| Ok(engagement::comment(db, &app, &id, &draft)))
+                .await??;
+            Ok(StoredAnswer {
+                status: 201,
+                location: Some(format!("/api/v1/ideas/{}/comments/{}", c.idea_id, c.id)),
+                holds: vec![c.idea_id.clone()],
+                data: json!(c),
+            })
+        },
+    )
+    .await
+}
+
+/// An idea's comments, oldest first (`ideas:read`); internal ones only for `ideas:moderate`.
+#[utoipa::path(tag = "ideas", security(("api_key" = [])), params(("id" = String, Path, description = "Idea id"), PageQuery),
+    responses((status = 200, body = Vec<Comment>), (status = 400), (status = 404)))]
+#[get("/ideas/{id}/comments")]
+async fn list_comments(
+    who: Principal,
+    state: web::Data<AppState>,
+    id: web::Path<String>,
+    q: web::Query<PageQuery>,
+) -> Result<HttpResponse, ApiError> {
+    who.require(Permission::IdeasRead)?;
+    let (limit, after) = q.parse()?;
+    let moderator = who.require(Permission::IdeasModerate).is_ok();
+    let (app, id) = (who.app_id.clone(), id.into_inner());
+    let found = state
+        .store
+        .run(move |db| engagement::comments(db, &app, &id, moderator, after.as_deref(), limit))
+        .await?;
+    child_page(found, limit)
+}
+
+/// Edit a comment's content (`comments:write` and the same `author.id`, or `ideas:moderate`).
+#[utoipa::path(tag = "ideas", security(("api_key" = [])), params(("id" = String, Path, description = "Idea id"), ("commentId" = String, Path)),
+    request_body(content = Object, description = r#"{"content", "author"?: {"id"}}"#),
+    responses((status = 200, body = Comment), (status = 400), (status = 403), (status = 404)))]
+#[patch("/ideas/{id}/comments/{commentId}")]
+async fn edit_comment(
+    who: Principal,
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    path: web::Path<(String, String)>,
+    payload: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    let moderator = who.require(Permission::IdeasModerate).is_ok();
+    if !moderator {
+        who.require(Permission::CommentsWrite)?;
+    }
+    let (_, fields) = api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
+    let (content, author) = model::parse_comment_edit(&fields).map_err(ApiError::validation)?;
+    let (idea, comment) = path.into_inner();
+    let app = who.app_id.clone();
+    let c = state
+        .store
+        .run(move |db| {
+            Ok(engagement::edit_comment(
+                db,
+                &app,
+                (&idea, &comment),
+                &content,
+                author.as_deref(),
+                moderator,
+            ))
+        })
+        .await??;
+    Ok(api::ok(&c))
+}
+
+/// Delete a comment (`ideas:moderate`).
+#[utoipa::path(tag = "ideas", security(("api_key" = [])), params(("id" = String, Path, description = "Idea id"), ("commentId" = String, Path)),
+    responses((status = 200, body = Deleted), (status = 403), (status = 404)))]
+#[delete("/ideas/{id}/comments/{commentId}")]
+async fn delete_comment(
+    who: Principal,
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    who.require(Permission::IdeasModerate)?;
+    let (idea, comment) = path.into_inner();
+    let (app, gone) = (who.app_id.clone(), comment.clone());
+    state
+        .store
+        .run(move |db| Ok(engagement::delete_comment(db, &app, &idea, &comment)))
+        .await??;
+    Ok(api::deleted(gone))
+}

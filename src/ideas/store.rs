@@ -1,0 +1,613 @@
+//! Ideas in sled, in the `ideas` tree beside their boards, so one transaction checks an idea
+//! against its board, counts the use of statuses, topics and tags, and keeps the counts exact.
+//!
+//! Keys (`app` and ids are 24-character ObjectIds):
+//! - `r` app ideaId                -> the idea (JSON), with voteCount and commentCount
+//! - `n` app                       -> number of ideas (u64, big endian) for the plan limit
+//! - `i` app field value ideaId    -> empty: one sort index per sortable field (8-byte values)
+//! - `v` app ideaId voteId         -> a vote (JSON)
+//! - `w` app ideaId voterKey       -> voteId: one entry per voter id (`i..`) and e-mail (`e..`)
+//! - `c` app ideaId commentId      -> a comment (JSON)
+//! - `h` app ideaId changeId       -> a status change (JSON)
+//!
+//! Invariant: a vote or a comment and the count on its idea change in one transaction.
+//! Transactions cannot scan, so the writes that remove or move an idea's votes and comments
+//! (delete, merge) read them first and then check, inside the transaction, that the idea record
+//! is byte for byte what they read: every vote or comment write rewrites it, so none slipped in.
+
+use sled::transaction::{ConflictableTransactionError, TransactionError, TransactionalTree};
+use sled::IVec;
+
+use super::model::{Idea, IdeaDraft, IdeaPatch, IdeaView, StatusChange, StatusRef};
+use crate::boards::store::{self as boards, add_usage_tx, decode_count};
+use crate::boards::BoardRecord;
+use crate::ids::{self, Timestamp};
+use crate::storage::{decode, encode, StoreError};
+use crate::validation::FieldError;
+
+pub use crate::boards::store::TREE;
+
+/// What can go wrong, in domain terms.
+#[derive(Debug)]
+pub enum IdeaError {
+    NotFound(&'static str),
+    Invalid(Vec<FieldError>),
+    Conflict(String),
+    /// Editing someone else's comment without `ideas:moderate`.
+    Forbidden(String),
+    PlanLimit {
+        limit: u64,
+        current: u64,
+    },
+    /// The idea changed between a scan and its transaction (retried, never answered).
+    Changed,
+    Store(StoreError),
+}
+
+impl From<StoreError> for IdeaError {
+    fn from(e: StoreError) -> Self {
+        IdeaError::Store(e)
+    }
+}
+
+impl From<sled::Error> for IdeaError {
+    fn from(e: sled::Error) -> Self {
+        IdeaError::Store(StoreError::Sled(e))
+    }
+}
+
+impl From<TransactionError<IdeaError>> for IdeaError {
+    fn from(e: TransactionError<IdeaError>) -> Self {
+        match e {
+            TransactionError::Abort(e) => e,
+            TransactionError::Storage(e) => e.into(),
+        }
+    }
+}
+
+/// A page of child records and the cursor (last child id) when more follow.
+pub type Page<T> = (Vec<T>, Option<String>);
+
+pub type Tx<T> = Result<T, ConflictableTransactionError<IdeaError>>;
+
+pub fn abort<T>(e: IdeaError) -> Tx<T> {
+    Err(ConflictableTransactionError::Abort(e))
+}
+
+fn invalid<T>(field: &str, message: &str) -> Tx<T> {
+    abort(IdeaError::Invalid(vec![FieldError::new(field, message)]))
+}
+
+pub fn record_key(app: &str, id: &str) -> Vec<u8> {
+    [b"r", app.as_bytes(), id.as_bytes()].concat()
+}
+
+fn count_key(app: &str) -> Vec<u8> {
+    [b"n", app.as_bytes()].concat()
+}
+
+/// The key prefix of an idea's votes (`v`), voter entries (`w`), comments (`c`) or history (`h`).
+pub fn child_prefix(kind: u8, app: &str, idea: &str) -> Vec<u8> {
+    [&[kind][..], app.as_bytes(), idea.as_bytes()].concat()
+}
+
+pub fn child_key(kind: u8, app: &str, idea: &str, child: &str) -> Vec<u8> {
+    [child_prefix(kind, app, idea), child.as_bytes().to_vec()].concat()
+}
+
+/// The sortable fields (api.md §6) and their index tag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SortField {
+    CreatedAt,
+    UpdatedAt,
+    VoteCount,
+    CommentCount,
+    Trending,
+}
+
+impl SortField {
+    pub const ALL: [SortField; 5] = [
+        SortField::CreatedAt,
+        SortField::UpdatedAt,
+        SortField::VoteCount,
+        SortField::CommentCount,
+        SortField::Trending,
+    ];
+
+    pub fn parse(s: &str) -> Option<SortField> {
+        Some(match s {
+            "createdAt" => SortField::CreatedAt,
+            "updatedAt" => SortField::UpdatedAt,
+            "voteCount" => SortField::VoteCount,
+            "commentCount" => SortField::CommentCount,
+            "trending" => SortField::Trending,
+            _ => return None,
+        })
+    }
+
+    fn tag(self) -> u8 {
+        match self {
+            SortField::CreatedAt => b'c',
+            SortField::UpdatedAt => b'u',
+            SortField::VoteCount => b'v',
+            SortField::CommentCount => b'm',
+            SortField::Trending => b't',
+        }
+    }
+
+    /// Eight bytes that order as the field does.
+    fn encode(self, idea: &Idea) -> [u8; 8] {
+        let time = |t: Timestamp| ((t.micros() as u64) ^ (1 << 63)).to_be_bytes();
+        match self {
+            SortField::CreatedAt => time(idea.created_at),
+            SortField::UpdatedAt => time(idea.updated_at),
+            SortField::VoteCount => idea.vote_count.to_be_bytes(),
+            SortField::CommentCount => idea.comment_count.to_be_bytes(),
+            SortField::Trending => match idea.trending {
+                None => [0; 8],
+                Some(f) if f.is_sign_negative() => (!f.to_bits()).to_be_bytes(),
+                Some(f) => (f.to_bits() ^ (1 << 63)).to_be_bytes(),
+            },
+        }
+    }
+}
+
+/// Order of a list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sort {
+    pub field: SortField,
+    pub descending: bool,
+}
+
+/// Filters of `GET /api/v1/ideas`; empty vectors mean "any", a comma is an OR.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    pub board_ids: Vec<String>,
+    pub status_ids: Vec<String>,
+    pub topic_ids: Vec<String>,
+    pub tag_ids: Vec<String>,
+    pub author_ids: Vec<String>,
+    /// Folded (lowercase, no accents) text searched in title and description.
+    pub q: Option<String>,
+}
+
+impl Filter {
+    fn matches(&self, i: &Idea) -> bool {
+        let any = |set: &[String], v: &str| set.is_empty() || set.iter().any(|s| s == v);
+        any(&self.board_ids, &i.board_id)
+            && any(&self.status_ids, &i.status_id)
+            && any(&self.author_ids, &i.author.id)
+            && (self.topic_ids.is_empty()
+                || i.topic_id
+                    .as_deref()
+                    .is_some_and(|t| any(&self.topic_ids, t)))
+            && (self.tag_ids.is_empty() || self.tag_ids.iter().any(|t| i.tag_ids.contains(t)))
+            && self.q.as_deref().is_none_or(|q| i.matches_text(q))
+    }
+}
+
+/// A position in a sorted walk: the index entry after the field tag (8 value bytes + id).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cursor(Vec<u8>);
+
+fn app_tag(app: &str) -> [u8; 4] {
+    let h = <sha2::Sha256 as sha2::Digest>::digest(app.as_bytes());
+    [h[0], h[1], h[2], h[3]]
+}
+
+impl Cursor {
+    pub fn encode(&self, sort: Sort, app: &str) -> String {
+        use base64::Engine;
+        let mut raw = vec![sort.field.tag(), if sort.descending { b'-' } else { b'+' }];
+        raw.extend_from_slice(&app_tag(app));
+        raw.extend_from_slice(&self.0);
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
+    }
+
+    /// `None` for a malformed cursor, or one made for another sort order or another app.
+    pub fn decode(s: &str, sort: Sort, app: &str) -> Option<Cursor> {
+        use base64::Engine;
+        let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(s)
+            .ok()?;
+        let (head, rest) = raw.split_at_checked(6)?;
+        let dir = if sort.descending { b'-' } else { b'+' };
+        if head[..2] != [sort.field.tag(), dir] || head[2..] != app_tag(app) || rest.len() != 32 {
+            return None;
+        }
+        let id = std::str::from_utf8(&rest[8..]).ok()?;
+        ids::is_object_id(id).then(|| Cursor(rest.to_vec()))
+    }
+}
+
+fn index_prefix(app: &str, field: SortField) -> Vec<u8> {
+    [b"i", app.as_bytes(), &[field.tag()]].concat()
+}
+
+fn index_keys<'a>(app: &'a str, idea: &'a Idea) -> impl Iterator<Item = Vec<u8>> + 'a {
+    SortField::ALL.into_iter().map(move |f| {
+        [
+            index_prefix(app, f),
+            f.encode(idea).to_vec(),
+            idea.id.as_bytes().to_vec(),
+        ]
+        .concat()
+    })
+}
+
+/// Reads an idea in a transaction, with its raw bytes; 404 when absent.
+pub fn load_tx(
+    tx: &TransactionalTree,
+    app: &str,
+    id: &str,
+    what: &'static str,
+) -> Tx<(Idea, IVec)> {
+    let key = record_key(app, id);
+    let Some(bytes) = tx.get(&key)? else {
+        return abort(IdeaError::NotFound(what));
+    };
+    let idea = decode(&key, &bytes).map_err(|e| ConflictableTransactionError::Abort(e.into()))?;
+    Ok((idea, bytes))
+}
+
+/// The idea's board; a missing board is a corrupt store.
+pub fn board_tx(tx: &TransactionalTree, app: &str, board: &str) -> Tx<BoardRecord> {
+    boards::load_tx::<IdeaError>(tx, app, board)?.map_or_else(
+        || {
+            abort(IdeaError::Store(StoreError::Corrupt {
+                key: board.to_owned(),
+                cause: "board missing".into(),
+            }))
+        },
+        Ok,
+    )
+}
+
+/// Writes `new` over `old` (or as a new idea), moving the index entries whose values changed.
+pub fn write_tx(tx: &TransactionalTree, app: &str, old: Option<&Idea>, new: &Idea) -> Tx<()> {
+    let olds: Vec<Vec<u8>> = old
+        .map(|o| index_keys(app, o).collect())
+        .unwrap_or_default();
+    for (i, k) in index_keys(app, new).enumerate() {
+        if olds.get(i) != Some(&k) {
+            if let Some(o) = olds.get(i) {
+                tx.remove(o.as_slice())?;
+            }
+            tx.insert(k, &[][..])?;
+        }
+    }
+    tx.insert(record_key(app, &new.id), encode(new))?;
+    Ok(())
+}
+
+/// Counts (or uncounts, `delta` -1) an idea's use of its status, topic and tags.
+pub fn usage_tx(tx: &TransactionalTree, app: &str, idea: &Idea, delta: i64) -> Tx<()> {
+    let items = std::iter::once(&idea.status_id)
+        .chain(idea.topic_id.iter())
+        .chain(idea.tag_ids.iter());
+    for item in items {
+        add_usage_tx(tx, app, item, delta)?;
+    }
+    Ok(())
+}
+
+fn status_ref(board: &BoardRecord, id: &str) -> Option<StatusRef> {
+    board.status(id).map(|s| StatusRef {
+        id: s.id.clone(),
+        name: s.name.clone(),
+        color: s.color.as_str().to_owned(),
+    })
+}
+
+/// Appends `from -> to` to the idea's status history.
+pub fn history_tx(
+    tx: &TransactionalTree,
+    app: &str,
+    idea: &str,
+    board: &BoardRecord,
+    from: &str,
+    to: &str,
+) -> Tx<()> {
+    let Some(to) = status_ref(board, to) else {
+        return invalid("statusId", "no such status on the idea's board");
+    };
+    let change = StatusChange {
+        id: ids::object_id(),
+        idea_id: idea.to_owned(),
+        from: status_ref(board, from),
+        to,
+        changed_at: Timestamp::now(),
+    };
+    tx.insert(child_key(b'h', app, idea, &change.id), encode(&change))?;
+    Ok(())
+}
+
+/// Stores a new idea in the Open status of its board (the default board when none is named).
+pub fn create(
+    db: &sled::Db,
+    app: &str,
+    draft: &IdeaDraft,
+    limit: Option<u64>,
+) -> Result<IdeaView, IdeaError> {
+    let board_id = match &draft.board_id {
+        Some(b) => b.clone(),
+        None => boards::ensure_default(db, app)?,
+    };
+    let tree = db.open_tree(TREE)?;
+    let view = tree.transaction(|tx| {
+        let Some(board) = boards::load_tx::<IdeaError>(tx, app, &board_id)? else {
+            return invalid("boardId", "no such board");
+        };
+        if let Some(t) = draft
+            .topic_id
+            .as_deref()
+            .filter(|t| board.topic(t).is_none())
+        {
+            return invalid("topicId", &format!("no such topic on the board: {t}"));
+        }
+        if let Some(t) = draft.tag_ids.iter().find(|t| board.tag(t).is_none()) {
+            return invalid("tagIds", &format!("no such tag on the board: {t}"));
+        }
+        let n = decode_count(tx.get(count_key(app))?.as_deref());
+        if let Some(limit) = limit.filter(|l| n >= *l) {
+            return abort(IdeaError::PlanLimit { limit, current: n });
+        }
+        let idea = Idea {
+            id: ids::object_id(),
+            board_id: board_id.clone(),
+            title: draft.title.clone(),
+            description: draft.description.clone(),
+            status_id: board.open_status_id.clone(),
+            topic_id: draft.topic_id.clone(),
+            tag_ids: draft.tag_ids.clone(),
+            author: draft.author.clone(),
+            vote_count: 0,
+            comment_count: 0,
+            internal_comment_count: 0,
+            trending: None,
+            merged_into_id: None,
+            created_at: draft.created_at,
+            updated_at: draft.created_at,
+        };
+        write_tx(tx, app, None, &idea)?;
+        usage_tx(tx, app, &idea, 1)?;
+        tx.insert(count_key(app), &(n + 1).to_be_bytes()[..])?;
+        Ok(idea.view(&board))
+    })?;
+    db.flush()?;
+    Ok(view)
+}
+
+/// Reads an idea and its board outside a transaction.
+pub fn load(db: &sled::Db, app: &str, id: &str) -> Result<Option<(Idea, BoardRecord)>, StoreError> {
+    if !ids::is_object_id(id) {
+        return Ok(None);
+    }
+    let tree = db.open_tree(TREE)?;
+    let key = record_key(app, id);
+    let Some(bytes) = tree.get(&key)? else {
+        return Ok(None);
+    };
+    let idea: Idea = decode(&key, &bytes)?;
+    let board = boards::get(db, app, Some(&idea.board_id))?.ok_or_else(|| StoreError::Corrupt {
+        key: idea.board_id.clone(),
+        cause: "board missing".into(),
+    })?;
+    Ok(Some((idea, board)))
+}
+
+/// Whether the idea exists (an Idempotency-Key answer that shows it may be replayed).
+pub fn exists(db: &sled::Db, app: &str, id: &str) -> Result<bool, StoreError> {
+    Ok(ids::is_object_id(id) && db.open_tree(TREE)?.contains_key(record_key(app, id))?)
+}
+
+pub fn get(db: &sled::Db, app: &str, id: &str) -> Result<Option<IdeaView>, StoreError> {
+    Ok(load(db, app, id)?.map(|(i, b)| i.view(&b)))
+}
+
+/// Applies a merge patch; a status change is appended to the history.
+pub fn update(
+    db: &sled::Db,
+    app: &str,
+    id: &str,
+    patch: &IdeaPatch,
+) -> Result<IdeaView, IdeaError> {
+    if !ids::is_object_id(id) {
+        return Err(IdeaError::NotFound("idea"));
+    }
+    let tree = db.open_tree(TREE)?;
+    let view = tree.transaction(|tx| {
+        let (old, _) = load_tx(tx, app, id, "idea")?;
+        let board = board_tx(tx, app, &old.board_id)?;
+        let mut new = old.clone();
+        if let Err(d) = patch.apply(&mut new, &board) {
+            return abort(IdeaError::Invalid(d));
+        }
+        if new.status_id != old.status_id {
+            history_tx(tx, app, id, &board, &old.status_id, &new.status_id)?;
+        }
+        new.updated_at = Timestamp::now();
+        usage_tx(tx, app, &old, -1)?;
+        usage_tx(tx, app, &new, 1)?;
+        write_tx(tx, app, Some(&old), &new)?;
+        Ok(new.view(&board))
+    })?;
+    db.flush()?;
+    Ok(view)
+}
+
+/// Every key under `prefix` with its value.
+pub fn scan(tree: &sled::Tree, prefix: &[u8]) -> Result<Vec<(IVec, IVec)>, StoreError> {
+    Ok(tree.scan_prefix(prefix).collect::<Result<Vec<_>, _>>()?)
+}
+
+/// Runs `f` with the idea's current bytes until its transaction finds the idea unchanged.
+pub fn retrying<T>(mut f: impl FnMut() -> Result<T, IdeaError>) -> Result<T, IdeaError> {
+    for _ in 0..32 {
+        match f() {
+            Err(IdeaError::Changed) => continue,
+            other => return other,
+        }
+    }
+    Err(IdeaError::Conflict("the idea keeps changing; retry".into()))
+}
+
+/// Aborts with `Changed` unless the record still holds `seen`.
+pub fn unchanged_tx(now: &IVec, seen: &Option<IVec>) -> Tx<()> {
+    if Some(now) != seen.as_ref() {
+        return abort(IdeaError::Changed);
+    }
+    Ok(())
+}
+
+/// Deletes an idea with its votes, voter entries, comments and history.
+pub fn delete(db: &sled::Db, app: &str, id: &str) -> Result<(), IdeaError> {
+    if !ids::is_object_id(id) {
+        return Err(IdeaError::NotFound("idea"));
+    }
+    let tree = db.open_tree(TREE)?;
+    retrying(|| {
+        let seen = tree.get(record_key(app, id))?;
+        let mut children = Vec::new();
+        for kind in [b'v', b'w', b'c', b'h'] {
+            children.extend(
+                scan(&tree, &child_prefix(kind, app, id))?
+                    .into_iter()
+                    .map(|(k, _)| k),
+            );
+        }
+        tree.transaction(|tx| {
+            let (idea, bytes) = load_tx(tx, app, id, "idea")?;
+            unchanged_tx(&bytes, &seen)?;
+            for k in &children {
+                tx.remove(k)?;
+            }
+            for k in index_keys(app, &idea) {
+                tx.remove(k)?;
+            }
+            tx.remove(record_key(app, id))?;
+            usage_tx(tx, app, &idea, -1)?;
+            let n = decode_count(tx.get(count_key(app))?.as_deref());
+            tx.insert(count_key(app), &n.saturating_sub(1).to_be_bytes()[..])?;
+            Ok(())
+        })?;
+        Ok(())
+    })?;
+    // Erasure covers the answers kept for Idempotency-Key replays that show the idea, its
+    // votes (voters' e-mails) or its comments.
+    crate::storage::idempotency::forget_holding(db, app, id)?;
+    db.flush()?;
+    Ok(())
+}
+
+type Entries = Box<dyn Iterator<Item = sled::Result<(IVec, IVec)>>>;
+
+fn walk(tree: &sled::Tree, prefix: &[u8], sort: Sort, after: Option<&Cursor>) -> Entries {
+    use std::ops::Bound::{Excluded, Included};
+    let mut end = prefix.to_vec();
+    *end.last_mut().expect("prefix is not empty") += 1;
+    let from = |c: &Cursor| [prefix, &c.0].concat();
+    match (after, sort.descending) {
+        (None, false) => Box::new(tree.range(prefix.to_vec()..end)),
+        (None, true) => Box::new(tree.range(prefix.to_vec()..end).rev()),
+        (Some(c), false) => Box::new(tree.range((Excluded(from(c)), Excluded(end)))),
+        (Some(c), true) => Box::new(
+            tree.range((Included(prefix.to_vec()), Excluded(from(c))))
+                .rev(),
+        ),
+    }
+}
+
+/// One page of a sorted, filtered walk, and the cursor of its last item when more follow.
+pub fn list(
+    db: &sled::Db,
+    app: &str,
+    filter: &Filter,
+    sort: Sort,
+    limit: usize,
+    after: Option<&Cursor>,
+) -> Result<(Vec<IdeaView>, Option<Cursor>), StoreError> {
+    let boards: Vec<BoardRecord> = boards::all(db, app)?;
+    let tree = db.open_tree(TREE)?;
+    let prefix = index_prefix(app, sort.field);
+    let mut page = Vec::with_capacity(limit);
+    let mut last = None;
+    for entry in walk(&tree, &prefix, sort, after) {
+        let (key, _) = entry?;
+        let suffix = &key[prefix.len()..];
+        let id =
+            std::str::from_utf8(&suffix[suffix.len().saturating_sub(24)..]).unwrap_or_default();
+        let rkey = record_key(app, id);
+        let Some(bytes) = tree.get(&rkey)? else {
+            continue;
+        };
+        let idea: Idea = decode(&rkey, &bytes)?;
+        if !filter.matches(&idea) {
+            continue;
+        }
+        if page.len() == limit {
+            return Ok((page, last));
+        }
+        let Some(board) = boards.iter().find(|b| b.board.id == idea.board_id) else {
+            continue;
+        };
+        last = Some(Cursor(suffix.to_vec()));
+        page.push(idea.view(board));
+    }
+    Ok((page, None))
+}
+
+/// One page of the JSON records under `prefix` in key (creation) order after child id
+/// `after`, keeping those `keep` accepts; the next cursor is the last child id.
+pub fn page<T: serde::de::DeserializeOwned>(
+    tree: &sled::Tree,
+    prefix: &[u8],
+    after: Option<&str>,
+    limit: usize,
+    keep: impl Fn(&T) -> bool,
+) -> Result<Page<T>, StoreError> {
+    use std::ops::Bound::{Excluded, Included};
+    let mut end = prefix.to_vec();
+    end.push(0xff);
+    let start = match after {
+        Some(a) => Excluded([prefix, a.as_bytes()].concat()),
+        None => Included(prefix.to_vec()),
+    };
+    let mut out = Vec::with_capacity(limit);
+    let mut last = None;
+    for kv in tree.range((start, Excluded(end))) {
+        let (k, v) = kv?;
+        let item: T = decode(&k, &v)?;
+        if !keep(&item) {
+            continue;
+        }
+        if out.len() == limit {
+            return Ok((out, last));
+        }
+        last = Some(String::from_utf8_lossy(&k[prefix.len()..]).into_owned());
+        out.push(item);
+    }
+    Ok((out, None))
+}
+
+/// An idea's status history, oldest first.
+pub fn history(
+    db: &sled::Db,
+    app: &str,
+    id: &str,
+    after: Option<&str>,
+    limit: usize,
+) -> Result<Option<Page<StatusChange>>, StoreError> {
+    if load(db, app, id)?.is_none() {
+        return Ok(None);
+    }
+    let tree = db.open_tree(TREE)?;
+    page(&tree, &child_prefix(b'h', app, id), after, limit, |_| true).map(Some)
+}
+
+/// Number of ideas of `app`.
+pub fn count(db: &sled::Db, app: &str) -> Result<u64, StoreError> {
+    Ok(decode_count(
+        db.open_tree(TREE)?.get(count_key(app))?.as_deref(),
+    ))
+}
