@@ -180,8 +180,7 @@ pub fn openapi() -> serde_json::Value {
 }
 
 /// What the route annotations cannot say: `/openapi.json` itself (served outside the
-/// documented services) and the collector's success answer (its annotation lives in
-/// `collector/http.rs`, whose owner should move this schema there).
+/// documented services).
 fn describe_unannotated(doc: &mut serde_json::Value) {
     use serde_json::json;
     doc["paths"]["/openapi.json"] = json!({ "get": {
@@ -191,21 +190,6 @@ fn describe_unannotated(doc: &mut serde_json::Value) {
         "responses": { "200": { "description": "The OpenAPI document, not enveloped",
             "content": { "application/json": { "schema": { "type": "object" } } } } }
     }});
-    let count = json!({ "type": "integer", "minimum": 0 });
-    if let Some(ok) = doc["paths"]["/api/w/analytics/collect"]["post"]["responses"].get_mut("200") {
-        ok["content"] = json!({ "application/json": { "schema": {
-            "type": "object",
-            "required": ["accepted", "duplicates", "rejected", "errors"],
-            "properties": {
-                "accepted": count, "duplicates": count, "rejected": count,
-                "errors": { "type": "array", "maxItems": 100, "items": {
-                    "type": "object",
-                    "required": ["index", "field", "message"],
-                    "properties": { "index": count, "field": { "type": "string" },
-                                    "message": { "type": "string" } } } }
-            }
-        } } });
-    }
 }
 
 /// Removes expired idempotency records now and starts the timer that sweeps them from then on.

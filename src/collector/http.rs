@@ -11,7 +11,6 @@ use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::middleware::Next;
 use actix_web::{get, post, web, HttpRequest, HttpResponse};
-use serde_json::json;
 use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::decode::{self, BodyError, Decoded, Enrichment, Rejected};
@@ -62,14 +61,17 @@ pub async fn cors(
         }
     };
     if req.method() == actix_web::http::Method::OPTIONS {
+        // The methods the path really answers (from the OpenAPI document), plus OPTIONS.
+        let methods = req
+            .app_data::<web::Data<crate::api::allow::Allowed>>()
+            .and_then(|a| a.methods(req.path()))
+            .map(|m| format!("{m}, OPTIONS"))
+            .and_then(|m| HeaderValue::from_str(&m).ok());
         let mut res = HttpResponse::NoContent().finish();
         decorate(res.headers_mut());
-        if allow.is_some() {
+        if let (Some(_), Some(methods)) = (&allow, methods) {
             let h = res.headers_mut();
-            h.insert(
-                header::ACCESS_CONTROL_ALLOW_METHODS,
-                HeaderValue::from_static("POST, GET, OPTIONS"),
-            );
+            h.insert(header::ACCESS_CONTROL_ALLOW_METHODS, methods);
             h.insert(
                 header::ACCESS_CONTROL_ALLOW_HEADERS,
                 HeaderValue::from_static("Content-Type, Content-Encoding, X-App-Key"),
@@ -188,6 +190,31 @@ fn decode_body(
     decode::decode(body, &enrich, limits)
 }
 
+/// The answer to a batch.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct Collected<'a> {
+    /// Events made durable now.
+    pub accepted: usize,
+    /// Events dropped: their messageId was seen in the last 24 hours (or twice in the batch).
+    pub duplicates: usize,
+    /// Events refused (each listed in `errors`, up to 100).
+    pub rejected: usize,
+    /// The first 100 rejections.
+    #[schema(value_type = Vec<RejectedEvent>, max_items = 100)]
+    pub errors: &'a [Rejected],
+}
+
+/// One refused event of a batch.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)] // Describes `decode::Rejected` (which stays free of utoipa for the fuzzer).
+pub struct RejectedEvent {
+    /// Its position in `batch`.
+    index: usize,
+    /// The field at fault (`body` for the event as a whole).
+    field: String,
+    message: String,
+}
+
 /// Receive a batch of analytics events from the tracker.
 ///
 /// Body: `{"batch": [event, ...], "sentAt": "ISO 8601"}` or one event. Key: `X-App-Key`, or
@@ -198,7 +225,7 @@ fn decode_body(
     security(("app_key" = [])),
     request_body(content = Object, description = "A batch of events (interface §6.2)"),
     responses(
-        (status = 200, description = "{accepted, duplicates, rejected, errors: [{index, field, message}]}"),
+        (status = 200, description = "Every accepted event is on disk", body = Collected),
         (status = 400, description = "Not JSON, or no valid event"),
         (status = 401, description = "Missing or invalid integration key"),
         (status = 403, description = "PLAN_LIMIT_REACHED: events_per_month"),
@@ -290,12 +317,12 @@ async fn receive(
             collector
                 .meter
                 .add(&who.app_id, &month, done.accepted as u64);
-            Ok(api::ok(&json!({
-                "accepted": done.accepted,
-                "duplicates": done.duplicates,
-                "rejected": rejected_events,
-                "errors": &rejected[..rejected.len().min(MAX_REPORTED_ERRORS)],
-            })))
+            Ok(api::ok(&Collected {
+                accepted: done.accepted,
+                duplicates: done.duplicates,
+                rejected: rejected_events,
+                errors: &rejected[..rejected.len().min(MAX_REPORTED_ERRORS)],
+            }))
         }
         Err(SubmitError::Overloaded) => {
             edge.reject(Reject::Overloaded, 1);
