@@ -2,7 +2,9 @@
 //! operation, so no handler can forget it:
 //!
 //! - a JSON success schema `S` becomes the envelope `{success: true, data: S, meta}`; when `S`
-//!   is an array, `pagination` is added and required (every list pages);
+//!   is an array of an operation that pages (it takes a `limit` query parameter), `pagination`
+//!   is added and required; the small lists read whole (a board's statuses, topics and tags)
+//!   answer without it;
 //! - every error status is answered by the `Error` schema (interface §7);
 //! - an operation secured by an API key can answer 401, 403 and 429 (with `Retry-After`), one
 //!   secured by the integration key 401 and 403, one secured by the admin token 401; any
@@ -47,9 +49,13 @@ fn complete_operation(path: &str, method: &str, op: &mut Value) {
         .collect();
     let has = |s: &str| schemes.iter().any(|x| x == s);
     let reads_body = op.get("requestBody").is_some();
-    let reads_query = op["parameters"]
-        .as_array()
-        .is_some_and(|ps| ps.iter().any(|p| p["in"] == "query"));
+    let query = |name: Option<&str>| {
+        op["parameters"].as_array().is_some_and(|ps| {
+            ps.iter()
+                .any(|p| p["in"] == "query" && name.is_none_or(|n| p["name"] == n))
+        })
+    };
+    let (reads_query, pages) = (query(None), query(Some("limit")));
     let mut extra: Vec<(&str, &str)> = Vec::new();
     if has("api_key") {
         extra.extend([
@@ -97,11 +103,16 @@ fn complete_operation(path: &str, method: &str, op: &mut Value) {
             .or_insert_with(|| json!({ "description": description }));
     }
     for (status, response) in responses.iter_mut() {
-        complete_response(status, response, path, method);
+        complete_response(status, response, (path, method), pages);
     }
 }
 
-fn complete_response(status: &str, response: &mut Value, path: &str, method: &str) {
+fn complete_response(
+    status: &str,
+    response: &mut Value,
+    (path, method): (&str, &str),
+    pages: bool,
+) {
     let code: u16 = status.parse().unwrap_or(0);
     if code >= 400 {
         if response["description"].as_str().is_none_or(str::is_empty) {
@@ -134,12 +145,13 @@ fn complete_response(status: &str, response: &mut Value, path: &str, method: &st
         );
         json!({})
     });
-    json.insert("schema".into(), envelope(data));
+    json.insert("schema".into(), envelope(data, pages));
 }
 
-/// `{success: true, data, pagination?, meta}` around `data` (a list when `data` is an array).
-fn envelope(data: Value) -> Value {
-    let list = data["type"] == "array";
+/// `{success: true, data, pagination?, meta}` around `data`; `pagination` when `data` is an
+/// array and the operation `pages`.
+fn envelope(data: Value, pages: bool) -> Value {
+    let list = pages && data["type"] == "array";
     let mut properties = Map::new();
     properties.insert(
         "success".into(),

@@ -172,6 +172,274 @@ async fn admin_answers(app: &TestApp, s: &mut Samples) {
     run(app, s, steps).await;
 }
 
+/// The admin routes of one part of a board (`statuses`, `topics` or `tags`): list, add (and a
+/// taken name), patch, delete; each with its errors.
+async fn board_part_answers(app: &TestApp, s: &mut Samples, board: &str, part: &str, add: Value) {
+    let auth = format!("Bearer {ADMIN_TOKEN}");
+    let h = Some(("authorization", auth.as_str()));
+    let list_t = format!("/admin/v1/apps/{{appId}}/boards/{{boardId}}/{part}");
+    let list_t = list_t.as_str();
+    let item = match part {
+        "statuses" => "statusId",
+        "topics" => "topicId",
+        _ => "tagId",
+    };
+    let one_t = format!("{list_t}/{{{item}}}");
+    let one_t = one_t.as_str();
+    let list = format!("{board}/{part}");
+    let created = run(
+        app,
+        s,
+        vec![("POST", list_t, list.clone(), h, Some(add.clone()))],
+    )
+    .await;
+    let one = format!("{list}/{}", created[0]["id"].as_str().unwrap());
+    let missing_board = board.rsplit_once('/').unwrap().0.to_owned() + "/000000000000000000000000";
+    #[rustfmt::skip]
+    let steps: Vec<Step> = vec![
+        ("POST", list_t, list.clone(), h, Some(add.clone())),
+        ("POST", list_t, list.clone(), h, Some(json!({"name": ""}))),
+        ("POST", list_t, list.clone(), None, Some(json!({"name": "x"}))),
+        ("POST", list_t, format!("{missing_board}/{part}"), h, Some(add.clone())),
+        ("GET", list_t, list.clone(), h, None),
+        ("GET", list_t, format!("{missing_board}/{part}"), h, None),
+        ("PATCH", one_t, one.clone(), h, Some(json!({"name": "Renamed"}))),
+        ("PATCH", one_t, one.clone(), h, Some(json!({"name": 5}))),
+        ("PATCH", one_t, format!("{list}/x"), h, Some(json!({"name": "y"}))),
+        ("DELETE", one_t, one.clone(), h, None),
+        ("DELETE", one_t, one, h, None),
+    ];
+    run(app, s, steps).await;
+}
+
+/// The admin board routes and the public reads of boards, statuses, topics and tags.
+async fn boards_answers(app: &TestApp, s: &mut Samples) {
+    let auth = format!("Bearer {ADMIN_TOKEN}");
+    let h = Some(("authorization", auth.as_str()));
+    let (app_id, _) = app.create_app("pro").await;
+    let (free, _) = app.create_app("free").await;
+    let (_, key) = app.create_key(&app_id, &["ideas:read"]).await;
+    let (_, none) = app.create_key(&app_id, &[]).await;
+    let (k, no) = (
+        Some(("x-api-key", key.as_str())),
+        Some(("x-api-key", none.as_str())),
+    );
+    let boards = "/admin/v1/apps/{appId}/boards";
+    let (path, free_path) = (
+        format!("/admin/v1/apps/{app_id}/boards"),
+        format!("/admin/v1/apps/{free}/boards"),
+    );
+    let doc = Some(json!({"name": "Roadmap", "description": "Next"}));
+    let created = run(app, s, vec![("POST", boards, path.clone(), h, doc)]).await;
+    let board = format!("{path}/{}", created[0]["id"].as_str().unwrap());
+    let one = "/admin/v1/apps/{appId}/boards/{boardId}";
+    let missing_app = "/admin/v1/apps/000000000000000000000000/boards";
+    #[rustfmt::skip]
+    let steps: Vec<Step> = vec![
+        ("POST", boards, path.clone(), h, Some(json!({"name": ""}))),
+        ("POST", boards, free_path, h, Some(json!({"name": "Second"}))),
+        ("POST", boards, missing_app.into(), h, Some(json!({"name": "x"}))),
+        ("POST", boards, path.clone(), None, Some(json!({"name": "x"}))),
+        ("GET", boards, format!("{path}?limit=1"), h, None),
+        ("GET", boards, format!("{path}?cursor=x"), h, None),
+        ("GET", boards, missing_app.into(), h, None),
+        ("GET", one, board.clone(), h, None),
+        ("GET", one, format!("{path}/000000000000000000000000"), h, None),
+        ("PATCH", one, board.clone(), h, Some(json!({"description": "Later"}))),
+        ("PATCH", one, board.clone(), h, Some(json!({"name": 5}))),
+        ("PATCH", one, format!("{path}/x"), h, Some(json!({"name": "y"}))),
+    ];
+    run(app, s, steps).await;
+    let status = json!({"name": "Beta", "color": "#112233", "kind": "open"});
+    board_part_answers(app, s, &board, "statuses", status).await;
+    board_part_answers(app, s, &board, "topics", json!({"name": "Billing"})).await;
+    let tag = json!({"name": "api", "color": "#445566"});
+    board_part_answers(app, s, &board, "tags", tag).await;
+    // The built-in Open status cannot be deleted.
+    let statuses = app
+        .admin(
+            Method::GET,
+            &format!("{}/statuses", &board["/admin/v1".len()..]),
+            None,
+        )
+        .await;
+    let open = statuses.data()[0]["id"].as_str().unwrap().to_owned();
+    let one_status = "/admin/v1/apps/{appId}/boards/{boardId}/statuses/{statusId}";
+    let built_in = format!("{board}/statuses/{open}");
+    run(app, s, vec![("DELETE", one_status, built_in, h, None)]).await;
+    for t in [
+        "/api/v1/boards",
+        "/api/v1/idea-statuses",
+        "/api/v1/topics",
+        "/api/v1/tags",
+    ] {
+        let bad = if t == "/api/v1/boards" {
+            format!("{t}?limit=0")
+        } else {
+            format!("{t}?boardId=000000000000000000000000")
+        };
+        #[rustfmt::skip]
+        let steps: Vec<Step> = vec![
+            ("GET", t, t.into(), k, None),
+            ("GET", t, bad, k, None),
+            ("GET", t, t.into(), None, None),
+            ("GET", t, t.into(), no, None),
+        ];
+        run(app, s, steps).await;
+    }
+}
+
+const IDEAS_ALL: [&str; 5] = [
+    "ideas:read",
+    "ideas:write",
+    "ideas:moderate",
+    "votes:write",
+    "comments:write",
+];
+
+/// `/api/v1/ideas` and its votes, comments, status history and merge.
+async fn ideas_answers(app: &TestApp, s: &mut Samples) {
+    let (app_id, _) = app.create_app("pro").await;
+    let (_, key) = app.create_key(&app_id, &IDEAS_ALL).await;
+    let (_, writer) = app
+        .create_key(&app_id, &["ideas:read", "ideas:write"])
+        .await;
+    let (_, none) = app.create_key(&app_id, &[]).await;
+    let (other_app, _) = app.create_app("pro").await;
+    let (_, foreign) = app.create_key(&other_app, &IDEAS_ALL).await;
+    let (k, w, no, f) = (
+        Some(("x-api-key", key.as_str())),
+        Some(("x-api-key", writer.as_str())),
+        Some(("x-api-key", none.as_str())),
+        Some(("x-api-key", foreign.as_str())),
+    );
+    let author = json!({"id": "u1", "name": "Ada", "email": "ada@example.com"});
+    let list = "/api/v1/ideas";
+    let first = json!({"title": "Dark mode", "description": "Please", "author": author});
+    let second = json!({"title": "Night theme", "author": author});
+    let created = run(
+        app,
+        s,
+        vec![
+            ("POST", list, list.into(), k, Some(first)),
+            ("POST", list, list.into(), k, Some(second)),
+            (
+                "GET",
+                "/api/v1/idea-statuses",
+                "/api/v1/idea-statuses".into(),
+                k,
+                None,
+            ),
+        ],
+    )
+    .await;
+    let (id, into) = (
+        created[0]["id"].as_str().unwrap(),
+        created[1]["id"].as_str().unwrap(),
+    );
+    let planned = created[2]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] != "Open" && s["kind"] == "open")
+        .expect("a second open status")["id"]
+        .clone();
+    let one = "/api/v1/ideas/{id}";
+    let (idea, other) = (format!("{list}/{id}"), format!("{list}/{into}"));
+    #[rustfmt::skip]
+    let steps: Vec<Step> = vec![
+        ("POST", list, list.into(), k, Some(json!({"title": "x", "author": {}}))),
+        ("POST", list, list.into(), None, Some(json!({"title": "Anon"}))),
+        ("POST", list, list.into(), no, Some(json!({"title": "Nope"}))),
+        ("GET", list, format!("{list}?limit=1&sort=trending"), k, None),
+        ("GET", list, format!("{list}?sort=bogus"), k, None),
+        ("GET", list, list.into(), no, None),
+        ("GET", one, idea.clone(), k, None),
+        ("GET", one, idea.clone(), f, None),
+        ("GET", one, idea.clone(), None, None),
+        ("PATCH", one, idea.clone(), w, Some(json!({"title": "Dark mode, please"}))),
+        ("PATCH", one, idea.clone(), k, Some(json!({"statusId": planned}))),
+        ("PATCH", one, idea.clone(), w, Some(json!({"statusId": planned}))),
+        ("PATCH", one, idea.clone(), k, Some(json!({"title": ""}))),
+        ("PATCH", one, idea.clone(), f, Some(json!({"title": "Foreign"}))),
+    ];
+    run(app, s, steps).await;
+    let history = "/api/v1/ideas/{id}/status-history";
+    let (votes, vote_one) = (
+        "/api/v1/ideas/{id}/votes",
+        "/api/v1/ideas/{id}/votes/{voteId}",
+    );
+    let voter = json!({"voter": {"id": "v1", "name": "Vi"}});
+    let voted = run(
+        app,
+        s,
+        vec![(
+            "POST",
+            votes,
+            format!("{idea}/votes"),
+            k,
+            Some(voter.clone()),
+        )],
+    )
+    .await;
+    let vote = format!("{idea}/votes/{}", voted[0]["id"].as_str().unwrap());
+    let (comments, comment_one) = (
+        "/api/v1/ideas/{id}/comments",
+        "/api/v1/ideas/{id}/comments/{commentId}",
+    );
+    let said = json!({"content": "Yes please", "author": author});
+    let said = run(
+        app,
+        s,
+        vec![("POST", comments, format!("{idea}/comments"), k, Some(said))],
+    )
+    .await;
+    let comment = format!("{idea}/comments/{}", said[0]["id"].as_str().unwrap());
+    #[rustfmt::skip]
+    let steps: Vec<Step> = vec![
+        ("GET", history, format!("{idea}/status-history"), k, None),
+        ("GET", history, format!("{idea}/status-history?limit=0"), k, None),
+        ("GET", history, format!("{idea}/status-history"), f, None),
+        ("POST", votes, format!("{idea}/votes"), k, Some(voter)),
+        ("POST", votes, format!("{idea}/votes"), k, Some(json!({"voter": {}}))),
+        ("POST", votes, format!("{idea}/votes"), w, Some(json!({"voter": {"id": "v2"}}))),
+        ("POST", votes, format!("{idea}/votes"), f, Some(json!({"voter": {"id": "v3"}}))),
+        ("GET", votes, format!("{idea}/votes?limit=1"), k, None),
+        ("GET", votes, format!("{idea}/votes?cursor=x"), k, None),
+        ("GET", votes, format!("{idea}/votes"), f, None),
+        ("DELETE", vote_one, vote.clone(), w, None),
+        ("DELETE", vote_one, vote.clone(), k, None),
+        ("DELETE", vote_one, vote, k, None),
+        ("POST", comments, format!("{idea}/comments"), k, Some(json!({"content": "", "author": author}))),
+        ("POST", comments, format!("{idea}/comments"), w, Some(json!({"content": "x", "author": author}))),
+        ("POST", comments, format!("{idea}/comments"), f, Some(json!({"content": "x", "author": author}))),
+        ("GET", comments, format!("{idea}/comments?limit=1"), k, None),
+        ("GET", comments, format!("{idea}/comments?limit=x"), k, None),
+        ("GET", comments, format!("{idea}/comments"), f, None),
+        ("PATCH", comment_one, comment.clone(), k, Some(json!({"content": "Yes, please"}))),
+        ("PATCH", comment_one, comment.clone(), k, Some(json!({"content": " "}))),
+        ("PATCH", comment_one, comment.clone(), w, Some(json!({"content": "Mine"}))),
+        ("PATCH", comment_one, format!("{idea}/comments/x"), k, Some(json!({"content": "y"}))),
+        ("DELETE", comment_one, comment.clone(), w, None),
+        ("DELETE", comment_one, comment.clone(), k, None),
+        ("DELETE", comment_one, comment, k, None),
+    ];
+    run(app, s, steps).await;
+    let merge = "/api/v1/ideas/{id}/merge";
+    #[rustfmt::skip]
+    let steps: Vec<Step> = vec![
+        ("POST", merge, format!("{idea}/merge"), k, Some(json!({}))),
+        ("POST", merge, format!("{idea}/merge"), w, Some(json!({"intoId": into}))),
+        ("POST", merge, format!("{idea}/merge"), f, Some(json!({"intoId": into}))),
+        ("POST", merge, format!("{idea}/merge"), k, Some(json!({"intoId": into}))),
+        ("POST", merge, format!("{idea}/merge"), k, Some(json!({"intoId": into}))),
+        ("DELETE", one, other.clone(), w, None),
+        ("DELETE", one, other.clone(), k, None),
+        ("DELETE", one, other, k, None),
+    ];
+    run(app, s, steps).await;
+}
+
 #[tokio::test]
 async fn every_operation_answers_as_its_openapi_schema_says() {
     let app = spawn_app_with(|s| s.plans.free.requests_per_minute = 2);
@@ -195,6 +463,8 @@ async fn every_operation_answers_as_its_openapi_schema_says() {
     contacts_answers(&app, &mut s).await;
     profile_and_collector_answers(&app, &mut s).await;
     admin_answers(&app, &mut s).await;
+    boards_answers(&app, &mut s).await;
+    ideas_answers(&app, &mut s).await;
     let doc = app.send(Method::GET, "/openapi.json", &[], None).await.body;
     let dir = tempfile::tempdir().unwrap();
     let (doc_file, samples_file) = (dir.path().join("doc.json"), dir.path().join("samples.json"));
