@@ -100,7 +100,21 @@ pub fn start(data_dir: PathBuf, tweak: impl FnOnce(&mut Settings)) -> TestApp {
     let (tx, rx) = std::sync::mpsc::channel();
     let thread = std::thread::spawn(move || {
         actix_web::rt::System::new().block_on(async move {
-            let app = Application::build(settings).expect("server builds");
+            // After a restart, the previous server's worker threads may hold the store (and
+            // its lock) for a moment after they stopped: poll until it is free.
+            let deadline = std::time::Instant::now() + Duration::from_secs(20);
+            let app = loop {
+                match Application::build(settings.clone()) {
+                    Ok(app) => break app,
+                    Err(e)
+                        if format!("{e:?}").contains("could not acquire lock")
+                            && std::time::Instant::now() < deadline =>
+                    {
+                        std::thread::sleep(Duration::from_millis(20))
+                    }
+                    Err(e) => panic!("server builds: {e:?}"),
+                }
+            };
             tx.send((app.port(), app.handle())).unwrap();
             app.run_until_stopped().await.expect("server runs");
         })
