@@ -8,6 +8,7 @@ pub mod config;
 pub mod contacts;
 pub mod ids;
 pub mod profiles;
+pub mod sdk;
 pub mod startup;
 pub mod state;
 pub mod storage;

@@ -1,6 +1,7 @@
 //! Black-box tests: the real server on port 0 with a temporary data dir.
 
 mod admin;
+mod browser;
 mod cli;
 mod collector;
 mod contacts;
@@ -9,3 +10,4 @@ mod errors;
 mod events;
 mod helpers;
 mod lake;
+mod sdk;
