@@ -32,6 +32,10 @@ const ids = (events) => events.map((e) => e.messageId);
 
 test('a call made before load is replayed; the page view and context; 10 events go at once in one batch, fewer after 5 s', async () => {
   const page = await open(context, site, '/?early=1');
+  await page.evaluate(() => {
+    const a = window.Service.analytics;
+    document.getElementById('state').textContent = JSON.stringify({ version: a.version, anonymousId: a.anonymousId(), userId: a.userId(), ...a.debug() }, null, 2);
+  });
   await screenshot(page, 'tracker-test-page.png');
   await flush(page);
   const [early] = await arrived('Early');
@@ -220,7 +224,33 @@ test('a 429 with Retry-After is retried once it has passed', async () => {
   expectInLake({ present: ids(tries[1].events) });
 });
 
-test('two tabs do not send the same stored events twice', async () => {
+test('a Retry-After still running is honoured after a reload', async () => {
+  proxy.fail(429, { 'Retry-After': '3' });
+  const page = await open(context, site, '/');
+  await track(page, 'Patient');
+  await flush(page);
+  const refused = await waitFor(() => proxy.requests.find((r) => r.status === 429), 'the 429');
+  await waitFor(() => page.evaluate(() => window.Service.analytics.debug().stored === 2), 'the events stored');
+  await page.close();
+  const again = await open(context, site, '/');
+  const [patient] = await arrived('Patient');
+  const retry = proxy.requests.find((r) => r.status === 200 && r.events.some((e) => e.messageId === patient.messageId));
+  const gap = retry.at - refused.at;
+  assert.ok(gap >= 2900, `retried ${gap} ms after a Retry-After of 3 s`);
+  await flush(again);
+  await idle(again);
+  assert.equal(proxy.sends(patient.messageId), 2);
+  expectInLake({ present: ids(retry.events) });
+});
+
+for (const locks of [true, false]) {
+  test(`two tabs do not send the same stored events twice (${locks ? 'Web Locks' : 'the owner marker alone'})`, async () => {
+    if (!locks) await context.addInitScript(() => { delete Navigator.prototype.locks; });
+    await twoTabs(locks);
+  });
+}
+
+async function twoTabs(locks) {
   proxy.down = true;
   const first = await open(context, site, '/');
   await page5(first);
@@ -228,6 +258,7 @@ test('two tabs do not send the same stored events twice', async () => {
   await first.close();
   proxy.down = false;
   const tabs = await Promise.all([open(context, site, '/one'), open(context, site, '/two')]);
+  assert.equal(await tabs[0].evaluate(() => 'locks' in navigator), locks);
   await waitFor(() => proxy.tracked('Shared').length >= 5, 'the stored events delivered');
   for (const t of tabs) await flush(t);
   for (const t of tabs) await idle(t);
@@ -236,7 +267,7 @@ test('two tabs do not send the same stored events twice', async () => {
   const answer = proxy.requests.find((r) => r.status === 200 && r.events.some((e) => e.event === 'Shared')).answer;
   assert.equal(answer.duplicates, 0);
   expectInLake({ present: ids(shared) });
-});
+}
 
 async function page5(page) {
   await page.evaluate(() => { for (let i = 0; i < 5; i++) window.Service.analytics.track('Shared', { i }); window.Service.analytics.flush(); });
