@@ -52,7 +52,8 @@ fn screenshot_dir() -> PathBuf {
 struct Manifest {
     present: Vec<String>,
     absent: Vec<String>,
-    user_ids: HashMap<String, String>,
+    /// messageId -> column -> the value its lake row must hold.
+    rows: HashMap<String, serde_json::Map<String, Value>>,
 }
 
 fn read_manifest(path: &Path) -> Manifest {
@@ -69,10 +70,10 @@ fn read_manifest(path: &Path) -> Manifest {
         };
         m.present.extend(strings("present"));
         m.absent.extend(strings("absent"));
-        if let Some(u) = v["userIds"].as_object() {
-            for (id, user) in u {
-                m.user_ids
-                    .insert(id.clone(), user.as_str().unwrap().to_owned());
+        if let Some(rows) = v["rows"].as_object() {
+            for (id, cols) in rows {
+                m.rows
+                    .insert(id.clone(), cols.as_object().expect("columns").clone());
             }
         }
     }
@@ -132,7 +133,10 @@ async fn the_browser_tracker_in_headless_chromium() {
     for id in &m.absent {
         assert_eq!(count.get(id.as_str()), None, "{id} must not be in the lake");
     }
-    for (id, user) in &m.user_ids {
-        assert_eq!(lake.row(id)["user_id"], user.as_str(), "{id}");
+    for (id, cols) in &m.rows {
+        let row = lake.row(id);
+        for (col, want) in cols {
+            assert_eq!(&row[col], want, "{id}: column {col}");
+        }
     }
 }

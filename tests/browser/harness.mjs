@@ -123,6 +123,7 @@ export class Proxy {
       at: Date.now(),
       status,
       contentType: req.headers['content-type'] || '',
+      bytes: body.length,
       appKeyInQuery: url.searchParams.get('appKey'),
       sentAt: parsed.sentAt,
       events: Array.isArray(parsed.batch) ? parsed.batch : [],
@@ -240,8 +241,9 @@ export function idle(page) {
 }
 
 // What the lake must hold once the server stops (checked by tests/api/browser.rs).
-export function expectInLake({ present = [], absent = [], userIds = {} }) {
-  fs.appendFileSync(MANIFEST, JSON.stringify({ present, absent, userIds }) + '\n');
+// `rows`: messageId -> {column: value} that its lake row must show.
+export function expectInLake({ present = [], absent = [], rows = {} }) {
+  fs.appendFileSync(MANIFEST, JSON.stringify({ present, absent, rows }) + '\n');
 }
 
 export async function screenshot(page, name) {

@@ -114,8 +114,13 @@ test('identify: userId on every later event and after a reload; reset gives a ne
   await track(page, 'Anonymous');
   await page.evaluate(() => window.Service.analytics.identify('user-42', { plan: 'pro' }));
   await track(page, 'Known');
+  await page.evaluate(() => window.Service.analytics.group('acme', { name: 'Acme' }));
   await flush(page);
   const [known] = await arrived('Known');
+  const group = await waitFor(() => proxy.accepted().find((e) => e.type === 'group'), 'the group call');
+  assert.equal(group.groupId, 'acme');
+  assert.deepEqual(group.traits, { name: 'Acme' });
+  assert.equal(group.userId, 'user-42');
   const [anon] = proxy.tracked('Anonymous');
   const identify = proxy.accepted().find((e) => e.type === 'identify');
   assert.equal(anon.userId, undefined);
@@ -142,8 +147,14 @@ test('identify: userId on every later event and after a reload; reset gives a ne
   assert.notEqual(fresh.anonymousId, anon.anonymousId);
   assert.notEqual(fresh.sessionId, anon.sessionId);
   expectInLake({
-    present: ids([anon, identify, known, later, fresh]),
-    userIds: { [known.messageId]: 'user-42', [later.messageId]: 'user-42' },
+    present: ids([anon, identify, known, group, later, fresh]),
+    rows: {
+      [identify.messageId]: { type: 'identify', user_id: 'user-42', anonymous_id: anon.anonymousId },
+      [known.messageId]: { user_id: 'user-42', event: 'Known' },
+      [group.messageId]: { type: 'group', group_id: 'acme', user_id: 'user-42' },
+      [later.messageId]: { user_id: 'user-42' },
+      [fresh.messageId]: { anonymous_id: fresh.anonymousId, session_id: fresh.sessionId },
+    },
   });
 });
 
@@ -161,6 +172,45 @@ test('page hide: the queue goes out by beacon (text/plain, key in the query)', a
   assert.equal(req.events.length, 4, 'the page view and the three events, in one beacon');
   expectInLake({ present: ids(req.events) });
   assert.equal(hidden.length, 3);
+});
+
+test('page hide with a big queue: beacons under 64 KiB; what the browser refuses is kept for the next load', async () => {
+  const page = await open(context, site, '/');
+  await page.evaluate(() => { for (let i = 0; i < 4; i++) window.Service.analytics.track('Big', { i, text: 'x'.repeat(25000) }); });
+  await page.goto('about:blank');
+  await waitFor(() => proxy.tracked('Big').length >= 2, 'a first beacon');
+  const beacons = proxy.requests.filter((r) => /^text\/plain/.test(r.contentType));
+  for (const b of beacons) {
+    assert.ok(b.bytes < 65536, `a beacon of ${b.bytes} bytes`);
+    assert.equal(b.status, 200);
+  }
+  // Chromium caps the bytes of beacons in flight at 64 KiB: a refused beacon's events were
+  // stored, and the next page load sends them.
+  await page.goto(site.base + '/');
+  const big = await arrived('Big', 4);
+  await idle(page);
+  assert.deepEqual(big.map((e) => e.properties.i).sort(), [0, 1, 2, 3]);
+  for (const e of big) assert.equal(proxy.sends(e.messageId, 200), 1);
+  expectInLake({ present: ids(big) });
+});
+
+test('localStorage blocked: the anonymousId lives in a cookie and survives a reload', async () => {
+  await context.addInitScript(() => Object.defineProperty(window, 'localStorage', { get() { throw new DOMException('blocked', 'SecurityError'); } }));
+  const page = await open(context, site, '/');
+  await track(page, 'Cookie 1');
+  await flush(page);
+  const [one] = await arrived('Cookie 1');
+  await page.reload();
+  await page.waitForFunction(() => window.Service.analytics.loaded);
+  await track(page, 'Cookie 2');
+  await flush(page);
+  const [two] = await arrived('Cookie 2');
+  assert.match(one.anonymousId, UUID_V4);
+  assert.equal(two.anonymousId, one.anonymousId);
+  assert.equal(two.sessionId, one.sessionId);
+  const cookies = await context.cookies(site.base);
+  assert.equal(cookies.find((c) => c.name === 'trb_aid')?.value, one.anonymousId);
+  expectInLake({ present: ids([one, two]) });
 });
 
 test('server down: the newest 100 events are kept and delivered once after a reload, the oldest dropped', async () => {
