@@ -66,22 +66,26 @@ test('a call made before load is replayed; the page view and context; 10 events 
   assert.deepEqual(first.answer, { accepted: 2, duplicates: 0, rejected: 0, errors: [] });
 
   // Ten events: sent at once (long before the 5 s timer), in one batch.
-  const t0 = Date.now();
-  await page.evaluate(() => { for (let i = 0; i < 10; i++) window.Service.analytics.track('Ten', { i }); });
+  const state = await page.evaluate(() => {
+    for (let i = 0; i < 10; i++) window.Service.analytics.track('Ten', { i });
+    return window.Service.analytics.debug();
+  });
+  assert.deepEqual(state, { queued: 0, stored: 0, inflight: 1 }, 'the tenth event sent the batch at once');
   const ten = await arrived('Ten', 10);
-  assert.ok(Date.now() - t0 < 3000, `10 events took ${Date.now() - t0} ms`);
   const tenReqs = proxy.requests.filter((r) => r.events.some((e) => e.event === 'Ten'));
   assert.equal(tenReqs.length, 1);
   assert.equal(tenReqs[0].events.length, 10);
   assert.deepEqual(ten.map((e) => e.properties.i), [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
 
   // Fewer than ten: they wait for the 5 s timer, then go together.
+  await idle(page);
   const t1 = Date.now();
   await track(page, 'Timer', { n: 1 });
   await track(page, 'Timer', { n: 2 });
+  assert.deepEqual(await page.evaluate(() => window.Service.analytics.debug()), { queued: 2, stored: 0, inflight: 0 });
   await arrived('Timer', 2);
   const waited = proxy.requests.find((r) => r.events.some((e) => e.event === 'Timer')).at - t1;
-  assert.ok(waited >= 4500 && waited < 9000, `the batch left after ${waited} ms`);
+  assert.ok(waited >= 4500 && waited < 15000, `the batch left after ${waited} ms`);
   assert.equal(proxy.requests.filter((r) => r.events.some((e) => e.event === 'Timer')).length, 1);
   expectInLake({ present: ids([early, pageView, ...ten, ...proxy.tracked('Timer')]) });
 });
@@ -161,13 +165,11 @@ test('identify: userId on every later event and after a reload; reset gives a ne
 test('page hide: the queue goes out by beacon (text/plain, key in the query)', async () => {
   const page = await open(context, site, '/');
   await page.evaluate(() => { for (let i = 0; i < 3; i++) window.Service.analytics.track('Hidden', { i }); });
-  const t0 = Date.now();
   await page.goto('about:blank');
   const hidden = await arrived('Hidden', 3);
-  assert.ok(Date.now() - t0 < 4000, 'sent on page hide, not by the 5 s timer');
   const req = proxy.requests.find((r) => r.events.some((e) => e.event === 'Hidden'));
   assert.equal(req.status, 200);
-  assert.match(req.contentType, /^text\/plain/);
+  assert.match(req.contentType, /^text\/plain/, 'a beacon (fetch sends application/json)');
   assert.ok(req.appKeyInQuery && req.appKeyInQuery.startsWith('ik_'));
   assert.equal(req.events.length, 4, 'the page view and the three events, in one beacon');
   expectInLake({ present: ids(req.events) });
@@ -269,7 +271,7 @@ test('a 429 with Retry-After is retried once it has passed', async () => {
   const tries = proxy.requests.filter((r) => r.events.some((e) => e.messageId === busy.messageId));
   assert.deepEqual(tries.map((r) => r.status), [429, 200]);
   const gap = tries[1].at - tries[0].at;
-  assert.ok(gap >= 1900 && gap < 6000, `retried after ${gap} ms`);
+  assert.ok(gap >= 1900 && gap < 15000, `retried after ${gap} ms`);
   await idle(page);
   expectInLake({ present: ids(tries[1].events) });
 });
