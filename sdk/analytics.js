@@ -19,6 +19,7 @@
   if (!HOST && script && script.src) HOST = new URL(script.src).origin;
   HOST = String(HOST || '').replace(/\/+$/, '');
   var URL_ = HOST + '/api/w/analytics/collect';
+  if (!KEY) console.warn('[tributary] no data-app-key on the script tag: events will be refused');
 
   // ---- storage: localStorage, a cookie when it is blocked (ids only), memory at last ----
   var ls = null;
