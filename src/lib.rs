@@ -10,6 +10,7 @@ pub mod contacts;
 pub mod ideas;
 pub mod ids;
 pub mod profiles;
+pub mod sdk;
 pub mod startup;
 pub mod state;
 pub mod storage;

@@ -148,6 +148,7 @@ where
 {
     app.service(healthz)
         .service(crate::collector::http::metrics)
+        .configure(crate::sdk::configure)
         .service(scope::scope("/acq/v1").configure(crate::contacts::configure))
         .service(
             scope::scope("/api/v1")

@@ -10,4 +10,5 @@ mod events;
 mod helpers;
 mod ideas;
 mod lake;
+mod sdk;
 mod slow;

@@ -1,11 +1,13 @@
-//! Interoperability: the lake read by DuckDB and Spark, written to S3 (the moto server), and
-//! every operation's live answers validated against `/openapi.json` by Python's `jsonschema`.
-//! These need the Python tools in `.venv`, which `tests/run` installs; without them this binary
-//! stops at once with one line saying so.
+//! Interoperability: the lake read by DuckDB and Spark, written to S3 (the moto server), every
+//! operation's live answers validated against `/openapi.json` by Python's `jsonschema`, and the
+//! browser tracker driven in headless Chromium.
+//! These need the Python tools in `.venv`, Chromium and `tests/browser/node_modules`, which
+//! `tests/run` installs; without them the tests stop at once with one line naming `tests/run`.
 
 // Helpers shared with the `api` binary: this one uses only some of them.
 #![allow(dead_code)]
 
+mod browser;
 #[path = "../api/events.rs"]
 mod events;
 #[path = "../api/helpers.rs"]

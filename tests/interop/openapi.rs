@@ -460,6 +460,20 @@ async fn every_operation_answers_as_its_openapi_schema_says() {
         .unwrap()
         .to_owned();
     s.0.push(json!({"method": "GET", "path": "/metrics", "status": 200, "contentType": ct, "body": null}));
+    // The tracker script: 200, then 304 when revalidated with its ETag.
+    let sdk = format!("{}/sdk/v1/analytics.js", app.base);
+    let js = app.client.get(&sdk).send().await.unwrap();
+    let header = |r: &reqwest::Response, n: &str| r.headers()[n].to_str().unwrap().to_owned();
+    let (ct, etag) = (header(&js, "content-type"), header(&js, "etag"));
+    s.0.push(json!({"method": "GET", "path": "/sdk/v1/analytics.js", "status": 200, "contentType": ct, "body": null}));
+    let again = app
+        .client
+        .get(&sdk)
+        .header("if-none-match", &etag)
+        .send()
+        .await
+        .unwrap();
+    s.0.push(json!({"method": "GET", "path": "/sdk/v1/analytics.js", "status": again.status().as_u16(), "contentType": null, "body": null}));
     contacts_answers(&app, &mut s).await;
     profile_and_collector_answers(&app, &mut s).await;
     admin_answers(&app, &mut s).await;

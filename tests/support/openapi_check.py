@@ -30,8 +30,13 @@ def main() -> int:
         if response is None:
             problems.append(f"{where}: status not documented ({sorted(op['responses'])})")
             continue
-        content = response.get("content", {})
+        content = response.get("content") or {}
         media = (s.get("contentType") or "").split(";")[0].strip()
+        if not media and s["body"] is None:
+            # An answer without a body (304): its documented response must have no content.
+            if content:
+                problems.append(f"{where}: no body, but the document gives {sorted(content)}")
+            continue
         if media not in content:
             problems.append(f"{where}: content type {media!r} not documented ({sorted(content)})")
             continue

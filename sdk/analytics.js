@@ -1,0 +1,327 @@
+/*! Tributary analytics.js v1 | window.Service.analytics | interface §6, api.md §7 */
+(function (w, d) {
+  'use strict';
+  var svc = (w.Service = w.Service || {});
+  var stub = svc.analytics;
+  if (stub && stub.loaded) return;
+
+  var VERSION = '1.0.0';
+  var P = 'trb.'; // storage key prefix
+  var BATCH_MS = 5000, BATCH_N = 10, SESSION_MS = 30 * 60 * 1000;
+  var STORE_MAX = 100, BEACON_MAX = 60000, REQ_MAX = 400000, LOCK_MS = 20000;
+
+  var script = d.currentScript || d.querySelector('script[data-app-key]') ||
+    d.querySelector('script[src*="/sdk/v1/analytics.js"]');
+  var attr = function (n) { return script && script.getAttribute(n); };
+  var conf = (stub && stub.config) || {};
+  var KEY = attr('data-app-key') || conf.appKey;
+  var HOST = attr('data-host') || conf.host;
+  if (!HOST && script && script.src) HOST = new URL(script.src).origin;
+  HOST = String(HOST || '').replace(/\/+$/, '');
+  var URL_ = HOST + '/api/w/analytics/collect';
+  if (!KEY) console.warn('[tributary] no data-app-key on the script tag: events will be refused');
+
+  // ---- storage: localStorage, a cookie when it is blocked (ids only), memory at last ----
+  var ls = null;
+  try { ls = w.localStorage; ls.setItem(P + 't', '1'); ls.removeItem(P + 't'); } catch (e) { ls = null; }
+  var mem = {};
+  function get(k) {
+    try { if (ls) return ls.getItem(P + k); } catch (e) { /* blocked */ }
+    var m = d.cookie.match(new RegExp('(?:^|; )trb_' + k + '=([^;]*)'));
+    return m ? decodeURIComponent(m[1]) : (k in mem ? mem[k] : null);
+  }
+  function set(k, v, cookie) {
+    try { if (ls) { if (v == null) ls.removeItem(P + k); else ls.setItem(P + k, v); return; } } catch (e) { /* full or blocked */ }
+    if (cookie) {
+      d.cookie = 'trb_' + k + '=' + (v == null ? '' : encodeURIComponent(v)) + '; path=/; SameSite=Lax; max-age=' +
+        (v == null ? 0 : 31536000);
+    }
+    if (v == null) delete mem[k]; else mem[k] = v;
+  }
+  function getJSON(k, dflt) { try { var v = JSON.parse(get(k)); return v == null ? dflt : v; } catch (e) { return dflt; } }
+
+  // ---- ids ----
+  function uuid() {
+    if (w.crypto && crypto.randomUUID) return crypto.randomUUID();
+    var b = new Uint8Array(16);
+    crypto.getRandomValues(b);
+    b[6] = (b[6] & 15) | 64; b[8] = (b[8] & 63) | 128;
+    var h = [];
+    for (var i = 0; i < 16; i++) h.push((b[i] + 256).toString(16).slice(1));
+    h = h.join('');
+    return h.slice(0, 8) + '-' + h.slice(8, 12) + '-' + h.slice(12, 16) + '-' + h.slice(16, 20) + '-' + h.slice(20);
+  }
+  function rid(prefix) { return prefix + uuid().replace(/-/g, ''); }
+  function anonymousId() {
+    var a = get('aid');
+    if (!a) { a = uuid(); set('aid', a, 1); }
+    return a;
+  }
+  function session() {
+    var now = Date.now(), s = getJSON('ses', null);
+    if (!s || !s.id || now - s.last > SESSION_MS) s = { id: rid('ses_') };
+    s.last = now;
+    set('ses', JSON.stringify(s), 1);
+    return s.id;
+  }
+
+  // ---- consent ----
+  var nav = w.navigator || {};
+  function dnt() { return [nav.doNotTrack, w.doNotTrack, nav.msDoNotTrack].some(function (v) { return v === '1' || v === 'yes'; }); }
+  function off() { return dnt() || get('optout') === '1'; }
+
+  // ---- context ----
+  function device() {
+    var ua = nav.userAgent || '';
+    if (/iPad|Tablet|PlayBook|Silk|Android(?!.*Mobi)/i.test(ua)) return 'tablet';
+    if (/Mobi|iPhone|iPod|Android|Windows Phone/i.test(ua)) return 'mobile';
+    return 'desktop';
+  }
+  var lastUrl = location.href, referrer = d.referrer || '';
+  function pageInfo() {
+    return { url: location.href, path: location.pathname, title: d.title, referrer: referrer };
+  }
+  function context() {
+    var tz;
+    try { tz = Intl.DateTimeFormat().resolvedOptions().timeZone; } catch (e) { /* old browser */ }
+    var c = {
+      page: pageInfo(),
+      device: { type: device() },
+      locale: nav.language || (nav.languages && nav.languages[0]) || undefined,
+      screen: { width: w.screen ? screen.width : 0, height: w.screen ? screen.height : 0 },
+      library: { name: 'tributary.js', version: VERSION }
+    };
+    if (tz) c.timezone = tz;
+    return c;
+  }
+
+  // ---- queue: memory (this tab's next batch) and the retry store (shared by tabs) ----
+  var queue = [], timer = 0, retryTimer = 0, attempts = 0, backoffUntil = 0, inflight = 0, seq = 0;
+  var TAB = uuid();
+
+  function stored() { return getJSON('q', []); }
+  // Keeps the newest STORE_MAX (by the order events were queued), without duplicates.
+  function saveStored(items) {
+    var seen = {}, out = [];
+    items.sort(function (a, b) { return a.o - b.o; });
+    for (var i = items.length - 1; i >= 0 && out.length < STORE_MAX; i--) {
+      var id = items[i].e.messageId;
+      if (!seen[id]) { seen[id] = 1; out.unshift(items[i]); }
+    }
+    set('q', out.length ? JSON.stringify(out) : null);
+  }
+  function keep(items) { if (items.length && !off()) saveStored(stored().concat(items)); }
+  function forget(items) {
+    var gone = {};
+    items.forEach(function (i) { gone[i.e.messageId] = 1; });
+    saveStored(stored().filter(function (i) { return !gone[i.e.messageId]; }));
+  }
+
+  function enqueue(ev) {
+    if (off()) return;
+    ev.messageId = rid('msg_');
+    ev.anonymousId = anonymousId();
+    var uid = get('uid');
+    if (uid) ev.userId = uid;
+    ev.sessionId = session();
+    ev.timestamp = new Date().toISOString();
+    ev.context = context();
+    queue.push({ o: Date.now() * 1000 + (seq++ % 1000), e: ev });
+    if (queue.length >= BATCH_N) flush();
+    else if (!timer) timer = setTimeout(flush, BATCH_MS);
+  }
+
+  function bytes(s) { return w.TextEncoder ? new TextEncoder().encode(s).length : s.length * 3; }
+  // Chunks of at most `max` bytes of JSON (and 100 events).
+  function chunks(items, max) {
+    var out = [], cur = [], size = 0;
+    items.forEach(function (i) {
+      var n = bytes(JSON.stringify(i.e)) + 1;
+      if (cur.length && (size + n > max || cur.length >= 100)) { out.push(cur); cur = []; size = 0; }
+      cur.push(i); size += n;
+    });
+    if (cur.length) out.push(cur);
+    return out;
+  }
+  function body(items) {
+    return JSON.stringify({ batch: items.map(function (i) { return i.e; }), sentAt: new Date().toISOString() });
+  }
+
+  // One POST; done(true) on 2xx, done(false) on a retryable failure (network, 429, 5xx: backoff
+  // scheduled), done(null) on any other 4xx (final: the events are dropped with a warning).
+  function post(items, done) {
+    var b = body(items), ctl = w.AbortController ? new AbortController() : null;
+    var t = ctl && setTimeout(function () { ctl.abort(); }, 15000);
+    inflight++;
+    var finish = function (ok, retryAfter) {
+      inflight--;
+      clearTimeout(t);
+      if (ok === true) { attempts = 0; backoffUntil = 0; set('ra', null); }
+      else if (ok === false) failed(retryAfter);
+      done(ok);
+    };
+    fetch(URL_, {
+      method: 'POST', body: b, keepalive: b.length < BEACON_MAX, signal: ctl && ctl.signal,
+      headers: { 'Content-Type': 'application/json', 'X-App-Key': KEY }
+    }).then(function (r) {
+      if (r.ok) return finish(true);
+      if (r.status === 429 || r.status >= 500) return finish(false, r.headers.get('Retry-After'));
+      console.warn('[tributary] ' + items.length + ' event(s) dropped: HTTP ' + r.status);
+      finish(null);
+    }, function () { finish(false); });
+  }
+
+  // A retryable failure: exponential backoff (1 s doubling to 60 s), or the server's Retry-After.
+  function failed(retryAfter) {
+    var ms = Math.min(60000, 1000 * Math.pow(2, attempts++)) * (0.8 + Math.random() * 0.4);
+    if (retryAfter) {
+      var s = Number(retryAfter);
+      var ra = isNaN(s) ? Date.parse(retryAfter) - Date.now() : s * 1000;
+      if (ra >= 0) { ms = ra; set('ra', String(Date.now() + ra)); }
+    }
+    backoffUntil = Date.now() + ms;
+    schedule(ms);
+  }
+  function schedule(ms) {
+    clearTimeout(retryTimer);
+    retryTimer = setTimeout(drain, Math.max(0, ms));
+  }
+
+  function flush() {
+    clearTimeout(timer); timer = 0;
+    if (off()) { queue = []; return; }
+    var items = queue; queue = [];
+    if (!items.length) return drain();
+    if (Date.now() < waitUntil()) { keep(items); return; }
+    chunks(items, REQ_MAX).forEach(function (c) {
+      post(c, function (ok) { if (ok === false) keep(c); if (ok) drain(); });
+    });
+  }
+  function waitUntil() { return Math.max(backoffUntil, Number(get('ra')) || 0); }
+
+  // ---- sending the retry store: one tab at a time (Web Locks, and an owner marker with expiry) ----
+  function drain() {
+    if (off() || !stored().length) return;
+    var wait = waitUntil() - Date.now();
+    if (wait > 0) return schedule(wait);
+    if (nav.locks && nav.locks.request) {
+      nav.locks.request(P + 'send', { ifAvailable: true }, function (lock) {
+        if (!lock) return schedule(1000 + Math.random() * 1000);
+        return new Promise(function (res) { claim(res); });
+      });
+    } else {
+      claim(function () {});
+    }
+  }
+  function claim(release) {
+    var l = getJSON('lock', null), now = Date.now();
+    if (l && l.exp > now && l.tab !== TAB) { schedule(l.exp - now + Math.random() * 500); return release(); }
+    set('lock', JSON.stringify({ tab: TAB, exp: now + LOCK_MS }));
+    setTimeout(function () {
+      var l2 = getJSON('lock', null);
+      if (!l2 || l2.tab !== TAB) { schedule(1000 + Math.random() * 1000); return release(); }
+      var items = chunks(stored(), REQ_MAX)[0] || [];
+      if (!items.length) { set('lock', null); return release(); }
+      post(items, function (ok) {
+        if (ok !== false) forget(items);
+        set('lock', null);
+        release();
+        if (ok) drain();
+      });
+    }, nav.locks ? 0 : 100 + Math.random() * 100);
+  }
+
+  // ---- page hide: the queue goes out by beacon (text/plain, key in the query, < 64 KiB each) ----
+  function beacon() {
+    clearTimeout(timer); timer = 0;
+    if (!queue.length || off()) return;
+    var items = queue; queue = [];
+    if (!nav.sendBeacon) { keep(items); return; }
+    chunks(items, BEACON_MAX).forEach(function (c) {
+      var ok = false;
+      try {
+        ok = nav.sendBeacon(URL_ + '?appKey=' + encodeURIComponent(KEY), new Blob([body(c)], { type: 'text/plain' }));
+      } catch (e) { /* too big or refused */ }
+      if (!ok) keep(c);
+    });
+  }
+  d.addEventListener('visibilitychange', function () { if (d.visibilityState === 'hidden') beacon(); });
+  w.addEventListener('pagehide', beacon);
+
+  // ---- automatic page events, single-page-app aware ----
+  function navigated() {
+    if (location.href === lastUrl) return;
+    referrer = lastUrl;
+    lastUrl = location.href;
+    api.page();
+  }
+  ['pushState', 'replaceState'].forEach(function (m) {
+    var orig = history[m];
+    if (!orig) return;
+    history[m] = function () {
+      var r = orig.apply(this, arguments);
+      navigated();
+      return r;
+    };
+  });
+  w.addEventListener('popstate', navigated);
+  w.addEventListener('hashchange', navigated);
+
+  // ---- the public API ----
+  function obj(v) { return v && typeof v === 'object' ? v : {}; }
+  var api = {
+    loaded: true,
+    version: VERSION,
+    page: function (name, properties) {
+      if (typeof name === 'object') { properties = name; name = undefined; }
+      var p = pageInfo();
+      p.search = location.search;
+      var props = obj(properties);
+      for (var k in props) p[k] = props[k];
+      var ev = { type: 'page', properties: p };
+      if (name) ev.name = String(name);
+      enqueue(ev);
+    },
+    track: function (event, properties) {
+      if (!event) return console.warn('[tributary] track needs an event name');
+      enqueue({ type: 'track', event: String(event), properties: obj(properties) });
+    },
+    identify: function (userId, traits) {
+      if (typeof userId === 'object' && userId) { traits = userId; userId = null; }
+      if (off()) return;
+      if (userId != null) set('uid', String(userId), 1);
+      var all = getJSON('traits', {}), t = obj(traits);
+      for (var k in t) all[k] = t[k];
+      set('traits', JSON.stringify(all));
+      enqueue({ type: 'identify', traits: t });
+    },
+    group: function (groupId, traits) {
+      if (groupId == null) return console.warn('[tributary] group needs a groupId');
+      enqueue({ type: 'group', groupId: String(groupId), traits: obj(traits) });
+    },
+    reset: function () {
+      set('uid', null, 1); set('traits', null); set('ses', null, 1);
+      set('aid', uuid(), 1);
+    },
+    flush: flush,
+    optOut: function () {
+      set('optout', '1', 1);
+      queue = []; clearTimeout(timer); timer = 0; clearTimeout(retryTimer);
+      set('q', null); set('ra', null);
+    },
+    optIn: function () { set('optout', null, 1); },
+    anonymousId: anonymousId,
+    userId: function () { return get('uid'); },
+    debug: function () { return { queued: queue.length, stored: stored().length, inflight: inflight }; }
+  };
+  svc.analytics = api;
+
+  // Calls made before the script loaded (the snippet's queue stub), then the first page view.
+  var pending = (stub && (stub.q || (Array.isArray(stub) && stub))) || [];
+  var paged = false;
+  pending.forEach(function (c) {
+    if (c && api[c[0]]) { if (c[0] === 'page') paged = true; api[c[0]].apply(api, c.slice(1)); }
+  });
+  if (!paged && !(script && script.getAttribute('data-auto-page') === 'false')) api.page();
+  drain();
+})(window, document);

@@ -1,0 +1,142 @@
+//! The browser tracker in headless Chromium against the real server: this test starts the
+//! server, runs `node --test` in `tests/browser/` (playwright-core drives `/usr/bin/chromium`;
+//! the JS tests assert what reaches the server through a recording proxy), then stops the
+//! server and checks the lake against the manifest the JS tests wrote: each expected event
+//! once, each dropped one absent, no messageId twice.
+//!
+//! Needs Debian's `chromium` and `tests/browser/node_modules`, which `tests/run` installs;
+//! without them it fails at once with one line saying so.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::events::slow_files;
+use crate::helpers::*;
+use crate::lake::read_local;
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+
+fn browser_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser")
+}
+
+/// What is missing to run the browser tests, if anything.
+fn missing() -> Option<String> {
+    let dir = browser_dir();
+    if !Path::new(CHROMIUM).exists() {
+        return Some(format!("{CHROMIUM} is missing"));
+    }
+    if !dir
+        .join("node_modules/playwright-core/package.json")
+        .exists()
+    {
+        return Some(format!("{} is missing", dir.join("node_modules").display()));
+    }
+    match Command::new("node").arg("--version").output() {
+        Ok(o) if o.status.success() => None,
+        _ => Some("node is missing".into()),
+    }
+}
+
+fn screenshot_dir() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));
+    target.join("screenshots")
+}
+
+#[derive(Default)]
+struct Manifest {
+    present: Vec<String>,
+    absent: Vec<String>,
+    /// messageId -> column -> the value its lake row must hold.
+    rows: HashMap<String, serde_json::Map<String, Value>>,
+}
+
+fn read_manifest(path: &Path) -> Manifest {
+    let mut m = Manifest::default();
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let v: Value = serde_json::from_str(line).expect("manifest line");
+        let strings = |k: &str| -> Vec<String> {
+            v[k].as_array()
+                .into_iter()
+                .flatten()
+                .map(|s| s.as_str().expect("a messageId").to_owned())
+                .collect()
+        };
+        m.present.extend(strings("present"));
+        m.absent.extend(strings("absent"));
+        if let Some(rows) = v["rows"].as_object() {
+            for (id, cols) in rows {
+                m.rows
+                    .insert(id.clone(), cols.as_object().expect("columns").clone());
+            }
+        }
+    }
+    m
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_browser_tracker_in_headless_chromium() {
+    if let Some(what) = missing() {
+        panic!("browser tests cannot run: {what}; run tests/run once (it installs chromium and tests/browser/node_modules)");
+    }
+    let mut app = spawn_app_with(slow_files);
+    let (_, key) = app.create_app("enterprise").await;
+    let manifest = app.data_dir.join("browser-manifest.jsonl");
+    let (base, manifest_path) = (app.base.clone(), manifest.clone());
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new("node")
+            .args(["--test", "--test-concurrency=1", "--test-timeout=120000"])
+            .current_dir(browser_dir())
+            .env("TRIBUTARY_BASE", base)
+            .env("TRIBUTARY_APP_KEY", key)
+            .env("TRIBUTARY_MANIFEST", manifest_path)
+            .env("SCREENSHOT_DIR", screenshot_dir())
+            .output()
+            .expect("node runs")
+    })
+    .await
+    .unwrap();
+    let report = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "node --test tests/browser failed:\n{report}"
+    );
+    println!("{report}");
+
+    app.stop().await;
+    let lake = read_local(&app.data_dir.join("lake"));
+    let m = read_manifest(&manifest);
+    assert!(
+        m.present.len() > 100,
+        "the JS tests named what the lake must hold"
+    );
+    let ids = lake.message_ids();
+    let mut count: HashMap<&str, usize> = HashMap::new();
+    for id in &ids {
+        *count.entry(id.as_str()).or_default() += 1;
+    }
+    let twice: Vec<_> = count.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "messageIds twice in the lake: {twice:?}");
+    for id in &m.present {
+        assert_eq!(count.get(id.as_str()), Some(&1), "{id} not in the lake");
+    }
+    for id in &m.absent {
+        assert_eq!(count.get(id.as_str()), None, "{id} must not be in the lake");
+    }
+    for (id, cols) in &m.rows {
+        let row = lake.row(id);
+        for (col, want) in cols {
+            assert_eq!(&row[col], want, "{id}: column {col}");
+        }
+    }
+}
