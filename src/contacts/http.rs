@@ -211,7 +211,7 @@ fn parse_list(q: &ListQuery, app: &str) -> Result<(Filter, Sort, usize, Option<C
     let cursor = match (&q.cursor, sort) {
         (Some(raw), Some(sort)) => errors.check(
             "cursor",
-            Cursor::decode(raw, sort, app)
+            store::decode_cursor(raw, sort, app)
                 .ok_or_else(|| "malformed, or made for another sort order".to_owned()),
         ),
         _ => None,
@@ -249,7 +249,7 @@ async fn list_contacts(
     let pagination = Pagination {
         limit,
         has_more: next.is_some(),
-        next_cursor: next.map(|c| c.encode(sort, &who.app_id)),
+        next_cursor: next.map(|c| store::encode_cursor(&c, sort, &who.app_id)),
     };
     Ok(api::list(&page, &pagination))
 }

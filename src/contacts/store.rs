@@ -184,40 +184,19 @@ impl Filter {
     }
 }
 
-/// A position in a sorted walk: the index entry after the field tag (value bytes + id).
-/// Opaque to clients: `Cursor::encode` / `Cursor::decode` wrap it in base64url with the sort.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Cursor(Vec<u8>);
+pub use crate::storage::cursor::Cursor;
 
-/// Four bytes naming the app a cursor was made for, so another app's cursor is refused.
-fn app_tag(app: &str) -> [u8; 4] {
-    let h = <sha2::Sha256 as sha2::Digest>::digest(app.as_bytes());
-    [h[0], h[1], h[2], h[3]]
+/// A page's cursor for the client.
+pub fn encode_cursor(c: &Cursor, sort: Sort, app: &str) -> String {
+    c.encode(sort.field.tag(), sort.descending, app)
 }
 
-impl Cursor {
-    pub fn encode(&self, sort: Sort, app: &str) -> String {
-        use base64::Engine;
-        let mut raw = vec![sort.field.tag(), if sort.descending { b'-' } else { b'+' }];
-        raw.extend_from_slice(&app_tag(app));
-        raw.extend_from_slice(&self.0);
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
-    }
-
-    /// `None` for a malformed cursor, or one made for another sort order or another app.
-    pub fn decode(s: &str, sort: Sort, app: &str) -> Option<Cursor> {
-        use base64::Engine;
-        let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .decode(s)
-            .ok()?;
-        let (head, rest) = raw.split_at_checked(6)?;
-        let dir = if sort.descending { b'-' } else { b'+' };
-        if head[..2] != [sort.field.tag(), dir] || head[2..] != app_tag(app) || rest.len() < 24 {
-            return None;
-        }
-        let id = std::str::from_utf8(&rest[rest.len() - 24..]).ok()?;
-        ids::is_object_id(id).then(|| Cursor(rest.to_vec()))
-    }
+/// `None` for a malformed cursor, or one made for another sort order or another app.
+pub fn decode_cursor(s: &str, sort: Sort, app: &str) -> Option<Cursor> {
+    Cursor::decode(s, sort.field.tag(), sort.descending, app, |rest| {
+        rest.len() >= 24
+            && std::str::from_utf8(&rest[rest.len() - 24..]).is_ok_and(ids::is_object_id)
+    })
 }
 
 fn record_key(app: &str, id: &str) -> Vec<u8> {
@@ -407,7 +386,7 @@ pub fn list(
     let prefix = index_prefix(app, sort.field);
     let mut end = prefix.clone();
     *end.last_mut().expect("prefix is not empty") += 1;
-    let start_bound = |c: &Cursor| [prefix.as_slice(), &c.0].concat();
+    let start_bound = |c: &Cursor| [prefix.as_slice(), c.entry()].concat();
     let entries: Box<dyn Iterator<Item = sled::Result<(sled::IVec, sled::IVec)>>> =
         match (after, sort.descending) {
             (None, false) => Box::new(tree.range(prefix.clone()..end)),
@@ -434,7 +413,7 @@ pub fn list(
         if page.len() == limit {
             return Ok((page, last));
         }
-        last = Some(Cursor(suffix.to_vec()));
+        last = Some(Cursor::new(suffix.to_vec()));
         page.push(c);
     }
     Ok((page, None))

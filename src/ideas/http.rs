@@ -158,7 +158,7 @@ fn parse_list(
         .map_err(|e| errors.push(e))
         .ok();
     let cursor = match (&q.cursor, sort) {
-        (Some(raw), Some(sort)) => Cursor::decode(raw, sort, app)
+        (Some(raw), Some(sort)) => store::decode_cursor(raw, sort, app)
             .ok_or_else(|| {
                 errors.push(FieldError::new(
                     "cursor",
@@ -204,7 +204,7 @@ async fn list_ideas(
     let pagination = Pagination {
         limit,
         has_more: next.is_some(),
-        next_cursor: next.map(|c| c.encode(sort, &who.app_id)),
+        next_cursor: next.map(|c| store::encode_cursor(&c, sort, &who.app_id)),
     };
     Ok(api::list(&page, &pagination))
 }

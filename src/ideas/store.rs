@@ -186,38 +186,18 @@ impl Filter {
     }
 }
 
-/// A position in a sorted walk: the index entry after the field tag (8 value bytes + id).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Cursor(Vec<u8>);
+pub use crate::storage::cursor::Cursor;
 
-fn app_tag(app: &str) -> [u8; 4] {
-    let h = <sha2::Sha256 as sha2::Digest>::digest(app.as_bytes());
-    [h[0], h[1], h[2], h[3]]
+/// A page's cursor for the client.
+pub fn encode_cursor(c: &Cursor, sort: Sort, app: &str) -> String {
+    c.encode(sort.field.tag(), sort.descending, app)
 }
 
-impl Cursor {
-    pub fn encode(&self, sort: Sort, app: &str) -> String {
-        use base64::Engine;
-        let mut raw = vec![sort.field.tag(), if sort.descending { b'-' } else { b'+' }];
-        raw.extend_from_slice(&app_tag(app));
-        raw.extend_from_slice(&self.0);
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
-    }
-
-    /// `None` for a malformed cursor, or one made for another sort order or another app.
-    pub fn decode(s: &str, sort: Sort, app: &str) -> Option<Cursor> {
-        use base64::Engine;
-        let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .decode(s)
-            .ok()?;
-        let (head, rest) = raw.split_at_checked(6)?;
-        let dir = if sort.descending { b'-' } else { b'+' };
-        if head[..2] != [sort.field.tag(), dir] || head[2..] != app_tag(app) || rest.len() != 32 {
-            return None;
-        }
-        let id = std::str::from_utf8(&rest[8..]).ok()?;
-        ids::is_object_id(id).then(|| Cursor(rest.to_vec()))
-    }
+/// `None` for a malformed cursor, or one made for another sort order or another app.
+pub fn decode_cursor(s: &str, sort: Sort, app: &str) -> Option<Cursor> {
+    Cursor::decode(s, sort.field.tag(), sort.descending, app, |rest| {
+        rest.len() == 32 && std::str::from_utf8(&rest[8..]).is_ok_and(ids::is_object_id)
+    })
 }
 
 fn index_prefix(app: &str, field: SortField) -> Vec<u8> {
@@ -506,7 +486,7 @@ fn walk(tree: &sled::Tree, prefix: &[u8], sort: Sort, after: Option<&Cursor>) ->
     use std::ops::Bound::{Excluded, Included};
     let mut end = prefix.to_vec();
     *end.last_mut().expect("prefix is not empty") += 1;
-    let from = |c: &Cursor| [prefix, &c.0].concat();
+    let from = |c: &Cursor| [prefix, c.entry()].concat();
     match (after, sort.descending) {
         (None, false) => Box::new(tree.range(prefix.to_vec()..end)),
         (None, true) => Box::new(tree.range(prefix.to_vec()..end).rev()),
@@ -551,7 +531,7 @@ pub fn list(
         let Some(board) = boards.iter().find(|b| b.board.id == idea.board_id) else {
             continue;
         };
-        last = Some(Cursor(suffix.to_vec()));
+        last = Some(Cursor::new(suffix.to_vec()));
         page.push(idea.view(board));
     }
     Ok((page, None))

@@ -6,6 +6,7 @@
 //! server accepts requests), never from an async worker. The queue is bounded: when it is full,
 //! `run` answers `StoreError::Busy` at once, which the API turns into 503 + Retry-After.
 
+pub mod cursor;
 pub mod files;
 pub mod idempotency;
 
