@@ -213,7 +213,12 @@ impl ItemPatch {
             .get("position")
             .filter(|_| allowed.contains(&"position"))
         {
-            let pos = v.as_u64().filter(|n| *n < MAX_STATUSES as u64);
+            // An integral float (`21.0`) is an integer in JSON Schema, as the document says.
+            let integral = v.as_f64().filter(|f| f.fract() == 0.0 && *f >= 0.0);
+            let pos = v
+                .as_u64()
+                .or_else(|| integral.map(|f| f as u64))
+                .filter(|n| *n < MAX_STATUSES as u64);
             let msg = format!("must be an integer from 0 to {}", MAX_STATUSES - 1);
             check(
                 "position",
