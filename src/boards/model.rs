@@ -555,6 +555,19 @@ mod tests {
     }
 
     #[test]
+    fn a_position_is_an_integer_even_written_with_a_fraction_of_zero() {
+        let at = |v: Value| {
+            ItemPatch::parse(&body(json!({ "position": v })), Some(Part::Statuses), false)
+                .map(|p| p.position)
+        };
+        assert_eq!(at(json!(21)), Ok(Some(21)));
+        assert_eq!(at(json!(21.0)), Ok(Some(21)));
+        for bad in [json!(21.5), json!(-1.0), json!(30.0), json!("1")] {
+            assert!(at(bad.clone()).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn status_bodies_are_checked_field_by_field() {
         let e = ItemPatch::parse(
             &body(json!({"color": "red", "kind": "x", "position": -1, "x": 1})),
