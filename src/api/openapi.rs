@@ -130,8 +130,11 @@ fn complete_response(
     if path == "/openapi.json" {
         return;
     }
-    let Some(json) = response["content"]
-        .get_mut("application/json")
+    // `get_mut`, not `response["content"]`: indexing would add `"content": null` to an answer
+    // without a body (a 304), which is not a valid document.
+    let Some(json) = response
+        .get_mut("content")
+        .and_then(|c| c.get_mut("application/json"))
         .and_then(Value::as_object_mut)
     else {
         return;

@@ -6,7 +6,7 @@ use serde::Deserialize;
 use utoipa::IntoParams;
 use utoipa_actix_web::service_config::ServiceConfig;
 
-use super::model::{Board, BoardRecord, IdeaStatus, ItemPatch, Part, Tag, Topic};
+use super::model::{Board, BoardRecord, IdeaStatus, ItemPatch, Part, StatusKind, Tag, Topic};
 use super::store::{self, BoardError, Change};
 use crate::api::{self, ApiError, Deleted, Pagination};
 use crate::config::Quota;
@@ -90,10 +90,162 @@ async fn apply(
         .await??)
 }
 
+// The request bodies, for the document only: bodies are parsed by `ItemPatch::parse`, which
+// reports every bad field and refuses unknown ones. Names and descriptions are trimmed (Unicode
+// white space) before their length is counted and must not hold control characters (a
+// description may hold line breaks and tabs); the patterns say exactly that.
+
+/// The body of a board's create (documentation only; unknown fields are refused).
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct BoardCreate {
+    /// 1 to 100 characters (trimmed), no control characters.
+    #[schema(
+        min_length = 1,
+        pattern = r"^[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]{0,99}[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
+    )]
+    name: String,
+    /// Up to 1000 characters (trimmed); empty or `null`: none.
+    #[schema(
+        pattern = r"^[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*([^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u0000-\u0008\u000b-\u001f\u007f-\u009f][^\u0000-\u0008\u000b-\u001f\u007f-\u009f]{0,999})?[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
+    )]
+    description: Option<String>,
+}
+
+/// The body of a board's PATCH (documentation only; unknown fields are refused).
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct BoardChanges {
+    /// 1 to 100 characters (trimmed), no control characters.
+    #[schema(
+        min_length = 1,
+        pattern = r"^[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]{0,99}[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$",
+        nullable = false
+    )]
+    name: Option<String>,
+    /// Up to 1000 characters (trimmed); empty or `null` clears it.
+    #[schema(
+        pattern = r"^[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*([^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u0000-\u0008\u000b-\u001f\u007f-\u009f][^\u0000-\u0008\u000b-\u001f\u007f-\u009f]{0,999})?[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
+    )]
+    description: Option<String>,
+}
+
+/// The body of a status's create (documentation only; unknown fields are refused).
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct StatusCreate {
+    /// 1 to 60 characters (trimmed), no control characters; unique in the board
+    /// (case-insensitive).
+    #[schema(
+        min_length = 1,
+        pattern = r"^[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]{0,59}[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
+    )]
+    name: String,
+    /// `#rrggbb`.
+    #[schema(pattern = "^#[0-9a-fA-F]{6}$")]
+    color: String,
+    /// Default `open`.
+    #[schema(nullable = false)]
+    kind: Option<StatusKind>,
+    /// 0-based place in the list; default: last.
+    #[schema(minimum = 0, maximum = 29, nullable = false)]
+    position: Option<u32>,
+}
+
+/// The body of a status's PATCH (documentation only; unknown fields are refused).
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct StatusChanges {
+    /// 1 to 60 characters (trimmed), no control characters; unique in the board
+    /// (case-insensitive).
+    #[schema(
+        min_length = 1,
+        pattern = r"^[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]{0,59}[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$",
+        nullable = false
+    )]
+    name: Option<String>,
+    /// `#rrggbb`.
+    #[schema(pattern = "^#[0-9a-fA-F]{6}$", nullable = false)]
+    color: Option<String>,
+    #[schema(nullable = false)]
+    kind: Option<StatusKind>,
+    /// 0-based place in the list.
+    #[schema(minimum = 0, maximum = 29, nullable = false)]
+    position: Option<u32>,
+}
+
+/// The body of a topic's create (documentation only; unknown fields are refused).
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct TopicCreate {
+    /// 1 to 60 characters (trimmed), no control characters; unique in the board
+    /// (case-insensitive).
+    #[schema(
+        min_length = 1,
+        pattern = r"^[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]{0,59}[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
+    )]
+    name: String,
+}
+
+/// The body of a topic's PATCH (documentation only; unknown fields are refused).
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct TopicChanges {
+    /// 1 to 60 characters (trimmed), no control characters; unique in the board
+    /// (case-insensitive).
+    #[schema(
+        min_length = 1,
+        pattern = r"^[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]{0,59}[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$",
+        nullable = false
+    )]
+    name: Option<String>,
+}
+
+/// The body of a tag's create (documentation only; unknown fields are refused).
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct TagCreate {
+    /// 1 to 60 characters (trimmed), no control characters; unique in the board
+    /// (case-insensitive).
+    #[schema(
+        min_length = 1,
+        pattern = r"^[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]{0,59}[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
+    )]
+    name: String,
+    /// `#rrggbb`; absent or `null`: none.
+    #[schema(pattern = "^#[0-9a-fA-F]{6}$")]
+    color: Option<String>,
+}
+
+/// The body of a tag's PATCH (documentation only; unknown fields are refused).
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct TagChanges {
+    /// 1 to 60 characters (trimmed), no control characters; unique in the board
+    /// (case-insensitive).
+    #[schema(
+        min_length = 1,
+        pattern = r"^[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]{0,59}[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$",
+        nullable = false
+    )]
+    name: Option<String>,
+    /// `#rrggbb`; `null` clears it.
+    #[schema(pattern = "^#[0-9a-fA-F]{6}$")]
+    color: Option<String>,
+}
+
 /// Create a board (counts against the plan's `boards` limit; the default board counts too).
 #[utoipa::path(
     tag = "boards", security(("admin_token" = [])), params(("appId" = String, Path)),
-    request_body(content = Object, description = r#"{"name", "description"?}"#),
+    request_body(content = BoardCreate),
     responses((status = 201, body = Board), (status = 400), (status = 403, description = "PLAN_LIMIT_REACHED"), (status = 404))
 )]
 #[post("/apps/{appId}/boards")]
@@ -195,7 +347,7 @@ async fn get_board(
 
 /// Rename a board or change its description (merge patch).
 #[utoipa::path(tag = "boards", security(("admin_token" = [])), params(("appId" = String, Path), ("boardId" = String, Path)),
-    request_body(content = Object, description = r#"{"name"?, "description"?}"#),
+    request_body(content = BoardChanges),
     responses((status = 200, body = Board), (status = 400), (status = 404)))]
 #[patch("/apps/{appId}/boards/{boardId}")]
 async fn update_board(
@@ -288,7 +440,7 @@ async fn list_statuses_admin(
 
 /// Add a status: `{name, color: "#rrggbb", kind?: open|closed, position?}`.
 #[utoipa::path(tag = "boards", security(("admin_token" = [])), params(("appId" = String, Path), ("boardId" = String, Path)),
-    request_body(content = Object, description = r##"{"name", "color": "#rrggbb", "kind"?: "open"|"closed", "position"?}"##),
+    request_body(content = StatusCreate),
     responses((status = 201, body = IdeaStatus), (status = 400), (status = 404), (status = 409, description = "Name taken or list full")))]
 #[post("/apps/{appId}/boards/{boardId}/statuses")]
 async fn create_status(
@@ -303,7 +455,7 @@ async fn create_status(
 
 /// Rename, recolour, change the kind of, or move (`position`, 0-based) a status.
 #[utoipa::path(tag = "boards", security(("admin_token" = [])), params(("appId" = String, Path), ("boardId" = String, Path), ("statusId" = String, Path)),
-    request_body(content = Object, description = r#"{"name"?, "color"?, "kind"?, "position"?}"#),
+    request_body(content = StatusChanges),
     responses((status = 200, body = IdeaStatus), (status = 400), (status = 404), (status = 409)))]
 #[patch("/apps/{appId}/boards/{boardId}/statuses/{statusId}")]
 async fn update_status(
@@ -343,7 +495,7 @@ async fn list_topics_admin(
 
 /// Add a topic: `{name}`.
 #[utoipa::path(tag = "boards", security(("admin_token" = [])), params(("appId" = String, Path), ("boardId" = String, Path)),
-    request_body(content = Object, description = r#"{"name"}"#),
+    request_body(content = TopicCreate),
     responses((status = 201, body = Topic), (status = 400), (status = 404), (status = 409)))]
 #[post("/apps/{appId}/boards/{boardId}/topics")]
 async fn create_topic(
@@ -358,7 +510,7 @@ async fn create_topic(
 
 /// Rename a topic.
 #[utoipa::path(tag = "boards", security(("admin_token" = [])), params(("appId" = String, Path), ("boardId" = String, Path), ("topicId" = String, Path)),
-    request_body(content = Object, description = r#"{"name"}"#),
+    request_body(content = TopicChanges),
     responses((status = 200, body = Topic), (status = 400), (status = 404), (status = 409)))]
 #[patch("/apps/{appId}/boards/{boardId}/topics/{topicId}")]
 async fn update_topic(
@@ -398,7 +550,7 @@ async fn list_tags_admin(
 
 /// Add a tag: `{name, color?}`.
 #[utoipa::path(tag = "boards", security(("admin_token" = [])), params(("appId" = String, Path), ("boardId" = String, Path)),
-    request_body(content = Object, description = r##"{"name", "color"?: "#rrggbb"}"##),
+    request_body(content = TagCreate),
     responses((status = 201, body = Tag), (status = 400), (status = 404), (status = 409)))]
 #[post("/apps/{appId}/boards/{boardId}/tags")]
 async fn create_tag(
@@ -413,7 +565,7 @@ async fn create_tag(
 
 /// Rename or recolour a tag (`color: null` clears it).
 #[utoipa::path(tag = "boards", security(("admin_token" = [])), params(("appId" = String, Path), ("boardId" = String, Path), ("tagId" = String, Path)),
-    request_body(content = Object, description = r#"{"name"?, "color"?}"#),
+    request_body(content = TagChanges),
     responses((status = 200, body = Tag), (status = 400), (status = 404), (status = 409)))]
 #[patch("/apps/{appId}/boards/{boardId}/tags/{tagId}")]
 async fn update_tag(

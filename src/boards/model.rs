@@ -213,7 +213,12 @@ impl ItemPatch {
             .get("position")
             .filter(|_| allowed.contains(&"position"))
         {
-            let pos = v.as_u64().filter(|n| *n < MAX_STATUSES as u64);
+            // An integral float (`21.0`) is an integer in JSON Schema, as the document says.
+            let integral = v.as_f64().filter(|f| f.fract() == 0.0 && *f >= 0.0);
+            let pos = v
+                .as_u64()
+                .or_else(|| integral.map(|f| f as u64))
+                .filter(|n| *n < MAX_STATUSES as u64);
             let msg = format!("must be an integer from 0 to {}", MAX_STATUSES - 1);
             check(
                 "position",
@@ -547,6 +552,19 @@ mod tests {
             b.status(&b.duplicate_status_id).unwrap().kind,
             StatusKind::Closed
         );
+    }
+
+    #[test]
+    fn a_position_is_an_integer_even_written_with_a_fraction_of_zero() {
+        let at = |v: Value| {
+            ItemPatch::parse(&body(json!({ "position": v })), Some(Part::Statuses), false)
+                .map(|p| p.position)
+        };
+        assert_eq!(at(json!(21)), Ok(Some(21)));
+        assert_eq!(at(json!(21.0)), Ok(Some(21)));
+        for bad in [json!(21.5), json!(-1.0), json!(30.0), json!("1")] {
+            assert!(at(bad.clone()).is_err(), "{bad}");
+        }
     }
 
     #[test]

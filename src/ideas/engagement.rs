@@ -15,6 +15,22 @@ use crate::ids::{self, Timestamp};
 use crate::storage::{decode, encode, StoreError};
 use crate::validation::FieldError;
 
+/// The name under which an `Idempotency-Key` answer holds an idea's vote (`b'v'`) or comment
+/// (`b'c'`), so deleting it forgets the answer (a replay never shows a deleted record).
+pub fn child_hold(kind: u8, idea_id: &str, id: &str) -> String {
+    format!("{idea_id}/{}/{id}", kind as char)
+}
+
+/// Whether a record an answer holds still exists: an idea, or a vote or comment (`child_hold`).
+pub fn held_exists(db: &sled::Db, app: &str, id: &str) -> Result<bool, StoreError> {
+    match id.split('/').collect::<Vec<_>>()[..] {
+        [idea, kind, child] if kind.len() == 1 => Ok(db
+            .open_tree(TREE)?
+            .contains_key(child_key(kind.as_bytes()[0], app, idea, child))?),
+        _ => super::store::exists(db, app, id),
+    }
+}
+
 fn voter_taken(
     tx: &sled::transaction::TransactionalTree,
     app: &str,
@@ -117,6 +133,7 @@ pub fn unvote(db: &sled::Db, app: &str, idea_id: &str, vote_id: &str) -> Result<
         write_tx(tx, app, Some(&old), &new)?;
         Ok(())
     })?;
+    crate::storage::idempotency::forget_holding(db, app, &child_hold(b'v', idea_id, vote_id))?;
     db.flush()?;
     Ok(())
 }
@@ -247,6 +264,7 @@ pub fn delete_comment(db: &sled::Db, app: &str, idea_id: &str, id: &str) -> Resu
         write_tx(tx, app, Some(&old), &new)?;
         Ok(())
     })?;
+    crate::storage::idempotency::forget_holding(db, app, &child_hold(b'c', idea_id, id))?;
     db.flush()?;
     Ok(())
 }

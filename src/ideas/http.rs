@@ -209,15 +209,239 @@ async fn list_ideas(
     Ok(api::list(&page, &pagination))
 }
 
+// The request bodies, for the document only: bodies are parsed in `model` (`IdeaDraft::parse`,
+// `IdeaPatch::parse`, `parse_vote`, `CommentDraft::parse`, `parse_comment_edit`), which report
+// every bad field and refuse unknown ones. Texts are trimmed (Unicode white space) before their
+// length is counted and must not hold control characters (descriptions and comments may hold
+// line breaks and tabs); the patterns say exactly that. Ids are 24 lowercase hex characters.
+
+/// Someone named in a body (documentation only; unknown fields are refused).
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct PersonInput {
+    /// The host product's user id: 1 to 128 characters (trimmed).
+    #[schema(
+        min_length = 1,
+        pattern = r"^[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]{0,127}[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
+    )]
+    id: String,
+    /// 1 to 100 characters (trimmed).
+    #[schema(
+        min_length = 1,
+        pattern = r"^[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]{0,99}[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
+    )]
+    name: String,
+    /// A valid address; trimmed and lowercased. The pattern shows the usual form; any address
+    /// with a local part of 1 to 64 characters and a domain of dotted letter-digit labels is
+    /// accepted.
+    #[schema(
+        pattern = "^[A-Za-z0-9_+-]{1,20}(\\.[A-Za-z0-9_+-]{1,20}){0,2}@[A-Za-z0-9]{1,20}(-[A-Za-z0-9]{1,20})?(\\.[A-Za-z0-9]{1,20}){0,2}\\.[A-Za-z]{2,10}$"
+    )]
+    email: String,
+}
+
+/// The body of an idea's create (documentation only; unknown fields are refused).
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)]
+struct IdeaCreate {
+    /// A board of the app; default: the default board.
+    #[schema(pattern = "^[0-9a-f]{24}$", nullable = false)]
+    board_id: Option<String>,
+    /// 3 to 150 characters (trimmed).
+    #[schema(
+        min_length = 3,
+        pattern = r"^[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]{1,148}[^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u0000-\u001f\u007f-\u009f][\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
+    )]
+    title: String,
+    /// Up to 10000 characters (trimmed); empty or `null`: none.
+    #[schema(
+        pattern = r"^[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*([^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u0000-\u0008\u000b-\u001f\u007f-\u009f][^\u0000-\u0008\u000b-\u001f\u007f-\u009f]{0,9999})?[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
+    )]
+    description: Option<String>,
+    /// A topic of the board; `null`: none.
+    #[schema(pattern = "^[0-9a-f]{24}$")]
+    topic_id: Option<String>,
+    /// Tags of the board, at most 20 (a repeated id counts once).
+    #[schema(max_items = 20, nullable = false, inline)]
+    tag_ids: Option<Vec<ObjectId>>,
+    author: PersonInput,
+    /// A past time, for imports (default: now): `YYYY-MM-DD`, or with `THH:MM:SS[.mmm]Z`.
+    /// The pattern shows dates up to 2025; any RFC 3339 time not in the future is accepted.
+    #[schema(
+        pattern = "^(19[7-9][0-9]|20[01][0-9]|202[0-5])-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])(T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,3})?Z)?$",
+        nullable = false
+    )]
+    created_at: Option<String>,
+}
+
+/// An id: 24 lowercase hex characters.
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[schema(pattern = "^[0-9a-f]{24}$")]
+#[allow(dead_code)]
+struct ObjectId(String);
+
+/// The body of an idea's PATCH, a JSON Merge Patch (documentation only; unknown fields are
+/// refused). `statusId` needs `ideas:moderate`, the other fields `ideas:write`.
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)]
+struct IdeaChanges {
+    /// 3 to 150 characters (trimmed).
+    #[schema(
+        min_length = 3,
+        pattern = r"^[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]{1,148}[^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u0000-\u001f\u007f-\u009f][\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$",
+        nullable = false
+    )]
+    title: Option<String>,
+    /// Up to 10000 characters (trimmed); empty or `null` clears it.
+    #[schema(
+        pattern = r"^[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*([^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u0000-\u0008\u000b-\u001f\u007f-\u009f][^\u0000-\u0008\u000b-\u001f\u007f-\u009f]{0,9999})?[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
+    )]
+    description: Option<String>,
+    /// A topic of the idea's board; `null` clears it.
+    #[schema(pattern = "^[0-9a-f]{24}$")]
+    topic_id: Option<String>,
+    /// Tags of the idea's board, at most 20; `null` clears them.
+    #[schema(max_items = 20, inline)]
+    tag_ids: Option<Vec<ObjectId>>,
+    /// A status of the idea's board.
+    #[schema(pattern = "^[0-9a-f]{24}$", nullable = false)]
+    status_id: Option<String>,
+}
+
+/// The body of a merge (documentation only; unknown fields are refused).
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)]
+struct MergeInput {
+    /// Another idea of the app.
+    into_id: String,
+}
+
+/// A voter known by an id (and maybe an e-mail).
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct VoterById {
+    /// 1 to 128 characters (trimmed).
+    #[schema(
+        min_length = 1,
+        pattern = r"^[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]{0,127}[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
+    )]
+    id: String,
+    /// A valid address (see `PersonInput.email`).
+    #[schema(
+        pattern = "^[A-Za-z0-9_+-]{1,20}(\\.[A-Za-z0-9_+-]{1,20}){0,2}@[A-Za-z0-9]{1,20}(-[A-Za-z0-9]{1,20})?(\\.[A-Za-z0-9]{1,20}){0,2}\\.[A-Za-z]{2,10}$"
+    )]
+    email: Option<String>,
+    /// 1 to 100 characters (trimmed).
+    #[schema(
+        min_length = 1,
+        pattern = r"^[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]{0,99}[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
+    )]
+    name: Option<String>,
+}
+
+/// A voter known by an e-mail only.
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct VoterByEmail {
+    /// A valid address (see `PersonInput.email`).
+    #[schema(
+        pattern = "^[A-Za-z0-9_+-]{1,20}(\\.[A-Za-z0-9_+-]{1,20}){0,2}@[A-Za-z0-9]{1,20}(-[A-Za-z0-9]{1,20})?(\\.[A-Za-z0-9]{1,20}){0,2}\\.[A-Za-z]{2,10}$"
+    )]
+    email: String,
+    /// 1 to 100 characters (trimmed).
+    #[schema(
+        min_length = 1,
+        pattern = r"^[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]{0,99}[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
+    )]
+    name: Option<String>,
+}
+
+/// Who votes: an id, an e-mail or both (the same voter when either matches).
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum VoterInput {
+    ById(VoterById),
+    ByEmail(VoterByEmail),
+}
+
+/// The body of a vote (documentation only; unknown fields are refused).
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)]
+struct VoteInput {
+    voter: VoterInput,
+    /// A past time, for imports (default: now), as for an idea's `createdAt`.
+    #[schema(
+        pattern = "^(19[7-9][0-9]|20[01][0-9]|202[0-5])-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])(T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,3})?Z)?$",
+        nullable = false
+    )]
+    created_at: Option<String>,
+}
+
+/// The body of a comment's create (documentation only; unknown fields are refused).
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)]
+struct CommentCreate {
+    /// 1 to 5000 characters (trimmed).
+    #[schema(
+        min_length = 1,
+        pattern = r"^[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u0000-\u0008\u000b-\u001f\u007f-\u009f][^\u0000-\u0008\u000b-\u001f\u007f-\u009f]{0,4999}[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
+    )]
+    content: String,
+    author: PersonInput,
+    /// A comment of the same idea, to reply to.
+    #[schema(pattern = "^[0-9a-f]{24}$")]
+    parent_id: Option<String>,
+    /// Visible to `ideas:moderate` keys only (and needs one); default `false`.
+    internal: Option<bool>,
+}
+
+/// Who edits a comment: the author's id (other fields are ignored).
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[allow(dead_code)]
+struct AuthorRef {
+    /// 1 to 128 characters (trimmed).
+    #[schema(
+        min_length = 1,
+        pattern = r"^[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]{0,127}[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
+    )]
+    id: String,
+}
+
+/// The body of a comment's PATCH (documentation only; unknown fields are refused). Keys without
+/// `ideas:moderate` must name the comment's author.
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct CommentChanges {
+    /// 1 to 5000 characters (trimmed).
+    #[schema(
+        min_length = 1,
+        pattern = r"^[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u0000-\u0008\u000b-\u001f\u007f-\u009f][^\u0000-\u0008\u000b-\u001f\u007f-\u009f]{0,4999}[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
+    )]
+    content: String,
+    #[schema(nullable = false)]
+    author: Option<AuthorRef>,
+}
+
 /// Submit an idea (`ideas:write`); it starts in the board's Open status with no votes.
 #[utoipa::path(
     tag = "ideas", security(("api_key" = [])),
-    request_body(content = Object, description = r#"{"boardId"?, "title" (3..150), "description"? (<= 10000), "topicId"?, "tagIds"?, "author": {"id", "name", "email"}, "createdAt"? (past, for imports)}"#),
-    params(("Idempotency-Key" = Option<String>, Header, description = "Replays the first answer for 24 h")),
+    request_body(content = IdeaCreate),
+    params(("Idempotency-Key" = Option<String>, Header, pattern = "^[!-~]{1,255}$", description = "1 to 255 printable ASCII characters; replays the first answer for 24 h")),
     responses(
         (status = 201, body = IdeaView, headers(("Location" = String))),
         (status = 400, description = "Invalid fields, unknown boardId/topicId/tagIds"),
-        (status = 403, description = "FORBIDDEN or PLAN_LIMIT_REACHED")
+        (status = 403, description = "FORBIDDEN or PLAN_LIMIT_REACHED"),
+        (status = 409, description = "Idempotency-Key used for another request, or still running")
     )
 )]
 #[post("/ideas")]
@@ -275,7 +499,7 @@ async fn get_idea(
 /// statusId (`ideas:moderate`; each change is kept in the status history). A key with only
 /// `ideas:moderate` may change the status alone.
 #[utoipa::path(tag = "ideas", security(("api_key" = [])), params(("id" = String, Path, description = "Idea id")),
-    request_body(content = Object, content_type = "application/merge-patch+json", description = r#"{"title"?, "description"?, "topicId"?, "tagIds"?, "statusId"?}"#),
+    request_body(content = IdeaChanges, content_type = "application/merge-patch+json"),
     responses((status = 200, body = IdeaView), (status = 400), (status = 403), (status = 404)))]
 #[patch("/ideas/{id}")]
 async fn update_idea(
@@ -387,7 +611,7 @@ async fn status_history(
 /// Merge the idea into `intoId` (`ideas:moderate`): votes are unioned without counting a voter
 /// twice, comments move, the idea becomes Duplicate with `mergedIntoId`. Answers the target.
 #[utoipa::path(tag = "ideas", security(("api_key" = [])), params(("id" = String, Path, description = "Idea id")),
-    request_body(content = Object, description = r#"{"intoId"}"#),
+    request_body(content = MergeInput),
     responses((status = 200, body = IdeaView), (status = 400, description = "Missing intoId, or the idea itself"),
         (status = 403), (status = 404), (status = 409, description = "Either idea already merged")))]
 #[post("/ideas/{id}/merge")]
@@ -429,8 +653,8 @@ async fn merge_idea(
 /// Vote for an idea (`votes:write`). 409 when the voter (same id or same e-mail) already
 /// voted, or when the idea's status is of the closed kind.
 #[utoipa::path(tag = "ideas", security(("api_key" = [])), params(("id" = String, Path, description = "Idea id")),
-    request_body(content = Object, description = r#"{"voter": {"id"?, "email"?, "name"?}, "createdAt"? (past, for imports)}"#),
-    params(("Idempotency-Key" = Option<String>, Header, description = "Replays the first answer for 24 h")),
+    request_body(content = VoteInput),
+    params(("Idempotency-Key" = Option<String>, Header, pattern = "^[!-~]{1,255}$", description = "1 to 255 printable ASCII characters; replays the first answer for 24 h")),
     responses((status = 201, body = Vote, headers(("Location" = String))), (status = 400), (status = 403), (status = 404), (status = 409)))]
 #[post("/ideas/{id}/votes")]
 async fn add_vote(
@@ -449,7 +673,7 @@ async fn add_vote(
         &who.app_id,
         &req,
         &fields,
-        store::exists,
+        engagement::held_exists,
         || async {
             let vote = state
                 .store
@@ -458,7 +682,10 @@ async fn add_vote(
             Ok(StoredAnswer {
                 status: 201,
                 location: Some(format!("/api/v1/ideas/{}/votes/{}", vote.idea_id, vote.id)),
-                holds: vec![vote.idea_id.clone()],
+                holds: vec![
+                    vote.idea_id.clone(),
+                    engagement::child_hold(b'v', &vote.idea_id, &vote.id),
+                ],
                 data: json!(vote),
             })
         },
@@ -508,9 +735,10 @@ async fn delete_vote(
 /// Comment on an idea (`comments:write`; `internal: true` needs `ideas:moderate`), optionally
 /// as a reply (`parentId`, a comment of the same idea).
 #[utoipa::path(tag = "ideas", security(("api_key" = [])), params(("id" = String, Path, description = "Idea id")),
-    request_body(content = Object, description = r#"{"content" (1..5000), "author": {"id", "name", "email"}, "parentId"?, "internal"?}"#),
-    params(("Idempotency-Key" = Option<String>, Header, description = "Replays the first answer for 24 h")),
-    responses((status = 201, body = Comment, headers(("Location" = String))), (status = 400), (status = 403), (status = 404)))]
+    request_body(content = CommentCreate),
+    params(("Idempotency-Key" = Option<String>, Header, pattern = "^[!-~]{1,255}$", description = "1 to 255 printable ASCII characters; replays the first answer for 24 h")),
+    responses((status = 201, body = Comment, headers(("Location" = String))), (status = 400), (status = 403), (status = 404),
+        (status = 409, description = "Idempotency-Key used for another request, or still running")))]
 #[post("/ideas/{id}/comments")]
 async fn add_comment(
     who: Principal,
@@ -531,7 +759,7 @@ async fn add_comment(
         &who.app_id,
         &req,
         &fields,
-        store::exists,
+        engagement::held_exists,
         || async {
             let c = state
                 .store
@@ -540,7 +768,10 @@ async fn add_comment(
             Ok(StoredAnswer {
                 status: 201,
                 location: Some(format!("/api/v1/ideas/{}/comments/{}", c.idea_id, c.id)),
-                holds: vec![c.idea_id.clone()],
+                holds: vec![
+                    c.idea_id.clone(),
+                    engagement::child_hold(b'c', &c.idea_id, &c.id),
+                ],
                 data: json!(c),
             })
         },
@@ -571,7 +802,7 @@ async fn list_comments(
 
 /// Edit a comment's content (`comments:write` and the same `author.id`, or `ideas:moderate`).
 #[utoipa::path(tag = "ideas", security(("api_key" = [])), params(("id" = String, Path, description = "Idea id"), ("commentId" = String, Path)),
-    request_body(content = Object, description = r#"{"content", "author"?: {"id"}}"#),
+    request_body(content = CommentChanges),
     responses((status = 200, body = Comment), (status = 400), (status = 403), (status = 404)))]
 #[patch("/ideas/{id}/comments/{commentId}")]
 async fn edit_comment(

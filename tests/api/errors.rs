@@ -1,7 +1,7 @@
 //! The error envelope and the statuses of interface §7, on every kind of failure.
 
 use reqwest::Method;
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::helpers::*;
 
@@ -323,6 +323,18 @@ async fn the_openapi_document_lists_every_route() {
             paths.get(path).and_then(|p| p.get(method)).is_some(),
             "{method} {path} missing from openapi.json"
         );
+    }
+    // An answer without a body (a 304) has no `content`, not `"content": null`.
+    for (path, ops) in paths {
+        for (method, op) in ops.as_object().unwrap() {
+            for (status, r) in op["responses"].as_object().into_iter().flatten() {
+                assert!(
+                    r.get("content").is_none_or(Value::is_object),
+                    "{method} {path} {status}: content {}",
+                    r["content"]
+                );
+            }
+        }
     }
 }
 

@@ -833,6 +833,34 @@ async fn an_idempotency_key_replays_a_vote_instead_of_answering_409() {
 }
 
 #[tokio::test]
+async fn a_deleted_vote_or_comment_is_not_replayed_by_its_idempotency_key() {
+    let app = spawn_app();
+    let (_, key) = ideas_app(&app, "free").await;
+    let idea = idea_titled(&app, &key, "Retried after a delete").await;
+    for (part, body) in [
+        ("votes", json!({"voter": {"id": "u1"}})),
+        ("comments", json!({"content": "Hi", "author": author(1)})),
+    ] {
+        let path = format!("/api/v1/ideas/{idea}/{part}");
+        let headers = [("x-api-key", key.as_str()), ("idempotency-key", part)];
+        let first = app
+            .send(Method::POST, &path, &headers, Some(body.clone()))
+            .await;
+        assert_eq!(first.status.as_u16(), 201, "{}", first.body);
+        let id = first.data()["id"].as_str().unwrap().to_owned();
+        let gone = app
+            .api(&key, Method::DELETE, &format!("{path}/{id}"), None)
+            .await;
+        assert_eq!(gone.status, 200, "{}", gone.body);
+        // The repeat runs again: a replay would show the deleted record.
+        let again = app.send(Method::POST, &path, &headers, Some(body)).await;
+        assert_eq!(again.status.as_u16(), 201, "{}", again.body);
+        assert!(again.headers.get("idempotent-replayed").is_none());
+        assert_ne!(again.data()["id"], json!(id), "{part}");
+    }
+}
+
+#[tokio::test]
 async fn a_vote_on_an_idea_in_a_closed_status_is_409() {
     let app = spawn_app();
     let (_, key) = ideas_app(&app, "free").await;
