@@ -13,6 +13,7 @@ pub mod profiles;
 pub mod startup;
 pub mod state;
 pub mod storage;
+pub mod surveys;
 pub mod telemetry;
 pub mod tenants;
 pub mod validation;

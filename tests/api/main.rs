@@ -11,3 +11,4 @@ mod helpers;
 mod ideas;
 mod lake;
 mod slow;
+mod surveys;

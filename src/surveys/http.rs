@@ -1,0 +1,431 @@
+//! Surveys over HTTP: the admin API (`/admin/v1/apps/{appId}/surveys`: create, read, list,
+//! edit, transition, delete) and the public reads (`/api/v1/surveys`, `surveys:read`, active
+//! surveys only).
+
+use actix_web::{delete, get, patch, post, web, HttpRequest, HttpResponse};
+use serde::Deserialize;
+use serde_json::Value;
+use utoipa::IntoParams;
+use utoipa_actix_web::service_config::ServiceConfig;
+
+use super::model::{self, Cursor, Filter, Sort, Survey, SurveyPatch, SurveyStatus, SurveyType};
+use super::store::{self, SurveyError};
+use crate::api::{self, ApiError, Deleted, FieldError, Pagination};
+use crate::config::Quota;
+use crate::state::AppState;
+use crate::tenants::{Admin, Permission, Plan, Principal};
+use crate::validation::only_fields;
+
+/// The admin routes, under `/admin/v1`.
+pub fn configure_admin(cfg: &mut ServiceConfig) {
+    cfg.service(create_survey)
+        .service(list_surveys_admin)
+        .service(get_survey_admin)
+        .service(update_survey)
+        .service(transition_survey)
+        .service(delete_survey);
+}
+
+/// The public routes, under `/api/v1`.
+pub fn configure_public(cfg: &mut ServiceConfig) {
+    cfg.service(list_surveys).service(get_survey);
+}
+
+impl From<SurveyError> for ApiError {
+    fn from(e: SurveyError) -> Self {
+        match e {
+            SurveyError::NotFound => ApiError::not_found("survey"),
+            SurveyError::Invalid(d) => ApiError::validation(d),
+            SurveyError::Conflict(m) => ApiError::conflict(m),
+            SurveyError::PlanLimit { limit, current } => {
+                ApiError::plan_limit(Quota::ActiveSurveys, limit, current)
+            }
+            SurveyError::Store(e) => e.into(),
+        }
+    }
+}
+
+/// The plan of an existing app (404 otherwise).
+async fn app_plan(state: &AppState, app: &str) -> Result<Plan, ApiError> {
+    let app = app.to_owned();
+    state
+        .store
+        .run(move |db| crate::tenants::store::get_app(db, &app))
+        .await?
+        .map(|a| a.plan)
+        .ok_or_else(|| ApiError::not_found("app"))
+}
+
+/// A create or PATCH body, with its `boardId` checked against the app's boards.
+async fn parse_body(
+    state: &AppState,
+    req: &HttpRequest,
+    app: &str,
+    payload: web::Payload,
+    create: bool,
+) -> Result<SurveyPatch, ApiError> {
+    let (_, body) = api::json_body(req, payload, state.settings.server.max_body_bytes).await?;
+    let p = SurveyPatch::parse(&body, create).map_err(ApiError::validation)?;
+    if let Some(Some(board)) = p.board_id.clone() {
+        let app = app.to_owned();
+        let found = state
+            .store
+            .run(move |db| crate::boards::store::get(db, &app, Some(&board)))
+            .await?;
+        if found.is_none() {
+            return Err(ApiError::field("boardId", "is not a board of this app"));
+        }
+    }
+    Ok(p)
+}
+
+fn split(v: &Option<String>) -> Vec<&str> {
+    v.as_deref()
+        .map(|s| {
+            s.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Parses comma-separated values of one filter; an unknown value is one error for `field`.
+fn parse_values<T>(
+    errors: &mut Vec<FieldError>,
+    field: &str,
+    raw: &Option<String>,
+    parse: impl Fn(&str) -> Option<T>,
+    expected: &str,
+) -> Vec<T> {
+    let mut out = Vec::new();
+    for v in split(raw) {
+        match parse(v) {
+            Some(t) => out.push(t),
+            None => {
+                errors.push(FieldError::new(
+                    field,
+                    format!("unknown value {v:?}; expected {expected}"),
+                ));
+                break;
+            }
+        }
+    }
+    out
+}
+
+const TYPES: &str = "nps, csat, pmf, open, poll";
+
+/// Sort, limit and cursor of a list, with the errors of the filters parsed before.
+fn parse_page(
+    mut errors: Vec<FieldError>,
+    app: &str,
+    sort: Option<&str>,
+    limit: Option<&str>,
+    cursor: Option<&str>,
+) -> Result<(Sort, usize, Option<Cursor>), ApiError> {
+    let sort = Sort::parse(sort);
+    if sort.is_none() {
+        errors.push(FieldError::new(
+            "sort",
+            "must be createdAt, updatedAt or responseCount, optionally with '-'",
+        ));
+    }
+    let limit = api::page_limit(limit).map_err(|e| errors.push(e)).ok();
+    let cursor = match (cursor, sort) {
+        (Some(raw), Some(sort)) => Cursor::decode(raw, sort, app)
+            .ok_or_else(|| {
+                errors.push(FieldError::new(
+                    "cursor",
+                    "malformed, or made for another sort order",
+                ))
+            })
+            .ok(),
+        _ => None,
+    };
+    match (sort, limit) {
+        (Some(sort), Some(limit)) if errors.is_empty() => Ok((sort, limit, cursor)),
+        _ => Err(ApiError::validation(errors)),
+    }
+}
+
+/// One page of the app's surveys as a list answer.
+async fn answer_page(
+    state: &AppState,
+    app: String,
+    filter: Filter,
+    (sort, limit, cursor): (Sort, usize, Option<Cursor>),
+) -> Result<HttpResponse, ApiError> {
+    let a = app.clone();
+    let surveys = state.store.run(move |db| store::all(db, &a)).await?;
+    let (page, next) = model::page(surveys, &filter, sort, limit, cursor.as_ref());
+    let next_cursor = next.map(|c| c.encode(sort, &app));
+    Ok(api::list(
+        &page,
+        &Pagination {
+            limit,
+            has_more: next_cursor.is_some(),
+            next_cursor,
+        },
+    ))
+}
+
+/// Create a survey, in draft.
+#[utoipa::path(
+    tag = "surveys", security(("admin_token" = [])), params(("appId" = String, Path)),
+    request_body(content = Object, description = r#"{"title", "type": "nps"|"csat"|"pmf"|"open"|"poll", "boardId"?, "questions": [{"id"?, "text", "type", "options"?: [{"id", "label"}], "required"?, "min"?, "max"?}], "targeting"?: {"percentage", "attributes"?: [{"key", "operator", "value"?}]}}"#),
+    responses((status = 201, body = Survey), (status = 400), (status = 404))
+)]
+#[post("/apps/{appId}/surveys")]
+async fn create_survey(
+    _: Admin,
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    app: web::Path<String>,
+    payload: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    let app = app.into_inner();
+    app_plan(&state, &app).await?;
+    let p = parse_body(&state, &req, &app, payload, true).await?;
+    let survey = p.into_survey().map_err(ApiError::validation)?;
+    let (a, s) = (app.clone(), survey.clone());
+    state.store.run(move |db| store::create(db, &a, &s)).await?;
+    let loc = format!("/admin/v1/apps/{app}/surveys/{}", survey.id);
+    Ok(api::created(&loc, &survey))
+}
+
+/// Query parameters of the admin list. A comma inside a value means OR.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct AdminListQuery {
+    /// draft, active, paused, closed; comma-separated.
+    status: Option<String>,
+    /// nps, csat, pmf, open, poll; comma-separated.
+    #[serde(rename = "type")]
+    #[param(rename = "type")]
+    kind: Option<String>,
+    /// `-createdAt` (default), `createdAt`, `-updatedAt`, `updatedAt`, `-responseCount`,
+    /// `responseCount`.
+    sort: Option<String>,
+    /// 1..100, default 20.
+    limit: Option<String>,
+    /// `pagination.nextCursor` of the previous page.
+    cursor: Option<String>,
+}
+
+/// List an app's surveys, any status.
+#[utoipa::path(tag = "surveys", security(("admin_token" = [])), params(("appId" = String, Path), AdminListQuery),
+    responses((status = 200, description = "A page of surveys", body = Vec<Survey>), (status = 400), (status = 404)))]
+#[get("/apps/{appId}/surveys")]
+async fn list_surveys_admin(
+    _: Admin,
+    state: web::Data<AppState>,
+    app: web::Path<String>,
+    q: web::Query<AdminListQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let app = app.into_inner();
+    app_plan(&state, &app).await?;
+    let mut errors = Vec::new();
+    let filter = Filter {
+        statuses: parse_values(
+            &mut errors,
+            "status",
+            &q.status,
+            SurveyStatus::parse,
+            "draft, active, paused, closed",
+        ),
+        types: parse_values(&mut errors, "type", &q.kind, SurveyType::parse, TYPES),
+        board_ids: Vec::new(),
+    };
+    let page = parse_page(
+        errors,
+        &app,
+        q.sort.as_deref(),
+        q.limit.as_deref(),
+        q.cursor.as_deref(),
+    )?;
+    answer_page(&state, app, filter, page).await
+}
+
+/// Get one survey, any status.
+#[utoipa::path(tag = "surveys", security(("admin_token" = [])), params(("appId" = String, Path), ("surveyId" = String, Path)),
+    responses((status = 200, body = Survey), (status = 404)))]
+#[get("/apps/{appId}/surveys/{surveyId}")]
+async fn get_survey_admin(
+    _: Admin,
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (app, id) = path.into_inner();
+    app_plan(&state, &app).await?;
+    let found = state.store.run(move |db| store::get(db, &app, &id)).await?;
+    found
+        .map(|s| api::ok(&s))
+        .ok_or_else(|| ApiError::not_found("survey"))
+}
+
+/// Edit a survey (merge patch): questions and type only while draft, title, boardId and
+/// targeting until closed (409 otherwise).
+#[utoipa::path(tag = "surveys", security(("admin_token" = [])), params(("appId" = String, Path), ("surveyId" = String, Path)),
+    request_body(content = Object, description = r#"{"title"?, "type"?, "boardId"?, "questions"?, "targeting"?}"#),
+    responses((status = 200, body = Survey), (status = 400), (status = 404), (status = 409)))]
+#[patch("/apps/{appId}/surveys/{surveyId}")]
+async fn update_survey(
+    _: Admin,
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    path: web::Path<(String, String)>,
+    payload: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    let (app, id) = path.into_inner();
+    app_plan(&state, &app).await?;
+    let p = parse_body(&state, &req, &app, payload, false).await?;
+    let survey = state
+        .store
+        .run(move |db| Ok(store::update(db, &app, &id, &p)))
+        .await??;
+    Ok(api::ok(&survey))
+}
+
+/// Move a survey: draft -> active; active <-> paused; active or paused -> closed. Any other
+/// move is 409 naming the allowed ones. Entering active from draft counts against the plan's
+/// `active_surveys` (active and paused surveys hold a slot).
+#[utoipa::path(tag = "surveys", security(("admin_token" = [])), params(("appId" = String, Path), ("surveyId" = String, Path)),
+    request_body(content = Object, description = r#"{"status": "active"|"paused"|"closed"}"#),
+    responses((status = 200, body = Survey), (status = 400), (status = 403, description = "PLAN_LIMIT_REACHED"), (status = 404), (status = 409)))]
+#[post("/apps/{appId}/surveys/{surveyId}/transition")]
+async fn transition_survey(
+    _: Admin,
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    path: web::Path<(String, String)>,
+    payload: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    let (app, id) = path.into_inner();
+    let plan = app_plan(&state, &app).await?;
+    let (_, body) = api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
+    let mut errors = Vec::new();
+    only_fields(&body, &["status"], &mut errors);
+    let to = match body.get("status") {
+        Some(Value::String(s)) => SurveyStatus::parse(s),
+        _ => None,
+    };
+    if to.is_none() {
+        errors.push(FieldError::new(
+            "status",
+            "must be one of draft, active, paused, closed",
+        ));
+    }
+    let Some(to) = to.filter(|_| errors.is_empty()) else {
+        return Err(ApiError::validation(errors));
+    };
+    let limit = state.settings.plan(plan).limit(Quota::ActiveSurveys);
+    let survey = state
+        .store
+        .run(move |db| Ok(store::transition(db, &app, &id, to, limit)))
+        .await??;
+    Ok(api::ok(&survey))
+}
+
+/// Delete a draft (any other status is 409: close it instead).
+#[utoipa::path(tag = "surveys", security(("admin_token" = [])), params(("appId" = String, Path), ("surveyId" = String, Path)),
+    responses((status = 200, body = Deleted), (status = 404), (status = 409)))]
+#[delete("/apps/{appId}/surveys/{surveyId}")]
+async fn delete_survey(
+    _: Admin,
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (app, id) = path.into_inner();
+    app_plan(&state, &app).await?;
+    let i = id.clone();
+    state
+        .store
+        .run(move |db| Ok(store::delete(db, &app, &i)))
+        .await??;
+    Ok(api::deleted(id))
+}
+
+/// Query parameters of the public list. A comma inside a value means OR.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[into_params(parameter_in = Query)]
+pub struct ListQuery {
+    /// Board ids, comma-separated.
+    board_id: Option<String>,
+    /// nps, csat, pmf, open, poll; comma-separated.
+    #[serde(rename = "type")]
+    #[param(rename = "type")]
+    kind: Option<String>,
+    /// `-createdAt` (default), `createdAt`, `-updatedAt`, `updatedAt`, `-responseCount`,
+    /// `responseCount`.
+    sort: Option<String>,
+    /// 1..100, default 20.
+    limit: Option<String>,
+    /// `pagination.nextCursor` of the previous page.
+    cursor: Option<String>,
+}
+
+/// List the active surveys (drafts, paused and closed surveys are never shown).
+#[utoipa::path(
+    tag = "surveys", security(("api_key" = [])), params(ListQuery),
+    responses(
+        (status = 200, description = "A page of active surveys", body = Vec<Survey>),
+        (status = 400, description = "Invalid filter, sort, limit or cursor"),
+        (status = 401), (status = 403), (status = 429)
+    )
+)]
+#[get("/surveys")]
+async fn list_surveys(
+    who: Principal,
+    state: web::Data<AppState>,
+    q: web::Query<ListQuery>,
+) -> Result<HttpResponse, ApiError> {
+    who.require(Permission::SurveysRead)?;
+    let mut errors = Vec::new();
+    let filter = Filter {
+        statuses: vec![SurveyStatus::Active],
+        types: parse_values(&mut errors, "type", &q.kind, SurveyType::parse, TYPES),
+        board_ids: split(&q.board_id).into_iter().map(str::to_owned).collect(),
+    };
+    if !filter.board_ids.is_empty() {
+        let (app, wanted) = (who.app_id.clone(), filter.board_ids.clone());
+        let boards = state
+            .store
+            .run(move |db| crate::boards::store::all(db, &app))
+            .await?;
+        if let Some(bad) = wanted
+            .iter()
+            .find(|w| !boards.iter().any(|b| &&b.board.id == w))
+        {
+            errors.push(FieldError::new("boardId", format!("unknown id {bad:?}")));
+        }
+    }
+    let page = parse_page(
+        errors,
+        &who.app_id,
+        q.sort.as_deref(),
+        q.limit.as_deref(),
+        q.cursor.as_deref(),
+    )?;
+    answer_page(&state, who.app_id.clone(), filter, page).await
+}
+
+/// Get one active survey (404 for any other status).
+#[utoipa::path(tag = "surveys", security(("api_key" = [])), params(("id" = String, Path, description = "Survey id")),
+    responses((status = 200, body = Survey), (status = 404), (status = 401), (status = 403)))]
+#[get("/surveys/{id}")]
+async fn get_survey(
+    who: Principal,
+    state: web::Data<AppState>,
+    id: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    who.require(Permission::SurveysRead)?;
+    let (app, id) = (who.app_id.clone(), id.into_inner());
+    let found = state.store.run(move |db| store::get(db, &app, &id)).await?;
+    found
+        .filter(|s| s.status == SurveyStatus::Active)
+        .map(|s| api::ok(&s))
+        .ok_or_else(|| ApiError::not_found("survey"))
+}

@@ -1,0 +1,1197 @@
+//! Surveys as typed values (interface §2.1-2.2, api.md §4): the survey, its questions and
+//! targeting, the status machine, the parsed bodies of create and PATCH (every bad field
+//! reported at once), the type conventions, and the ordering and cursors of a list. No sled,
+//! no HTTP.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::ids::{self, Timestamp};
+use crate::validation::{check_text, only_fields, type_name, FieldError};
+
+/// The most questions a survey holds.
+pub const MAX_QUESTIONS: usize = 50;
+/// The most options a choice question holds.
+pub const MAX_OPTIONS: usize = 50;
+/// The most attribute rules of a targeting.
+pub const MAX_RULES: usize = 50;
+
+/// The PMF question's fixed option ids (api.md §4), labels free.
+pub const PMF_OPTIONS: [&str; 3] = [
+    "very_disappointed",
+    "somewhat_disappointed",
+    "not_disappointed",
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SurveyType {
+    Nps,
+    Csat,
+    Pmf,
+    Open,
+    Poll,
+}
+
+impl SurveyType {
+    pub const ALL: [SurveyType; 5] = [
+        SurveyType::Nps,
+        SurveyType::Csat,
+        SurveyType::Pmf,
+        SurveyType::Open,
+        SurveyType::Poll,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SurveyType::Nps => "nps",
+            SurveyType::Csat => "csat",
+            SurveyType::Pmf => "pmf",
+            SurveyType::Open => "open",
+            SurveyType::Poll => "poll",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<SurveyType> {
+        SurveyType::ALL.into_iter().find(|t| t.name() == s)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SurveyStatus {
+    Draft,
+    Active,
+    Paused,
+    Closed,
+}
+
+impl SurveyStatus {
+    pub const ALL: [SurveyStatus; 4] = [
+        SurveyStatus::Draft,
+        SurveyStatus::Active,
+        SurveyStatus::Paused,
+        SurveyStatus::Closed,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SurveyStatus::Draft => "draft",
+            SurveyStatus::Active => "active",
+            SurveyStatus::Paused => "paused",
+            SurveyStatus::Closed => "closed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<SurveyStatus> {
+        SurveyStatus::ALL.into_iter().find(|t| t.name() == s)
+    }
+
+    /// The moves out of this status (api.md §4): draft -> active; active <-> paused; active
+    /// or paused -> closed; closed is terminal. A self-move is not a move.
+    pub fn next(self) -> &'static [SurveyStatus] {
+        match self {
+            SurveyStatus::Draft => &[SurveyStatus::Active],
+            SurveyStatus::Active => &[SurveyStatus::Paused, SurveyStatus::Closed],
+            SurveyStatus::Paused => &[SurveyStatus::Active, SurveyStatus::Closed],
+            SurveyStatus::Closed => &[],
+        }
+    }
+
+    /// Active and paused surveys hold a slot of the plan's `active_surveys` (a paused survey
+    /// can resume); closing frees it.
+    pub fn holds_slot(self) -> bool {
+        matches!(self, SurveyStatus::Active | SurveyStatus::Paused)
+    }
+}
+
+/// Why a move is refused: the message names the allowed moves.
+pub fn illegal_move(from: SurveyStatus, to: SurveyStatus) -> String {
+    let allowed: Vec<&str> = from.next().iter().map(|s| s.name()).collect();
+    let allowed = if allowed.is_empty() {
+        "none (closed is final)".to_owned()
+    } else {
+        allowed.join(", ")
+    };
+    format!(
+        "a {} survey cannot move to {}; allowed: {allowed}",
+        from.name(),
+        to.name()
+    )
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum QuestionType {
+    Rating,
+    Scale,
+    SingleChoice,
+    MultipleChoice,
+    Text,
+}
+
+impl QuestionType {
+    pub const ALL: [QuestionType; 5] = [
+        QuestionType::Rating,
+        QuestionType::Scale,
+        QuestionType::SingleChoice,
+        QuestionType::MultipleChoice,
+        QuestionType::Text,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            QuestionType::Rating => "rating",
+            QuestionType::Scale => "scale",
+            QuestionType::SingleChoice => "single_choice",
+            QuestionType::MultipleChoice => "multiple_choice",
+            QuestionType::Text => "text",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<QuestionType> {
+        QuestionType::ALL.into_iter().find(|t| t.name() == s)
+    }
+
+    pub fn is_choice(self) -> bool {
+        matches!(
+            self,
+            QuestionType::SingleChoice | QuestionType::MultipleChoice
+        )
+    }
+
+    /// The default range of a numeric question (scale 0..10, rating 1..5).
+    pub fn default_range(self) -> Option<(i64, i64)> {
+        match self {
+            QuestionType::Scale => Some((0, 10)),
+            QuestionType::Rating => Some((1, 5)),
+            _ => None,
+        }
+    }
+}
+
+/// A choice: `{"id": "opt_a", "label": "Very disappointed"}`; ids stay stable when labels change.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct QuestionOption {
+    pub id: String,
+    pub label: String,
+}
+
+/// One question (interface §2.2). `options` only on choice questions, `min`/`max` only on
+/// rating and scale questions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Question {
+    pub id: String,
+    pub text: String,
+    #[serde(rename = "type")]
+    pub kind: QuestionType,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<Vec<QuestionOption>>,
+    pub required: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<i64>,
+}
+
+/// The operators of an attribute rule (api.md §4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum Operator {
+    Equals,
+    NotEquals,
+    LessThan,
+    LessEqual,
+    GreaterThan,
+    GreaterEqual,
+    IsSet,
+    Contains,
+    DoesNotContain,
+    StartsWith,
+    EndsWith,
+}
+
+impl Operator {
+    pub const ALL: [Operator; 11] = [
+        Operator::Equals,
+        Operator::NotEquals,
+        Operator::LessThan,
+        Operator::LessEqual,
+        Operator::GreaterThan,
+        Operator::GreaterEqual,
+        Operator::IsSet,
+        Operator::Contains,
+        Operator::DoesNotContain,
+        Operator::StartsWith,
+        Operator::EndsWith,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Operator::Equals => "equals",
+            Operator::NotEquals => "notEquals",
+            Operator::LessThan => "lessThan",
+            Operator::LessEqual => "lessEqual",
+            Operator::GreaterThan => "greaterThan",
+            Operator::GreaterEqual => "greaterEqual",
+            Operator::IsSet => "isSet",
+            Operator::Contains => "contains",
+            Operator::DoesNotContain => "doesNotContain",
+            Operator::StartsWith => "startsWith",
+            Operator::EndsWith => "endsWith",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Operator> {
+        Operator::ALL.into_iter().find(|o| o.name() == s)
+    }
+
+    /// What `value` must be: none for isSet, a number for comparisons, a string for the text
+    /// operators, a string, number or boolean for (not) equals.
+    fn check_value(self, v: Option<&Value>) -> Result<(), String> {
+        use Operator::*;
+        match (self, v) {
+            (IsSet, None | Some(Value::Null)) => Ok(()),
+            (IsSet, Some(_)) => Err("isSet takes no value".into()),
+            (_, None | Some(Value::Null)) => Err("is required for this operator".into()),
+            (LessThan | LessEqual | GreaterThan | GreaterEqual, Some(Value::Number(_))) => Ok(()),
+            (LessThan | LessEqual | GreaterThan | GreaterEqual, Some(v)) => {
+                Err(format!("must be a number, not {}", type_name(v)))
+            }
+            (Contains | DoesNotContain | StartsWith | EndsWith, Some(Value::String(s))) => {
+                check_text(s, 500, false).map(|_| ())
+            }
+            (Contains | DoesNotContain | StartsWith | EndsWith, Some(v)) => {
+                Err(format!("must be a string, not {}", type_name(v)))
+            }
+            (Equals | NotEquals, Some(Value::String(s))) => check_text(s, 500, false).map(|_| ()),
+            (Equals | NotEquals, Some(Value::Number(_) | Value::Bool(_))) => Ok(()),
+            (Equals | NotEquals, Some(v)) => Err(format!(
+                "must be a string, number or boolean, not {}",
+                type_name(v)
+            )),
+        }
+    }
+}
+
+/// `{"key": "plan", "operator": "equals", "value": "pro"}`; rules AND together.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct AttributeRule {
+    pub key: String,
+    pub operator: Operator,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<Value>,
+}
+
+/// Who sees a survey: a share of visitors (deterministic sampling) and attribute rules.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Targeting {
+    /// In (0, 100].
+    pub percentage: f64,
+    pub attributes: Vec<AttributeRule>,
+}
+
+impl Default for Targeting {
+    fn default() -> Self {
+        Targeting {
+            percentage: 100.0,
+            attributes: Vec::new(),
+        }
+    }
+}
+
+/// A survey (interface §2.1), as stored and as answered.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Survey {
+    pub id: String,
+    /// The board the survey belongs to, `null` when none.
+    pub board_id: Option<String>,
+    pub title: String,
+    #[serde(rename = "type")]
+    pub kind: SurveyType,
+    pub status: SurveyStatus,
+    pub questions: Vec<Question>,
+    pub targeting: Targeting,
+    pub response_count: u64,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+/// Why an edit is refused.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Rejection {
+    Invalid(Vec<FieldError>),
+    Conflict(String),
+}
+
+/// The parsed body of a create or a PATCH: `None` = absent (unchanged); `boardId` may be
+/// cleared (`Some(None)`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SurveyPatch {
+    pub title: Option<String>,
+    pub kind: Option<SurveyType>,
+    pub board_id: Option<Option<String>>,
+    pub questions: Option<Vec<Question>>,
+    pub targeting: Option<Targeting>,
+}
+
+const FIELDS: [&str; 5] = ["title", "type", "boardId", "questions", "targeting"];
+
+impl SurveyPatch {
+    /// Parses a body field by field. `create`: title, type and questions are required.
+    pub fn parse(body: &Map<String, Value>, create: bool) -> Result<SurveyPatch, Vec<FieldError>> {
+        let mut errors = Vec::new();
+        only_fields(body, &FIELDS, &mut errors);
+        let mut p = SurveyPatch::default();
+        let missing = |name: &str, errors: &mut Vec<FieldError>| {
+            if create {
+                errors.push(FieldError::new(name, "is required"));
+            }
+        };
+        match body.get("title") {
+            None => missing("title", &mut errors),
+            Some(Value::String(s)) => match check_text(s, 200, false) {
+                Ok(t) if t.is_empty() => errors.push(FieldError::new("title", "must not be empty")),
+                Ok(t) => p.title = Some(t),
+                Err(m) => errors.push(FieldError::new("title", m)),
+            },
+            Some(v) => errors.push(FieldError::new(
+                "title",
+                format!("must be a string, not {}", type_name(v)),
+            )),
+        }
+        match body.get("type") {
+            None => missing("type", &mut errors),
+            Some(Value::String(s)) if SurveyType::parse(s).is_some() => {
+                p.kind = SurveyType::parse(s)
+            }
+            Some(_) => errors.push(FieldError::new(
+                "type",
+                "must be one of nps, csat, pmf, open, poll",
+            )),
+        }
+        match body.get("boardId") {
+            None => {}
+            Some(Value::Null) => p.board_id = Some(None),
+            Some(Value::String(s)) if ids::is_object_id(s) => p.board_id = Some(Some(s.clone())),
+            Some(Value::String(_)) => {
+                errors.push(FieldError::new("boardId", "is not a board of this app"))
+            }
+            Some(v) => errors.push(FieldError::new(
+                "boardId",
+                format!("must be a board id or null, not {}", type_name(v)),
+            )),
+        }
+        match body.get("questions") {
+            None => missing("questions", &mut errors),
+            Some(v) => p.questions = parse_questions(v, &mut errors),
+        }
+        match body.get("targeting") {
+            None | Some(Value::Null) => {}
+            Some(v) => p.targeting = parse_targeting(v, &mut errors),
+        }
+        if errors.is_empty() {
+            Ok(p)
+        } else {
+            Err(errors)
+        }
+    }
+
+    /// A new draft from a create body (parsed with `create`), checked against its type's
+    /// conventions.
+    pub fn into_survey(self) -> Result<Survey, Vec<FieldError>> {
+        let now = Timestamp::now();
+        let survey = Survey {
+            id: ids::object_id(),
+            board_id: self.board_id.flatten(),
+            title: self.title.unwrap_or_default(),
+            kind: self.kind.unwrap_or(SurveyType::Open),
+            status: SurveyStatus::Draft,
+            questions: self.questions.unwrap_or_default(),
+            targeting: self.targeting.unwrap_or_default(),
+            response_count: 0,
+            created_at: now,
+            updated_at: now,
+        };
+        conventions(survey.kind, &survey.questions)?;
+        Ok(survey)
+    }
+}
+
+impl Survey {
+    /// Applies a PATCH: questions and type only while draft, title, board and targeting until
+    /// closed (409 otherwise); the result must keep its type's conventions.
+    pub fn apply(&mut self, p: &SurveyPatch) -> Result<(), Rejection> {
+        if self.status == SurveyStatus::Closed {
+            return Err(Rejection::Conflict(
+                "a closed survey cannot be edited".into(),
+            ));
+        }
+        if self.status != SurveyStatus::Draft && (p.questions.is_some() || p.kind.is_some()) {
+            return Err(Rejection::Conflict(format!(
+                "questions and type are editable only in draft; this survey is {}",
+                self.status.name()
+            )));
+        }
+        if let Some(t) = &p.title {
+            self.title = t.clone();
+        }
+        if let Some(k) = p.kind {
+            self.kind = k;
+        }
+        if let Some(b) = &p.board_id {
+            self.board_id = b.clone();
+        }
+        if let Some(q) = &p.questions {
+            self.questions = q.clone();
+        }
+        if let Some(t) = &p.targeting {
+            self.targeting = t.clone();
+        }
+        conventions(self.kind, &self.questions).map_err(Rejection::Invalid)?;
+        self.updated_at = Timestamp::now();
+        Ok(())
+    }
+
+    /// Moves to `to` (409 with the allowed moves otherwise).
+    pub fn move_to(&mut self, to: SurveyStatus) -> Result<(), String> {
+        if !self.status.next().contains(&to) {
+            return Err(illegal_move(self.status, to));
+        }
+        self.status = to;
+        self.updated_at = Timestamp::now();
+        Ok(())
+    }
+}
+
+fn is_id(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+const ID_RULE: &str = "must be 1 to 64 letters, digits, '_' or '-'";
+
+fn parse_questions(v: &Value, errors: &mut Vec<FieldError>) -> Option<Vec<Question>> {
+    let Value::Array(items) = v else {
+        errors.push(FieldError::new(
+            "questions",
+            format!("must be an array, not {}", type_name(v)),
+        ));
+        return None;
+    };
+    if items.is_empty() || items.len() > MAX_QUESTIONS {
+        errors.push(FieldError::new(
+            "questions",
+            format!("must hold 1 to {MAX_QUESTIONS} questions"),
+        ));
+        return None;
+    }
+    let before = errors.len();
+    let mut out = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        if let Some(q) = parse_question(i, item, errors) {
+            out.push(q);
+        }
+    }
+    for (i, q) in out.iter().enumerate() {
+        if out[..i].iter().any(|o| o.id == q.id) {
+            errors.push(FieldError::new(
+                format!("questions[{i}].id"),
+                format!("duplicate question id {:?}", q.id),
+            ));
+        }
+    }
+    (errors.len() == before).then_some(out)
+}
+
+fn parse_question(i: usize, v: &Value, errors: &mut Vec<FieldError>) -> Option<Question> {
+    let at = |f: &str| format!("questions[{i}].{f}");
+    let Value::Object(m) = v else {
+        errors.push(FieldError::new(
+            format!("questions[{i}]"),
+            format!("must be an object, not {}", type_name(v)),
+        ));
+        return None;
+    };
+    let before = errors.len();
+    for k in m.keys() {
+        if !["id", "text", "type", "options", "required", "min", "max"].contains(&k.as_str()) {
+            errors.push(FieldError::new(
+                at(k),
+                "is not accepted here (id, text, type, options, required, min, max)",
+            ));
+        }
+    }
+    let id = match m.get("id") {
+        None => format!("q{}", i + 1),
+        Some(Value::String(s)) if is_id(s) => s.clone(),
+        Some(_) => {
+            errors.push(FieldError::new(at("id"), ID_RULE));
+            String::new()
+        }
+    };
+    let text = match m.get("text") {
+        Some(Value::String(s)) => match check_text(s, 1000, true) {
+            Ok(t) if t.is_empty() => {
+                errors.push(FieldError::new(at("text"), "must not be empty"));
+                t
+            }
+            Ok(t) => t,
+            Err(e) => {
+                errors.push(FieldError::new(at("text"), e));
+                String::new()
+            }
+        },
+        None => {
+            errors.push(FieldError::new(at("text"), "is required"));
+            String::new()
+        }
+        Some(v) => {
+            errors.push(FieldError::new(
+                at("text"),
+                format!("must be a string, not {}", type_name(v)),
+            ));
+            String::new()
+        }
+    };
+    let kind = match m.get("type") {
+        Some(Value::String(s)) => QuestionType::parse(s),
+        _ => None,
+    };
+    if kind.is_none() {
+        errors.push(FieldError::new(
+            at("type"),
+            "must be one of rating, scale, single_choice, multiple_choice, text",
+        ));
+    }
+    let required = match m.get("required") {
+        None => true,
+        Some(Value::Bool(b)) => *b,
+        Some(v) => {
+            errors.push(FieldError::new(
+                at("required"),
+                format!("must be a boolean, not {}", type_name(v)),
+            ));
+            true
+        }
+    };
+    let options = match (kind, m.get("options")) {
+        (Some(k), Some(v)) if k.is_choice() => parse_options(&at("options"), v, errors),
+        (Some(k), None) if k.is_choice() => {
+            errors.push(FieldError::new(
+                at("options"),
+                "is required for single_choice and multiple_choice questions",
+            ));
+            None
+        }
+        (Some(_), Some(_)) => {
+            errors.push(FieldError::new(
+                at("options"),
+                "is accepted only on single_choice and multiple_choice questions",
+            ));
+            None
+        }
+        _ => None,
+    };
+    let (mut min, mut max) = (None, None);
+    if let Some(k) = kind {
+        for (name, slot) in [("min", &mut min), ("max", &mut max)] {
+            match (k.default_range(), m.get(name)) {
+                (_, None) => {}
+                (Some(_), Some(v)) => match v.as_i64() {
+                    Some(n) if (-1000..=1000).contains(&n) => *slot = Some(n),
+                    _ => errors.push(FieldError::new(
+                        at(name),
+                        "must be an integer from -1000 to 1000",
+                    )),
+                },
+                (None, Some(_)) => errors.push(FieldError::new(
+                    at(name),
+                    "is accepted only on rating and scale questions",
+                )),
+            }
+        }
+        if let Some((lo, hi)) = k.default_range() {
+            let (lo, hi) = (min.unwrap_or(lo), max.unwrap_or(hi));
+            if lo >= hi {
+                errors.push(FieldError::new(at("max"), "must be greater than min"));
+            } else if hi - lo > 100 {
+                errors.push(FieldError::new(
+                    at("max"),
+                    "the range must span at most 100",
+                ));
+            }
+            min = Some(lo);
+            max = Some(hi);
+        }
+    }
+    if errors.len() != before {
+        return None;
+    }
+    Some(Question {
+        id,
+        text,
+        kind: kind?,
+        options,
+        required,
+        min,
+        max,
+    })
+}
+
+fn parse_options(at: &str, v: &Value, errors: &mut Vec<FieldError>) -> Option<Vec<QuestionOption>> {
+    let Value::Array(items) = v else {
+        errors.push(FieldError::new(
+            at,
+            format!("must be an array, not {}", type_name(v)),
+        ));
+        return None;
+    };
+    if items.len() < 2 || items.len() > MAX_OPTIONS {
+        errors.push(FieldError::new(
+            at,
+            format!("must hold 2 to {MAX_OPTIONS} options"),
+        ));
+        return None;
+    }
+    let before = errors.len();
+    let mut out: Vec<QuestionOption> = Vec::new();
+    for (j, item) in items.iter().enumerate() {
+        let here = format!("{at}[{j}]");
+        let Value::Object(m) = item else {
+            errors.push(FieldError::new(
+                here,
+                "must be an object {\"id\", \"label\"}",
+            ));
+            continue;
+        };
+        if let Some(k) = m.keys().find(|k| *k != "id" && *k != "label") {
+            errors.push(FieldError::new(
+                format!("{here}.{k}"),
+                "is not accepted here (id, label)",
+            ));
+        }
+        let id = match m.get("id") {
+            Some(Value::String(s)) if is_id(s) => Some(s.clone()),
+            _ => {
+                errors.push(FieldError::new(format!("{here}.id"), ID_RULE));
+                None
+            }
+        };
+        let label = match m.get("label") {
+            Some(Value::String(s)) => match check_text(s, 200, false) {
+                Ok(l) if !l.is_empty() => Some(l),
+                Ok(_) => {
+                    errors.push(FieldError::new(
+                        format!("{here}.label"),
+                        "must not be empty",
+                    ));
+                    None
+                }
+                Err(e) => {
+                    errors.push(FieldError::new(format!("{here}.label"), e));
+                    None
+                }
+            },
+            _ => {
+                errors.push(FieldError::new(
+                    format!("{here}.label"),
+                    "is required (a string)",
+                ));
+                None
+            }
+        };
+        if let (Some(id), Some(label)) = (id, label) {
+            if out.iter().any(|o| o.id == id) {
+                errors.push(FieldError::new(
+                    format!("{here}.id"),
+                    format!("duplicate option id {id:?}"),
+                ));
+            }
+            out.push(QuestionOption { id, label });
+        }
+    }
+    (errors.len() == before).then_some(out)
+}
+
+fn parse_targeting(v: &Value, errors: &mut Vec<FieldError>) -> Option<Targeting> {
+    let Value::Object(m) = v else {
+        errors.push(FieldError::new(
+            "targeting",
+            format!("must be an object, not {}", type_name(v)),
+        ));
+        return None;
+    };
+    let before = errors.len();
+    if let Some(k) = m.keys().find(|k| *k != "percentage" && *k != "attributes") {
+        errors.push(FieldError::new(
+            format!("targeting.{k}"),
+            "is not accepted here (percentage, attributes)",
+        ));
+    }
+    let percentage = match m.get("percentage") {
+        None => 100.0,
+        Some(Value::Number(n)) => match n.as_f64() {
+            Some(p) if p > 0.0 && p <= 100.0 => p,
+            _ => {
+                errors.push(FieldError::new(
+                    "targeting.percentage",
+                    "must be greater than 0 and at most 100",
+                ));
+                100.0
+            }
+        },
+        Some(v) => {
+            errors.push(FieldError::new(
+                "targeting.percentage",
+                format!("must be a number, not {}", type_name(v)),
+            ));
+            100.0
+        }
+    };
+    let mut attributes = Vec::new();
+    match m.get("attributes") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(rules)) if rules.len() > MAX_RULES => errors.push(FieldError::new(
+            "targeting.attributes",
+            format!("must hold at most {MAX_RULES} rules"),
+        )),
+        Some(Value::Array(rules)) => {
+            for (i, r) in rules.iter().enumerate() {
+                if let Some(rule) = parse_rule(i, r, errors) {
+                    attributes.push(rule);
+                }
+            }
+        }
+        Some(v) => errors.push(FieldError::new(
+            "targeting.attributes",
+            format!("must be an array, not {}", type_name(v)),
+        )),
+    }
+    (errors.len() == before).then_some(Targeting {
+        percentage,
+        attributes,
+    })
+}
+
+fn parse_rule(i: usize, v: &Value, errors: &mut Vec<FieldError>) -> Option<AttributeRule> {
+    let at = |f: &str| format!("targeting.attributes[{i}].{f}");
+    let Value::Object(m) = v else {
+        errors.push(FieldError::new(
+            format!("targeting.attributes[{i}]"),
+            "must be an object {\"key\", \"operator\", \"value\"}",
+        ));
+        return None;
+    };
+    let before = errors.len();
+    if let Some(k) = m
+        .keys()
+        .find(|k| !["key", "operator", "value"].contains(&k.as_str()))
+    {
+        errors.push(FieldError::new(
+            at(k),
+            "is not accepted here (key, operator, value)",
+        ));
+    }
+    let key = match m.get("key") {
+        Some(Value::String(s)) if !s.trim().is_empty() && s.len() <= 100 => {
+            Some(s.trim().to_owned())
+        }
+        _ => {
+            errors.push(FieldError::new(
+                at("key"),
+                "must be a string of 1 to 100 characters",
+            ));
+            None
+        }
+    };
+    let operator = m
+        .get("operator")
+        .and_then(Value::as_str)
+        .and_then(Operator::parse);
+    match operator {
+        None => errors.push(FieldError::new(
+            at("operator"),
+            format!(
+                "must be one of {}",
+                Operator::ALL.map(Operator::name).join(", ")
+            ),
+        )),
+        Some(op) => {
+            if let Err(e) = op.check_value(m.get("value")) {
+                errors.push(FieldError::new(at("value"), e));
+            }
+        }
+    }
+    if errors.len() != before {
+        return None;
+    }
+    Some(AttributeRule {
+        key: key?,
+        operator: operator?,
+        value: m.get("value").filter(|v| !v.is_null()).cloned(),
+    })
+}
+
+/// The type conventions (api.md §4). nps: one `scale` question 0-10; csat: one `rating`
+/// question 1-5; pmf: one `single_choice` question with the options `very_disappointed`,
+/// `somewhat_disappointed`, `not_disappointed`. The scored question may be followed by `text`
+/// questions (the "why?" of Formbricks' templates). poll: only choice questions; open: only
+/// `text` questions.
+pub fn conventions(kind: SurveyType, questions: &[Question]) -> Result<(), Vec<FieldError>> {
+    let mut errors = Vec::new();
+    let scored = match kind {
+        SurveyType::Nps => Some((QuestionType::Scale, "one scale question from 0 to 10")),
+        SurveyType::Csat => Some((QuestionType::Rating, "one rating question from 1 to 5")),
+        SurveyType::Pmf => Some((
+            QuestionType::SingleChoice,
+            "one single_choice question with the options very_disappointed, somewhat_disappointed, not_disappointed",
+        )),
+        _ => None,
+    };
+    if let Some((qtype, rule)) = scored {
+        let message = format!(
+            "a {} survey holds {rule} (then only text questions)",
+            kind.name()
+        );
+        let n = questions
+            .iter()
+            .filter(|q| q.kind != QuestionType::Text)
+            .count();
+        match questions.iter().position(|q| q.kind != QuestionType::Text) {
+            Some(i) if n == 1 => {
+                let q = &questions[i];
+                let ok = q.kind == qtype
+                    && match kind {
+                        SurveyType::Nps => (q.min, q.max) == (Some(0), Some(10)),
+                        SurveyType::Csat => (q.min, q.max) == (Some(1), Some(5)),
+                        _ => {
+                            let mut got: Vec<&str> =
+                                q.options.iter().flatten().map(|o| o.id.as_str()).collect();
+                            got.sort_unstable();
+                            let mut want = PMF_OPTIONS.to_vec();
+                            want.sort_unstable();
+                            got == want
+                        }
+                    };
+                if !ok {
+                    errors.push(FieldError::new(format!("questions[{i}]"), message));
+                }
+            }
+            _ => errors.push(FieldError::new("questions", message)),
+        }
+    }
+    for (i, q) in questions.iter().enumerate() {
+        let bad = match kind {
+            SurveyType::Poll => !q.kind.is_choice(),
+            SurveyType::Open => q.kind != QuestionType::Text,
+            _ => false,
+        };
+        if bad {
+            let rule = if kind == SurveyType::Poll {
+                "a poll holds only single_choice and multiple_choice questions"
+            } else {
+                "an open survey holds only text questions"
+            };
+            errors.push(FieldError::new(format!("questions[{i}].type"), rule));
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors)
+    }
+}
+
+/// The sortable fields of a survey list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SortField {
+    CreatedAt,
+    UpdatedAt,
+    ResponseCount,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sort {
+    pub field: SortField,
+    pub descending: bool,
+}
+
+impl Sort {
+    /// `createdAt`, `updatedAt`, `responseCount`, each optionally with `-`; default
+    /// `-createdAt`.
+    pub fn parse(raw: Option<&str>) -> Option<Sort> {
+        let raw = raw.unwrap_or("-createdAt").trim();
+        let (descending, name) = match raw.strip_prefix('-') {
+            Some(rest) => (true, rest),
+            None => (false, raw.strip_prefix('+').unwrap_or(raw)),
+        };
+        let field = match name {
+            "createdAt" => SortField::CreatedAt,
+            "updatedAt" => SortField::UpdatedAt,
+            "responseCount" => SortField::ResponseCount,
+            _ => return None,
+        };
+        Some(Sort { field, descending })
+    }
+
+    fn tag(self) -> [u8; 2] {
+        let f = match self.field {
+            SortField::CreatedAt => b'c',
+            SortField::UpdatedAt => b'u',
+            SortField::ResponseCount => b'r',
+        };
+        [f, if self.descending { b'-' } else { b'+' }]
+    }
+
+    fn key(self, s: &Survey) -> i64 {
+        match self.field {
+            SortField::CreatedAt => s.created_at.micros(),
+            SortField::UpdatedAt => s.updated_at.micros(),
+            SortField::ResponseCount => s.response_count as i64,
+        }
+    }
+}
+
+/// Where a page ends: the sort key and id of its last survey, bound to the sort order and the
+/// app (a cursor of another list is 400).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cursor {
+    key: i64,
+    id: String,
+}
+
+fn app_tag(app: &str) -> [u8; 4] {
+    let h = <sha2::Sha256 as sha2::Digest>::digest(app.as_bytes());
+    [h[0], h[1], h[2], h[3]]
+}
+
+impl Cursor {
+    pub fn encode(&self, sort: Sort, app: &str) -> String {
+        use base64::Engine;
+        let mut raw = sort.tag().to_vec();
+        raw.extend_from_slice(&app_tag(app));
+        raw.extend_from_slice(&self.key.to_be_bytes());
+        raw.extend_from_slice(self.id.as_bytes());
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
+    }
+
+    /// `None` for a malformed cursor, or one made for another sort order or another app.
+    pub fn decode(s: &str, sort: Sort, app: &str) -> Option<Cursor> {
+        use base64::Engine;
+        let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(s)
+            .ok()?;
+        let (head, rest) = raw.split_at_checked(6)?;
+        if head[..2] != sort.tag() || head[2..] != app_tag(app) || rest.len() != 32 {
+            return None;
+        }
+        let key = i64::from_be_bytes(rest[..8].try_into().ok()?);
+        let id = std::str::from_utf8(&rest[8..]).ok()?;
+        ids::is_object_id(id).then(|| Cursor {
+            key,
+            id: id.to_owned(),
+        })
+    }
+}
+
+/// Which surveys a list shows: statuses (empty: any), types (empty: any), boards (empty: any).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Filter {
+    pub statuses: Vec<SurveyStatus>,
+    pub types: Vec<SurveyType>,
+    pub board_ids: Vec<String>,
+}
+
+impl Filter {
+    pub fn matches(&self, s: &Survey) -> bool {
+        (self.statuses.is_empty() || self.statuses.contains(&s.status))
+            && (self.types.is_empty() || self.types.contains(&s.kind))
+            && (self.board_ids.is_empty()
+                || s.board_id
+                    .as_ref()
+                    .is_some_and(|b| self.board_ids.contains(b)))
+    }
+}
+
+/// One page of `surveys` (any order in): filtered, sorted by the sort key then id, starting
+/// after `cursor`; answers the page and the cursor of the next one.
+pub fn page(
+    mut surveys: Vec<Survey>,
+    filter: &Filter,
+    sort: Sort,
+    limit: usize,
+    cursor: Option<&Cursor>,
+) -> (Vec<Survey>, Option<Cursor>) {
+    surveys.retain(|s| filter.matches(s));
+    let order = |s: &Survey| (sort.key(s), s.id.clone());
+    surveys.sort_by_key(order);
+    if sort.descending {
+        surveys.reverse();
+    }
+    let rest: Vec<Survey> = surveys
+        .into_iter()
+        .filter(|s| match cursor {
+            None => true,
+            Some(c) if sort.descending => order(s) < (c.key, c.id.clone()),
+            Some(c) => order(s) > (c.key, c.id.clone()),
+        })
+        .collect();
+    let has_more = rest.len() > limit;
+    let page: Vec<Survey> = rest.into_iter().take(limit).collect();
+    let next = has_more
+        .then(|| {
+            page.last().map(|s| Cursor {
+                key: sort.key(s),
+                id: s.id.clone(),
+            })
+        })
+        .flatten();
+    (page, next)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn body(v: Value) -> Map<String, Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    fn fields(e: Vec<FieldError>) -> Vec<String> {
+        e.into_iter().map(|e| e.field).collect()
+    }
+
+    #[test]
+    fn transitions_follow_the_machine() {
+        use SurveyStatus::*;
+        let legal = [
+            (Draft, Active),
+            (Active, Paused),
+            (Paused, Active),
+            (Active, Closed),
+            (Paused, Closed),
+        ];
+        for from in SurveyStatus::ALL {
+            for to in SurveyStatus::ALL {
+                assert_eq!(
+                    from.next().contains(&to),
+                    legal.contains(&(from, to)),
+                    "{from:?} -> {to:?}"
+                );
+            }
+        }
+        assert!(illegal_move(Draft, Closed).contains("allowed: active"));
+        assert!(illegal_move(Closed, Active).contains("none"));
+    }
+
+    #[test]
+    fn an_nps_survey_needs_one_scale_from_0_to_10() {
+        let ok = body(json!({"title": "NPS", "type": "nps", "questions": [
+            {"id": "score", "text": "How likely?", "type": "scale"},
+            {"id": "why", "text": "Why?", "type": "text", "required": false}]}));
+        let s = SurveyPatch::parse(&ok, true)
+            .unwrap()
+            .into_survey()
+            .unwrap();
+        assert_eq!(
+            (s.questions[0].min, s.questions[0].max),
+            (Some(0), Some(10))
+        );
+        let bad = body(json!({"title": "NPS", "type": "nps", "questions": [
+            {"id": "score", "text": "How likely?", "type": "scale", "max": 5}]}));
+        let e = SurveyPatch::parse(&bad, true)
+            .unwrap()
+            .into_survey()
+            .unwrap_err();
+        assert_eq!(fields(e), ["questions[0]"]);
+    }
+
+    #[test]
+    fn every_bad_field_is_named() {
+        let bad = body(
+            json!({"title": "", "type": "quiz", "extra": 1, "questions": [
+            {"text": "Pick", "type": "single_choice"},
+            {"text": "Say", "type": "text", "options": [{"id": "a", "label": "A"}]},
+            {"text": "Pick", "type": "multiple_choice", "options": [{"id": "a", "label": "A"}, {"id": "a", "label": "B"}]},
+            {"text": "Rate", "type": "stars"}],
+            "targeting": {"percentage": 0, "attributes": [{"key": "plan", "operator": "like", "value": "x"},
+                {"key": "n", "operator": "lessThan", "value": "3"}]}}),
+        );
+        let got = fields(SurveyPatch::parse(&bad, true).unwrap_err());
+        for f in [
+            "title",
+            "type",
+            "extra",
+            "questions[0].options",
+            "questions[1].options",
+            "questions[2].options[1].id",
+            "questions[3].type",
+            "targeting.percentage",
+            "targeting.attributes[0].operator",
+            "targeting.attributes[1].value",
+        ] {
+            assert!(got.contains(&f.to_owned()), "{f} missing from {got:?}");
+        }
+    }
+
+    fn survey(n: i64, status: SurveyStatus) -> Survey {
+        let t = Timestamp::from_micros(n * 1_000_000);
+        Survey {
+            id: format!("{n:024x}"),
+            board_id: None,
+            title: "t".into(),
+            kind: SurveyType::Open,
+            status,
+            questions: vec![],
+            targeting: Targeting::default(),
+            response_count: 0,
+            created_at: t,
+            updated_at: t,
+        }
+    }
+
+    #[test]
+    fn a_cursor_walk_sees_every_survey_once() {
+        let all: Vec<Survey> = (0..25)
+            .map(|n| survey(n % 7, SurveyStatus::Active))
+            .collect();
+        let all: Vec<Survey> = all
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut s)| {
+                s.id = format!("{i:024x}");
+                s
+            })
+            .collect();
+        let sort = Sort::parse(None).unwrap();
+        let mut seen = Vec::new();
+        let mut cursor = None;
+        loop {
+            let c = cursor
+                .as_ref()
+                .map(|c: &String| Cursor::decode(c, sort, "app").unwrap());
+            let (page, next) = page(all.clone(), &Filter::default(), sort, 4, c.as_ref());
+            seen.extend(page.into_iter().map(|s| s.id));
+            match next {
+                Some(n) => cursor = Some(n.encode(sort, "app")),
+                None => break,
+            }
+        }
+        assert_eq!(seen.len(), 25);
+        seen.sort();
+        seen.dedup();
+        assert_eq!(seen.len(), 25);
+        let c = Cursor {
+            key: 1,
+            id: "0".repeat(24),
+        }
+        .encode(sort, "app");
+        assert!(Cursor::decode(&c, sort, "other").is_none());
+        assert!(Cursor::decode(&c, Sort::parse(Some("createdAt")).unwrap(), "app").is_none());
+    }
+}

@@ -1,0 +1,196 @@
+//! Surveys in sled, tree `surveys`.
+//!
+//! Keys (`app` and ids are 24-character ObjectIds):
+//! - `s` app surveyId -> the survey (JSON)
+//! - `a` app          -> number of the app's active and paused surveys (u64, big endian), the
+//!   count the plan's `active_surveys` limit is checked against
+//!
+//! Surveys are few per app (drafts, and a plan-limited number of live ones), so a list reads
+//! the app's surveys and orders them in memory (`model::page`).
+
+use sled::transaction::{ConflictableTransactionError, TransactionError, TransactionalTree};
+
+use super::model::{Rejection, Survey, SurveyPatch, SurveyStatus};
+use crate::ids;
+use crate::storage::{decode, encode, StoreError};
+use crate::validation::FieldError;
+
+pub const TREE: &str = "surveys";
+
+#[derive(Debug)]
+pub enum SurveyError {
+    NotFound,
+    Invalid(Vec<FieldError>),
+    Conflict(String),
+    PlanLimit { limit: u64, current: u64 },
+    Store(StoreError),
+}
+
+impl From<StoreError> for SurveyError {
+    fn from(e: StoreError) -> Self {
+        SurveyError::Store(e)
+    }
+}
+
+impl From<sled::Error> for SurveyError {
+    fn from(e: sled::Error) -> Self {
+        SurveyError::Store(StoreError::Sled(e))
+    }
+}
+
+impl From<Rejection> for SurveyError {
+    fn from(r: Rejection) -> Self {
+        match r {
+            Rejection::Invalid(d) => SurveyError::Invalid(d),
+            Rejection::Conflict(m) => SurveyError::Conflict(m),
+        }
+    }
+}
+
+impl From<TransactionError<SurveyError>> for SurveyError {
+    fn from(e: TransactionError<SurveyError>) -> Self {
+        match e {
+            TransactionError::Abort(e) => e,
+            TransactionError::Storage(e) => e.into(),
+        }
+    }
+}
+
+type Tx<T> = Result<T, ConflictableTransactionError<SurveyError>>;
+
+fn survey_key(app: &str, id: &str) -> Vec<u8> {
+    [b"s", app.as_bytes(), id.as_bytes()].concat()
+}
+
+fn live_key(app: &str) -> Vec<u8> {
+    [b"a", app.as_bytes()].concat()
+}
+
+fn decode_count(v: Option<&[u8]>) -> u64 {
+    v.and_then(|v| <[u8; 8]>::try_from(v).ok())
+        .map(u64::from_be_bytes)
+        .unwrap_or(0)
+}
+
+fn abort<T>(e: SurveyError) -> Tx<T> {
+    Err(ConflictableTransactionError::Abort(e))
+}
+
+fn load_tx(tx: &TransactionalTree, app: &str, id: &str) -> Tx<Survey> {
+    let key = survey_key(app, id);
+    match tx.get(&key)? {
+        Some(v) => decode(&key, &v).or_else(|e| abort(SurveyError::Store(e))),
+        None => abort(SurveyError::NotFound),
+    }
+}
+
+/// Stores a new survey.
+pub fn create(db: &sled::Db, app: &str, survey: &Survey) -> Result<(), StoreError> {
+    db.open_tree(TREE)?
+        .insert(survey_key(app, &survey.id), encode(survey))?;
+    db.flush()?;
+    Ok(())
+}
+
+/// A survey of `app` (`None`: no such survey in this app).
+pub fn get(db: &sled::Db, app: &str, id: &str) -> Result<Option<Survey>, StoreError> {
+    if !ids::is_object_id(id) {
+        return Ok(None);
+    }
+    let key = survey_key(app, id);
+    match db.open_tree(TREE)?.get(&key)? {
+        Some(v) => Ok(Some(decode(&key, &v)?)),
+        None => Ok(None),
+    }
+}
+
+/// Every survey of `app`, in id order.
+pub fn all(db: &sled::Db, app: &str) -> Result<Vec<Survey>, StoreError> {
+    let prefix = [b"s", app.as_bytes()].concat();
+    db.open_tree(TREE)?
+        .scan_prefix(&prefix)
+        .map(|kv| {
+            let (k, v) = kv?;
+            decode(&k, &v)
+        })
+        .collect()
+}
+
+/// Applies a PATCH in a transaction (the state rules of `Survey::apply`).
+pub fn update(
+    db: &sled::Db,
+    app: &str,
+    id: &str,
+    patch: &SurveyPatch,
+) -> Result<Survey, SurveyError> {
+    if !ids::is_object_id(id) {
+        return Err(SurveyError::NotFound);
+    }
+    let out = db.open_tree(TREE)?.transaction(|tx| {
+        let mut s = load_tx(tx, app, id)?;
+        if let Err(r) = s.apply(patch) {
+            return abort(r.into());
+        }
+        tx.insert(survey_key(app, id), encode(&s))?;
+        Ok(s)
+    })?;
+    db.flush()?;
+    Ok(out)
+}
+
+/// Moves a survey to `to` in a transaction with the count of live surveys; entering the
+/// live states from draft or closed is checked against `limit` (the plan's `active_surveys`).
+pub fn transition(
+    db: &sled::Db,
+    app: &str,
+    id: &str,
+    to: SurveyStatus,
+    limit: Option<u64>,
+) -> Result<Survey, SurveyError> {
+    if !ids::is_object_id(id) {
+        return Err(SurveyError::NotFound);
+    }
+    let out = db.open_tree(TREE)?.transaction(|tx| {
+        let mut s = load_tx(tx, app, id)?;
+        let was = s.status.holds_slot();
+        if let Err(m) = s.move_to(to) {
+            return abort(SurveyError::Conflict(m));
+        }
+        let n = decode_count(tx.get(live_key(app))?.as_deref());
+        let n = match (was, s.status.holds_slot()) {
+            (false, true) => {
+                if let Some(limit) = limit.filter(|l| n >= *l) {
+                    return abort(SurveyError::PlanLimit { limit, current: n });
+                }
+                n + 1
+            }
+            (true, false) => n.saturating_sub(1),
+            _ => n,
+        };
+        tx.insert(live_key(app), &n.to_be_bytes()[..])?;
+        tx.insert(survey_key(app, id), encode(&s))?;
+        Ok(s)
+    })?;
+    db.flush()?;
+    Ok(out)
+}
+
+/// Deletes a draft (409 for any other status).
+pub fn delete(db: &sled::Db, app: &str, id: &str) -> Result<(), SurveyError> {
+    if !ids::is_object_id(id) {
+        return Err(SurveyError::NotFound);
+    }
+    db.open_tree(TREE)?.transaction(|tx| {
+        let s = load_tx(tx, app, id)?;
+        if s.status != SurveyStatus::Draft {
+            return abort(SurveyError::Conflict(format!(
+                "only a draft can be deleted; this survey is {} (close it instead)",
+                s.status.name()
+            )));
+        }
+        tx.remove(survey_key(app, id))?;
+        Ok(())
+    })?;
+    db.flush()?;
+    Ok(())
+}

@@ -1,0 +1,718 @@
+//! Surveys end to end: the admin API (create, edit, transitions, delete, validation, plan
+//! limit) and the public reads (active only, filters, cursor), with tenant isolation.
+
+use std::collections::HashSet;
+
+use reqwest::Method;
+use serde_json::{json, Value};
+
+use crate::helpers::*;
+
+/// A fresh app on `plan`; returns (appId, key with surveys:read).
+async fn surveys_app(app: &TestApp, plan: &str) -> (String, String) {
+    let (id, _) = app.create_app(plan).await;
+    let key = app.create_key(&id, &["surveys:read"]).await.1;
+    (id, key)
+}
+
+fn nps(title: &str) -> Value {
+    json!({
+        "title": title,
+        "type": "nps",
+        "questions": [
+            {"id": "score", "text": "How likely are you to recommend us?", "type": "scale"},
+            {"id": "why", "text": "Why?", "type": "text", "required": false}
+        ],
+        "targeting": {"percentage": 25, "attributes": [{"key": "plan", "operator": "equals", "value": "pro"}]}
+    })
+}
+
+fn poll(title: &str) -> Value {
+    json!({
+        "title": title,
+        "type": "poll",
+        "questions": [{"id": "pick", "text": "Which?", "type": "multiple_choice",
+            "options": [{"id": "a", "label": "A"}, {"id": "b", "label": "B"}]}]
+    })
+}
+
+async fn create(app: &TestApp, app_id: &str, body: Value) -> Value {
+    let a = app
+        .admin(Method::POST, &format!("/apps/{app_id}/surveys"), Some(body))
+        .await;
+    assert_eq!(a.status, 201, "{}", a.body);
+    a.data().clone()
+}
+
+async fn transition(app: &TestApp, app_id: &str, id: &str, status: &str) -> Answer {
+    app.admin(
+        Method::POST,
+        &format!("/apps/{app_id}/surveys/{id}/transition"),
+        Some(json!({"status": status})),
+    )
+    .await
+}
+
+async fn moved(app: &TestApp, app_id: &str, id: &str, status: &str) {
+    let a = transition(app, app_id, id, status).await;
+    assert_eq!(a.status, 200, "{status}: {}", a.body);
+    assert_eq!(a.data()["status"], status);
+}
+
+fn id_of(v: &Value) -> String {
+    v["id"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn a_survey_is_created_in_draft_with_every_field() {
+    let app = spawn_app();
+    let (app_id, _) = surveys_app(&app, "pro").await;
+    let a = app
+        .admin(
+            Method::POST,
+            &format!("/apps/{app_id}/surveys"),
+            Some(nps("NPS Q4")),
+        )
+        .await;
+    assert_eq!(a.status, 201, "{}", a.body);
+    let s = a.data();
+    let id = id_of(s);
+    assert_eq!(
+        a.header("location"),
+        Some(format!("/admin/v1/apps/{app_id}/surveys/{id}").as_str())
+    );
+    assert_eq!(s["status"], "draft");
+    assert_eq!(s["type"], "nps");
+    assert_eq!(s["boardId"], Value::Null);
+    assert_eq!(s["responseCount"], 0);
+    assert_eq!(s["targeting"]["percentage"], 25.0);
+    assert_eq!(s["targeting"]["attributes"][0]["operator"], "equals");
+    assert_eq!(s["questions"][0]["min"], 0);
+    assert_eq!(s["questions"][0]["max"], 10);
+    assert_eq!(s["questions"][0]["required"], true);
+    assert_eq!(s["questions"][1]["required"], false);
+    for f in ["createdAt", "updatedAt"] {
+        assert!(s[f].as_str().unwrap().ends_with('Z'), "{f}");
+    }
+    let got = app
+        .admin(Method::GET, &format!("/apps/{app_id}/surveys/{id}"), None)
+        .await;
+    assert_eq!(got.status, 200);
+    assert_eq!(got.data(), s);
+}
+
+#[tokio::test]
+async fn every_invalid_field_is_400_with_details_naming_it() {
+    let app = spawn_app();
+    let (app_id, _) = surveys_app(&app, "pro").await;
+    let path = format!("/apps/{app_id}/surveys");
+    let cases: Vec<(Value, Vec<&str>)> = vec![
+        (json!({}), vec!["questions", "title", "type"]),
+        (
+            json!({"title": 3, "type": "quiz", "questions": [], "color": "red"}),
+            vec!["color", "questions", "title", "type"],
+        ),
+        (
+            json!({"title": "t", "type": "poll", "questions": [
+                {"id": "a", "text": "Pick", "type": "single_choice"},
+                {"id": "b", "text": "Pick", "type": "single_choice", "options": [{"id": "x", "label": "X"}, {"id": "x", "label": "Y"}]},
+                {"id": "c", "text": "Pick", "type": "multiple_choice", "options": [{"id": "x"}, {"id": "y", "label": "Y"}]},
+                {"id": "c", "text": "", "type": "stars"}
+            ]}),
+            vec![
+                "questions[0].options",
+                "questions[1].options[1].id",
+                "questions[2].options[0].label",
+                "questions[3].text",
+                "questions[3].type",
+            ],
+        ),
+        (
+            json!({"title": "t", "type": "open", "questions": [
+                {"id": "a", "text": "Say", "type": "text", "options": [{"id": "x", "label": "X"}, {"id": "y", "label": "Y"}], "min": 1}
+            ]}),
+            vec!["questions[0].min", "questions[0].options"],
+        ),
+        (
+            json!({"title": "t", "type": "open", "questions": [
+                {"id": "a", "text": "Say", "type": "text"}, {"id": "a", "text": "Again", "type": "text"}
+            ]}),
+            vec!["questions[1].id"],
+        ),
+        (
+            json!({"title": "t", "type": "open", "questions": [{"text": "Say", "type": "text"}],
+            "targeting": {"percentage": 0, "attributes": [
+                {"key": "plan", "operator": "like", "value": "pro"},
+                {"key": "seats", "operator": "greaterThan", "value": "ten"},
+                {"key": "", "operator": "isSet"},
+                {"key": "email", "operator": "endsWith"}
+            ]}}),
+            vec![
+                "targeting.attributes[0].operator",
+                "targeting.attributes[1].value",
+                "targeting.attributes[2].key",
+                "targeting.attributes[3].value",
+                "targeting.percentage",
+            ],
+        ),
+        (
+            json!({"title": "t", "type": "open", "questions": [{"text": "Say", "type": "text"}],
+                "targeting": {"percentage": 100.5}}),
+            vec!["targeting.percentage"],
+        ),
+        (
+            json!({"title": "t", "type": "open", "boardId": "000000000000000000000000",
+                "questions": [{"text": "Say", "type": "text"}]}),
+            vec!["boardId"],
+        ),
+        // The type conventions.
+        (
+            json!({"title": "t", "type": "nps", "questions": [{"text": "Rate", "type": "scale", "min": 1, "max": 5}]}),
+            vec!["questions[0]"],
+        ),
+        (
+            json!({"title": "t", "type": "nps", "questions": [{"text": "Rate", "type": "rating"}]}),
+            vec!["questions[0]"],
+        ),
+        (
+            json!({"title": "t", "type": "csat", "questions": [{"text": "Rate", "type": "scale"}]}),
+            vec!["questions[0]"],
+        ),
+        (
+            json!({"title": "t", "type": "csat", "questions": [
+                {"id": "a", "text": "Rate", "type": "rating"}, {"id": "b", "text": "Again", "type": "rating"}]}),
+            vec!["questions"],
+        ),
+        (
+            json!({"title": "t", "type": "pmf", "questions": [{"text": "How?", "type": "single_choice",
+                "options": [{"id": "very_disappointed", "label": "Very"}, {"id": "meh", "label": "Meh"}]}]}),
+            vec!["questions[0]"],
+        ),
+        (
+            json!({"title": "t", "type": "poll", "questions": [{"text": "Say", "type": "text"}]}),
+            vec!["questions[0].type"],
+        ),
+        (
+            json!({"title": "t", "type": "open", "questions": [{"text": "Rate", "type": "rating"}]}),
+            vec!["questions[0].type"],
+        ),
+    ];
+    for (body, fields) in cases {
+        let a = app.admin(Method::POST, &path, Some(body.clone())).await;
+        a.assert_error(400, "VALIDATION_ERROR");
+        assert_eq!(a.fields(), fields, "{body}: {}", a.body);
+    }
+    // The conventions, met: csat and pmf as api.md §4 describes them.
+    create(
+        &app,
+        &app_id,
+        json!({"title": "CSAT", "type": "csat", "questions": [{"text": "How satisfied?", "type": "rating"}]}),
+    )
+    .await;
+    create(
+        &app,
+        &app_id,
+        json!({"title": "PMF", "type": "pmf", "questions": [{"text": "How would you feel?", "type": "single_choice",
+            "options": [{"id": "very_disappointed", "label": "Very disappointed"},
+                {"id": "somewhat_disappointed", "label": "Somewhat disappointed"},
+                {"id": "not_disappointed", "label": "Not disappointed"}]}]}),
+    )
+    .await;
+    // Nothing invalid was stored.
+    let list = app.admin(Method::GET, &path, None).await;
+    assert_eq!(list.data().as_array().unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn a_survey_names_a_board_of_its_app() {
+    let app = spawn_app();
+    let (app_id, key) = surveys_app(&app, "pro").await;
+    let (other, _) = surveys_app(&app, "pro").await;
+    let boards = app
+        .admin(Method::GET, &format!("/apps/{app_id}/boards"), None)
+        .await;
+    let board = boards.data()[0]["id"].as_str().unwrap().to_owned();
+    let mut body = poll("On a board");
+    body["boardId"] = json!(board);
+    let s = create(&app, &app_id, body.clone()).await;
+    assert_eq!(s["boardId"], board.as_str());
+    // Another app's board is refused.
+    let a = app
+        .admin(Method::POST, &format!("/apps/{other}/surveys"), Some(body))
+        .await;
+    a.assert_error(400, "VALIDATION_ERROR");
+    assert_eq!(a.fields(), ["boardId"]);
+    // The public list filters by board.
+    moved(&app, &app_id, &id_of(&s), "active").await;
+    let list = app
+        .api(
+            &key,
+            Method::GET,
+            &format!("/api/v1/surveys?boardId={board}"),
+            None,
+        )
+        .await;
+    assert_eq!(list.data().as_array().unwrap().len(), 1);
+    let bad = app
+        .api(
+            &key,
+            Method::GET,
+            "/api/v1/surveys?boardId=000000000000000000000000",
+            None,
+        )
+        .await;
+    bad.assert_error(400, "VALIDATION_ERROR");
+    assert_eq!(bad.fields(), ["boardId"]);
+}
+
+#[tokio::test]
+async fn every_illegal_transition_is_409_naming_the_allowed_moves() {
+    let app = spawn_app();
+    let (app_id, _) = surveys_app(&app, "pro").await;
+    let legal: HashSet<(&str, &str)> = [
+        ("draft", "active"),
+        ("active", "paused"),
+        ("paused", "active"),
+        ("active", "closed"),
+        ("paused", "closed"),
+    ]
+    .into();
+    // The path that reaches each status from a fresh draft.
+    let reach = |s: &str| -> Vec<&'static str> {
+        match s {
+            "draft" => vec![],
+            "active" => vec!["active"],
+            "paused" => vec!["active", "paused"],
+            _ => vec!["active", "closed"],
+        }
+    };
+    let all = ["draft", "active", "paused", "closed"];
+    for from in all {
+        for to in all {
+            let s = create(&app, &app_id, poll(&format!("{from} -> {to}"))).await;
+            let id = id_of(&s);
+            for step in reach(from) {
+                moved(&app, &app_id, &id, step).await;
+            }
+            let a = transition(&app, &app_id, &id, to).await;
+            if legal.contains(&(from, to)) {
+                assert_eq!(a.status, 200, "{from} -> {to}: {}", a.body);
+                assert_eq!(a.data()["status"], to);
+            } else {
+                a.assert_error(409, "CONFLICT");
+                let m = a.body["error"]["message"].as_str().unwrap();
+                assert!(m.contains("allowed"), "{from} -> {to}: {m}");
+                let allowed: Vec<&str> = all
+                    .into_iter()
+                    .filter(|t| legal.contains(&(from, *t)))
+                    .collect();
+                for t in &allowed {
+                    assert!(m.contains(t), "{from} -> {to}: {m} does not name {t}");
+                }
+            }
+            // Active and paused surveys are closed to keep the plan's slots free.
+            let now = app
+                .admin(Method::GET, &format!("/apps/{app_id}/surveys/{id}"), None)
+                .await;
+            if matches!(now.data()["status"].as_str(), Some("active" | "paused")) {
+                moved(&app, &app_id, &id, "closed").await;
+            }
+        }
+    }
+    // A bad status is 400, not 409.
+    let s = create(&app, &app_id, poll("bad")).await;
+    for body in [
+        json!({"status": "archived"}),
+        json!({}),
+        json!({"status": "active", "x": 1}),
+    ] {
+        let a = app
+            .admin(
+                Method::POST,
+                &format!("/apps/{app_id}/surveys/{}/transition", id_of(&s)),
+                Some(body),
+            )
+            .await;
+        a.assert_error(400, "VALIDATION_ERROR");
+    }
+}
+
+#[tokio::test]
+async fn questions_are_editable_only_in_draft_and_nothing_once_closed() {
+    let app = spawn_app();
+    let (app_id, _) = surveys_app(&app, "pro").await;
+    let s = create(&app, &app_id, poll("Poll")).await;
+    let path = format!("/apps/{app_id}/surveys/{}", id_of(&s));
+    let questions = json!([{"id": "pick", "text": "Which one?", "type": "single_choice",
+        "options": [{"id": "a", "label": "A"}, {"id": "b", "label": "B"}, {"id": "c", "label": "C"}]}]);
+    let a = app
+        .admin(
+            Method::PATCH,
+            &path,
+            Some(json!({"questions": questions, "title": "Renamed"})),
+        )
+        .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.data()["title"], "Renamed");
+    assert_eq!(a.data()["questions"][0]["options"][2]["id"], "c");
+    // A PATCH that breaks the conventions is 400 and changes nothing.
+    let bad = app
+        .admin(
+            Method::PATCH,
+            &path,
+            Some(json!({"questions": [{"text": "Say", "type": "text"}]})),
+        )
+        .await;
+    bad.assert_error(400, "VALIDATION_ERROR");
+    assert_eq!(bad.fields(), ["questions[0].type"]);
+    moved(&app, &app_id, &id_of(&s), "active").await;
+    let a = app
+        .admin(Method::PATCH, &path, Some(json!({"questions": questions})))
+        .await;
+    a.assert_error(409, "CONFLICT");
+    let a = app
+        .admin(
+            Method::PATCH,
+            &path,
+            Some(json!({"title": "Live", "targeting": {"percentage": 50}})),
+        )
+        .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.data()["title"], "Live");
+    assert_eq!(
+        a.data()["targeting"],
+        json!({"percentage": 50.0, "attributes": []})
+    );
+    moved(&app, &app_id, &id_of(&s), "closed").await;
+    let a = app
+        .admin(Method::PATCH, &path, Some(json!({"title": "Late"})))
+        .await;
+    a.assert_error(409, "CONFLICT");
+    let now = app.admin(Method::GET, &path, None).await;
+    assert_eq!(now.data()["title"], "Live");
+}
+
+#[tokio::test]
+async fn only_drafts_can_be_deleted() {
+    let app = spawn_app();
+    let (app_id, _) = surveys_app(&app, "pro").await;
+    let draft = create(&app, &app_id, poll("Draft")).await;
+    let path = format!("/apps/{app_id}/surveys/{}", id_of(&draft));
+    let a = app.admin(Method::DELETE, &path, None).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.data(), &json!({"id": id_of(&draft), "deleted": true}));
+    app.admin(Method::DELETE, &path, None)
+        .await
+        .assert_error(404, "NOT_FOUND");
+    app.admin(Method::GET, &path, None)
+        .await
+        .assert_error(404, "NOT_FOUND");
+    let live = create(&app, &app_id, poll("Live")).await;
+    let path = format!("/apps/{app_id}/surveys/{}", id_of(&live));
+    for step in ["active", "paused", "closed"] {
+        moved(&app, &app_id, &id_of(&live), step).await;
+        let a = app.admin(Method::DELETE, &path, None).await;
+        a.assert_error(409, "CONFLICT");
+    }
+}
+
+#[tokio::test]
+async fn the_free_plan_runs_one_survey_at_a_time() {
+    let app = spawn_app();
+    let (app_id, _) = surveys_app(&app, "free").await;
+    let first = id_of(&create(&app, &app_id, poll("First")).await);
+    let second = id_of(&create(&app, &app_id, poll("Second")).await);
+    moved(&app, &app_id, &first, "active").await;
+    let a = transition(&app, &app_id, &second, "active").await;
+    a.assert_error(403, "PLAN_LIMIT_REACHED");
+    assert_eq!(
+        a.body["error"]["details"],
+        json!([{"field": "active_surveys", "message": "limit 1, current 1"}])
+    );
+    // A paused survey keeps its slot; pausing and resuming it is no new activation.
+    moved(&app, &app_id, &first, "paused").await;
+    transition(&app, &app_id, &second, "active")
+        .await
+        .assert_error(403, "PLAN_LIMIT_REACHED");
+    moved(&app, &app_id, &first, "active").await;
+    // Closing frees the slot.
+    moved(&app, &app_id, &first, "closed").await;
+    moved(&app, &app_id, &second, "active").await;
+}
+
+#[tokio::test]
+async fn the_public_list_shows_only_active_surveys() {
+    let app = spawn_app();
+    let (app_id, key) = surveys_app(&app, "pro").await;
+    let draft = id_of(&create(&app, &app_id, poll("Draft")).await);
+    let active = id_of(&create(&app, &app_id, poll("Active")).await);
+    let paused = id_of(&create(&app, &app_id, poll("Paused")).await);
+    let closed = id_of(&create(&app, &app_id, poll("Closed")).await);
+    let active_nps = id_of(&create(&app, &app_id, nps("NPS")).await);
+    moved(&app, &app_id, &active, "active").await;
+    moved(&app, &app_id, &active_nps, "active").await;
+    for step in ["active", "paused"] {
+        moved(&app, &app_id, &paused, step).await;
+    }
+    for step in ["active", "closed"] {
+        moved(&app, &app_id, &closed, step).await;
+    }
+    let list = app.api(&key, Method::GET, "/api/v1/surveys", None).await;
+    assert_eq!(list.status, 200, "{}", list.body);
+    let ids: Vec<&str> = list
+        .data()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    // Newest first by default.
+    assert_eq!(ids, [active_nps.as_str(), active.as_str()]);
+    assert_eq!(
+        list.body["pagination"],
+        json!({"limit": 20, "nextCursor": null, "hasMore": false})
+    );
+    let typed = app
+        .api(&key, Method::GET, "/api/v1/surveys?type=nps,csat", None)
+        .await;
+    assert_eq!(typed.data().as_array().unwrap().len(), 1);
+    assert_eq!(typed.data()[0]["id"], active_nps.as_str());
+    let oldest = app
+        .api(&key, Method::GET, "/api/v1/surveys?sort=createdAt", None)
+        .await;
+    assert_eq!(oldest.data()[0]["id"], active.as_str());
+    for id in [&draft, &paused, &closed] {
+        app.api(&key, Method::GET, &format!("/api/v1/surveys/{id}"), None)
+            .await
+            .assert_error(404, "NOT_FOUND");
+    }
+    let one = app
+        .api(
+            &key,
+            Method::GET,
+            &format!("/api/v1/surveys/{active}"),
+            None,
+        )
+        .await;
+    assert_eq!(one.status, 200);
+    assert_eq!(one.data()["status"], "active");
+    // Bad filters, sorts, limits and cursors are 400 naming them.
+    for (q, field) in [
+        ("type=quiz", "type"),
+        ("sort=title", "sort"),
+        ("limit=0", "limit"),
+        ("cursor=nope", "cursor"),
+        ("status=draft", "status"),
+    ] {
+        let a = app
+            .api(&key, Method::GET, &format!("/api/v1/surveys?{q}"), None)
+            .await;
+        a.assert_error(400, "VALIDATION_ERROR");
+        assert_eq!(a.fields(), [field], "{q}");
+    }
+    // The admin list shows every status and filters by status and type.
+    let admin = |q: &'static str| {
+        let path = format!("/apps/{app_id}/surveys{q}");
+        let app = &app;
+        async move { app.admin(Method::GET, &path, None).await }
+    };
+    assert_eq!(admin("").await.data().as_array().unwrap().len(), 5);
+    let d = admin("?status=draft,closed").await;
+    let got: HashSet<&str> = d
+        .data()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(got, HashSet::from([draft.as_str(), closed.as_str()]));
+    assert_eq!(admin("?type=nps").await.data().as_array().unwrap().len(), 1);
+    admin("?status=archived")
+        .await
+        .assert_error(400, "VALIDATION_ERROR");
+}
+
+#[tokio::test]
+async fn the_public_api_needs_the_surveys_read_permission() {
+    let app = spawn_app();
+    let (app_id, _) = surveys_app(&app, "pro").await;
+    let (_, key) = app.create_key(&app_id, &["ideas:read"]).await;
+    let a = app.api(&key, Method::GET, "/api/v1/surveys", None).await;
+    a.assert_error(403, "FORBIDDEN");
+    assert_eq!(
+        a.body["error"]["details"],
+        json!([{"field": "permission", "message": "surveys:read required"}])
+    );
+    app.send(Method::GET, "/api/v1/surveys", &[], None)
+        .await
+        .assert_error(401, "UNAUTHORIZED");
+}
+
+#[tokio::test]
+async fn a_cursor_walk_sees_every_active_survey_once() {
+    let app = spawn_app();
+    let (app_id, key) = surveys_app(&app, "enterprise").await;
+    let mut made = HashSet::new();
+    for n in 0..23 {
+        let id = id_of(&create(&app, &app_id, poll(&format!("Poll {n}"))).await);
+        moved(&app, &app_id, &id, "active").await;
+        made.insert(id);
+    }
+    // Drafts between them are never walked.
+    for n in 0..3 {
+        create(&app, &app_id, poll(&format!("Draft {n}"))).await;
+    }
+    for sort in ["-createdAt", "createdAt", "-updatedAt", "responseCount"] {
+        let mut seen = Vec::new();
+        let mut cursor: Option<String> = None;
+        let mut pages = 0;
+        loop {
+            let mut path = format!("/api/v1/surveys?limit=5&sort={sort}");
+            if let Some(c) = &cursor {
+                path.push_str(&format!("&cursor={c}"));
+            }
+            let a = app.api(&key, Method::GET, &path, None).await;
+            assert_eq!(a.status, 200, "{}", a.body);
+            pages += 1;
+            seen.extend(
+                a.data()
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|s| s["id"].as_str().unwrap().to_owned()),
+            );
+            let p = &a.body["pagination"];
+            assert_eq!(p["limit"], 5);
+            match p["nextCursor"].as_str() {
+                Some(c) => {
+                    assert_eq!(p["hasMore"], true);
+                    cursor = Some(c.to_owned());
+                }
+                None => {
+                    assert_eq!(p["hasMore"], false);
+                    break;
+                }
+            }
+        }
+        assert_eq!(pages, 5, "{sort}");
+        assert_eq!(seen.len(), 23, "{sort}");
+        assert_eq!(seen.iter().cloned().collect::<HashSet<_>>(), made, "{sort}");
+    }
+    // A cursor of one sort order, or of another app, is refused.
+    let first = app
+        .api(&key, Method::GET, "/api/v1/surveys?limit=5", None)
+        .await;
+    let c = first.body["pagination"]["nextCursor"].as_str().unwrap();
+    let a = app
+        .api(
+            &key,
+            Method::GET,
+            &format!("/api/v1/surveys?limit=5&sort=createdAt&cursor={c}"),
+            None,
+        )
+        .await;
+    a.assert_error(400, "VALIDATION_ERROR");
+    assert_eq!(a.fields(), ["cursor"]);
+    let (_, other_key) = surveys_app(&app, "pro").await;
+    let a = app
+        .api(
+            &other_key,
+            Method::GET,
+            &format!("/api/v1/surveys?limit=5&cursor={c}"),
+            None,
+        )
+        .await;
+    a.assert_error(400, "VALIDATION_ERROR");
+}
+
+#[tokio::test]
+async fn another_apps_survey_is_not_found_anywhere() {
+    let app = spawn_app();
+    let (mine, _) = surveys_app(&app, "pro").await;
+    let (theirs, their_key) = surveys_app(&app, "pro").await;
+    let s = id_of(&create(&app, &mine, poll("Mine")).await);
+    moved(&app, &mine, &s, "active").await;
+    let foreign = format!("/apps/{theirs}/surveys/{s}");
+    app.admin(Method::GET, &foreign, None)
+        .await
+        .assert_error(404, "NOT_FOUND");
+    app.admin(Method::PATCH, &foreign, Some(json!({"title": "Hijack"})))
+        .await
+        .assert_error(404, "NOT_FOUND");
+    transition(&app, &theirs, &s, "paused")
+        .await
+        .assert_error(404, "NOT_FOUND");
+    app.admin(Method::DELETE, &foreign, None)
+        .await
+        .assert_error(404, "NOT_FOUND");
+    app.api(
+        &their_key,
+        Method::GET,
+        &format!("/api/v1/surveys/{s}"),
+        None,
+    )
+    .await
+    .assert_error(404, "NOT_FOUND");
+    let list = app
+        .api(&their_key, Method::GET, "/api/v1/surveys", None)
+        .await;
+    assert_eq!(list.data(), &json!([]));
+    // An unknown app is 404 too.
+    app.admin(Method::GET, "/apps/000000000000000000000000/surveys", None)
+        .await
+        .assert_error(404, "NOT_FOUND");
+    // The survey is unchanged.
+    let mine_now = app
+        .admin(Method::GET, &format!("/apps/{mine}/surveys/{s}"), None)
+        .await;
+    assert_eq!(mine_now.data()["title"], "Mine");
+    assert_eq!(mine_now.data()["status"], "active");
+}
+
+#[tokio::test]
+async fn surveys_survive_a_restart() {
+    let app = spawn_app();
+    let (app_id, key) = surveys_app(&app, "free").await;
+    let s = id_of(&create(&app, &app_id, nps("NPS")).await);
+    moved(&app, &app_id, &s, "active").await;
+    let other = id_of(&create(&app, &app_id, poll("Other")).await);
+    let app = app.restart().await;
+    let one = app
+        .api(&key, Method::GET, &format!("/api/v1/surveys/{s}"), None)
+        .await;
+    assert_eq!(one.status, 200, "{}", one.body);
+    assert_eq!(one.data()["questions"][0]["id"], "score");
+    // The count of live surveys survives too.
+    transition(&app, &app_id, &other, "active")
+        .await
+        .assert_error(403, "PLAN_LIMIT_REACHED");
+}
+
+#[tokio::test]
+async fn the_openapi_document_describes_the_survey_routes() {
+    let app = spawn_app();
+    let doc = app.send(Method::GET, "/openapi.json", &[], None).await.body;
+    for (path, method) in [
+        ("/api/v1/surveys", "get"),
+        ("/api/v1/surveys/{id}", "get"),
+        ("/admin/v1/apps/{appId}/surveys", "get"),
+        ("/admin/v1/apps/{appId}/surveys", "post"),
+        ("/admin/v1/apps/{appId}/surveys/{surveyId}", "get"),
+        ("/admin/v1/apps/{appId}/surveys/{surveyId}", "patch"),
+        ("/admin/v1/apps/{appId}/surveys/{surveyId}", "delete"),
+        (
+            "/admin/v1/apps/{appId}/surveys/{surveyId}/transition",
+            "post",
+        ),
+    ] {
+        assert!(
+            doc["paths"][path][method].is_object(),
+            "{method} {path} missing from openapi.json"
+        );
+    }
+    let list = &doc["paths"]["/api/v1/surveys"]["get"]["responses"]["200"]["content"]
+        ["application/json"]["schema"];
+    let text = list.to_string();
+    assert!(text.contains("pagination"), "{text}");
+    assert!(doc["components"]["schemas"]["Survey"].is_object());
+}
