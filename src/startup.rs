@@ -160,7 +160,8 @@ where
         .service(
             scope::scope("/api/w")
                 .wrap(from_fn(crate::collector::http::cors))
-                .configure(crate::collector::http::configure),
+                .configure(crate::collector::http::configure)
+                .configure(crate::surveys::configure_widget),
         )
         .service(
             scope::scope("/admin/v1")

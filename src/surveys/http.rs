@@ -8,12 +8,16 @@ use serde_json::Value;
 use utoipa::IntoParams;
 use utoipa_actix_web::service_config::ServiceConfig;
 
-use super::model::{self, Cursor, Filter, Sort, Survey, SurveyPatch, SurveyStatus, SurveyType};
+use super::model::{
+    self, Cursor, Filter, ResponseDraft, ResponseFilter, Sort, SortField, Survey, SurveyPatch,
+    SurveyResponse, SurveyStatus, SurveyType,
+};
 use super::store::{self, SurveyError};
 use crate::api::{self, ApiError, Deleted, FieldError, Pagination};
 use crate::config::Quota;
+use crate::ids::Timestamp;
 use crate::state::AppState;
-use crate::tenants::{Admin, Permission, Plan, Principal};
+use crate::tenants::{Access, Admin, KeyKind, Permission, Plan, Principal};
 use crate::validation::only_fields;
 
 /// The admin routes, under `/admin/v1`.
@@ -28,7 +32,14 @@ pub fn configure_admin(cfg: &mut ServiceConfig) {
 
 /// The public routes, under `/api/v1`.
 pub fn configure_public(cfg: &mut ServiceConfig) {
-    cfg.service(list_surveys).service(get_survey);
+    cfg.service(list_surveys)
+        .service(get_survey)
+        .service(list_responses);
+}
+
+/// The widget routes, under `/api/w` (`X-App-Key`, CORS like the collector).
+pub fn configure_widget(cfg: &mut ServiceConfig) {
+    cfg.service(add_response);
 }
 
 impl From<SurveyError> for ApiError {
@@ -37,9 +48,11 @@ impl From<SurveyError> for ApiError {
             SurveyError::NotFound => ApiError::not_found("survey"),
             SurveyError::Invalid(d) => ApiError::validation(d),
             SurveyError::Conflict(m) => ApiError::conflict(m),
-            SurveyError::PlanLimit { limit, current } => {
-                ApiError::plan_limit(Quota::ActiveSurveys, limit, current)
-            }
+            SurveyError::PlanLimit {
+                quota,
+                limit,
+                current,
+            } => ApiError::plan_limit(quota, limit, current),
             SurveyError::Store(e) => e.into(),
         }
     }
@@ -428,4 +441,169 @@ async fn get_survey(
         .filter(|s| s.status == SurveyStatus::Active)
         .map(|s| api::ok(&s))
         .ok_or_else(|| ApiError::not_found("survey"))
+}
+
+/// Answer a survey from the widget: the visitor's first answers create their response (201),
+/// later ones update it (200; a partial response is completed this way). Every answer is
+/// checked against its question; a problem names it (`answers.<questionId>`).
+#[utoipa::path(
+    tag = "surveys", security(("app_key" = [])), params(("id" = String, Path, description = "Survey id")),
+    request_body(content = Object, description = r#"{"anonymousId", "userId"?, "answers": [{"questionId", "value"}], "completed"?: true, "metadata"?: {"url", "device", "locale"}}"#),
+    responses(
+        (status = 201, description = "A new response", body = SurveyResponse),
+        (status = 200, description = "The visitor's response, updated", body = SurveyResponse),
+        (status = 400, description = "An invalid answer or field"),
+        (status = 401, description = "Missing or invalid integration key"),
+        (status = 403, description = "PLAN_LIMIT_REACHED: responses_per_month"),
+        (status = 404, description = "Unknown or draft survey"),
+        (status = 409, description = "The survey is paused or closed")
+    )
+)]
+#[post("/surveys/{id}/responses")]
+async fn add_response(
+    state: web::Data<AppState>,
+    access: web::Data<Access>,
+    req: HttpRequest,
+    id: web::Path<String>,
+    payload: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    let key = req.headers().get("x-app-key").and_then(|v| v.to_str().ok());
+    let who = key
+        .and_then(|k| access.registry.authenticate(k, KeyKind::Integration))
+        .ok_or_else(|| ApiError::unauthorized("missing or invalid integration key (X-App-Key)"))?;
+    let (_, body) = api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
+    let user_agent = req
+        .headers()
+        .get(actix_web::http::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let draft = ResponseDraft::parse(&body, user_agent).map_err(ApiError::validation)?;
+    let limit = state
+        .settings
+        .plan(who.plan)
+        .limit(Quota::ResponsesPerMonth);
+    let month = Timestamp::now().time().format("%Y%m").to_string();
+    let (app, id) = (who.app_id, id.into_inner());
+    let (response, created) = state
+        .store
+        .run(move |db| Ok(store::respond(db, &app, &id, &draft, &month, limit)))
+        .await??;
+    Ok(if created {
+        let loc = format!(
+            "/api/v1/surveys/{}/responses/{}",
+            response.survey_id, response.id
+        );
+        api::created(&loc, &response)
+    } else {
+        api::ok(&response)
+    })
+}
+
+/// Query parameters of the response list. A comma inside userId or anonymousId means OR.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[into_params(parameter_in = Query)]
+pub struct ResponsesQuery {
+    /// Responses created at or after this time (ISO 8601).
+    since: Option<String>,
+    /// Responses created before this time (ISO 8601).
+    until: Option<String>,
+    /// `true` or `false`.
+    completed: Option<String>,
+    /// User ids, comma-separated.
+    user_id: Option<String>,
+    /// Anonymous ids, comma-separated.
+    anonymous_id: Option<String>,
+    /// `-createdAt` (default), `createdAt`, `-updatedAt`, `updatedAt`.
+    sort: Option<String>,
+    /// 1..100, default 20.
+    limit: Option<String>,
+    /// `pagination.nextCursor` of the previous page.
+    cursor: Option<String>,
+}
+
+/// List a survey's responses (active, paused and closed surveys; drafts are 404).
+#[utoipa::path(
+    tag = "surveys", security(("api_key" = [])), params(("id" = String, Path, description = "Survey id"), ResponsesQuery),
+    responses(
+        (status = 200, description = "A page of responses", body = Vec<SurveyResponse>),
+        (status = 400, description = "Invalid filter, sort, limit or cursor"),
+        (status = 401), (status = 403), (status = 404), (status = 429)
+    )
+)]
+#[get("/surveys/{id}/responses")]
+async fn list_responses(
+    who: Principal,
+    state: web::Data<AppState>,
+    id: web::Path<String>,
+    q: web::Query<ResponsesQuery>,
+) -> Result<HttpResponse, ApiError> {
+    who.require(Permission::ResponsesRead)?;
+    let (app, id) = (who.app_id.clone(), id.into_inner());
+    let mut errors = Vec::new();
+    let mut time = |name: &str, raw: &Option<String>| match raw.as_deref() {
+        None => None,
+        Some(s) => Timestamp::parse(s).or_else(|| {
+            errors.push(FieldError::new(name, "must be an ISO 8601 time"));
+            None
+        }),
+    };
+    let since = time("since", &q.since);
+    let until = time("until", &q.until);
+    let completed = match q.completed.as_deref() {
+        None => None,
+        Some("true") => Some(true),
+        Some("false") => Some(false),
+        Some(_) => {
+            errors.push(FieldError::new("completed", "must be true or false"));
+            None
+        }
+    };
+    let filter = ResponseFilter {
+        since,
+        until,
+        completed,
+        user_ids: split(&q.user_id).into_iter().map(str::to_owned).collect(),
+        anonymous_ids: split(&q.anonymous_id)
+            .into_iter()
+            .map(str::to_owned)
+            .collect(),
+    };
+    if Sort::parse(q.sort.as_deref()).is_some_and(|s| s.field == SortField::ResponseCount) {
+        errors.push(FieldError::new(
+            "sort",
+            "must be createdAt or updatedAt, optionally with '-'",
+        ));
+    }
+    let scope = format!("{app}/{id}");
+    let (sort, limit, cursor) = parse_page(
+        errors,
+        &scope,
+        q.sort.as_deref(),
+        q.limit.as_deref(),
+        q.cursor.as_deref(),
+    )?;
+    let found = state
+        .store
+        .run(move |db| {
+            let survey = store::get(db, &app, &id)?;
+            match survey {
+                Some(s) if s.status != SurveyStatus::Draft => {
+                    store::responses(db, &app, &id).map(Some)
+                }
+                _ => Ok(None),
+            }
+        })
+        .await?;
+    let responses = found.ok_or_else(|| ApiError::not_found("survey"))?;
+    let (page, next) = model::page_responses(responses, &filter, sort, limit, cursor.as_ref());
+    let next_cursor = next.map(|c| c.encode(sort, &scope));
+    Ok(api::list(
+        &page,
+        &Pagination {
+            limit,
+            has_more: next_cursor.is_some(),
+            next_cursor,
+        },
+    ))
 }

@@ -4,13 +4,24 @@
 //! - `s` app surveyId -> the survey (JSON)
 //! - `a` app          -> number of the app's active and paused surveys (u64, big endian), the
 //!   count the plan's `active_surveys` limit is checked against
+//! - `r` app surveyId responseId -> a response (JSON)
+//! - `v` app surveyId visitor    -> the id of the visitor's response (`u:<userId>` or
+//!   `a:<anonymousId>`: one response per visitor)
+//! - `m` app YYYYMM              -> responses created that month (u64, big endian), for the
+//!   plan's `responses_per_month`
+//!
+//! A response, its visitor entry, the survey's `responseCount` and the month's count are
+//! written in one transaction.
 //!
 //! Surveys are few per app (drafts, and a plan-limited number of live ones), so a list reads
 //! the app's surveys and orders them in memory (`model::page`).
 
 use sled::transaction::{ConflictableTransactionError, TransactionError, TransactionalTree};
 
-use super::model::{Rejection, Survey, SurveyPatch, SurveyStatus};
+use super::model::{
+    self, Rejection, ResponseDraft, Survey, SurveyPatch, SurveyResponse, SurveyStatus,
+};
+use crate::config::Quota;
 use crate::ids;
 use crate::storage::{decode, encode, StoreError};
 use crate::validation::FieldError;
@@ -22,7 +33,11 @@ pub enum SurveyError {
     NotFound,
     Invalid(Vec<FieldError>),
     Conflict(String),
-    PlanLimit { limit: u64, current: u64 },
+    PlanLimit {
+        quota: Quota,
+        limit: u64,
+        current: u64,
+    },
     Store(StoreError),
 }
 
@@ -160,7 +175,11 @@ pub fn transition(
         let n = match (was, s.status.holds_slot()) {
             (false, true) => {
                 if let Some(limit) = limit.filter(|l| n >= *l) {
-                    return abort(SurveyError::PlanLimit { limit, current: n });
+                    return abort(SurveyError::PlanLimit {
+                        quota: Quota::ActiveSurveys,
+                        limit,
+                        current: n,
+                    });
                 }
                 n + 1
             }
@@ -193,4 +212,106 @@ pub fn delete(db: &sled::Db, app: &str, id: &str) -> Result<(), SurveyError> {
     })?;
     db.flush()?;
     Ok(())
+}
+
+fn response_prefix(app: &str, survey: &str) -> Vec<u8> {
+    [b"r", app.as_bytes(), survey.as_bytes()].concat()
+}
+
+fn visitor_key(app: &str, survey: &str, visitor: &str) -> Vec<u8> {
+    [b"v", app.as_bytes(), survey.as_bytes(), visitor.as_bytes()].concat()
+}
+
+fn month_key(app: &str, month: &str) -> Vec<u8> {
+    [b"m", app.as_bytes(), month.as_bytes()].concat()
+}
+
+/// Stores a visitor's answers to survey `id`: a new response (counted in the survey's
+/// `responseCount` and against `limit`, the plan's `responses_per_month`, for `month`) or an
+/// update of the visitor's earlier one, in one transaction. Drafts and unknown surveys are
+/// 404, paused and closed ones 409. Answers the response and whether it is new.
+pub fn respond(
+    db: &sled::Db,
+    app: &str,
+    id: &str,
+    draft: &ResponseDraft,
+    month: &str,
+    limit: Option<u64>,
+) -> Result<(SurveyResponse, bool), SurveyError> {
+    if !ids::is_object_id(id) {
+        return Err(SurveyError::NotFound);
+    }
+    let visitor = model::visitor(draft.user_id.as_deref(), &draft.anonymous_id);
+    let out = db.open_tree(TREE)?.transaction(|tx| {
+        let mut survey = load_tx(tx, app, id)?;
+        match survey.status {
+            SurveyStatus::Active => {}
+            SurveyStatus::Draft => return abort(SurveyError::NotFound),
+            other => {
+                return abort(SurveyError::Conflict(format!(
+                    "the survey is {}; it takes no responses",
+                    other.name()
+                )))
+            }
+        }
+        let vkey = visitor_key(app, id, &visitor);
+        // A visitor known by userId may have answered anonymously first.
+        let anon = visitor_key(app, id, &model::visitor(None, &draft.anonymous_id));
+        let found = match tx.get(&vkey)? {
+            Some(r) => Some(r),
+            None => tx.get(&anon)?,
+        };
+        let existing = match found {
+            Some(rid) => {
+                let key = [response_prefix(app, id), rid.to_vec()].concat();
+                match tx.get(&key)? {
+                    Some(v) => Some(
+                        decode::<SurveyResponse>(&key, &v)
+                            .or_else(|e| abort(SurveyError::Store(e)))?,
+                    ),
+                    None => None,
+                }
+            }
+            None => None,
+        };
+        let created = existing.is_none();
+        let mut response = match model::respond(&survey, existing, draft) {
+            Ok(r) => r,
+            Err(d) => return abort(SurveyError::Invalid(d)),
+        };
+        if response.user_id.is_none() {
+            response.user_id = draft.user_id.clone();
+        }
+        if created {
+            let mkey = month_key(app, month);
+            let n = decode_count(tx.get(&mkey)?.as_deref());
+            if let Some(limit) = limit.filter(|l| n >= *l) {
+                return abort(SurveyError::PlanLimit {
+                    quota: Quota::ResponsesPerMonth,
+                    limit,
+                    current: n,
+                });
+            }
+            tx.insert(mkey, &(n + 1).to_be_bytes()[..])?;
+            survey.response_count += 1;
+            tx.insert(survey_key(app, id), encode(&survey))?;
+        }
+        let rkey = [response_prefix(app, id), response.id.as_bytes().to_vec()].concat();
+        tx.insert(rkey, encode(&response))?;
+        tx.insert(vkey, response.id.as_bytes())?;
+        Ok((response, created))
+    })?;
+    db.flush()?;
+    Ok(out)
+}
+
+/// Every response to survey `id` of `app`.
+pub fn responses(db: &sled::Db, app: &str, id: &str) -> Result<Vec<SurveyResponse>, StoreError> {
+    db.open_tree(TREE)?
+        .scan_prefix(response_prefix(app, id))
+        .map(|kv| {
+            let (k, v) = kv?;
+            decode(&k, &v)
+        })
+        .collect()
 }

@@ -716,3 +716,361 @@ async fn the_openapi_document_describes_the_survey_routes() {
     assert!(text.contains("pagination"), "{text}");
     assert!(doc["components"]["schemas"]["Survey"].is_object());
 }
+
+/// A fresh pro app with an active NPS survey; returns (appId, integration key, key with
+/// surveys:read and responses:read, survey id).
+async fn live_nps(app: &TestApp) -> (String, String, String, String) {
+    let (app_id, ik) = app.create_app("pro").await;
+    let key = app
+        .create_key(&app_id, &["surveys:read", "responses:read"])
+        .await
+        .1;
+    let id = id_of(&create(app, &app_id, nps("NPS")).await);
+    moved(app, &app_id, &id, "active").await;
+    (app_id, ik, key, id)
+}
+
+async fn answer(app: &TestApp, ik: &str, survey: &str, body: Value) -> Answer {
+    app.send(
+        Method::POST,
+        &format!("/api/w/surveys/{survey}/responses"),
+        &[("x-app-key", ik), ("user-agent", "widget-test/1.0")],
+        Some(body),
+    )
+    .await
+}
+
+async fn survey_count(app: &TestApp, key: &str, id: &str) -> u64 {
+    let a = app
+        .api(key, Method::GET, &format!("/api/v1/surveys/{id}"), None)
+        .await;
+    a.data()["responseCount"].as_u64().unwrap()
+}
+
+#[tokio::test]
+async fn one_response_per_visitor_completed_later_and_counted_once() {
+    let app = spawn_app();
+    let (_, ik, key, id) = live_nps(&app).await;
+    let partial = json!({"anonymousId": "anon-1", "completed": false,
+        "answers": [{"questionId": "why", "value": "Fast"}],
+        "metadata": {"url": "https://example.com/pricing", "device": "desktop", "locale": "en-GB"}});
+    let a = answer(&app, &ik, &id, partial).await;
+    assert_eq!(a.status, 201, "{}", a.body);
+    let r = a.data().clone();
+    assert!(r["id"].as_str().unwrap().starts_with("resp_"));
+    assert_eq!(r["surveyId"], id.as_str());
+    assert_eq!(r["completed"], false);
+    assert_eq!(r["score"], Value::Null);
+    assert_eq!(r["userId"], Value::Null);
+    assert_eq!(
+        r["metadata"],
+        json!({"url": "https://example.com/pricing", "device": "desktop", "locale": "en-GB", "userAgent": "widget-test/1.0"})
+    );
+    assert_eq!(survey_count(&app, &key, &id).await, 1);
+    // Completing without the required score is refused.
+    let a = answer(
+        &app,
+        &ik,
+        &id,
+        json!({"anonymousId": "anon-1", "answers": []}),
+    )
+    .await;
+    a.assert_error(400, "VALIDATION_ERROR");
+    assert_eq!(a.fields(), ["answers.score"]);
+    let a = answer(
+        &app,
+        &ik,
+        &id,
+        json!({"anonymousId": "anon-1", "answers": [{"questionId": "score", "value": 9}]}),
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.data()["id"], r["id"]);
+    assert_eq!(a.data()["completed"], true);
+    assert_eq!(a.data()["score"], 9.0);
+    assert_eq!(
+        a.data()["answers"],
+        json!([{"questionId": "score", "type": "scale", "value": 9},
+               {"questionId": "why", "type": "text", "value": "Fast"}])
+    );
+    assert_eq!(a.data()["metadata"]["url"], "https://example.com/pricing");
+    assert_eq!(survey_count(&app, &key, &id).await, 1);
+    // Another visitor counts.
+    let b = answer(
+        &app,
+        &ik,
+        &id,
+        json!({"anonymousId": "anon-2", "userId": "u2", "answers": [{"questionId": "score", "value": 3}]}),
+    )
+    .await;
+    assert_eq!(b.status, 201, "{}", b.body);
+    assert_eq!(b.data()["userId"], "u2");
+    assert_eq!(survey_count(&app, &key, &id).await, 2);
+    // The same user on another device updates their response.
+    let c = answer(
+        &app,
+        &ik,
+        &id,
+        json!({"anonymousId": "anon-3", "userId": "u2", "answers": [{"questionId": "score", "value": 4}]}),
+    )
+    .await;
+    assert_eq!(c.status, 200, "{}", c.body);
+    assert_eq!(c.data()["id"], b.data()["id"]);
+    assert_eq!(survey_count(&app, &key, &id).await, 2);
+    let list = app
+        .api(
+            &key,
+            Method::GET,
+            &format!("/api/v1/surveys/{id}/responses"),
+            None,
+        )
+        .await;
+    assert_eq!(list.status, 200, "{}", list.body);
+    assert_eq!(list.data().as_array().unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn every_invalid_answer_is_400_naming_the_question() {
+    let app = spawn_app();
+    let (app_id, ik) = app.create_app("pro").await;
+    let body = json!({"title": "Poll", "type": "poll", "questions": [
+        {"id": "one", "text": "One?", "type": "single_choice", "options": [{"id": "a", "label": "A"}, {"id": "b", "label": "B"}]},
+        {"id": "many", "text": "Many?", "type": "multiple_choice", "required": false,
+            "options": [{"id": "x", "label": "X"}, {"id": "y", "label": "Y"}]}]});
+    let poll_id = id_of(&create(&app, &app_id, body).await);
+    moved(&app, &app_id, &poll_id, "active").await;
+    let open = json!({"title": "Open", "type": "open", "questions": [{"id": "say", "text": "Say", "type": "text"}]});
+    let open_id = id_of(&create(&app, &app_id, open).await);
+    moved(&app, &app_id, &open_id, "active").await;
+    let csat = json!({"title": "CSAT", "type": "csat", "questions": [{"id": "sat", "text": "Happy?", "type": "rating"}]});
+    let csat_id = id_of(&create(&app, &app_id, csat).await);
+    moved(&app, &app_id, &csat_id, "active").await;
+    let v = |q: &str, v: Value| json!({"anonymousId": "a1", "answers": [{"questionId": q, "value": v}]});
+    let cases: Vec<(&str, Value, Vec<&str>)> = vec![
+        (&poll_id, v("one", json!("c")), vec!["answers.one"]),
+        (&poll_id, v("one", json!(["a"])), vec!["answers.one"]),
+        (
+            &poll_id,
+            json!({"anonymousId": "a1", "answers": [{"questionId": "one", "value": "a"}, {"questionId": "many", "value": ["x", "z"]}]}),
+            vec!["answers.many"],
+        ),
+        (
+            &poll_id,
+            json!({"anonymousId": "a1", "answers": [{"questionId": "one", "value": "a"}, {"questionId": "many", "value": ["x", "x"]}]}),
+            vec!["answers.many"],
+        ),
+        (
+            &poll_id,
+            json!({"anonymousId": "a1", "answers": [{"questionId": "many", "value": ["x"]}]}),
+            vec!["answers.one"],
+        ),
+        (
+            &poll_id,
+            v("nope", json!("a")),
+            vec!["answers.nope", "answers.one"],
+        ),
+        (
+            &open_id,
+            v("say", json!("x".repeat(5001))),
+            vec!["answers.say"],
+        ),
+        (&open_id, v("say", json!(3)), vec!["answers.say"]),
+        (&open_id, v("say", json!("  ")), vec!["answers.say"]),
+        (&csat_id, v("sat", json!(6)), vec!["answers.sat"]),
+        (&csat_id, v("sat", json!(0)), vec!["answers.sat"]),
+        (&csat_id, v("sat", json!(4.5)), vec!["answers.sat"]),
+        (&csat_id, v("sat", json!("4")), vec!["answers.sat"]),
+        (
+            &csat_id,
+            json!({"answers": [{"questionId": "sat", "value": 4}]}),
+            vec!["anonymousId"],
+        ),
+        (
+            &csat_id,
+            json!({"anonymousId": "a1", "answers": [{"questionId": "sat", "value": 4}], "completed": "yes", "metadata": {"os": "x"}}),
+            vec!["completed", "metadata.os"],
+        ),
+    ];
+    for (survey, body, fields) in cases {
+        let a = answer(&app, &ik, survey, body.clone()).await;
+        a.assert_error(400, "VALIDATION_ERROR");
+        assert_eq!(a.fields(), fields, "{body}: {}", a.body);
+    }
+    // Nothing was stored.
+    let admin = app
+        .admin(Method::GET, &format!("/apps/{app_id}/surveys"), None)
+        .await;
+    for s in admin.data().as_array().unwrap() {
+        assert_eq!(s["responseCount"], 0, "{s}");
+    }
+    let ok = answer(&app, &ik, &csat_id, v("sat", json!(5))).await;
+    assert_eq!(ok.status, 201, "{}", ok.body);
+    assert_eq!(ok.data()["score"], 5.0);
+}
+
+#[tokio::test]
+async fn only_an_active_survey_takes_responses_and_a_paused_ones_stay_readable() {
+    let app = spawn_app();
+    let (app_id, ik, key, id) = live_nps(&app).await;
+    let body = json!({"anonymousId": "a1", "answers": [{"questionId": "score", "value": 10}]});
+    assert_eq!(answer(&app, &ik, &id, body.clone()).await.status, 201);
+    let path = format!("/api/v1/surveys/{id}/responses");
+    moved(&app, &app_id, &id, "paused").await;
+    answer(&app, &ik, &id, body.clone())
+        .await
+        .assert_error(409, "CONFLICT");
+    let a = app.api(&key, Method::GET, &path, None).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.data().as_array().unwrap().len(), 1);
+    moved(&app, &app_id, &id, "closed").await;
+    answer(&app, &ik, &id, body.clone())
+        .await
+        .assert_error(409, "CONFLICT");
+    assert_eq!(app.api(&key, Method::GET, &path, None).await.status, 200);
+    // A draft takes none and shows none.
+    let draft = id_of(&create(&app, &app_id, nps("Draft")).await);
+    answer(&app, &ik, &draft, body.clone())
+        .await
+        .assert_error(404, "NOT_FOUND");
+    app.api(
+        &key,
+        Method::GET,
+        &format!("/api/v1/surveys/{draft}/responses"),
+        None,
+    )
+    .await
+    .assert_error(404, "NOT_FOUND");
+    answer(&app, &ik, "000000000000000000000000", body.clone())
+        .await
+        .assert_error(404, "NOT_FOUND");
+    answer(&app, "ik_bad_bad", &id, body)
+        .await
+        .assert_error(401, "UNAUTHORIZED");
+}
+
+#[tokio::test]
+async fn responses_are_isolated_between_apps_and_need_their_permission() {
+    let app = spawn_app();
+    let (_, _, _, id) = live_nps(&app).await;
+    let (other, other_ik, other_key, _) = live_nps(&app).await;
+    let body = json!({"anonymousId": "a1", "answers": [{"questionId": "score", "value": 10}]});
+    answer(&app, &other_ik, &id, body)
+        .await
+        .assert_error(404, "NOT_FOUND");
+    app.api(
+        &other_key,
+        Method::GET,
+        &format!("/api/v1/surveys/{id}/responses"),
+        None,
+    )
+    .await
+    .assert_error(404, "NOT_FOUND");
+    let (_, reader) = app.create_key(&other, &["surveys:read"]).await;
+    let a = app
+        .api(
+            &reader,
+            Method::GET,
+            &format!("/api/v1/surveys/{id}/responses"),
+            None,
+        )
+        .await;
+    a.assert_error(403, "FORBIDDEN");
+    assert_eq!(
+        a.body["error"]["details"],
+        json!([{"field": "permission", "message": "responses:read required"}])
+    );
+}
+
+#[tokio::test]
+async fn a_cursor_walk_over_300_responses_with_filters() {
+    let app = spawn_app();
+    let (_, ik, key, id) = live_nps(&app).await;
+    let mut made = HashSet::new();
+    for n in 0..300 {
+        let mut body = json!({"anonymousId": format!("anon-{n}"), "answers": [{"questionId": "score", "value": n % 11}]});
+        if n % 3 == 0 {
+            body["completed"] = json!(false);
+            body["answers"] = json!([{"questionId": "why", "value": "later"}]);
+        }
+        if n < 5 {
+            body["userId"] = json!(format!("user-{n}"));
+        }
+        let a = answer(&app, &ik, &id, body).await;
+        assert_eq!(a.status, 201, "{}", a.body);
+        made.insert(a.data()["id"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(survey_count(&app, &key, &id).await, 300);
+    let walk = |query: String| {
+        let (app, key, id) = (&app, &key, &id);
+        async move {
+            let mut seen = Vec::new();
+            let mut cursor: Option<String> = None;
+            loop {
+                let mut path = format!("/api/v1/surveys/{id}/responses?limit=100&{query}");
+                if let Some(c) = &cursor {
+                    path.push_str(&format!("&cursor={c}"));
+                }
+                let a = app.api(key, Method::GET, &path, None).await;
+                assert_eq!(a.status, 200, "{}", a.body);
+                seen.extend(
+                    a.data()
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|r| r["id"].as_str().unwrap().to_owned()),
+                );
+                match a.body["pagination"]["nextCursor"].as_str() {
+                    Some(c) => cursor = Some(c.to_owned()),
+                    None => break seen,
+                }
+            }
+        }
+    };
+    for sort in ["-createdAt", "createdAt", "-updatedAt"] {
+        let seen = walk(format!("sort={sort}")).await;
+        assert_eq!(seen.len(), 300, "{sort}");
+        assert_eq!(seen.iter().cloned().collect::<HashSet<_>>(), made, "{sort}");
+    }
+    assert_eq!(walk("completed=false".into()).await.len(), 100);
+    assert_eq!(walk("completed=true".into()).await.len(), 200);
+    assert_eq!(walk("userId=user-1,user-2".into()).await.len(), 2);
+    assert_eq!(walk("anonymousId=anon-7".into()).await.len(), 1);
+    assert_eq!(walk("since=2000-01-01T00:00:00Z".into()).await.len(), 300);
+    assert_eq!(walk("until=2000-01-01T00:00:00Z".into()).await.len(), 0);
+    for (q, field) in [
+        ("completed=maybe", "completed"),
+        ("since=yesterday", "since"),
+        ("sort=responseCount", "sort"),
+        ("cursor=zzz", "cursor"),
+    ] {
+        let a = app
+            .api(
+                &key,
+                Method::GET,
+                &format!("/api/v1/surveys/{id}/responses?{q}"),
+                None,
+            )
+            .await;
+        a.assert_error(400, "VALIDATION_ERROR");
+        assert_eq!(a.fields(), [field], "{q}");
+    }
+}
+
+#[tokio::test]
+async fn the_free_plan_takes_a_limited_number_of_responses_a_month() {
+    let app = spawn_app_with(|s| s.plans.free.responses_per_month = 2);
+    let (app_id, ik) = app.create_app("free").await;
+    let id = id_of(&create(&app, &app_id, nps("NPS")).await);
+    moved(&app, &app_id, &id, "active").await;
+    let body = |n: u32| json!({"anonymousId": format!("a{n}"), "answers": [{"questionId": "score", "value": 7}]});
+    assert_eq!(answer(&app, &ik, &id, body(1)).await.status, 201);
+    assert_eq!(answer(&app, &ik, &id, body(2)).await.status, 201);
+    let a = answer(&app, &ik, &id, body(3)).await;
+    a.assert_error(403, "PLAN_LIMIT_REACHED");
+    assert_eq!(
+        a.body["error"]["details"],
+        json!([{"field": "responses_per_month", "message": "limit 2, current 2"}])
+    );
+    // An update is no new response.
+    assert_eq!(answer(&app, &ik, &id, body(1)).await.status, 200);
+}

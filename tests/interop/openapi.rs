@@ -175,8 +175,11 @@ async fn admin_answers(app: &TestApp, s: &mut Samples) {
 async fn survey_answers(app: &TestApp, s: &mut Samples) {
     let auth = format!("Bearer {ADMIN_TOKEN}");
     let h = Some(("authorization", auth.as_str()));
-    let (app_id, _) = app.create_app("free").await;
-    let (_, key) = app.create_key(&app_id, &["surveys:read"]).await;
+    let (app_id, ik) = app.create_app("free").await;
+    let (_, key) = app
+        .create_key(&app_id, &["surveys:read", "responses:read"])
+        .await;
+    let w = Some(("x-app-key", ik.as_str()));
     let (_, none) = app.create_key(&app_id, &[]).await;
     let (k, no) = (
         Some(("x-api-key", key.as_str())),
@@ -212,6 +215,8 @@ async fn survey_answers(app: &TestApp, s: &mut Samples) {
     let to = |s: &str| Some(json!({"status": s}));
     let public = "/api/v1/surveys";
     let public_one = "/api/v1/surveys/{id}";
+    let answer = "/api/w/surveys/{id}/responses";
+    let responses = "/api/v1/surveys/{id}/responses";
     #[rustfmt::skip]
     let steps: Vec<Step> = vec![
         ("POST", list, lp.clone(), h, Some(json!({"title": "", "type": "quiz"}))),
@@ -238,6 +243,14 @@ async fn survey_answers(app: &TestApp, s: &mut Samples) {
         ("GET", public, public.into(), None, None),
         ("GET", public_one, format!("{public}/{}", ids[0]), k, None),
         ("GET", public_one, format!("{public}/{}", ids[1]), k, None),
+        ("POST", answer, format!("{public}/{}/responses", ids[0]).replace("/v1/", "/w/"), w, Some(json!({"anonymousId": "a1", "completed": false, "answers": [{"questionId": "why", "value": "Fast"}], "metadata": {"url": "https://example.com/"}}))),
+        ("POST", answer, format!("{public}/{}/responses", ids[0]).replace("/v1/", "/w/"), w, Some(json!({"anonymousId": "a1", "answers": [{"questionId": "score", "value": 9}]}))),
+        ("POST", answer, format!("{public}/{}/responses", ids[0]).replace("/v1/", "/w/"), w, Some(json!({"anonymousId": "a1", "answers": [{"questionId": "score", "value": 11}]}))),
+        ("POST", answer, format!("{public}/{}/responses", ids[1]).replace("/v1/", "/w/"), w, Some(json!({"anonymousId": "a1", "answers": []}))),
+        ("POST", answer, format!("{public}/{}/responses", ids[0]).replace("/v1/", "/w/"), None, Some(json!({}))),
+        ("GET", responses, format!("{public}/{}/responses?limit=1", ids[0]), k, None),
+        ("GET", responses, format!("{public}/{}/responses?completed=maybe", ids[0]), k, None),
+        ("GET", responses, format!("{public}/{}/responses", ids[1]), k, None),
     ];
     run(app, s, steps).await;
 }
