@@ -9,8 +9,8 @@ use utoipa::IntoParams;
 use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::model::{
-    self, Cursor, Filter, ResponseDraft, ResponseFilter, Sort, SortField, Survey, SurveyPatch,
-    SurveyResponse, SurveyStatus, SurveyType,
+    self, Cursor, Filter, ResponseDraft, ResponseFilter, Sort, SortField, Summary, Survey,
+    SurveyPatch, SurveyResponse, SurveyStatus, SurveyType,
 };
 use super::store::{self, SurveyError};
 use crate::api::{self, ApiError, Deleted, FieldError, Pagination};
@@ -34,7 +34,8 @@ pub fn configure_admin(cfg: &mut ServiceConfig) {
 pub fn configure_public(cfg: &mut ServiceConfig) {
     cfg.service(list_surveys)
         .service(get_survey)
-        .service(list_responses);
+        .service(list_responses)
+        .service(summary);
 }
 
 /// The widget routes, under `/api/w` (`X-App-Key`, CORS like the collector).
@@ -583,19 +584,7 @@ async fn list_responses(
         q.limit.as_deref(),
         q.cursor.as_deref(),
     )?;
-    let found = state
-        .store
-        .run(move |db| {
-            let survey = store::get(db, &app, &id)?;
-            match survey {
-                Some(s) if s.status != SurveyStatus::Draft => {
-                    store::responses(db, &app, &id).map(Some)
-                }
-                _ => Ok(None),
-            }
-        })
-        .await?;
-    let responses = found.ok_or_else(|| ApiError::not_found("survey"))?;
+    let (_, responses) = answered(&state, app, id).await?;
     let (page, next) = model::page_responses(responses, &filter, sort, limit, cursor.as_ref());
     let next_cursor = next.map(|c| c.encode(sort, &scope));
     Ok(api::list(
@@ -606,4 +595,42 @@ async fn list_responses(
             next_cursor,
         },
     ))
+}
+
+/// A survey that is not a draft, with its responses (404 otherwise).
+async fn answered(
+    state: &AppState,
+    app: String,
+    id: String,
+) -> Result<(Survey, Vec<SurveyResponse>), ApiError> {
+    let found = state
+        .store
+        .run(move |db| {
+            let survey = store::get(db, &app, &id)?;
+            match survey {
+                Some(s) if s.status != SurveyStatus::Draft => {
+                    store::responses(db, &app, &id).map(|r| Some((s, r)))
+                }
+                _ => Ok(None),
+            }
+        })
+        .await?;
+    found.ok_or_else(|| ApiError::not_found("survey"))
+}
+
+/// A survey's summary: counts per question and option, means of rating and scale questions,
+/// and the NPS, CSAT or PMF score (active, paused and closed surveys; drafts are 404).
+#[utoipa::path(
+    tag = "surveys", security(("api_key" = [])), params(("id" = String, Path, description = "Survey id")),
+    responses((status = 200, body = Summary), (status = 404), (status = 401), (status = 403), (status = 429))
+)]
+#[get("/surveys/{id}/summary")]
+async fn summary(
+    who: Principal,
+    state: web::Data<AppState>,
+    id: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    who.require(Permission::ResponsesRead)?;
+    let (survey, responses) = answered(&state, who.app_id.clone(), id.into_inner()).await?;
+    Ok(api::ok(&model::summarize(&survey, &responses)))
 }

@@ -1434,6 +1434,154 @@ pub fn page_responses(
     page_by(responses, key, sort.descending, limit, cursor)
 }
 
+/// The score of a survey (api.md §4): `kind` nps, csat or pmf; `value` `null` with no answers.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct Score {
+    pub kind: SurveyType,
+    pub value: Option<f64>,
+}
+
+/// One option's count.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct OptionCount {
+    pub id: String,
+    pub label: String,
+    pub count: u64,
+}
+
+/// What the answers to one question add up to.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct QuestionSummary {
+    pub question_id: String,
+    /// Responses answering the question.
+    pub answered: u64,
+    /// Rating and scale questions: the mean answer (two decimals), `null` with no answers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mean: Option<Option<f64>>,
+    /// Choice questions: the count of each option (a multiple choice answer counts each).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub options: Option<Vec<OptionCount>>,
+    /// Rating and scale questions: the count of each value of the range.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub distribution: Option<std::collections::BTreeMap<String, u64>>,
+}
+
+/// `GET /api/v1/surveys/{id}/summary`.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    pub survey_id: String,
+    pub response_count: u64,
+    pub completed_count: u64,
+    /// `null` for open surveys and polls.
+    pub score: Option<Score>,
+    pub questions: Vec<QuestionSummary>,
+}
+
+fn round(x: f64, places: i32) -> f64 {
+    let f = 10f64.powi(places);
+    (x * f).round() / f
+}
+
+/// Counts per question and option, means, and the score: NPS = % promoters (9-10) - %
+/// detractors (0-6), in -100..100; CSAT = % of 4-5 answers; PMF = % "very disappointed"; each
+/// over the responses answering the scored question (partial ones included), one decimal.
+pub fn summarize(survey: &Survey, responses: &[SurveyResponse]) -> Summary {
+    let answers_to = |qid: &str| -> Vec<&Value> {
+        responses
+            .iter()
+            .filter_map(|r| r.answers.iter().find(|a| a.question_id == qid))
+            .map(|a| &a.value)
+            .collect()
+    };
+    let questions = survey
+        .questions
+        .iter()
+        .map(|q| {
+            let values = answers_to(&q.id);
+            let mut s = QuestionSummary {
+                question_id: q.id.clone(),
+                answered: values.len() as u64,
+                mean: None,
+                options: None,
+                distribution: None,
+            };
+            if let (Some(lo), Some(hi)) = (q.min, q.max) {
+                let nums: Vec<i64> = values.iter().filter_map(|v| v.as_i64()).collect();
+                let mean = (!nums.is_empty())
+                    .then(|| round(nums.iter().sum::<i64>() as f64 / nums.len() as f64, 2));
+                s.mean = Some(mean);
+                s.distribution = Some(
+                    (lo..=hi)
+                        .map(|n| {
+                            let c = nums.iter().filter(|x| **x == n).count() as u64;
+                            (n.to_string(), c)
+                        })
+                        .collect(),
+                );
+            }
+            if let Some(options) = &q.options {
+                let count = |id: &str| {
+                    values
+                        .iter()
+                        .filter(|v| match v {
+                            Value::String(s) => s == id,
+                            Value::Array(a) => a.iter().any(|x| x.as_str() == Some(id)),
+                            _ => false,
+                        })
+                        .count() as u64
+                };
+                s.options = Some(
+                    options
+                        .iter()
+                        .map(|o| OptionCount {
+                            id: o.id.clone(),
+                            label: o.label.clone(),
+                            count: count(&o.id),
+                        })
+                        .collect(),
+                );
+            }
+            s
+        })
+        .collect();
+    let scored = survey
+        .questions
+        .iter()
+        .find(|q| q.kind != QuestionType::Text);
+    let share = |values: &[&Value], hit: &dyn Fn(&Value) -> bool| -> Option<f64> {
+        (!values.is_empty())
+            .then(|| 100.0 * values.iter().filter(|v| hit(v)).count() as f64 / values.len() as f64)
+    };
+    let score = match (survey.kind, scored) {
+        (SurveyType::Nps | SurveyType::Csat | SurveyType::Pmf, Some(q)) => {
+            let values = answers_to(&q.id);
+            let int = |v: &Value| v.as_i64().unwrap_or(i64::MIN);
+            let value = match survey.kind {
+                SurveyType::Nps => share(&values, &|v| int(v) >= 9)
+                    .zip(share(&values, &|v| (0..=6).contains(&int(v))))
+                    .map(|(p, d)| p - d),
+                SurveyType::Csat => share(&values, &|v| (4..=5).contains(&int(v))),
+                _ => share(&values, &|v| v.as_str() == Some(PMF_OPTIONS[0])),
+            };
+            Some(Score {
+                kind: survey.kind,
+                value: value.map(|v| round(v, 1)),
+            })
+        }
+        _ => None,
+    };
+    Summary {
+        survey_id: survey.id.clone(),
+        response_count: survey.response_count,
+        completed_count: responses.iter().filter(|r| r.completed).count() as u64,
+        score,
+        questions,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1074,3 +1074,145 @@ async fn the_free_plan_takes_a_limited_number_of_responses_a_month() {
     // An update is no new response.
     assert_eq!(answer(&app, &ik, &id, body(1)).await.status, 200);
 }
+
+async fn summary(app: &TestApp, key: &str, id: &str) -> Value {
+    let a = app
+        .api(
+            key,
+            Method::GET,
+            &format!("/api/v1/surveys/{id}/summary"),
+            None,
+        )
+        .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    a.data().clone()
+}
+
+/// Answers survey `id`'s question `q` once per value, one visitor each.
+async fn answer_all(app: &TestApp, ik: &str, id: &str, q: &str, values: &[Value]) {
+    for (n, v) in values.iter().enumerate() {
+        let body =
+            json!({"anonymousId": format!("v{n}"), "answers": [{"questionId": q, "value": v}]});
+        let a = answer(app, ik, id, body).await;
+        assert_eq!(a.status, 201, "{}", a.body);
+    }
+}
+
+#[tokio::test]
+async fn the_nps_score_equals_the_hand_computed_one() {
+    let app = spawn_app();
+    let (app_id, ik, key, id) = live_nps(&app).await;
+    // No answers: null.
+    let s = summary(&app, &key, &id).await;
+    assert_eq!(s["score"], json!({"kind": "nps", "value": null}));
+    assert_eq!(s["responseCount"], 0);
+    assert_eq!(s["questions"][0]["mean"], Value::Null);
+    // 10, 9, 9 promoters; 7, 8 passives; 0, 6 detractors: (3 - 2) / 7 = 14.285..% -> 14.3.
+    let values: Vec<Value> = [10, 9, 9, 7, 8, 0, 6]
+        .into_iter()
+        .map(Value::from)
+        .collect();
+    answer_all(&app, &ik, &id, "score", &values).await;
+    // A partial response without the score changes nothing.
+    let partial = json!({"anonymousId": "p", "completed": false, "answers": [{"questionId": "why", "value": "hm"}]});
+    assert_eq!(answer(&app, &ik, &id, partial).await.status, 201);
+    let s = summary(&app, &key, &id).await;
+    assert_eq!(s["surveyId"], id.as_str());
+    assert_eq!(s["score"], json!({"kind": "nps", "value": 14.3}));
+    assert_eq!(s["responseCount"], 8);
+    assert_eq!(s["completedCount"], 7);
+    let q = &s["questions"][0];
+    assert_eq!(q["questionId"], "score");
+    assert_eq!(q["answered"], 7);
+    assert_eq!(q["mean"], json!(round2(49.0 / 7.0)));
+    assert_eq!(q["distribution"]["9"], 2);
+    assert_eq!(q["distribution"]["1"], 0);
+    assert_eq!(q["distribution"].as_object().unwrap().len(), 11);
+    assert_eq!(
+        s["questions"][1],
+        json!({"questionId": "why", "answered": 1})
+    );
+    // Still readable once closed.
+    moved(&app, &app_id, &id, "closed").await;
+    assert_eq!(summary(&app, &key, &id).await["score"]["value"], 14.3);
+    // All promoters: 100; all detractors: -100.
+    for (values, expected) in [(vec![9, 10, 10], 100.0), (vec![0, 3, 6], -100.0)] {
+        let (_, ik, key, id) = live_nps(&app).await;
+        let values: Vec<Value> = values.into_iter().map(Value::from).collect();
+        answer_all(&app, &ik, &id, "score", &values).await;
+        assert_eq!(summary(&app, &key, &id).await["score"]["value"], expected);
+    }
+}
+
+fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+#[tokio::test]
+async fn the_csat_and_pmf_scores_equal_the_hand_computed_ones() {
+    let app = spawn_app();
+    let (app_id, ik) = app.create_app("enterprise").await;
+    let key = app.create_key(&app_id, &["responses:read"]).await.1;
+    let csat = json!({"title": "CSAT", "type": "csat", "questions": [{"id": "sat", "text": "Happy?", "type": "rating"}]});
+    let csat = id_of(&create(&app, &app_id, csat).await);
+    moved(&app, &app_id, &csat, "active").await;
+    assert_eq!(
+        summary(&app, &key, &csat).await["score"],
+        json!({"kind": "csat", "value": null})
+    );
+    // 4, 5, 5 satisfied of 6: 50%.
+    let values: Vec<Value> = [4, 5, 5, 1, 2, 3].into_iter().map(Value::from).collect();
+    answer_all(&app, &ik, &csat, "sat", &values).await;
+    let s = summary(&app, &key, &csat).await;
+    assert_eq!(s["score"]["value"], 50.0);
+    assert_eq!(s["questions"][0]["mean"], json!(round2(20.0 / 6.0)));
+    let pmf = json!({"title": "PMF", "type": "pmf", "questions": [{"id": "pmf", "text": "How would you feel?", "type": "single_choice",
+        "options": [{"id": "very_disappointed", "label": "Very"}, {"id": "somewhat_disappointed", "label": "Somewhat"},
+            {"id": "not_disappointed", "label": "Not"}]}]});
+    let pmf = id_of(&create(&app, &app_id, pmf).await);
+    moved(&app, &app_id, &pmf, "active").await;
+    assert_eq!(
+        summary(&app, &key, &pmf).await["score"]["value"],
+        Value::Null
+    );
+    // 1 very of 3: 33.3%.
+    let values = [
+        json!("very_disappointed"),
+        json!("not_disappointed"),
+        json!("somewhat_disappointed"),
+    ];
+    answer_all(&app, &ik, &pmf, "pmf", &values).await;
+    let s = summary(&app, &key, &pmf).await;
+    assert_eq!(s["score"], json!({"kind": "pmf", "value": 33.3}));
+    assert_eq!(
+        s["questions"][0]["options"],
+        json!([{"id": "very_disappointed", "label": "Very", "count": 1},
+               {"id": "somewhat_disappointed", "label": "Somewhat", "count": 1},
+               {"id": "not_disappointed", "label": "Not", "count": 1}])
+    );
+    // A poll has no score; its options count every choice.
+    let poll_id = id_of(&create(&app, &app_id, poll("Poll")).await);
+    moved(&app, &app_id, &poll_id, "active").await;
+    answer_all(
+        &app,
+        &ik,
+        &poll_id,
+        "pick",
+        &[json!(["a", "b"]), json!(["b"])],
+    )
+    .await;
+    let s = summary(&app, &key, &poll_id).await;
+    assert_eq!(s["score"], Value::Null);
+    assert_eq!(s["questions"][0]["options"][0]["count"], 1);
+    assert_eq!(s["questions"][0]["options"][1]["count"], 2);
+    // Drafts have no summary.
+    let draft = id_of(&create(&app, &app_id, poll("Draft")).await);
+    app.api(
+        &key,
+        Method::GET,
+        &format!("/api/v1/surveys/{draft}/summary"),
+        None,
+    )
+    .await
+    .assert_error(404, "NOT_FOUND");
+}

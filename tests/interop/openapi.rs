@@ -251,6 +251,8 @@ async fn survey_answers(app: &TestApp, s: &mut Samples) {
         ("GET", responses, format!("{public}/{}/responses?limit=1", ids[0]), k, None),
         ("GET", responses, format!("{public}/{}/responses?completed=maybe", ids[0]), k, None),
         ("GET", responses, format!("{public}/{}/responses", ids[1]), k, None),
+        ("GET", "/api/v1/surveys/{id}/summary", format!("{public}/{}/summary", ids[0]), k, None),
+        ("GET", "/api/v1/surveys/{id}/summary", format!("{public}/{}/summary", ids[1]), k, None),
     ];
     run(app, s, steps).await;
 }
