@@ -40,7 +40,7 @@ pub fn configure_public(cfg: &mut ServiceConfig) {
 
 /// The widget routes, under `/api/w` (`X-App-Key`, CORS like the collector).
 pub fn configure_widget(cfg: &mut ServiceConfig) {
-    cfg.service(add_response);
+    cfg.service(eligible_surveys).service(add_response);
 }
 
 impl From<SurveyError> for ApiError {
@@ -468,10 +468,7 @@ async fn add_response(
     id: web::Path<String>,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    let key = req.headers().get("x-app-key").and_then(|v| v.to_str().ok());
-    let who = key
-        .and_then(|k| access.registry.authenticate(k, KeyKind::Integration))
-        .ok_or_else(|| ApiError::unauthorized("missing or invalid integration key (X-App-Key)"))?;
+    let (app, plan) = widget_app(&access, &req)?;
     let (_, body) = api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
     let user_agent = req
         .headers()
@@ -479,12 +476,9 @@ async fn add_response(
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
     let draft = ResponseDraft::parse(&body, user_agent).map_err(ApiError::validation)?;
-    let limit = state
-        .settings
-        .plan(who.plan)
-        .limit(Quota::ResponsesPerMonth);
+    let limit = state.settings.plan(plan).limit(Quota::ResponsesPerMonth);
     let month = Timestamp::now().time().format("%Y%m").to_string();
-    let (app, id) = (who.app_id, id.into_inner());
+    let id = id.into_inner();
     let (response, created) = state
         .store
         .run(move |db| Ok(store::respond(db, &app, &id, &draft, &month, limit)))
@@ -633,4 +627,93 @@ async fn summary(
     who.require(Permission::ResponsesRead)?;
     let (survey, responses) = answered(&state, who.app_id.clone(), id.into_inner()).await?;
     Ok(api::ok(&model::summarize(&survey, &responses)))
+}
+
+/// The integration key of a widget request (`X-App-Key`).
+fn widget_app(access: &Access, req: &HttpRequest) -> Result<(String, Plan), ApiError> {
+    req.headers()
+        .get("x-app-key")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|k| access.registry.authenticate(k, KeyKind::Integration))
+        .map(|who| (who.app_id, who.plan))
+        .ok_or_else(|| ApiError::unauthorized("missing or invalid integration key (X-App-Key)"))
+}
+
+/// Query parameters of the widget's survey list. `attr.<key>=<value>` parameters add
+/// attributes to the visitor's profile traits (and override them). Documentation only: the
+/// handler reads the query as pairs, to take the `attr.` ones.
+#[allow(dead_code)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(rename_all = "camelCase")]
+#[into_params(parameter_in = Query)]
+pub struct WidgetQuery {
+    /// The visitor's anonymous id (required).
+    anonymous_id: Option<String>,
+    /// The visitor's user id, when known.
+    user_id: Option<String>,
+    /// The page the visitor is on.
+    url: Option<String>,
+}
+
+/// The active surveys this visitor is eligible for: in the survey's deterministic sample (the
+/// same visitor is always in or out), matching every attribute rule (profile traits from the
+/// collector's identify calls and `attr.<key>` parameters), and not yet completed.
+#[utoipa::path(
+    tag = "surveys", security(("app_key" = [])), params(WidgetQuery),
+    responses(
+        (status = 200, description = "The surveys to show", body = Vec<Survey>),
+        (status = 400, description = "A missing anonymousId or an unknown parameter"),
+        (status = 401, description = "Missing or invalid integration key")
+    )
+)]
+#[get("/surveys")]
+async fn eligible_surveys(
+    state: web::Data<AppState>,
+    access: web::Data<Access>,
+    req: HttpRequest,
+    q: web::Query<Vec<(String, String)>>,
+) -> Result<HttpResponse, ApiError> {
+    let (app, _) = widget_app(&access, &req)?;
+    let mut errors = Vec::new();
+    let (mut anonymous_id, mut user_id) = (None, None);
+    let mut attrs = serde_json::Map::new();
+    for (k, v) in q.into_inner() {
+        match k.as_str() {
+            "anonymousId" => anonymous_id = Some(v),
+            "userId" => user_id = Some(v).filter(|v| !v.is_empty()),
+            "url" => {}
+            _ => match k.strip_prefix("attr.").filter(|a| !a.is_empty()) {
+                Some(a) => {
+                    attrs.insert(a.to_owned(), Value::String(v));
+                }
+                None => errors.push(FieldError::new(
+                    k.clone(),
+                    "unknown query parameter; expected anonymousId, userId, url or attr.<key>",
+                )),
+            },
+        }
+    }
+    let anonymous_id = anonymous_id.filter(|a| !a.trim().is_empty() && a.len() <= 200);
+    if anonymous_id.is_none() {
+        errors.push(FieldError::new(
+            "anonymousId",
+            "is required (1 to 200 characters)",
+        ));
+    }
+    let Some(anonymous_id) = anonymous_id.filter(|_| errors.is_empty()) else {
+        return Err(ApiError::validation(errors));
+    };
+    let surveys = state
+        .store
+        .run(move |db| store::eligible(db, &app, &anonymous_id, user_id.as_deref(), &attrs))
+        .await?;
+    let surveys = &surveys[..surveys.len().min(100)];
+    Ok(api::list(
+        surveys,
+        &Pagination {
+            limit: 100,
+            next_cursor: None,
+            has_more: false,
+        },
+    ))
 }

@@ -1582,6 +1582,78 @@ pub fn summarize(survey: &Survey, responses: &[SurveyResponse]) -> Summary {
     }
 }
 
+/// Deterministic sampling: the visitor's bucket in 0..10 000 for this survey (the first
+/// bytes of SHA-256 of survey id and visitor), so the same visitor is always in or out.
+pub fn bucket(survey_id: &str, visitor: &str) -> u64 {
+    let h = <sha2::Sha256 as sha2::Digest>::digest(format!("{survey_id}\0{visitor}").as_bytes());
+    u64::from_be_bytes([h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]]) % 10_000
+}
+
+/// Whether the visitor falls in the survey's percentage.
+pub fn sampled(survey_id: &str, visitor: &str, percentage: f64) -> bool {
+    (bucket(survey_id, visitor) as f64) < percentage * 100.0
+}
+
+fn as_text(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+fn as_number(v: &Value) -> Option<f64> {
+    match v {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+impl AttributeRule {
+    /// Whether the visitor's attributes satisfy the rule. An attribute the visitor lacks
+    /// satisfies no rule (a targeted survey is shown only to visitors known to match).
+    pub fn matches(&self, attrs: &Map<String, Value>) -> bool {
+        let Some(have) = attrs.get(&self.key).filter(|v| !v.is_null()) else {
+            return false;
+        };
+        let want = self.value.as_ref().unwrap_or(&Value::Null);
+        let text = |v: &Value| as_text(v).unwrap_or_default();
+        let equal = || match (as_number(have), as_number(want)) {
+            (Some(a), Some(b)) => a == b,
+            _ => text(have) == text(want),
+        };
+        let compare = |f: fn(f64, f64) -> bool| match (as_number(have), as_number(want)) {
+            (Some(a), Some(b)) => f(a, b),
+            _ => false,
+        };
+        match self.operator {
+            Operator::IsSet => !text(have).is_empty(),
+            Operator::Equals => equal(),
+            Operator::NotEquals => !equal(),
+            Operator::LessThan => compare(|a, b| a < b),
+            Operator::LessEqual => compare(|a, b| a <= b),
+            Operator::GreaterThan => compare(|a, b| a > b),
+            Operator::GreaterEqual => compare(|a, b| a >= b),
+            Operator::Contains => text(have).contains(&text(want)),
+            Operator::DoesNotContain => !text(have).contains(&text(want)),
+            Operator::StartsWith => text(have).starts_with(&text(want)),
+            Operator::EndsWith => text(have).ends_with(&text(want)),
+        }
+    }
+}
+
+impl Survey {
+    /// Whether `visitor` (see [`visitor`]) with `attrs` is targeted: active, in the sample,
+    /// and satisfying every attribute rule.
+    pub fn targets(&self, visitor: &str, attrs: &Map<String, Value>) -> bool {
+        self.status == SurveyStatus::Active
+            && sampled(&self.id, visitor, self.targeting.percentage)
+            && self.targeting.attributes.iter().all(|r| r.matches(attrs))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

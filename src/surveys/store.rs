@@ -315,3 +315,46 @@ pub fn responses(db: &sled::Db, app: &str, id: &str) -> Result<Vec<SurveyRespons
         })
         .collect()
 }
+
+/// The active surveys of `app` that target the visitor (sampling and attribute rules over
+/// the visitor's profile traits, overridden by `attrs`) and that the visitor has not completed.
+pub fn eligible(
+    db: &sled::Db,
+    app: &str,
+    anonymous_id: &str,
+    user_id: Option<&str>,
+    attrs: &serde_json::Map<String, serde_json::Value>,
+) -> Result<Vec<Survey>, StoreError> {
+    let user = match user_id {
+        Some(u) => Some(u.to_owned()),
+        None => crate::profiles::store::user_of(db, app, anonymous_id)?,
+    };
+    let mut traits = match &user {
+        Some(u) => crate::profiles::store::get(db, app, u)?
+            .map(|p| p.traits)
+            .unwrap_or_default(),
+        None => serde_json::Map::new(),
+    };
+    traits.extend(attrs.clone());
+    let visitor = model::visitor(user.as_deref(), anonymous_id);
+    let tree = db.open_tree(TREE)?;
+    let mut out = Vec::new();
+    for s in all(db, app)? {
+        if !s.targets(&visitor, &traits) {
+            continue;
+        }
+        let mut done = false;
+        for v in [visitor.clone(), model::visitor(None, anonymous_id)] {
+            if let Some(rid) = tree.get(visitor_key(app, &s.id, &v))? {
+                let key = [response_prefix(app, &s.id), rid.to_vec()].concat();
+                if let Some(r) = tree.get(&key)? {
+                    done |= decode::<SurveyResponse>(&key, &r)?.completed;
+                }
+            }
+        }
+        if !done {
+            out.push(s);
+        }
+    }
+    Ok(out)
+}

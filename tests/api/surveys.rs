@@ -1216,3 +1216,135 @@ async fn the_csat_and_pmf_scores_equal_the_hand_computed_ones() {
     .await
     .assert_error(404, "NOT_FOUND");
 }
+
+async fn eligible(app: &TestApp, ik: &str, query: &str) -> Vec<String> {
+    let a = app
+        .send(
+            Method::GET,
+            &format!("/api/w/surveys?{query}"),
+            &[("x-app-key", ik)],
+            None,
+        )
+        .await;
+    assert_eq!(a.status, 200, "{query}: {}", a.body);
+    a.data()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn sampling_is_deterministic_and_near_the_percentage() {
+    let app = spawn_app();
+    let (app_id, ik) = app.create_app("pro").await;
+    let mut body = poll("A quarter");
+    body["targeting"] = json!({"percentage": 25});
+    let id = id_of(&create(&app, &app_id, body).await);
+    moved(&app, &app_id, &id, "active").await;
+    let mut first = Vec::new();
+    for n in 0..10_000 {
+        let got = eligible(&app, &ik, &format!("anonymousId=visitor-{n}")).await;
+        first.push(got.contains(&id));
+    }
+    let n = first.iter().filter(|x| **x).count();
+    assert!((2_300..=2_700).contains(&n), "{n} of 10 000 eligible");
+    // Every visitor gets the same answer on every call.
+    for (n, was) in first.iter().enumerate().step_by(7) {
+        let got = eligible(&app, &ik, &format!("anonymousId=visitor-{n}")).await;
+        assert_eq!(got.contains(&id), *was, "visitor-{n}");
+    }
+}
+
+#[tokio::test]
+async fn an_identify_through_the_collector_decides_an_attribute_rule() {
+    let app = spawn_app();
+    let (app_id, ik) = app.create_app("pro").await;
+    let mut body = poll("Pro only");
+    body["targeting"] = json!({"percentage": 100, "attributes": [{"key": "plan", "operator": "equals", "value": "pro"}]});
+    let id = id_of(&create(&app, &app_id, body).await);
+    moved(&app, &app_id, &id, "active").await;
+    let (pro, free) = (
+        "1b4e28ba-2fa1-11d2-883f-0016d3cca427",
+        "2c5f39cb-3ab2-12e3-994a-0127e4ddb538",
+    );
+    assert!(eligible(&app, &ik, &format!("anonymousId={pro}"))
+        .await
+        .is_empty());
+    for (anon, user, plan) in [(pro, "u-pro", "pro"), (free, "u-free", "free")] {
+        let a = app
+            .collect(
+                &ik,
+                json!({"batch": [{"type": "identify", "userId": user, "anonymousId": anon,
+                    "traits": {"plan": plan}}]}),
+            )
+            .await;
+        assert_eq!(a.status, 200, "{}", a.body);
+    }
+    // Profiles are written by the collector's shard writers: wait for them.
+    let mut shown = Vec::new();
+    for _ in 0..100 {
+        shown = eligible(&app, &ik, &format!("anonymousId={pro}")).await;
+        if !shown.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(shown, vec![id.clone()]);
+    assert_eq!(
+        eligible(&app, &ik, "anonymousId=x&userId=u-pro").await,
+        vec![id.clone()]
+    );
+    assert!(eligible(&app, &ik, &format!("anonymousId={free}"))
+        .await
+        .is_empty());
+    assert!(eligible(&app, &ik, "anonymousId=x&userId=u-free")
+        .await
+        .is_empty());
+    // Query attributes count too, and override the traits.
+    assert_eq!(
+        eligible(&app, &ik, "anonymousId=new&attr.plan=pro").await,
+        vec![id.clone()]
+    );
+    assert!(
+        eligible(&app, &ik, "anonymousId=x&userId=u-pro&attr.plan=free")
+            .await
+            .is_empty()
+    );
+    // A completed survey is not shown again; a partial one is.
+    let partial = json!({"anonymousId": "new", "completed": false, "answers": []});
+    assert_eq!(answer(&app, &ik, &id, partial).await.status, 201);
+    assert_eq!(
+        eligible(&app, &ik, "anonymousId=new&attr.plan=pro").await,
+        vec![id.clone()]
+    );
+    let done = json!({"anonymousId": "new", "answers": [{"questionId": "pick", "value": ["a"]}]});
+    assert_eq!(answer(&app, &ik, &id, done).await.status, 200);
+    assert!(eligible(&app, &ik, "anonymousId=new&attr.plan=pro")
+        .await
+        .is_empty());
+    // Paused surveys are not shown; bad queries are 400; a bad key 401.
+    moved(&app, &app_id, &id, "paused").await;
+    assert!(eligible(&app, &ik, "anonymousId=y&attr.plan=pro")
+        .await
+        .is_empty());
+    for q in ["", "anonymousId=a&color=red"] {
+        app.send(
+            Method::GET,
+            &format!("/api/w/surveys?{q}"),
+            &[("x-app-key", &ik)],
+            None,
+        )
+        .await
+        .assert_error(400, "VALIDATION_ERROR");
+    }
+    app.send(
+        Method::GET,
+        "/api/w/surveys?anonymousId=a",
+        &[("x-app-key", "ik_x_y")],
+        None,
+    )
+    .await
+    .assert_error(401, "UNAUTHORIZED");
+}

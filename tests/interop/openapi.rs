@@ -253,6 +253,8 @@ async fn survey_answers(app: &TestApp, s: &mut Samples) {
         ("GET", responses, format!("{public}/{}/responses", ids[1]), k, None),
         ("GET", "/api/v1/surveys/{id}/summary", format!("{public}/{}/summary", ids[0]), k, None),
         ("GET", "/api/v1/surveys/{id}/summary", format!("{public}/{}/summary", ids[1]), k, None),
+        ("GET", "/api/w/surveys", "/api/w/surveys?anonymousId=a2&attr.plan=pro".into(), w, None),
+        ("GET", "/api/w/surveys", "/api/w/surveys".into(), w, None),
     ];
     run(app, s, steps).await;
 }
