@@ -35,6 +35,7 @@ pub fn configure_public(cfg: &mut ServiceConfig) {
     cfg.service(list_surveys)
         .service(get_survey)
         .service(list_responses)
+        .service(export_responses)
         .service(summary);
 }
 
@@ -716,4 +717,41 @@ async fn eligible_surveys(
             has_more: false,
         },
     ))
+}
+
+/// Every response of a survey as CSV (RFC 4180, `text/csv; charset=utf-8`), oldest first,
+/// streamed: a header row `responseId,createdAt,updatedAt,completed,userId,anonymousId,` then
+/// one column per question titled by its text; choices as labels, several joined by `; `.
+#[utoipa::path(
+    tag = "surveys", security(("api_key" = [])), params(("id" = String, Path, description = "Survey id")),
+    responses(
+        (status = 200, description = "One row per response", content_type = "text/csv"),
+        (status = 404), (status = 401), (status = 403), (status = 429)
+    )
+)]
+#[get("/surveys/{id}/responses.csv")]
+async fn export_responses(
+    who: Principal,
+    state: web::Data<AppState>,
+    id: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    who.require(Permission::ResponsesRead)?;
+    let (survey, mut responses) = answered(&state, who.app_id.clone(), id.into_inner()).await?;
+    responses.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+    let header = model::csv_header(&survey);
+    let rows = responses
+        .into_iter()
+        .map(move |r| model::csv_line(&survey, &r));
+    let body = futures_util::stream::iter(
+        std::iter::once(header)
+            .chain(rows)
+            .map(|line| Ok::<_, actix_web::Error>(bytes::Bytes::from(line))),
+    );
+    Ok(HttpResponse::Ok()
+        .content_type("text/csv; charset=utf-8")
+        .insert_header((
+            actix_web::http::header::CONTENT_DISPOSITION,
+            "attachment; filename=\"responses.csv\"",
+        ))
+        .streaming(body))
 }

@@ -965,6 +965,16 @@ async fn responses_are_isolated_between_apps_and_need_their_permission() {
     )
     .await
     .assert_error(404, "NOT_FOUND");
+    for tail in ["summary", "responses.csv"] {
+        app.api(
+            &other_key,
+            Method::GET,
+            &format!("/api/v1/surveys/{id}/{tail}"),
+            None,
+        )
+        .await
+        .assert_error(404, "NOT_FOUND");
+    }
     let (_, reader) = app.create_key(&other, &["surveys:read"]).await;
     let a = app
         .api(

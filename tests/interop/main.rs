@@ -14,6 +14,7 @@ mod helpers;
 mod lake;
 mod openapi;
 mod python;
+mod surveys_csv;
 
 use serde_json::json;
 
