@@ -1358,3 +1358,55 @@ async fn an_identify_through_the_collector_decides_an_attribute_rule() {
     .await
     .assert_error(401, "UNAUTHORIZED");
 }
+
+#[tokio::test]
+async fn concurrent_responses_keep_the_count_exact() {
+    let app = spawn_app();
+    let (_, ik, key, id) = live_nps(&app).await;
+    // 40 visitors, each answering three times at once: 40 responses, counted once each.
+    let calls = (0..120).map(|n| {
+        let body = json!({"anonymousId": format!("c{}", n % 40), "answers": [{"questionId": "score", "value": n % 11}]});
+        let (app, ik, id) = (&app, &ik, &id);
+        async move { answer(app, ik, id, body).await.status.as_u16() }
+    });
+    let statuses = futures_util::future::join_all(calls).await;
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 201).count(),
+        40,
+        "{statuses:?}"
+    );
+    assert!(
+        statuses.iter().all(|s| *s == 201 || *s == 200),
+        "{statuses:?}"
+    );
+    assert_eq!(survey_count(&app, &key, &id).await, 40);
+    let list = app
+        .api(
+            &key,
+            Method::GET,
+            &format!("/api/v1/surveys/{id}/responses?limit=100"),
+            None,
+        )
+        .await;
+    assert_eq!(list.data().as_array().unwrap().len(), 40);
+}
+
+#[tokio::test]
+async fn the_widget_sees_only_its_own_apps_surveys() {
+    let app = spawn_app();
+    let (_, ik, _, id) = live_nps(&app).await;
+    let (_, other_ik, _, other_id) = live_nps(&app).await;
+    // The NPS fixture targets plan=pro at 25%: 40 visitors with that attribute reach it.
+    let mut seen = HashSet::new();
+    for n in 0..40 {
+        let q = format!("anonymousId=iso-{n}&attr.plan=pro");
+        seen.extend(eligible(&app, &ik, &q).await);
+    }
+    assert_eq!(seen, HashSet::from([id.clone()]));
+    let mut seen = HashSet::new();
+    for n in 0..40 {
+        let q = format!("anonymousId=iso-{n}&attr.plan=pro");
+        seen.extend(eligible(&app, &other_ik, &q).await);
+    }
+    assert_eq!(seen, HashSet::from([other_id]));
+}
