@@ -1871,4 +1871,52 @@ mod tests {
         assert!(Cursor::decode(&c, sort, "other").is_none());
         assert!(Cursor::decode(&c, Sort::parse(Some("createdAt")).unwrap(), "app").is_none());
     }
+
+    #[test]
+    fn sampling_buckets_are_pinned() {
+        // Changing the hash would move visitors in and out of running surveys.
+        assert_eq!(bucket("000000000000000000000001", "a:visitor-1"), 4036);
+        assert_eq!(bucket("5f0c0c0c0c0c0c0c0c0c0c0c", "u:alice"), 3834);
+        assert!(sampled("000000000000000000000001", "a:visitor-1", 40.37));
+        assert!(!sampled("000000000000000000000001", "a:visitor-1", 40.36));
+        assert!(sampled("000000000000000000000001", "a:visitor-1", 100.0));
+    }
+
+    #[test]
+    fn attribute_rules_compare_as_documented() {
+        let attrs =
+            body(json!({"plan": "pro", "seats": "12", "email": "ann@example.com", "beta": true}));
+        let rule = |key: &str, op: Operator, value: Value| AttributeRule {
+            key: key.into(),
+            operator: op,
+            value: (!value.is_null()).then_some(value),
+        };
+        use Operator::*;
+        let yes = [
+            rule("plan", Equals, json!("pro")),
+            rule("plan", NotEquals, json!("free")),
+            rule("seats", Equals, json!(12)),
+            rule("seats", GreaterThan, json!(10)),
+            rule("seats", LessEqual, json!(12)),
+            rule("email", EndsWith, json!("@example.com")),
+            rule("email", StartsWith, json!("ann")),
+            rule("email", Contains, json!("example")),
+            rule("email", DoesNotContain, json!("gmail")),
+            rule("beta", Equals, json!(true)),
+            rule("plan", IsSet, Value::Null),
+        ];
+        for r in yes {
+            assert!(r.matches(&attrs), "{r:?}");
+        }
+        let no = [
+            rule("plan", Equals, json!("Pro")),
+            rule("seats", LessThan, json!(12)),
+            rule("plan", GreaterThan, json!(1)),
+            rule("missing", IsSet, Value::Null),
+            rule("missing", NotEquals, json!("x")),
+        ];
+        for r in no {
+            assert!(!r.matches(&attrs), "{r:?}");
+        }
+    }
 }

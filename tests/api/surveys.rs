@@ -672,11 +672,20 @@ async fn another_apps_survey_is_not_found_anywhere() {
 #[tokio::test]
 async fn surveys_survive_a_restart() {
     let app = spawn_app();
-    let (app_id, key) = surveys_app(&app, "free").await;
+    let (app_id, ik) = app.create_app("free").await;
+    let key = app.create_key(&app_id, &["surveys:read"]).await.1;
     let s = id_of(&create(&app, &app_id, nps("NPS")).await);
     moved(&app, &app_id, &s, "active").await;
     let other = id_of(&create(&app, &app_id, poll("Other")).await);
+    let body = json!({"anonymousId": "kept", "answers": [{"questionId": "score", "value": 8}]});
+    assert_eq!(answer(&app, &ik, &s, body.clone()).await.status, 201);
     let app = app.restart().await;
+    assert_eq!(
+        answer(&app, &ik, &s, body).await.status,
+        200,
+        "the visitor is remembered"
+    );
+    assert_eq!(survey_count(&app, &key, &s).await, 1);
     let one = app
         .api(&key, Method::GET, &format!("/api/v1/surveys/{s}"), None)
         .await;
