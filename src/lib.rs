@@ -14,6 +14,7 @@ pub mod sdk;
 pub mod startup;
 pub mod state;
 pub mod storage;
+pub mod surveys;
 pub mod telemetry;
 pub mod tenants;
 pub mod validation;

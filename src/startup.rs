@@ -94,6 +94,7 @@ fn admin_token(configured: Option<&Secret>, data_dir: &Path) -> Result<Secret, S
          (name = "profiles", description = "Merged visitor profiles (X-API-Key)"),
          (name = "ideas", description = "Feedback boards, ideas, votes, comments (X-API-Key)"),
          (name = "boards", description = "Boards and their statuses, topics, tags (Authorization: Bearer <admin token>)"),
+         (name = "surveys", description = "Surveys: public reads (X-API-Key) and the admin API (Authorization: Bearer <admin token>)"),
          (name = "admin", description = "Apps and keys (Authorization: Bearer <admin token>)"),
          (name = "service", description = "Health and API description"))
 )]
@@ -154,17 +155,20 @@ where
             scope::scope("/api/v1")
                 .configure(crate::profiles::configure)
                 .configure(crate::boards::configure_public)
-                .configure(crate::ideas::configure),
+                .configure(crate::ideas::configure)
+                .configure(crate::surveys::configure_public),
         )
         .service(
             scope::scope("/api/w")
                 .wrap(from_fn(crate::collector::http::cors))
-                .configure(crate::collector::http::configure),
+                .configure(crate::collector::http::configure)
+                .configure(crate::surveys::configure_widget),
         )
         .service(
             scope::scope("/admin/v1")
                 .configure(crate::tenants::configure)
-                .configure(crate::boards::configure_admin),
+                .configure(crate::boards::configure_admin)
+                .configure(crate::surveys::configure_admin),
         )
 }
 

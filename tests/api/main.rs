@@ -12,3 +12,4 @@ mod ideas;
 mod lake;
 mod sdk;
 mod slow;
+mod surveys;

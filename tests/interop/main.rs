@@ -16,6 +16,7 @@ mod helpers;
 mod lake;
 mod openapi;
 mod python;
+mod surveys_csv;
 
 use serde_json::json;
 

@@ -1,0 +1,14 @@
+//! Surveys (interface §2.1-2.2, api.md §4): admins create and run them under
+//! `/admin/v1/apps/{appId}/surveys`; the public API lists and reads the active ones and their
+//! responses; visitors answer through the widget (`/api/w/surveys/{id}/responses`).
+//!
+//! `http.rs (admin and public routes, query and body parsing, permissions) -> model.rs (survey,
+//!  questions, targeting, status machine, type conventions, list order and cursors)
+//!  -> store actor -> store.rs (sled: survey records, count of live surveys for the plan limit)`
+
+pub mod http;
+pub mod model;
+pub mod store;
+
+pub use http::{configure_admin, configure_public, configure_widget};
+pub use model::{Survey, SurveyResponse};

@@ -1,0 +1,360 @@
+//! Surveys in sled, tree `surveys`.
+//!
+//! Keys (`app` and ids are 24-character ObjectIds):
+//! - `s` app surveyId -> the survey (JSON)
+//! - `a` app          -> number of the app's active and paused surveys (u64, big endian), the
+//!   count the plan's `active_surveys` limit is checked against
+//! - `r` app surveyId responseId -> a response (JSON)
+//! - `v` app surveyId visitor    -> the id of the visitor's response (`u:<userId>` or
+//!   `a:<anonymousId>`: one response per visitor)
+//! - `m` app YYYYMM              -> responses created that month (u64, big endian), for the
+//!   plan's `responses_per_month`
+//!
+//! A response, its visitor entry, the survey's `responseCount` and the month's count are
+//! written in one transaction.
+//!
+//! Surveys are few per app (drafts, and a plan-limited number of live ones), so a list reads
+//! the app's surveys and orders them in memory (`model::page`).
+
+use sled::transaction::{ConflictableTransactionError, TransactionError, TransactionalTree};
+
+use super::model::{
+    self, Rejection, ResponseDraft, Survey, SurveyPatch, SurveyResponse, SurveyStatus,
+};
+use crate::config::Quota;
+use crate::ids;
+use crate::storage::{decode, encode, StoreError};
+use crate::validation::FieldError;
+
+pub const TREE: &str = "surveys";
+
+#[derive(Debug)]
+pub enum SurveyError {
+    NotFound,
+    Invalid(Vec<FieldError>),
+    Conflict(String),
+    PlanLimit {
+        quota: Quota,
+        limit: u64,
+        current: u64,
+    },
+    Store(StoreError),
+}
+
+impl From<StoreError> for SurveyError {
+    fn from(e: StoreError) -> Self {
+        SurveyError::Store(e)
+    }
+}
+
+impl From<sled::Error> for SurveyError {
+    fn from(e: sled::Error) -> Self {
+        SurveyError::Store(StoreError::Sled(e))
+    }
+}
+
+impl From<Rejection> for SurveyError {
+    fn from(r: Rejection) -> Self {
+        match r {
+            Rejection::Invalid(d) => SurveyError::Invalid(d),
+            Rejection::Conflict(m) => SurveyError::Conflict(m),
+        }
+    }
+}
+
+impl From<TransactionError<SurveyError>> for SurveyError {
+    fn from(e: TransactionError<SurveyError>) -> Self {
+        match e {
+            TransactionError::Abort(e) => e,
+            TransactionError::Storage(e) => e.into(),
+        }
+    }
+}
+
+type Tx<T> = Result<T, ConflictableTransactionError<SurveyError>>;
+
+fn survey_key(app: &str, id: &str) -> Vec<u8> {
+    [b"s", app.as_bytes(), id.as_bytes()].concat()
+}
+
+fn live_key(app: &str) -> Vec<u8> {
+    [b"a", app.as_bytes()].concat()
+}
+
+fn decode_count(v: Option<&[u8]>) -> u64 {
+    v.and_then(|v| <[u8; 8]>::try_from(v).ok())
+        .map(u64::from_be_bytes)
+        .unwrap_or(0)
+}
+
+fn abort<T>(e: SurveyError) -> Tx<T> {
+    Err(ConflictableTransactionError::Abort(e))
+}
+
+fn load_tx(tx: &TransactionalTree, app: &str, id: &str) -> Tx<Survey> {
+    let key = survey_key(app, id);
+    match tx.get(&key)? {
+        Some(v) => decode(&key, &v).or_else(|e| abort(SurveyError::Store(e))),
+        None => abort(SurveyError::NotFound),
+    }
+}
+
+/// Stores a new survey.
+pub fn create(db: &sled::Db, app: &str, survey: &Survey) -> Result<(), StoreError> {
+    db.open_tree(TREE)?
+        .insert(survey_key(app, &survey.id), encode(survey))?;
+    db.flush()?;
+    Ok(())
+}
+
+/// A survey of `app` (`None`: no such survey in this app).
+pub fn get(db: &sled::Db, app: &str, id: &str) -> Result<Option<Survey>, StoreError> {
+    if !ids::is_object_id(id) {
+        return Ok(None);
+    }
+    let key = survey_key(app, id);
+    match db.open_tree(TREE)?.get(&key)? {
+        Some(v) => Ok(Some(decode(&key, &v)?)),
+        None => Ok(None),
+    }
+}
+
+/// Every survey of `app`, in id order.
+pub fn all(db: &sled::Db, app: &str) -> Result<Vec<Survey>, StoreError> {
+    let prefix = [b"s", app.as_bytes()].concat();
+    db.open_tree(TREE)?
+        .scan_prefix(&prefix)
+        .map(|kv| {
+            let (k, v) = kv?;
+            decode(&k, &v)
+        })
+        .collect()
+}
+
+/// Applies a PATCH in a transaction (the state rules of `Survey::apply`).
+pub fn update(
+    db: &sled::Db,
+    app: &str,
+    id: &str,
+    patch: &SurveyPatch,
+) -> Result<Survey, SurveyError> {
+    if !ids::is_object_id(id) {
+        return Err(SurveyError::NotFound);
+    }
+    let out = db.open_tree(TREE)?.transaction(|tx| {
+        let mut s = load_tx(tx, app, id)?;
+        if let Err(r) = s.apply(patch) {
+            return abort(r.into());
+        }
+        tx.insert(survey_key(app, id), encode(&s))?;
+        Ok(s)
+    })?;
+    db.flush()?;
+    Ok(out)
+}
+
+/// Moves a survey to `to` in a transaction with the count of live surveys; entering the
+/// live states from draft or closed is checked against `limit` (the plan's `active_surveys`).
+pub fn transition(
+    db: &sled::Db,
+    app: &str,
+    id: &str,
+    to: SurveyStatus,
+    limit: Option<u64>,
+) -> Result<Survey, SurveyError> {
+    if !ids::is_object_id(id) {
+        return Err(SurveyError::NotFound);
+    }
+    let out = db.open_tree(TREE)?.transaction(|tx| {
+        let mut s = load_tx(tx, app, id)?;
+        let was = s.status.holds_slot();
+        if let Err(m) = s.move_to(to) {
+            return abort(SurveyError::Conflict(m));
+        }
+        let n = decode_count(tx.get(live_key(app))?.as_deref());
+        let n = match (was, s.status.holds_slot()) {
+            (false, true) => {
+                if let Some(limit) = limit.filter(|l| n >= *l) {
+                    return abort(SurveyError::PlanLimit {
+                        quota: Quota::ActiveSurveys,
+                        limit,
+                        current: n,
+                    });
+                }
+                n + 1
+            }
+            (true, false) => n.saturating_sub(1),
+            _ => n,
+        };
+        tx.insert(live_key(app), &n.to_be_bytes()[..])?;
+        tx.insert(survey_key(app, id), encode(&s))?;
+        Ok(s)
+    })?;
+    db.flush()?;
+    Ok(out)
+}
+
+/// Deletes a draft (409 for any other status).
+pub fn delete(db: &sled::Db, app: &str, id: &str) -> Result<(), SurveyError> {
+    if !ids::is_object_id(id) {
+        return Err(SurveyError::NotFound);
+    }
+    db.open_tree(TREE)?.transaction(|tx| {
+        let s = load_tx(tx, app, id)?;
+        if s.status != SurveyStatus::Draft {
+            return abort(SurveyError::Conflict(format!(
+                "only a draft can be deleted; this survey is {} (close it instead)",
+                s.status.name()
+            )));
+        }
+        tx.remove(survey_key(app, id))?;
+        Ok(())
+    })?;
+    db.flush()?;
+    Ok(())
+}
+
+fn response_prefix(app: &str, survey: &str) -> Vec<u8> {
+    [b"r", app.as_bytes(), survey.as_bytes()].concat()
+}
+
+fn visitor_key(app: &str, survey: &str, visitor: &str) -> Vec<u8> {
+    [b"v", app.as_bytes(), survey.as_bytes(), visitor.as_bytes()].concat()
+}
+
+fn month_key(app: &str, month: &str) -> Vec<u8> {
+    [b"m", app.as_bytes(), month.as_bytes()].concat()
+}
+
+/// Stores a visitor's answers to survey `id`: a new response (counted in the survey's
+/// `responseCount` and against `limit`, the plan's `responses_per_month`, for `month`) or an
+/// update of the visitor's earlier one, in one transaction. Drafts and unknown surveys are
+/// 404, paused and closed ones 409. Answers the response and whether it is new.
+pub fn respond(
+    db: &sled::Db,
+    app: &str,
+    id: &str,
+    draft: &ResponseDraft,
+    month: &str,
+    limit: Option<u64>,
+) -> Result<(SurveyResponse, bool), SurveyError> {
+    if !ids::is_object_id(id) {
+        return Err(SurveyError::NotFound);
+    }
+    let visitor = model::visitor(draft.user_id.as_deref(), &draft.anonymous_id);
+    let out = db.open_tree(TREE)?.transaction(|tx| {
+        let mut survey = load_tx(tx, app, id)?;
+        match survey.status {
+            SurveyStatus::Active => {}
+            SurveyStatus::Draft => return abort(SurveyError::NotFound),
+            other => {
+                return abort(SurveyError::Conflict(format!(
+                    "the survey is {}; it takes no responses",
+                    other.name()
+                )))
+            }
+        }
+        let vkey = visitor_key(app, id, &visitor);
+        // A visitor known by userId may have answered anonymously first.
+        let anon = visitor_key(app, id, &model::visitor(None, &draft.anonymous_id));
+        let found = match tx.get(&vkey)? {
+            Some(r) => Some(r),
+            None => tx.get(&anon)?,
+        };
+        let existing = match found {
+            Some(rid) => {
+                let key = [response_prefix(app, id), rid.to_vec()].concat();
+                match tx.get(&key)? {
+                    Some(v) => Some(
+                        decode::<SurveyResponse>(&key, &v)
+                            .or_else(|e| abort(SurveyError::Store(e)))?,
+                    ),
+                    None => None,
+                }
+            }
+            None => None,
+        };
+        let created = existing.is_none();
+        let mut response = match model::respond(&survey, existing, draft) {
+            Ok(r) => r,
+            Err(d) => return abort(SurveyError::Invalid(d)),
+        };
+        if response.user_id.is_none() {
+            response.user_id = draft.user_id.clone();
+        }
+        if created {
+            let mkey = month_key(app, month);
+            let n = decode_count(tx.get(&mkey)?.as_deref());
+            if let Some(limit) = limit.filter(|l| n >= *l) {
+                return abort(SurveyError::PlanLimit {
+                    quota: Quota::ResponsesPerMonth,
+                    limit,
+                    current: n,
+                });
+            }
+            tx.insert(mkey, &(n + 1).to_be_bytes()[..])?;
+            survey.response_count += 1;
+            tx.insert(survey_key(app, id), encode(&survey))?;
+        }
+        let rkey = [response_prefix(app, id), response.id.as_bytes().to_vec()].concat();
+        tx.insert(rkey, encode(&response))?;
+        tx.insert(vkey, response.id.as_bytes())?;
+        Ok((response, created))
+    })?;
+    db.flush()?;
+    Ok(out)
+}
+
+/// Every response to survey `id` of `app`.
+pub fn responses(db: &sled::Db, app: &str, id: &str) -> Result<Vec<SurveyResponse>, StoreError> {
+    db.open_tree(TREE)?
+        .scan_prefix(response_prefix(app, id))
+        .map(|kv| {
+            let (k, v) = kv?;
+            decode(&k, &v)
+        })
+        .collect()
+}
+
+/// The active surveys of `app` that target the visitor (sampling and attribute rules over
+/// the visitor's profile traits, overridden by `attrs`) and that the visitor has not completed.
+pub fn eligible(
+    db: &sled::Db,
+    app: &str,
+    anonymous_id: &str,
+    user_id: Option<&str>,
+    attrs: &serde_json::Map<String, serde_json::Value>,
+) -> Result<Vec<Survey>, StoreError> {
+    let user = match user_id {
+        Some(u) => Some(u.to_owned()),
+        None => crate::profiles::store::user_of(db, app, anonymous_id)?,
+    };
+    let mut traits = match &user {
+        Some(u) => crate::profiles::store::get(db, app, u)?
+            .map(|p| p.traits)
+            .unwrap_or_default(),
+        None => serde_json::Map::new(),
+    };
+    traits.extend(attrs.clone());
+    let visitor = model::visitor(user.as_deref(), anonymous_id);
+    let tree = db.open_tree(TREE)?;
+    let mut out = Vec::new();
+    for s in all(db, app)? {
+        if !s.targets(&visitor, &traits) {
+            continue;
+        }
+        let mut done = false;
+        for v in [visitor.clone(), model::visitor(None, anonymous_id)] {
+            if let Some(rid) = tree.get(visitor_key(app, &s.id, &v))? {
+                let key = [response_prefix(app, &s.id), rid.to_vec()].concat();
+                if let Some(r) = tree.get(&key)? {
+                    done |= decode::<SurveyResponse>(&key, &r)?.completed;
+                }
+            }
+        }
+        if !done {
+            out.push(s);
+        }
+    }
+    Ok(out)
+}
