@@ -182,6 +182,12 @@ impl Wal {
     }
 
     /// The LSN the next record will get.
+    /// Tests only: make appends fail (as after an unrecoverable write error) or work again.
+    #[cfg(test)]
+    pub fn set_broken(&mut self, broken: bool) {
+        self.broken = broken;
+    }
+
     pub fn next_lsn(&self) -> u64 {
         self.next_lsn
     }

@@ -712,4 +712,32 @@ mod tests {
         tx.send(Msg::Stop).unwrap();
         thread.join().unwrap();
     }
+
+    #[test]
+    fn an_identify_that_failed_to_reach_the_wal_links_nobody() {
+        let f = fixture();
+        let (mut w, _, uploads) = f.open();
+        let identify = Event {
+            kind: EventType::Identify,
+            user_id: Some("u1".into()),
+            ..ev("msg_1", "a")
+        };
+        w.wal.set_broken(true);
+        assert!(matches!(
+            commit(&mut w, vec![identify]),
+            Err(WriteError::Wal(_))
+        ));
+        w.wal.set_broken(false);
+        commit(&mut w, vec![ev("msg_2", "a")]).unwrap();
+        w.flush().unwrap();
+        let job = uploads.try_recv().unwrap();
+        let (_, batch) = &job.files[0];
+        let users = batch.column(batch.schema().index_of("user_id").unwrap());
+        assert_eq!(batch.num_rows(), 1);
+        assert!(
+            arrow_array::Array::is_null(users.as_ref(), 0),
+            "the visitor was never durably identified"
+        );
+        assert_eq!(profiles::store::user_of(&f.db, "app", "a").unwrap(), None);
+    }
 }
