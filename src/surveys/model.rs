@@ -533,30 +533,7 @@ fn parse_question(i: usize, v: &Value, errors: &mut Vec<FieldError>) -> Option<Q
             String::new()
         }
     };
-    let text = match m.get("text") {
-        Some(Value::String(s)) => match check_text(s, 1000, true) {
-            Ok(t) if t.is_empty() => {
-                errors.push(FieldError::new(at("text"), "must not be empty"));
-                t
-            }
-            Ok(t) => t,
-            Err(e) => {
-                errors.push(FieldError::new(at("text"), e));
-                String::new()
-            }
-        },
-        None => {
-            errors.push(FieldError::new(at("text"), "is required"));
-            String::new()
-        }
-        Some(v) => {
-            errors.push(FieldError::new(
-                at("text"),
-                format!("must be a string, not {}", type_name(v)),
-            ));
-            String::new()
-        }
-    };
+    let text = question_text(&at("text"), m.get("text"), errors);
     let kind = match m.get("type") {
         Some(Value::String(s)) => QuestionType::parse(s),
         _ => None,
@@ -596,38 +573,10 @@ fn parse_question(i: usize, v: &Value, errors: &mut Vec<FieldError>) -> Option<Q
         }
         _ => None,
     };
-    let (mut min, mut max) = (None, None);
-    if let Some(k) = kind {
-        for (name, slot) in [("min", &mut min), ("max", &mut max)] {
-            match (k.default_range(), m.get(name)) {
-                (_, None) => {}
-                (Some(_), Some(v)) => match v.as_i64() {
-                    Some(n) if (-1000..=1000).contains(&n) => *slot = Some(n),
-                    _ => errors.push(FieldError::new(
-                        at(name),
-                        "must be an integer from -1000 to 1000",
-                    )),
-                },
-                (None, Some(_)) => errors.push(FieldError::new(
-                    at(name),
-                    "is accepted only on rating and scale questions",
-                )),
-            }
-        }
-        if let Some((lo, hi)) = k.default_range() {
-            let (lo, hi) = (min.unwrap_or(lo), max.unwrap_or(hi));
-            if lo >= hi {
-                errors.push(FieldError::new(at("max"), "must be greater than min"));
-            } else if hi - lo > 100 {
-                errors.push(FieldError::new(
-                    at("max"),
-                    "the range must span at most 100",
-                ));
-            }
-            min = Some(lo);
-            max = Some(hi);
-        }
-    }
+    let (min, max) = match kind {
+        Some(k) => question_range(&at, k, m, errors),
+        None => (None, None),
+    };
     if errors.len() != before {
         return None;
     }
@@ -640,6 +589,75 @@ fn parse_question(i: usize, v: &Value, errors: &mut Vec<FieldError>) -> Option<Q
         min,
         max,
     })
+}
+
+/// A question's text: required, 1 to 1000 characters.
+fn question_text(field: &str, v: Option<&Value>, errors: &mut Vec<FieldError>) -> String {
+    match v {
+        Some(Value::String(s)) => match check_text(s, 1000, true) {
+            Ok(t) if t.is_empty() => {
+                errors.push(FieldError::new(field, "must not be empty"));
+                t
+            }
+            Ok(t) => t,
+            Err(e) => {
+                errors.push(FieldError::new(field, e));
+                String::new()
+            }
+        },
+        None => {
+            errors.push(FieldError::new(field, "is required"));
+            String::new()
+        }
+        Some(v) => {
+            errors.push(FieldError::new(
+                field,
+                format!("must be a string, not {}", type_name(v)),
+            ));
+            String::new()
+        }
+    }
+}
+
+/// The `min` and `max` of a rating or scale question (its type's defaults when absent);
+/// refused on other types.
+fn question_range(
+    at: &dyn Fn(&str) -> String,
+    k: QuestionType,
+    m: &Map<String, Value>,
+    errors: &mut Vec<FieldError>,
+) -> (Option<i64>, Option<i64>) {
+    let (mut min, mut max) = (None, None);
+    for (name, slot) in [("min", &mut min), ("max", &mut max)] {
+        match (k.default_range(), m.get(name)) {
+            (_, None) => {}
+            (Some(_), Some(v)) => match v.as_i64() {
+                Some(n) if (-1000..=1000).contains(&n) => *slot = Some(n),
+                _ => errors.push(FieldError::new(
+                    at(name),
+                    "must be an integer from -1000 to 1000",
+                )),
+            },
+            (None, Some(_)) => errors.push(FieldError::new(
+                at(name),
+                "is accepted only on rating and scale questions",
+            )),
+        }
+    }
+    if let Some((lo, hi)) = k.default_range() {
+        let (lo, hi) = (min.unwrap_or(lo), max.unwrap_or(hi));
+        if lo >= hi {
+            errors.push(FieldError::new(at("max"), "must be greater than min"));
+        } else if hi - lo > 100 {
+            errors.push(FieldError::new(
+                at("max"),
+                "the range must span at most 100",
+            ));
+        }
+        min = Some(lo);
+        max = Some(hi);
+    }
+    (min, max)
 }
 
 fn parse_options(at: &str, v: &Value, errors: &mut Vec<FieldError>) -> Option<Vec<QuestionOption>> {
