@@ -55,17 +55,6 @@ impl From<BoardError> for ApiError {
     }
 }
 
-/// The plan of an existing app (404 otherwise).
-async fn app_plan(state: &AppState, app: &str) -> Result<crate::tenants::Plan, ApiError> {
-    let app = app.to_owned();
-    state
-        .store
-        .run(move |db| crate::tenants::store::get_app(db, &app))
-        .await?
-        .map(|a| a.plan)
-        .ok_or_else(|| ApiError::not_found("app"))
-}
-
 async fn parse_body(
     state: &AppState,
     req: &HttpRequest,
@@ -83,7 +72,7 @@ async fn apply(
     board: String,
     change: Change,
 ) -> Result<(BoardRecord, Option<String>), ApiError> {
-    app_plan(state, &app).await?;
+    crate::tenants::http::app_plan(state, &app).await?;
     Ok(state
         .store
         .run(move |db| Ok(store::change(db, &app, &board, &change)))
@@ -257,7 +246,7 @@ async fn create_board(
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     let app = app.into_inner();
-    let plan = app_plan(&state, &app).await?;
+    let plan = crate::tenants::http::app_plan(&state, &app).await?;
     let p = parse_body(&state, &req, payload, None, true).await?;
     let limit = state.settings.plan(plan).limit(Quota::Boards);
     let a = app.clone();
@@ -321,7 +310,7 @@ async fn list_boards_admin(
     q: web::Query<PageQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let app = app.into_inner();
-    app_plan(&state, &app).await?;
+    crate::tenants::http::app_plan(&state, &app).await?;
     page(state.store.run(move |db| store::all(db, &app)).await?, &q)
 }
 
@@ -335,7 +324,7 @@ async fn get_board(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
     let (app, board) = path.into_inner();
-    app_plan(&state, &app).await?;
+    crate::tenants::http::app_plan(&state, &app).await?;
     let found = state
         .store
         .run(move |db| store::get(db, &app, Some(&board)))
@@ -369,7 +358,7 @@ async fn admin_list(
     board: String,
     part: Part,
 ) -> Result<HttpResponse, ApiError> {
-    app_plan(state, &app).await?;
+    crate::tenants::http::app_plan(state, &app).await?;
     let found = state
         .store
         .run(move |db| store::get(db, &app, Some(&board)))

@@ -60,17 +60,6 @@ impl From<SurveyError> for ApiError {
     }
 }
 
-/// The plan of an existing app (404 otherwise).
-async fn app_plan(state: &AppState, app: &str) -> Result<Plan, ApiError> {
-    let app = app.to_owned();
-    state
-        .store
-        .run(move |db| crate::tenants::store::get_app(db, &app))
-        .await?
-        .map(|a| a.plan)
-        .ok_or_else(|| ApiError::not_found("app"))
-}
-
 /// A create or PATCH body, with its `boardId` checked against the app's boards.
 async fn parse_body(
     state: &AppState,
@@ -200,7 +189,7 @@ async fn create_survey(
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     let app = app.into_inner();
-    app_plan(&state, &app).await?;
+    crate::tenants::http::app_plan(&state, &app).await?;
     let p = parse_body(&state, &req, &app, payload, true).await?;
     let survey = p.into_survey().map_err(ApiError::validation)?;
     let (a, s) = (app.clone(), survey.clone());
@@ -240,7 +229,7 @@ async fn list_surveys_admin(
     q: web::Query<AdminListQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let app = app.into_inner();
-    app_plan(&state, &app).await?;
+    crate::tenants::http::app_plan(&state, &app).await?;
     let mut errors = Vec::new();
     let filter = Filter {
         statuses: parse_values(
@@ -273,7 +262,7 @@ async fn get_survey_admin(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
     let (app, id) = path.into_inner();
-    app_plan(&state, &app).await?;
+    crate::tenants::http::app_plan(&state, &app).await?;
     let found = state.store.run(move |db| store::get(db, &app, &id)).await?;
     found
         .map(|s| api::ok(&s))
@@ -294,7 +283,7 @@ async fn update_survey(
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     let (app, id) = path.into_inner();
-    app_plan(&state, &app).await?;
+    crate::tenants::http::app_plan(&state, &app).await?;
     let p = parse_body(&state, &req, &app, payload, false).await?;
     let survey = state
         .store
@@ -318,7 +307,7 @@ async fn transition_survey(
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     let (app, id) = path.into_inner();
-    let plan = app_plan(&state, &app).await?;
+    let plan = crate::tenants::http::app_plan(&state, &app).await?;
     let (_, body) = api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
     let mut errors = Vec::new();
     only_fields(&body, &["status"], &mut errors);
@@ -353,7 +342,7 @@ async fn delete_survey(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
     let (app, id) = path.into_inner();
-    app_plan(&state, &app).await?;
+    crate::tenants::http::app_plan(&state, &app).await?;
     let i = id.clone();
     state
         .store

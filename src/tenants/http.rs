@@ -525,3 +525,14 @@ async fn revoke_key(
         revoked_at: key.revoked_at,
     }))
 }
+
+/// The plan of an existing app (404 otherwise), for admin routes of other resources.
+pub async fn app_plan(state: &AppState, app: &str) -> Result<Plan, ApiError> {
+    let app = app.to_owned();
+    state
+        .store
+        .run(move |db| super::store::get_app(db, &app))
+        .await?
+        .map(|a| a.plan)
+        .ok_or_else(|| ApiError::not_found("app"))
+}
