@@ -143,6 +143,7 @@ pub struct CollectorSettings {
     pub node_id: String,
     pub allowed_origins: Vec<String>,
     pub shutdown_upload_timeout_ms: u64,
+    pub dedupe_memory_mb: usize,
 }
 
 /// Where the lake lives.

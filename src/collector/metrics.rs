@@ -73,6 +73,8 @@ pub struct ShardCounters {
     /// Flushes the writer could not start (the WAL would not rotate); retried a second later.
     pub flush_failures: Counter,
     pub replayed: Counter,
+    /// messageIds the dedupe filter could not rule out, looked up on disk.
+    pub dedupe_disk_lookups: Counter,
     pub queue_depth: Gauge,
 }
 
@@ -90,6 +92,7 @@ impl Default for ShardCounters {
             upload_retries: Counter::default(),
             flush_failures: Counter::default(),
             replayed: Counter::default(),
+            dedupe_disk_lookups: Counter::default(),
             queue_depth: Gauge::default(),
         }
     }
@@ -192,6 +195,7 @@ struct ShardFamilies {
     upload_retries: Family<ShardLabel, Counter>,
     flush_failures: Family<ShardLabel, Counter>,
     replayed: Family<ShardLabel, Counter>,
+    dedupe_disk_lookups: Family<ShardLabel, Counter>,
     queue_depth: Family<ShardLabel, Gauge>,
 }
 
@@ -208,6 +212,7 @@ impl ShardFamilies {
             upload_retries: Family::default(),
             flush_failures: Family::default(),
             replayed: Family::default(),
+            dedupe_disk_lookups: Family::default(),
             queue_depth: Family::default(),
         };
         r.register(
@@ -261,6 +266,11 @@ impl ShardFamilies {
             f.replayed.clone(),
         );
         r.register(
+            "dedupe_disk_lookups",
+            "messageIds the in-memory filter could not rule out, looked up on disk",
+            f.dedupe_disk_lookups.clone(),
+        );
+        r.register(
             "queue_depth",
             "Batches waiting for the shard",
             f.queue_depth.clone(),
@@ -283,6 +293,7 @@ impl ShardFamilies {
                     upload_retries: self.upload_retries.get_or_create(&l).clone(),
                     flush_failures: self.flush_failures.get_or_create(&l).clone(),
                     replayed: self.replayed.get_or_create(&l).clone(),
+                    dedupe_disk_lookups: self.dedupe_disk_lookups.get_or_create(&l).clone(),
                     queue_depth: self.queue_depth.get_or_create(&l).clone(),
                 }
             })

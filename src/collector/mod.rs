@@ -84,6 +84,12 @@ fn shard_count(configured: usize) -> usize {
     }
 }
 
+/// The size of one dedupe filter: `collector.dedupe_memory_mb` shared by every shard's
+/// generations.
+pub fn dedupe_filter_bytes(dedupe_memory_mb: usize, shards: usize) -> usize {
+    (dedupe_memory_mb << 20) / (shards.max(1) * dedupe::GENERATIONS as usize)
+}
+
 /// The directory of shard `index`: its WAL, checkpoint, intent and dedupe files.
 pub fn shard_dir(data_dir: &Path, index: usize) -> std::path::PathBuf {
     data_dir.join("wal").join(format!("shard-{index}"))
@@ -120,10 +126,12 @@ impl Collector {
             let dir = shard_dir(&settings.storage.data_dir, index);
             let counters = Arc::new(metrics.shards[index].clone());
             let (up_tx, up_rx) = bounded(2);
+            let ids = dedupe::Index::open(&dir, clock.now_micros()).map_err(failed(index))?;
             let uploader = Uploader {
                 index,
                 dir: dir.clone(),
                 db: db.clone(),
+                dedupe: ids.clone(),
                 store: lake.clone(),
                 counters: counters.clone(),
                 shutdown: shutdown.clone(),
@@ -139,9 +147,18 @@ impl Collector {
                 max_rows: c.max_file_rows.max(1),
                 max_bytes: c.max_file_bytes.max(1),
                 max_age: Duration::from_millis(c.max_file_age_ms.max(1)),
+                dedupe_filter_bytes: dedupe_filter_bytes(c.dedupe_memory_mb, n),
             };
             let (tx, rx) = bounded(c.queue_batches.max(1));
-            let w = writer::spawn(cfg, db.clone(), clock.clone(), counters.clone(), up_tx, rx);
+            let w = writer::spawn(
+                cfg,
+                db.clone(),
+                clock.clone(),
+                counters.clone(),
+                up_tx,
+                ids,
+                rx,
+            );
             starting.push(w.map_err(failed(index))?);
             queues.push(tx);
         }

@@ -32,8 +32,8 @@ const INTENT: &str = "intent";
 pub struct Upload {
     pub last_lsn: u64,
     pub files: Vec<(Path, RecordBatch)>,
-    /// `(day, app, messageId)` of every row, for the dedupe files.
-    pub seen: Vec<(u32, String, String)>,
+    /// The fingerprints of every row's messageId, for the dedupe index.
+    pub ids: Arc<dedupe::Flushed>,
 }
 
 /// Why one attempt at a flush failed.
@@ -65,6 +65,7 @@ pub struct Uploader {
     /// The shard's directory (WAL, checkpoint, intent, dedupe files).
     pub dir: PathBuf,
     pub db: sled::Db,
+    pub dedupe: Arc<dedupe::Index>,
     pub store: Arc<dyn ObjectStore>,
     pub counters: Arc<ShardCounters>,
     pub shutdown: Arc<Shutdown>,
@@ -213,11 +214,18 @@ impl Running {
             self.u.counters.files_written.inc();
             self.u.counters.rows_written.inc_by(f.rows as u64);
         }
-        dedupe::persist(self.dir(), &job.seen).map_err(local("dedupe files"))?;
+        self.u
+            .dedupe
+            .persist(&job.ids)
+            .map_err(local("dedupe runs"))?;
         self.u.db.flush()?;
         wal::write_checkpoint(self.dir(), job.last_lsn).map_err(local("checkpoint"))?;
         std::fs::remove_file(self.dir().join(INTENT)).map_err(local("intent"))?;
         wal::trim(self.dir(), job.last_lsn).map_err(local("trim"))?;
+        if let Err(e) = self.u.dedupe.compact() {
+            // Lookups stay exact over more runs; the next flush tries again.
+            tracing::warn!(shard = self.u.index, error = %e, "dedupe runs not merged");
+        }
         Ok(())
     }
 }
@@ -254,6 +262,7 @@ mod tests {
         dir: PathBuf,
         store: Arc<InMemory>,
         counters: Arc<ShardCounters>,
+        index: Arc<dedupe::Index>,
     }
 
     fn fixture() -> Fixture {
@@ -262,9 +271,10 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         Fixture {
             _tmp: tmp,
-            dir,
             store: Arc::new(InMemory::new()),
             counters: Arc::default(),
+            index: dedupe::Index::open(&dir, 1).unwrap(),
+            dir,
         }
     }
 
@@ -275,6 +285,7 @@ mod tests {
                 index: 0,
                 dir: self.dir.clone(),
                 db: sled::Config::new().temporary(true).open().unwrap(),
+                dedupe: self.index.clone(),
                 store: self.store.clone(),
                 counters: self.counters.clone(),
                 shutdown: Arc::default(),
@@ -304,7 +315,7 @@ mod tests {
         }
     }
 
-    fn job(path: &str, last_lsn: u64, rows: usize) -> Upload {
+    fn job(index: &dedupe::Index, path: &str, last_lsn: u64, rows: usize) -> Upload {
         let mut b = RowBuilder::default();
         for i in 0..rows {
             b.append(&Event::example("app", &format!("msg_{i}"), "a", 1));
@@ -312,16 +323,23 @@ mod tests {
         Upload {
             last_lsn,
             files: vec![(Path::from(path), b.finish())],
-            seen: (0..rows)
-                .map(|i| (20_000, "app".into(), format!("msg_{i}")))
-                .collect(),
+            ids: {
+                let mut ids: Vec<u128> = (0..rows)
+                    .map(|i| index.fingerprint("app", &format!("msg_{i}")))
+                    .collect();
+                ids.sort_unstable();
+                Arc::new(dedupe::Flushed {
+                    lsn: last_lsn,
+                    ids: vec![(0, ids)],
+                })
+            },
         }
     }
 
     #[test]
     fn a_flush_puts_parquet_then_checkpoints_and_remembers_the_ids() {
         let f = fixture();
-        f.run(vec![job("events/a.parquet", 7, 3)]);
+        f.run(vec![job(&f.index, "events/a.parquet", 7, 3)]);
         let bytes = f.get("events/a.parquet").expect("file in the store");
         let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
             .unwrap()
@@ -331,8 +349,11 @@ mod tests {
         assert_eq!(rows, 3);
         assert_eq!(wal::read_checkpoint(&f.dir).unwrap(), 7);
         assert!(!f.dir.join(INTENT).exists());
-        let seen = dedupe::Seen::load(&f.dir, 20_000).unwrap();
-        assert!(seen.contains("app", "msg_2"));
+        // A writer started afterwards finds the ids on disk.
+        let index = dedupe::Index::open(&f.dir, 1).unwrap();
+        let key = index.fingerprint("app", "msg_2");
+        let seen = dedupe::Seen::open(index, 1, 4096, Default::default()).unwrap();
+        assert!(seen.contains(key));
         assert_eq!(f.counters.files_written.get(), 1);
         assert_eq!(f.counters.rows_written.get(), 3);
     }
@@ -340,7 +361,7 @@ mod tests {
     #[test]
     fn the_files_of_an_unfinished_flush_are_removed_before_anything_else() {
         let f = fixture();
-        f.run(vec![job("events/half.parquet", 9, 1)]);
+        f.run(vec![job(&f.index, "events/half.parquet", 9, 1)]);
         // A crash after the put but before the checkpoint: the intent names the file.
         wal::write_checkpoint(&f.dir, 4).unwrap();
         write_atomic(&f.dir, INTENT, b"lsn 9\nevents/half.parquet\n").unwrap();
@@ -351,7 +372,7 @@ mod tests {
         );
         assert!(!f.dir.join(INTENT).exists());
         // An intent the checkpoint already covers removes nothing.
-        f.run(vec![job("events/done.parquet", 12, 1)]);
+        f.run(vec![job(&f.index, "events/done.parquet", 12, 1)]);
         write_atomic(&f.dir, INTENT, b"lsn 12\nevents/done.parquet\n").unwrap();
         f.run(vec![]);
         assert!(f.get("events/done.parquet").is_some());

@@ -13,7 +13,7 @@
 //!
 //! At start it replays what its WAL holds beyond the checkpoint through the same steps 3-5.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -22,10 +22,11 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use super::columns::RowBuilder;
+use super::dedupe::{self, FingerprintSet, Seen};
 use super::event::{Event, EventType};
 use super::metrics::ShardCounters;
 use super::uploader::Upload;
-use super::{dedupe, lake, usage, wal};
+use super::{lake, usage, wal};
 use crate::clock::Clock;
 use crate::profiles::{self, Change, Touch};
 
@@ -50,6 +51,8 @@ pub struct WriterConfig {
     pub max_rows: usize,
     pub max_bytes: usize,
     pub max_age: Duration,
+    /// Bytes of each of the shard's dedupe filters (one per generation).
+    pub dedupe_filter_bytes: usize,
 }
 
 /// The answer to one batch: it is on disk.
@@ -84,13 +87,10 @@ pub struct Writer {
     cfg: WriterConfig,
     db: sled::Db,
     clock: Arc<dyn Clock>,
-    seen: dedupe::Seen,
-    /// `(day, app, messageId)` of the rows in the open files.
-    seen_open: Vec<(u32, String, String)>,
+    seen: Seen,
     /// anonymousId -> userId of this shard's visitors (all their events come here), misses
     /// included; bounded by clearing.
     identities: HashMap<(String, String), Option<String>>,
-    today: u32,
     wal: wal::Wal,
     open: BTreeMap<(String, i64), RowBuilder>,
     first_open_lsn: Option<u64>,
@@ -114,17 +114,20 @@ impl Writer {
         clock: Arc<dyn Clock>,
         counters: Arc<ShardCounters>,
         uploads: Sender<Upload>,
+        index: Arc<dedupe::Index>,
     ) -> std::io::Result<(Writer, Vec<wal::Record>)> {
         std::fs::create_dir_all(&cfg.dir)?;
         let checkpoint = wal::read_checkpoint(&cfg.dir)?;
         let (wal, replay) = wal::Wal::open(&cfg.dir, checkpoint)?;
-        let today = dedupe::day(clock.now_micros());
-        let seen = dedupe::Seen::load(&cfg.dir, today)?;
+        let seen = Seen::open(
+            index,
+            clock.now_micros(),
+            cfg.dedupe_filter_bytes,
+            counters.dedupe_disk_lookups.clone(),
+        )?;
         let writer = Writer {
             seen,
-            seen_open: Vec::new(),
             identities: HashMap::new(),
-            today,
             cfg,
             db,
             clock,
@@ -154,7 +157,8 @@ impl Writer {
                 Some(e) => {
                     self.update_profile(&e);
                     let now = self.clock.now_micros();
-                    self.after_commit(&e, r.lsn, now);
+                    let key = self.seen.index().fingerprint(&e.app_id, &e.message_id);
+                    self.after_commit(&e, key, r.lsn, now);
                 }
                 None => {
                     tracing::error!(shard = index, lsn = r.lsn, "unreadable WAL record skipped")
@@ -186,7 +190,8 @@ impl Writer {
                     self.retry_flush_at = self.clock.now_micros() + FLUSH_RETRY.as_micros() as i64;
                 }
             }
-            self.roll_day();
+            self.seen.roll(self.clock.now_micros());
+            self.seen.poll_rebuilt();
             if stop {
                 tracing::info!(shard = self.cfg.index, "shard writer stopped");
                 return;
@@ -236,22 +241,11 @@ impl Writer {
         stop
     }
 
-    /// Forgets messageIds older than the dedupe window when the day changes.
-    fn roll_day(&mut self) {
-        let today = dedupe::day(self.clock.now_micros());
-        if today != self.today {
-            self.today = today;
-            if let Err(e) = self.seen.expire(&self.cfg.dir, today) {
-                tracing::warn!(shard = self.cfg.index, error = %e, "old dedupe files not removed");
-            }
-        }
-    }
-
     /// Group commit: dedupe, enrich, one WAL append + fsync, then answer every batch.
     fn commit(&mut self, group: Vec<(Vec<Event>, Reply)>) {
         // When these rows arrived, for the file-age rule: read before anyone is answered.
         let arrived = self.clock.now_micros();
-        let (kept, outcomes) = self.prepare(group);
+        let (kept, keys, outcomes) = self.prepare(group);
         let first_lsn = match self.append(&kept) {
             Ok(lsn) => lsn,
             Err(e) => {
@@ -280,8 +274,8 @@ impl Writer {
         if let Err(e) = usage::add_events(&self.db, &kept) {
             tracing::warn!(shard = self.cfg.index, error = %e, "usage counter not updated");
         }
-        for (i, e) in kept.iter().enumerate() {
-            self.after_commit(e, first_lsn + i as u64, arrived);
+        for (i, (e, key)) in kept.iter().zip(keys).enumerate() {
+            self.after_commit(e, key, first_lsn + i as u64, arrived);
         }
     }
 
@@ -300,12 +294,13 @@ impl Writer {
     }
 
     /// Drops duplicates (seen before, or twice in the group) and fills in the userId of
-    /// visitors identified earlier.
+    /// visitors identified earlier. Returns the kept events with their fingerprints.
     fn prepare(
         &mut self,
         group: Vec<(Vec<Event>, Reply)>,
-    ) -> (Vec<Event>, Vec<(Reply, Committed)>) {
-        let mut in_group: HashSet<(String, String)> = HashSet::new();
+    ) -> (Vec<Event>, Vec<u128>, Vec<(Reply, Committed)>) {
+        let mut in_group = FingerprintSet::default();
+        let mut keys = Vec::new();
         // Identities of this group, not yet durable: they fill later events of the group only.
         let mut pending: HashMap<(String, String), String> = HashMap::new();
         let mut kept = Vec::new();
@@ -313,9 +308,8 @@ impl Writer {
         for (events, reply) in group {
             let mut done = Committed::default();
             for mut e in events {
-                if self.seen.contains(&e.app_id, &e.message_id)
-                    || !in_group.insert((e.app_id.clone(), e.message_id.clone()))
-                {
+                let key = self.seen.index().fingerprint(&e.app_id, &e.message_id);
+                if !in_group.insert(key) || self.seen.contains(key) {
                     done.duplicates += 1;
                     continue;
                 }
@@ -334,10 +328,11 @@ impl Writer {
                 }
                 done.accepted += 1;
                 kept.push(e);
+                keys.push(key);
             }
             outcomes.push((reply, done));
         }
-        (kept, outcomes)
+        (kept, keys, outcomes)
     }
 
     fn learn_identity(&mut self, e: &Event) {
@@ -371,7 +366,7 @@ impl Writer {
     }
 
     /// Everything after the answer: the row in its open file and the messageId.
-    fn after_commit(&mut self, e: &Event, lsn: u64, arrived: i64) {
+    fn after_commit(&mut self, e: &Event, key: u128, lsn: u64, arrived: i64) {
         let hour = e.received_at.div_euclid(3_600_000_000);
         self.open
             .entry((e.app_id.clone(), hour))
@@ -383,10 +378,7 @@ impl Writer {
             self.oldest = Some(arrived);
         }
         self.first_open_lsn.get_or_insert(lsn);
-        let day = dedupe::day(e.received_at);
-        self.seen.insert(&e.app_id, &e.message_id, day);
-        self.seen_open
-            .push((day, e.app_id.clone(), e.message_id.clone()));
+        self.seen.insert(key, e.received_at);
     }
 
     /// Folds an event into its user's profile; an error is logged, never fatal to the event.
@@ -424,11 +416,10 @@ impl Writer {
         self.rows = 0;
         self.bytes = 0;
         self.oldest = None;
-        let seen = std::mem::take(&mut self.seen_open);
         Ok(Some(Upload {
             last_lsn,
             files,
-            seen,
+            ids: self.seen.take_open(last_lsn),
         }))
     }
 
@@ -488,13 +479,14 @@ pub fn spawn(
     clock: Arc<dyn Clock>,
     counters: Arc<ShardCounters>,
     uploads: Sender<Upload>,
+    index: Arc<dedupe::Index>,
     rx: Receiver<Msg>,
 ) -> std::io::Result<Starting> {
     let (ready_tx, ready) = std::sync::mpsc::channel();
     let thread = std::thread::Builder::new()
         .name(format!("shard-{}", cfg.index))
         .spawn(move || {
-            let opened = Writer::open(cfg, db, clock, counters, uploads)
+            let opened = Writer::open(cfg, db, clock, counters, uploads, index)
                 .and_then(|(mut w, records)| w.replay(records).map(|()| w));
             match opened {
                 Ok(writer) => {
@@ -534,6 +526,7 @@ mod tests {
             max_rows: 1000,
             max_bytes: 1 << 30,
             max_age: Duration::from_secs(60),
+            dedupe_filter_bytes: 64 * 1024,
         };
         let db = sled::Config::new().temporary(true).open().unwrap();
         Fixture {
@@ -547,12 +540,14 @@ mod tests {
     impl Fixture {
         fn open(&self) -> (Writer, Vec<wal::Record>, Receiver<Upload>) {
             let (tx, rx) = bounded(8);
+            let index = dedupe::Index::open(&self.cfg.dir, self.clock.now_micros()).unwrap();
             let (w, records) = Writer::open(
                 self.cfg.clone(),
                 self.db.clone(),
                 self.clock.clone(),
                 Arc::default(),
                 tx,
+                index,
             )
             .unwrap();
             (w, records, rx)
@@ -610,7 +605,7 @@ mod tests {
             job.files.iter().map(|(_, b)| b.num_rows()).sum::<usize>(),
             2
         );
-        assert_eq!(job.seen.len(), 2);
+        assert_eq!(job.ids.len(), 2);
     }
 
     #[test]
