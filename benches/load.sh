@@ -1,65 +1,151 @@
 #!/usr/bin/env bash
-# Load test of the collector against the HTTP ceiling measured in the same run.
+# The collector under load, against the HTTP ceiling of this machine measured in the same run.
 #
-#   benches/load.sh [seconds per run, default 10] [connections, default 64]
+#   benches/load.sh [--secs 10] [--conns 32] [--runs 3]
+#   benches/load.sh --soak [--minutes 10] [--rate 20000]
 #
-# Starts a release build of tributary on 127.0.0.1 with a fresh data dir, then runs wrk:
-#   1. baseline: GET /healthz (the same server, workers and middleware: the ceiling of the stack)
-#   2. collect:  POST /api/w/analytics/collect, 10-event batches, unique messageIds
-# and prints requests/s, events/s and the ratio collect/baseline. Everything stays on 127.0.0.1.
-# The load generator shares the machine's cores with the server: compare ratios, not absolutes.
+# Load mode: starts a bare actix-web server (examples/ceiling.rs: reads the body, answers 200)
+# and Tributary in its default durable configuration (fresh data dir, local lake), then drives
+# each in turn with the same load (examples/loadgen.rs: one thread, --conns keep-alive
+# connections, 10-event batches of about 5 KB with a fresh anonymousId and messageIds on every
+# request), --runs times, and prints per run and as medians: events/s of each, the ratio, server
+# CPU µs per event of each (utime + stime from /proc/<pid>/stat), p50/p99 latency. Then it runs
+# Tributary at half its saturation rate for p99, prints its peak RSS (VmHWM), stops it
+# (SIGTERM: everything flushed) and checks that the lake holds exactly the acknowledged events.
+#
+# Soak mode: Tributary alone at a fixed rate for --minutes, RSS every 30 s; then kill -9, a
+# restart timed until it answers, a retry of a batch sent at minute 1 (expects 10 duplicates),
+# and a lake check (every acknowledged event once, that batch's events once).
+#
+# Everything stays on 127.0.0.1. The load generator shares the 2 cores with the server:
+# compare ratios and CPU per event, not absolute rates.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-secs=${1:-10}
-conns=${2:-64}
-command -v wrk >/dev/null || { [ "$(id -u)" = 0 ] && apt-get install -y -qq wrk >/dev/null || sudo apt-get install -y -qq wrk >/dev/null; }
-cargo build --release --quiet
-data=$(mktemp -d)
-port=$((20000 + RANDOM % 20000))
+secs=10 conns=32 runs=3 soak=0 minutes=10 rate=20000
+while [ $# -gt 0 ]; do
+  case $1 in
+    --secs) secs=$2; shift 2 ;;
+    --conns) conns=$2; shift 2 ;;
+    --runs) runs=$2; shift 2 ;;
+    --soak) soak=1; shift ;;
+    --minutes) minutes=$2; shift 2 ;;
+    --rate) rate=$2; shift 2 ;;
+    *) echo "unknown option $1 (see the header of $0)" >&2; exit 2 ;;
+  esac
+done
+echo "== building (release)"
+cargo build --release --quiet --bin tributary --examples
+bin=${CARGO_TARGET_DIR:-target}/release
+hz=$(getconf CLK_TCK)
+work=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; rm -rf "$work"; }
+trap cleanup EXIT
+
+free_port() { echo $((20000 + RANDOM % 20000)); }
+wait_up() { # url
+  for _ in $(seq 300); do curl -sf -o /dev/null "$1" && return 0; sleep 0.02; done
+  echo "server did not start: $1" >&2; return 1
+}
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+field() { sed -E "s/.*(^| )$1=([^ ]+).*/\2/" <<<"$2"; }
+
 export TRIBUTARY_ADMIN_TOKEN=load-test-token
-RUST_LOG=warn target/release/tributary serve --bind 127.0.0.1:$port --data-dir "$data" &
-pid=$!
-trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$data" "$lua"' EXIT
-for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
-key=$(curl -sf -X POST "http://127.0.0.1:$port/admin/v1/apps" -H "Authorization: Bearer $TRIBUTARY_ADMIN_TOKEN" \
-  -H 'Content-Type: application/json' -d '{"name": "load", "plan": "enterprise"}' | sed -E 's/.*"integrationKey":"([^"]+)".*/\1/')
-lua=$(mktemp --suffix .lua)
-cat > "$lua" <<LUA
-local n = 0
-local threads = 0
-function setup(thread)
-  threads = threads + 1
-  thread:set("tid", threads .. "_" .. os.time())
-end
--- 64 visitors, so events spread over the shards as real traffic does.
-local anons = {}
-for i = 1, 64 do anons[i] = string.format("%08x-0000-4000-8000-%012x", i, i * 7919) end
-request = function()
-  n = n + 1
-  local ev = {}
-  for i = 1, 10 do
-    ev[i] = string.format('{"type":"track","event":"Load Test","anonymousId":"%s","messageId":"msg_%s_%d_%d","sessionId":"ses_1","timestamp":"2026-11-22T10:00:00Z","properties":{"i":%d,"plan":"pro"},"context":{"page":{"url":"https://shop.example/p","path":"/p","title":"P","referrer":""},"locale":"en-US","timezone":"Europe/Paris","screen":{"width":1440,"height":900}}}', anons[(n % 64) + 1], tid, n, i, i)
-  end
-  local body = '{"sentAt":"2026-11-22T10:00:01Z","batch":[' .. table.concat(ev, ",") .. ']}'
-  return wrk.format("POST", "/api/w/analytics/collect", {["Content-Type"] = "application/json", ["X-App-Key"] = "$key"}, body)
-end
-LUA
-rps() { awk '/Requests\/sec/ {print $2}'; }
-echo "== baseline: GET /healthz, ${secs}s, $conns connections"
-wrk -t2 -c"$conns" -d"${secs}s" "http://127.0.0.1:$port/healthz" > "$data/base.txt"
-cat "$data/base.txt"
-base=$(rps < "$data/base.txt")
-echo "== collect: POST 10-event batches, ${secs}s, $conns connections"
-wrk -t2 -c"$conns" -d"${secs}s" -s "$lua" "http://127.0.0.1:$port/api/w/analytics/collect" > "$data/collect.txt"
-cat "$data/collect.txt"
-coll=$(rps < "$data/collect.txt")
-dups=$(curl -sf "http://127.0.0.1:$port/metrics" | awk '/^tributary_collector_duplicates_total/ {s += $2} END {print s}')
-accepted=$(curl -sf "http://127.0.0.1:$port/metrics" | awk '/^tributary_collector_accepted_total/ {s += $2} END {print s}')
-fsyncs=$(curl -sf "http://127.0.0.1:$port/metrics" | awk '/^tributary_collector_wal_fsyncs_total/ {s += $2} END {print s}')
-non200=$(curl -sf "http://127.0.0.1:$port/metrics" | awk '/^tributary_collector_rejected_total/ {s += $2} END {print s}')
-awk -v b="$base" -v c="$coll" -v a="$accepted" -v d="$dups" -v f="$fsyncs" -v r="$non200" -v s="$secs" 'BEGIN {
-  printf "\nbaseline  %10.0f req/s\n", b
-  printf "collect   %10.0f req/s  %10.0f events/s\n", c, c * 10
-  printf "ratio     %10.3f (collect req/s / baseline req/s)\n", c / b
-  printf "accepted  %10d events, %d duplicates, %d group commits (%.1f events per fsync), %d refused\n", a, d, f, (f > 0 ? a / f : 0), r
-}'
+start_tributary() { # data dir; sets tpid, tport
+  tport=$(free_port)
+  RUST_LOG=warn "$bin/tributary" serve --bind "127.0.0.1:$tport" --data-dir "$1" >>"$work/tributary.log" 2>&1 &
+  tpid=$!; pids+=("$tpid")
+  wait_up "http://127.0.0.1:$tport/healthz"
+}
+create_app() {
+  curl -sf -X POST "http://127.0.0.1:$tport/admin/v1/apps" -H "Authorization: Bearer $TRIBUTARY_ADMIN_TOKEN" \
+    -H 'Content-Type: application/json' -d '{"name": "load", "plan": "enterprise"}' |
+    sed -E 's/.*"integrationKey":"([^"]+)".*/\1/'
+}
+# measure PID PORT KEY [loadgen args...]: one loadgen run, with the server's CPU per event.
+measure() {
+  local pid=$1 port=$2 key=$3; shift 3
+  local before after out events
+  before=$(ticks "$pid")
+  out=$("$bin/examples/loadgen" --addr "127.0.0.1:$port" --key "$key" --conns "$conns" "$@")
+  after=$(ticks "$pid")
+  events=$(field events "$out")
+  echo "$out cpu_us_per_event=$(awk -v t=$((after - before)) -v h="$hz" -v e="$events" 'BEGIN {printf "%.2f", e ? t * 1e6 / h / e : 0}')"
+}
+median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+
+if [ "$soak" = 0 ]; then
+  cport=$(free_port)
+  "$bin/examples/ceiling" "127.0.0.1:$cport" >/dev/null 2>&1 &
+  cpid=$!; pids+=("$cpid")
+  for _ in $(seq 300); do curl -s -o /dev/null -X POST -d x "http://127.0.0.1:$cport/api/w/analytics/collect" && break; sleep 0.02; done
+  start_tributary "$work/data"
+  key=$(create_app)
+  : >"$work/ceiling.txt"; : >"$work/tributary.txt"
+  accepted=0
+  for r in $(seq "$runs"); do
+    c=$(measure "$cpid" "$cport" none --secs "$secs")
+    t=$(measure "$tpid" "$tport" "$key" --secs "$secs")
+    accepted=$((accepted + $(field accepted "$t")))
+    echo "run $r ceiling:   $c"
+    echo "run $r tributary: $t"
+    echo "$c" >>"$work/ceiling.txt"; echo "$t" >>"$work/tributary.txt"
+  done
+  med() { awk -v k="$1" '{for (i = 1; i <= NF; i++) {split($i, kv, "="); if (kv[1] == k) print kv[2]}}' "$2" | median; }
+  ce=$(med events_per_s "$work/ceiling.txt"); te=$(med events_per_s "$work/tributary.txt")
+  half=$(awk -v e="$te" 'BEGIN {printf "%d", e / 10 / 2}')
+  h=$(measure "$tpid" "$tport" "$key" --secs "$secs" --rate "$half")
+  accepted=$((accepted + $(field accepted "$h")))
+  echo "half rate ($half req/s): $h"
+  peak=$(awk '/VmHWM/ {print $2}' "/proc/$tpid/status")
+  kill -TERM "$tpid"; wait "$tpid" 2>/dev/null || true
+  lake=$("$bin/examples/lake_count" "$work/data/lake")
+  echo
+  echo "medians of $runs runs, ${secs}s each, $conns connections, 10-event batches"
+  printf "%-10s %12s %14s %10s %10s\n" "" "events/s" "cpu µs/event" "p50 µs" "p99 µs"
+  for s in ceiling tributary; do
+    printf "%-10s %12.0f %14.2f %10.0f %10.0f\n" "$s" "$(med events_per_s "$work/$s.txt")" \
+      "$(med cpu_us_per_event "$work/$s.txt")" "$(med p50_us "$work/$s.txt")" "$(med p99_us "$work/$s.txt")"
+  done
+  awk -v c="$ce" -v t="$te" 'BEGIN {printf "ratio      %12.3f (tributary events/s / ceiling events/s)\n", t / c}'
+  echo "p99 at half saturation ($half req/s): $(field p99_us "$h") µs"
+  echo "tributary peak RSS: $((peak / 1024)) MB"
+  echo "lake: $lake; acknowledged: $accepted"
+  if [ "$(field rows "$lake")" = "$accepted" ] && [ "$(field distinct_message_ids "$lake")" = "$accepted" ]; then
+    echo "CHECK lake holds exactly the acknowledged events: ok"
+  else
+    echo "CHECK lake holds exactly the acknowledged events: FAILED"; exit 1
+  fi
+  exit 0
+fi
+
+# Soak.
+start_tributary "$work/data"
+key=$(create_app)
+secs=$((minutes * 60))
+echo "== soak: $rate events/s for $minutes min, fresh ids; RSS every 30 s"
+"$bin/examples/loadgen" --addr "127.0.0.1:$tport" --key "$key" --conns "$conns" --secs "$secs" \
+  --rate "$((rate / 10))" --save-at 60 --save "$work/minute1.json" >"$work/soak.txt" &
+lpid=$!; pids+=("$lpid")
+: >"$work/rss.txt"
+for i in $(seq 30 30 "$secs"); do
+  sleep 30
+  rss=$(awk '/VmRSS/ {print $2}' "/proc/$tpid/status")
+  echo "$rss" >>"$work/rss.txt"
+  echo "t=${i}s rss=$((rss / 1024)) MB"
+done
+wait "$lpid"
+soakline=$(cat "$work/soak.txt")
+echo "load: $soakline"
+awk 'NR > 4 {if (min == "" || $1 < min) min = $1; if ($1 > max) max = $1} END {
+  printf "RSS after minute 2: min %d MB, max %d MB, spread %.1f%%\n", min / 1024, max / 1024, (max - min) * 100 / max }' "$work/rss.txt"
+kill -9 "$tpid"; wait "$tpid" 2>/dev/null || true
+t0=$(date +%s%N)
+start_tributary "$work/data"
+echo "restart after kill -9: ready in $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+retry=$(curl -sf -X POST "http://127.0.0.1:$tport/api/w/analytics/collect" -H "X-App-Key: $key" \
+  -H 'Content-Type: application/json' --data-binary @"$work/minute1.json")
+echo "retry of a batch from minute 1: $retry"
+kill -TERM "$tpid"; wait "$tpid" 2>/dev/null || true
+lake=$("$bin/examples/lake_count" "$work/data/lake" "$work/minute1.json")
+echo "lake: $lake; acknowledged: $(field accepted "$soakline")"

@@ -120,6 +120,7 @@ pub struct StorageSettings {
     pub data_dir: PathBuf,
     pub store_threads: usize,
     pub store_queue: usize,
+    pub cache_mb: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -144,6 +145,7 @@ pub struct CollectorSettings {
     pub allowed_origins: Vec<String>,
     pub shutdown_upload_timeout_ms: u64,
     pub dedupe_memory_mb: usize,
+    pub max_memory_mb: usize,
 }
 
 /// Where the lake lives.

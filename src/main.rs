@@ -64,6 +64,11 @@ fn run_client(f: impl std::future::Future<Output = Result<(), String>>) -> std::
     }
 }
 
+/// mimalloc: measured faster than the system allocator under collector load (BENCHMARKS.md),
+/// and it returns freed memory to the system.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> std::process::ExitCode {
     tributary::telemetry::init();
     let cli = Cli::parse();

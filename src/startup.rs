@@ -258,6 +258,7 @@ impl Application {
             &data_dir.join("db"),
             settings.storage.store_threads,
             settings.storage.store_queue,
+            settings.storage.cache_mb << 20,
         )?;
         let registry = Registry::load(store.db_for_startup())?;
         crate::tenants::store::index_api_keys(store.db_for_startup())?;

@@ -311,8 +311,7 @@ impl Checker {
             }
             Some(_) => self.fail("context.screen", "must be an object"),
         }
-        let mut rest = ctx.clone();
-        for k in [
+        const KNOWN: [&str; 7] = [
             "page",
             "device",
             "locale",
@@ -320,10 +319,13 @@ impl Checker {
             "screen",
             "ip",
             "userAgent",
-        ] {
-            rest.remove(k);
-        }
-        if !rest.is_empty() {
+        ];
+        // The rest of the context is kept as JSON; copied only when there is a rest.
+        if ctx.keys().any(|k| !KNOWN.contains(&k.as_ref())) {
+            let mut rest = ctx.clone();
+            for k in KNOWN {
+                rest.remove(k);
+            }
             out.rest = Some(Value::Object(rest).encode());
         }
         out

@@ -12,6 +12,7 @@
 //! fsync'd in a shard's WAL. Architecture invariant: every queue is bounded; a full shard queue
 //! is answered 503 + Retry-After at the edge, never buffered without bound.
 
+pub mod budget;
 pub mod columns;
 pub mod decode;
 pub mod dedupe;
@@ -45,6 +46,8 @@ pub use writer::{Committed, WriteError};
 pub enum CollectorError {
     #[error("{0}")]
     Lake(#[from] lake::LakeError),
+    #[error("{0}")]
+    Config(String),
     #[error("shard {shard}: {source}")]
     Shard {
         shard: usize,
@@ -69,6 +72,8 @@ pub struct Collector {
     pub metrics: Metrics,
     pub meter: usage::Meter,
     pub clock: Arc<dyn Clock>,
+    /// The queued-batch pool of the memory budget (`budget.rs`).
+    gate: budget::Gate,
     /// Writer threads, then uploader threads: joined in that order at shutdown.
     threads: Mutex<Vec<JoinHandle<()>>>,
     shutdown: Arc<Shutdown>,
@@ -116,6 +121,7 @@ impl Collector {
     ) -> Result<Collector, CollectorError> {
         let c = &settings.collector;
         let n = shard_count(c.shards);
+        let budget = budget::Budget::new(c, n).map_err(CollectorError::Config)?;
         let shutdown = Arc::new(Shutdown::default());
         let mut queues = Vec::with_capacity(n);
         let metrics = Metrics::new(n);
@@ -125,7 +131,7 @@ impl Collector {
         for index in 0..n {
             let dir = shard_dir(&settings.storage.data_dir, index);
             let counters = Arc::new(metrics.shards[index].clone());
-            let (up_tx, up_rx) = bounded(2);
+            let (up_tx, up_rx) = bounded(1);
             let ids = dedupe::Index::open(&dir, clock.now_micros()).map_err(failed(index))?;
             let uploader = Uploader {
                 index,
@@ -145,9 +151,9 @@ impl Collector {
                 dir,
                 prefix: settings.lake.prefix.clone(),
                 max_rows: c.max_file_rows.max(1),
-                max_bytes: c.max_file_bytes.max(1),
+                max_bytes: budget.file_bytes,
                 max_age: Duration::from_millis(c.max_file_age_ms.max(1)),
-                dedupe_filter_bytes: dedupe_filter_bytes(c.dedupe_memory_mb, n),
+                dedupe_filter_bytes: budget.filter_bytes,
             };
             let (tx, rx) = bounded(c.queue_batches.max(1));
             let w = writer::spawn(
@@ -176,9 +182,17 @@ impl Collector {
             metrics,
             meter: usage::Meter::default(),
             clock,
+            gate: budget::Gate::new(budget.queued_bytes),
             threads: Mutex::new(threads),
             shutdown,
         };
+        tracing::info!(
+            shards = n,
+            file_mb = budget.file_bytes >> 20,
+            queued_mb = budget.queued_bytes >> 20,
+            dedupe_mb = c.dedupe_memory_mb,
+            "collector memory budget"
+        );
         if let Some(e) = failure {
             collector.shutdown();
             return Err(e);
@@ -205,8 +219,17 @@ impl Collector {
             .enumerate()
             .filter(|(_, e)| !e.is_empty())
         {
+            let bytes = events.iter().map(Event::approx_bytes).sum();
+            let Some(held) = self.gate.reserve(bytes) else {
+                overloaded = true;
+                continue;
+            };
             let (reply, answer) = tokio::sync::oneshot::channel();
-            match self.queues[i].try_send(writer::Msg::Write { events, reply }) {
+            match self.queues[i].try_send(writer::Msg::Write {
+                events,
+                reply,
+                held,
+            }) {
                 Ok(()) => waiting.push(answer),
                 Err(TrySendError::Full(_)) => overloaded = true,
                 Err(TrySendError::Disconnected(_)) => {
@@ -286,6 +309,7 @@ mod tests {
             metrics: Metrics::new(1),
             meter: usage::Meter::default(),
             clock: Arc::new(crate::clock::SystemClock),
+            gate: budget::Gate::default(),
             threads: Mutex::default(),
             shutdown: Arc::default(),
         };
@@ -303,7 +327,7 @@ mod tests {
             Err(SubmitError::Overloaded)
         ));
         // Once the shard answers, the waiting batch completes.
-        let Ok(writer::Msg::Write { reply, events }) = rx.recv() else {
+        let Ok(writer::Msg::Write { reply, events, .. }) = rx.recv() else {
             panic!("expected a write")
         };
         assert_eq!(events.len(), 1);

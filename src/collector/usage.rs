@@ -32,10 +32,17 @@ fn read(v: Option<&[u8]>) -> u64 {
 
 /// Adds accepted events to their app's monthly count.
 pub fn add_events(db: &sled::Db, events: &[Event]) -> Result<(), StoreError> {
-    let mut per: HashMap<(&str, String), u64> = HashMap::new();
+    // Counted per day first: the month is formatted once per day, not once per event.
+    const DAY: i64 = 86_400_000_000;
+    let mut per_day: HashMap<(&str, i64), u64> = HashMap::new();
     for e in events {
-        *per.entry((e.app_id.as_str(), month_of(e.received_at)))
+        *per_day
+            .entry((e.app_id.as_str(), e.received_at.div_euclid(DAY)))
             .or_default() += 1;
+    }
+    let mut per: HashMap<(&str, String), u64> = HashMap::new();
+    for ((app, day), n) in per_day {
+        *per.entry((app, month_of(day * DAY))).or_default() += n;
     }
     let tree = db.open_tree(TREE)?;
     for ((app, month), n) in per {

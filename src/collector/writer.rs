@@ -13,7 +13,7 @@
 //!
 //! At start it replays what its WAL holds beyond the checkpoint through the same steps 3-5.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use super::columns::RowBuilder;
-use super::dedupe::{self, FingerprintSet, Seen};
+use super::dedupe::{self, FingerprintMap, FingerprintSet, Seen};
 use super::event::{Event, EventType};
 use super::metrics::ShardCounters;
 use super::uploader::Upload;
@@ -77,6 +77,8 @@ pub enum Msg {
     Write {
         events: Vec<Event>,
         reply: Reply,
+        /// The batch's share of the memory budget, freed once it is committed.
+        held: super::budget::Reservation,
     },
     /// Commit what is queued, flush every open file, stop.
     Stop,
@@ -90,7 +92,7 @@ pub struct Writer {
     seen: Seen,
     /// anonymousId -> userId of this shard's visitors (all their events come here), misses
     /// included; bounded by clearing.
-    identities: HashMap<(String, String), Option<String>>,
+    identities: FingerprintMap<Option<String>>,
     wal: wal::Wal,
     open: BTreeMap<(String, i64), RowBuilder>,
     first_open_lsn: Option<u64>,
@@ -127,7 +129,7 @@ impl Writer {
         )?;
         let writer = Writer {
             seen,
-            identities: HashMap::new(),
+            identities: FingerprintMap::default(),
             cfg,
             db,
             clock,
@@ -223,11 +225,19 @@ impl Writer {
     /// one group. Returns whether a `Stop` was among them.
     fn take_group(&mut self, first: Msg, rx: &Receiver<Msg>) -> bool {
         let mut group = Vec::new();
+        let mut held = Vec::new();
         let mut stop = false;
         let mut next = Some(first);
         while let Some(m) = next.take() {
             match m {
-                Msg::Write { events, reply } => group.push((events, reply)),
+                Msg::Write {
+                    events,
+                    reply,
+                    held: h,
+                } => {
+                    group.push((events, reply));
+                    held.push(h);
+                }
                 Msg::Stop => stop = true,
             }
             if group.len() < MAX_GROUP {
@@ -302,7 +312,7 @@ impl Writer {
         let mut in_group = FingerprintSet::default();
         let mut keys = Vec::new();
         // Identities of this group, not yet durable: they fill later events of the group only.
-        let mut pending: HashMap<(String, String), String> = HashMap::new();
+        let mut pending: FingerprintMap<String> = FingerprintMap::default();
         let mut kept = Vec::new();
         let mut outcomes = Vec::with_capacity(group.len());
         for (events, reply) in group {
@@ -313,8 +323,8 @@ impl Writer {
                     done.duplicates += 1;
                     continue;
                 }
-                if let Some(anon) = e.anonymous_id.clone() {
-                    let k = (e.app_id.clone(), anon);
+                if let Some(anon) = &e.anonymous_id {
+                    let k = self.seen.index().fingerprint(&e.app_id, anon);
                     if e.kind == EventType::Identify {
                         if let Some(user) = &e.user_id {
                             pending.insert(k, user.clone());
@@ -322,7 +332,7 @@ impl Writer {
                     } else if e.user_id.is_none() {
                         e.user_id = match pending.get(&k) {
                             Some(u) => Some(u.clone()),
-                            None => self.user_of(k),
+                            None => self.user_of(k, &e.app_id, anon),
                         };
                     }
                 }
@@ -338,23 +348,25 @@ impl Writer {
     fn learn_identity(&mut self, e: &Event) {
         if let (EventType::Identify, Some(anon), Some(user)) = (e.kind, &e.anonymous_id, &e.user_id)
         {
-            self.cache_identity((e.app_id.clone(), anon.clone()), Some(user.clone()));
+            let k = self.seen.index().fingerprint(&e.app_id, anon);
+            self.cache_identity(k, Some(user.clone()));
         }
     }
 
-    fn cache_identity(&mut self, k: (String, String), user: Option<String>) {
+    fn cache_identity(&mut self, k: u128, user: Option<String>) {
         if self.identities.len() >= MAX_CACHED_IDENTITIES {
             self.identities.clear();
         }
         self.identities.insert(k, user);
     }
 
-    /// The user an anonymous visitor was identified as (cache, then sled).
-    fn user_of(&mut self, k: (String, String)) -> Option<String> {
+    /// The user an anonymous visitor (`k`: the fingerprint of app and anonymousId) was
+    /// identified as (cache, then sled).
+    fn user_of(&mut self, k: u128, app: &str, anon: &str) -> Option<String> {
         if let Some(known) = self.identities.get(&k) {
             return known.clone();
         }
-        let user = match profiles::store::user_of(&self.db, &k.0, &k.1) {
+        let user = match profiles::store::user_of(&self.db, app, anon) {
             Ok(u) => u,
             Err(e) => {
                 tracing::warn!(shard = self.cfg.index, error = %e, "identity lookup failed");
@@ -644,7 +656,12 @@ mod tests {
         let thread = std::thread::spawn(move || w.run(rx));
         let send = |events: Vec<Event>| {
             let (reply, answer) = tokio::sync::oneshot::channel();
-            tx.send(Msg::Write { events, reply }).unwrap();
+            tx.send(Msg::Write {
+                events,
+                reply,
+                held: Default::default(),
+            })
+            .unwrap();
             answer.blocking_recv().unwrap().unwrap()
         };
         send(vec![ev("msg_1", "a")]);
@@ -679,6 +696,7 @@ mod tests {
         tx.send(Msg::Write {
             events: vec![ev("msg_1", "a")],
             reply,
+            held: Default::default(),
         })
         .unwrap();
         answer.blocking_recv().unwrap().unwrap();

@@ -51,14 +51,17 @@ pub struct StoreThreads {
 }
 
 impl Store {
-    /// Opens (or creates) the database under `dir` and starts `threads` store threads.
+    /// Opens (or creates) the database under `dir` with a page cache of `cache_bytes`, and
+    /// starts `threads` store threads.
     pub fn open(
         dir: &Path,
         threads: usize,
         queue: usize,
+        cache_bytes: u64,
     ) -> Result<(Store, StoreThreads), StoreError> {
         let db = sled::Config::new()
             .path(dir)
+            .cache_capacity(cache_bytes)
             .mode(sled::Mode::HighThroughput)
             .open()?;
         let (tx, rx) = bounded::<Job>(queue.max(1));

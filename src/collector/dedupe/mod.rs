@@ -67,7 +67,7 @@ impl Hasher for Identity {
 }
 
 pub type FingerprintSet = HashSet<u128, BuildHasherDefault<Identity>>;
-type FingerprintMap<V> = HashMap<u128, V, BuildHasherDefault<Identity>>;
+pub type FingerprintMap<V> = HashMap<u128, V, BuildHasherDefault<Identity>>;
 
 /// The ids of one flush, sorted per generation: in memory until its runs are on disk.
 pub struct Flushed {

@@ -1,0 +1,240 @@
+//! Load generator for `benches/load.sh`: HTTP/1.1 keep-alive connections on one thread (like
+//! `wrk -t1`), each sending 10-event collect batches with a fresh anonymousId and fresh
+//! messageIds on every request, as fast as answers come or at a fixed rate.
+//!
+//! ```text
+//! loadgen --addr 127.0.0.1:PORT --key KEY [--conns 32] [--secs 10] [--rate REQ_PER_S]
+//!         [--save-at SECS --save FILE]
+//! ```
+//!
+//! Prints one line of `name=value` pairs: requests, events (sent), accepted and duplicates (from
+//! the answers), errors (non-200), rate, p50/p99 latency in µs. `--save-at` writes the body of
+//! the first request sent after that many seconds to FILE, to retry it later.
+
+use std::io::Write as _;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+struct Args {
+    addr: String,
+    key: String,
+    conns: usize,
+    secs: f64,
+    rate: Option<f64>,
+    save_at: Option<f64>,
+    save: Option<String>,
+}
+
+fn args() -> Args {
+    let mut a = Args {
+        addr: "127.0.0.1:8080".into(),
+        key: String::new(),
+        conns: 32,
+        secs: 10.0,
+        rate: None,
+        save_at: None,
+        save: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let v = it.next().unwrap_or_default();
+        match flag.as_str() {
+            "--addr" => a.addr = v,
+            "--key" => a.key = v,
+            "--conns" => a.conns = v.parse().expect("--conns"),
+            "--secs" => a.secs = v.parse().expect("--secs"),
+            "--rate" => a.rate = Some(v.parse().expect("--rate")),
+            "--save-at" => a.save_at = Some(v.parse().expect("--save-at")),
+            "--save" => a.save = Some(v),
+            other => panic!("unknown flag {other}"),
+        }
+    }
+    a
+}
+
+/// The body of request `n` of connection `conn`: 10 events, about 5 KB.
+fn body(buf: &mut Vec<u8>, run: u64, conn: usize, n: u64) {
+    buf.clear();
+    let anon = format!("{run:08x}-{conn:04x}-4000-8000-{n:012x}");
+    buf.extend_from_slice(b"{\"sentAt\":\"2026-11-22T10:00:01Z\",\"batch\":[");
+    for i in 0..10 {
+        if i > 0 {
+            buf.push(b',');
+        }
+        let _ = write!(
+            buf,
+            r#"{{"type":"track","event":"Load Test","anonymousId":"{anon}","messageId":"msg_{run:x}_{conn}_{n}_{i}","sessionId":"ses_{conn}_{n}","timestamp":"2026-11-22T10:00:00Z","properties":{{"i":{i},"plan":"pro","price":19.99,"currency":"EUR","sku":"sku-{n}","category":"shoes","tags":["new","sale"]}},"context":{{"page":{{"url":"https://shop.example/products/{n}?ref=home","path":"/products/{n}","title":"Product {n} - Shop","referrer":"https://www.google.com/"}},"locale":"en-US","timezone":"Europe/Paris","screen":{{"width":1440,"height":900}},"userAgent":"Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0 Safari/537.36"}}}}"#
+        );
+    }
+    buf.extend_from_slice(b"]}");
+}
+
+#[derive(Default)]
+struct Tally {
+    requests: u64,
+    accepted: u64,
+    duplicates: u64,
+    errors: u64,
+    latencies: Vec<u32>,
+}
+
+/// The number after `"name":` in a JSON answer.
+fn field(body: &[u8], name: &str) -> u64 {
+    let pat = format!("\"{name}\":");
+    let text = String::from_utf8_lossy(body);
+    text.find(&pat)
+        .map(|i| &text[i + pat.len()..])
+        .and_then(|rest| {
+            rest.split(|c: char| !c.is_ascii_digit())
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0)
+}
+
+/// Reads one HTTP/1.1 answer (headers and a Content-Length body); returns status and body.
+async fn read_answer(s: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<(u16, Vec<u8>)> {
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+            let status = head.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            while buf.len() < end + 4 + len {
+                read_more(s, buf).await?;
+            }
+            let body = buf[end + 4..end + 4 + len].to_vec();
+            buf.drain(..end + 4 + len);
+            return Ok((status, body));
+        }
+        read_more(s, buf).await?;
+    }
+}
+
+async fn read_more(s: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<()> {
+    let mut chunk = [0u8; 16 * 1024];
+    let n = s.read(&mut chunk).await?;
+    if n == 0 {
+        return Err(std::io::ErrorKind::UnexpectedEof.into());
+    }
+    buf.extend_from_slice(&chunk[..n]);
+    Ok(())
+}
+
+async fn connection(a: std::sync::Arc<Args>, run: u64, conn: usize, start: Instant) -> Tally {
+    let mut t = Tally::default();
+    let Ok(mut s) = TcpStream::connect(&a.addr).await else {
+        t.errors += 1;
+        return t;
+    };
+    let _ = s.set_nodelay(true);
+    let (mut body_buf, mut req, mut rbuf) = (Vec::new(), Vec::new(), Vec::new());
+    let end = start + Duration::from_secs_f64(a.secs);
+    let interval = a.rate.map(|r| Duration::from_secs_f64(a.conns as f64 / r));
+    let mut saved = a.save_at.is_none();
+    let mut n = 0u64;
+    loop {
+        let due = match interval {
+            Some(i) => start + i.mul_f64(n as f64 + conn as f64 / a.conns as f64),
+            None => Instant::now(),
+        };
+        if due >= end {
+            break;
+        }
+        tokio::time::sleep_until(due.into()).await;
+        body(&mut body_buf, run, conn, n);
+        if !saved && start.elapsed().as_secs_f64() >= a.save_at.unwrap_or(0.0) {
+            if let Some(path) = &a.save {
+                std::fs::write(path, &body_buf).expect("--save");
+            }
+            saved = true;
+        }
+        req.clear();
+        let _ = write!(
+            req,
+            "POST /api/w/analytics/collect HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nX-App-Key: {}\r\nContent-Length: {}\r\n\r\n",
+            a.addr,
+            a.key,
+            body_buf.len()
+        );
+        req.extend_from_slice(&body_buf);
+        let sent = Instant::now();
+        let answer = match s.write_all(&req).await {
+            Ok(()) => read_answer(&mut s, &mut rbuf).await,
+            Err(e) => Err(e),
+        };
+        n += 1;
+        t.requests += 1;
+        t.latencies
+            .push(sent.elapsed().as_micros().min(u32::MAX as u128) as u32);
+        match answer {
+            Ok((200, b)) => {
+                t.accepted += field(&b, "accepted");
+                t.duplicates += field(&b, "duplicates");
+            }
+            Ok(_) => t.errors += 1,
+            Err(_) => {
+                t.errors += 1;
+                break;
+            }
+        }
+    }
+    t
+}
+
+fn main() {
+    let a = std::sync::Arc::new(args());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let run = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64 & 0xffff_ffff);
+    let start = Instant::now();
+    let tallies = rt.block_on(async {
+        let tasks: Vec<_> = (0..a.conns)
+            .map(|c| tokio::spawn(connection(a.clone(), run, c, start)))
+            .collect();
+        let mut all = Vec::new();
+        for t in tasks {
+            all.push(t.await.unwrap_or_default());
+        }
+        all
+    });
+    let secs = start.elapsed().as_secs_f64();
+    let mut total = Tally::default();
+    for t in tallies {
+        total.requests += t.requests;
+        total.accepted += t.accepted;
+        total.duplicates += t.duplicates;
+        total.errors += t.errors;
+        total.latencies.extend(t.latencies);
+    }
+    total.latencies.sort_unstable();
+    let pct = |p: f64| {
+        let l = &total.latencies;
+        l.get(((l.len() as f64 * p) as usize).min(l.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or(0)
+    };
+    println!(
+        "requests={} events={} accepted={} duplicates={} errors={} secs={:.2} req_per_s={:.0} events_per_s={:.0} p50_us={} p99_us={}",
+        total.requests,
+        total.requests * 10,
+        total.accepted,
+        total.duplicates,
+        total.errors,
+        secs,
+        total.requests as f64 / secs,
+        total.requests as f64 * 10.0 / secs,
+        pct(0.50),
+        pct(0.99)
+    );
+}
