@@ -349,7 +349,8 @@
     if (!svHost) {
       svHost = el('div', { 'data-tributary-survey': '' });
       svRoot = svHost.attachShadow ? svHost.attachShadow({ mode: 'open' }) : svHost;
-      el('style', {}, CSS, svRoot);
+      // A constructed style sheet where it exists: a page's CSP without 'unsafe-inline' allows it.
+      try { var ss = new CSSStyleSheet(); ss.replaceSync(CSS); svRoot.adoptedStyleSheets = [ss]; } catch (e) { el('style', {}, CSS, svRoot); }
     }
     svCur = s;
     d.body.appendChild(svHost);

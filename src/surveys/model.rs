@@ -2036,6 +2036,39 @@ mod tests {
     }
 
     #[test]
+    fn url_rules_or_together_and_need_a_url() {
+        let mut s = survey(1, SurveyStatus::Active);
+        let none = Map::new();
+        assert!(
+            s.targets("a:v", &none, None),
+            "no rule: any page, even unknown"
+        );
+        let rule = |operator, value: &str| UrlRule {
+            operator,
+            value: value.into(),
+        };
+        s.targeting.urls = vec![
+            rule(UrlOperator::StartsWith, "https://a.example/docs"),
+            rule(UrlOperator::Equals, "https://a.example/"),
+        ];
+        assert!(s.targets("a:v", &none, Some("https://a.example/docs/start")));
+        assert!(s.targets("a:v", &none, Some("https://a.example/")));
+        assert!(!s.targets("a:v", &none, Some("https://a.example/blog")));
+        assert!(!s.targets("a:v", &none, None));
+        let url = "https://a.example/pricing?x=1";
+        for (op, value, want) in [
+            (UrlOperator::Contains, "/pricing", true),
+            (UrlOperator::Contains, "/Pricing", false),
+            (UrlOperator::EndsWith, "?x=1", true),
+            (UrlOperator::DoesNotContain, "/blog", true),
+            (UrlOperator::DoesNotContain, "pricing", false),
+            (UrlOperator::Equals, url, true),
+        ] {
+            assert_eq!(rule(op, value).matches(url), want, "{op:?} {value}");
+        }
+    }
+
+    #[test]
     fn attribute_rules_compare_as_documented() {
         let attrs =
             body(json!({"plan": "pro", "seats": "12", "email": "ann@example.com", "beta": true}));
