@@ -643,12 +643,14 @@ fn widget_app(access: &Access, req: &HttpRequest) -> Result<(String, Plan), ApiE
 #[serde(rename_all = "camelCase")]
 #[into_params(parameter_in = Query)]
 pub struct WidgetQuery {
-    /// The visitor's anonymous id (required): a UUID, canonicalised as the collector does.
-    anonymous_id: Option<String>,
+    /// The visitor's anonymous id: a UUID (not the nil or max one), canonicalised as the
+    /// collector does.
+    anonymous_id: String,
     /// The visitor's user id, when known.
     user_id: Option<String>,
-    /// The full URL of the page the visitor is on (at most 4 096 characters), matched by the
-    /// surveys' URL rules; without it a survey with URL rules is not shown.
+    /// The full URL of the page the visitor is on, matched by the surveys' URL rules; without
+    /// it a survey with URL rules is not shown.
+    #[param(max_length = 4096)]
     url: Option<String>,
 }
 
