@@ -248,12 +248,175 @@
   d.addEventListener('visibilitychange', function () { if (d.visibilityState === 'hidden') beacon(); });
   w.addEventListener('pagehide', beacon);
 
+  // ---- surveys: the in-page popover (api.md §4). Asked for at load and after every page change;
+  // the first eligible survey not completed or dismissed here is shown in a non-modal corner
+  // dialog (a shadow root keeps its styles and the page's apart). Every step posts the answers so
+  // far (completed: false, so a visitor who leaves half-way still counts), the last one
+  // completed: true; the posts go one after another, in order. ----
+  var svOn = attr('data-surveys') !== 'off' && conf.surveys !== false, svBusy = 0, svChecks = 0;
+  var svCur = null, svClose = null, svHost = null, svRoot = null, svSend = Promise.resolve();
+  var CSS = ':host{all:initial}' +
+    '.c{--bg:#fff;--fg:#111827;--mu:#6b7280;--bd:#d1d5db;--sf:#f3f4f6;--ac:#2563eb;--er:#b91c1c;position:fixed;right:20px;bottom:20px;' +
+    'z-index:2147483000;box-sizing:border-box;width:min(380px,calc(100vw - 40px));padding:20px;border:1px solid var(--bd);border-radius:12px;' +
+    'background:var(--bg);color:var(--fg);font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;box-shadow:0 12px 32px rgba(0,0,0,.18)}' +
+    '@media (prefers-color-scheme:dark){.c{--bg:#1f2937;--fg:#f9fafb;--mu:#9ca3af;--bd:#4b5563;--sf:#374151;--ac:#60a5fa;--er:#fca5a5}}' +
+    '.c *{box-sizing:border-box;font:inherit;color:inherit}' +
+    '.t{margin:0 28px 4px 0;font-size:12px;color:var(--mu)}.c h2{margin:0 28px 14px 0;font-size:16px;font-weight:600}' +
+    '.x{position:absolute;top:10px;right:10px;width:28px;height:28px;border:0;border-radius:6px;background:none;color:var(--mu);font-size:20px;line-height:1;cursor:pointer}' +
+    '.s{display:flex;gap:4px}.s button{flex:1;min-width:0;height:38px;border:1px solid var(--bd);border-radius:6px;background:var(--sf);cursor:pointer}' +
+    '.s [aria-checked=true]{background:var(--ac);border-color:var(--ac);color:var(--bg);font-weight:600}' +
+    '.h{display:flex;justify-content:space-between;margin-top:6px;font-size:12px;color:var(--mu)}' +
+    'label{display:flex;gap:10px;align-items:center;padding:8px 10px;margin-bottom:6px;border:1px solid var(--bd);border-radius:6px;cursor:pointer}' +
+    'input{margin:0;accent-color:var(--ac)}textarea{display:block;width:100%;min-height:84px;padding:8px 10px;border:1px solid var(--bd);border-radius:6px;background:var(--bg);resize:vertical}' +
+    '.e{margin:8px 0 0;color:var(--er);font-size:13px}.e:empty{display:none}' +
+    '.f{display:flex;justify-content:space-between;align-items:center;margin-top:16px;color:var(--mu);font-size:12px}' +
+    '.g{padding:8px 18px;border:0;border-radius:6px;background:var(--ac);color:var(--bg);font-weight:600;cursor:pointer}' +
+    'button:focus-visible,input:focus-visible,textarea:focus-visible{outline:2px solid var(--ac);outline-offset:2px}';
+
+  function el(tag, attrs, text, parent) {
+    var e = d.createElement(tag);
+    for (var k in attrs) e.setAttribute(k, attrs[k]);
+    if (text != null) e.textContent = text;
+    if (parent) parent.appendChild(e);
+    return e;
+  }
+  function enc(v) { return encodeURIComponent(v); }
+  function svSeen() { return getJSON('sv', {}); }
+  function svMark(id, how) { var m = svSeen(); m[id] = how; set('sv', JSON.stringify(m)); }
+
+  function surveys() {
+    if (!svOn || svBusy || svCur || off() || !w.fetch) return;
+    if (!d.body) return d.addEventListener('DOMContentLoaded', surveys);
+    svBusy = 1;
+    var uid = get('uid'), t = getJSON('traits', {});
+    var q = '?anonymousId=' + enc(anonymousId()) + '&url=' + enc(location.href.slice(0, 4096));
+    if (uid) q += '&userId=' + enc(uid);
+    for (var k in t) if (t[k] != null && typeof t[k] !== 'object') q += '&attr.' + enc(k) + '=' + enc(t[k]);
+    var end = function (s) { svBusy = 0; svChecks++; if (s && svOn && !svCur) show(s); };
+    fetch(HOST + '/api/w/surveys' + q, { headers: { 'X-App-Key': KEY } })
+      .then(function (r) { return r.ok ? r.json() : {}; })
+      .then(function (b) {
+        var seen = svSeen();
+        end((b.data || []).filter(function (s) { return !seen[s.id] && s.questions.length; })[0]);
+      }, function () { end(); });
+  }
+
+  // The control of one question; `pick(value)` records the answer (null: none). Returns what
+  // takes the focus.
+  function control(q, box, pick) {
+    var t = q.type, multi = t === 'multiple_choice', first;
+    if (t === 'scale' || t === 'rating') {
+      var lo = q.min != null ? q.min : t === 'scale' ? 0 : 1, hi = q.max != null ? q.max : t === 'scale' ? 10 : 5;
+      var g = el('div', { class: 's', role: 'radiogroup', 'aria-labelledby': 'trb-q' }, null, box), bs = [];
+      var focus = function (b) { bs.forEach(function (o) { o.tabIndex = o === b ? 0 : -1; }); b.focus(); };
+      for (var n = lo; n <= hi; n++) {
+        (function (n) {
+          var b = el('button', { type: 'button', role: 'radio', 'aria-checked': 'false', 'aria-label': n + ' of ' + hi }, String(n), g);
+          b.tabIndex = bs.length ? -1 : 0;
+          b.onclick = function () { bs.forEach(function (o) { o.setAttribute('aria-checked', o === b); }); focus(b); pick(n); };
+          bs.push(b);
+        })(n);
+      }
+      g.onkeydown = function (e) {
+        var step = { ArrowRight: 1, ArrowDown: 1, ArrowLeft: -1, ArrowUp: -1 }[e.key], j = bs.indexOf(e.target);
+        if (step && j >= 0) { e.preventDefault(); focus(bs[(j + step + bs.length) % bs.length]); }
+      };
+      var h = el('div', { class: 'h', 'aria-hidden': 'true' }, null, box);
+      el('span', {}, t === 'scale' ? 'Not likely' : 'Very poor', h);
+      el('span', {}, t === 'scale' ? 'Very likely' : 'Excellent', h);
+      return bs[0];
+    }
+    if (t === 'text') {
+      var ta = el('textarea', { 'aria-labelledby': 'trb-q', maxlength: '5000', placeholder: 'Type your answer' }, null, box);
+      ta.oninput = function () { pick(ta.value.trim() || null); };
+      return ta;
+    }
+    var f = el('div', { role: multi ? 'group' : 'radiogroup', 'aria-labelledby': 'trb-q' }, null, box);
+    (q.options || []).forEach(function (o) {
+      var l = el('label', {}, null, f), i = el('input', { type: multi ? 'checkbox' : 'radio', name: 'trb-o', value: o.id }, null, l);
+      el('span', {}, o.label, l);
+      i.onchange = function () {
+        var on = [].filter.call(f.querySelectorAll('input'), function (x) { return x.checked; }).map(function (x) { return x.value; });
+        pick(multi ? (on.length ? on : null) : o.id);
+      };
+      first = first || i;
+    });
+    return first;
+  }
+
+  function show(s) {
+    var prev = d.activeElement, i = 0, answers = {}, sent = false, qs = s.questions;
+    if (!svHost) {
+      svHost = el('div', { 'data-tributary-survey': '' });
+      svRoot = svHost.attachShadow ? svHost.attachShadow({ mode: 'open' }) : svHost;
+      // A constructed style sheet where it exists: a page's CSP without 'unsafe-inline' allows it.
+      try { var ss = new CSSStyleSheet(); ss.replaceSync(CSS); svRoot.adoptedStyleSheets = [ss]; } catch (e) { el('style', {}, CSS, svRoot); }
+    }
+    svCur = s;
+    d.body.appendChild(svHost);
+    var c = el('div', { class: 'c', role: 'dialog', 'aria-modal': 'false', 'aria-labelledby': 'trb-q' }, null, svRoot);
+    var x = el('button', { class: 'x', type: 'button', 'aria-label': 'Close survey' }, '\u00d7', c);
+    el('p', { class: 't' }, s.title, c);
+    var qh = el('h2', { id: 'trb-q' }, null, c), box = el('div', {}, null, c);
+    var err = el('p', { class: 'e', role: 'alert' }, null, c), ft = el('div', { class: 'f' }, null, c);
+    var count = el('span', {}, null, ft), go = el('button', { class: 'g', type: 'button' }, null, ft);
+    var close = svClose = function () {
+      if (!sent) svMark(s.id, 'dismissed');
+      c.remove(); svHost.remove(); svCur = svClose = null;
+      if (prev && prev.focus) prev.focus();
+    };
+    x.onclick = close;
+    c.onkeydown = function (e) { if (e.key === 'Escape') { e.stopPropagation(); close(); } };
+    function post(done) {
+      var body = {
+        anonymousId: anonymousId(), completed: done,
+        answers: Object.keys(answers).map(function (k) { return { questionId: k, value: answers[k] }; }),
+        metadata: { url: location.href.slice(0, 2000), device: device(), locale: nav.language || undefined }
+      };
+      if (get('uid')) body.userId = get('uid');
+      return (svSend = svSend.then(function () {
+        return fetch(HOST + '/api/w/surveys/' + s.id + '/responses', {
+          method: 'POST', body: JSON.stringify(body), headers: { 'Content-Type': 'application/json', 'X-App-Key': KEY }
+        }).then(function (r) { return r.ok; }, function () { return false; });
+      }));
+    }
+    function step() {
+      var q = qs[i];
+      box.textContent = err.textContent = '';
+      qh.textContent = q.text;
+      count.textContent = qs.length > 1 ? 'Question ' + (i + 1) + ' of ' + qs.length : '';
+      go.textContent = i < qs.length - 1 ? 'Next' : 'Submit';
+      var f = control(q, box, function (v) { if (v == null) delete answers[q.id]; else answers[q.id] = v; err.textContent = ''; });
+      (f || go).focus();
+    }
+    go.onclick = function () {
+      var q = qs[i];
+      if (q.required && answers[q.id] == null) { err.textContent = 'Please answer this question.'; return; }
+      if (i < qs.length - 1) { i++; post(false); return step(); }
+      go.disabled = true;
+      post(true).then(function (ok) {
+        go.disabled = false;
+        if (!ok) { err.textContent = 'Your answer could not be sent. Please try again.'; return; }
+        sent = true;
+        svMark(s.id, 'completed');
+        box.textContent = err.textContent = '';
+        qh.textContent = 'Thank you!';
+        el('p', { role: 'status' }, 'Your feedback has been received.', box);
+        ft.remove();
+        x.focus();
+        setTimeout(function () { if (svCur === s) close(); }, 4000);
+      });
+    };
+    step();
+  }
+
   // ---- automatic page events, single-page-app aware ----
   function navigated() {
     if (location.href === lastUrl) return;
     referrer = lastUrl;
     lastUrl = location.href;
     api.page();
+    surveys();
   }
   ['pushState', 'replaceState'].forEach(function (m) {
     var orig = history[m];
@@ -312,7 +475,13 @@
     optIn: function () { set('optout', null, 1); },
     anonymousId: anonymousId,
     userId: function () { return get('uid'); },
-    debug: function () { return { queued: queue.length, stored: stored().length, inflight: inflight }; }
+    debug: function () { return { queued: queue.length, stored: stored().length, inflight: inflight }; },
+    // surveys(false) turns the survey popover off for this page (and closes an open one); the
+    // answer tells whether it is on, how many checks ran and which survey is open.
+    surveys: function (on) {
+      if (on != null) { svOn = !!on; if (svOn) surveys(); else if (svClose) svClose(); }
+      return { enabled: svOn, checks: svChecks, open: svCur && svCur.id };
+    }
   };
   svc.analytics = api;
 
@@ -324,4 +493,5 @@
   });
   if (!paged && !(script && script.getAttribute('data-auto-page') === 'false')) api.page();
   drain();
+  surveys();
 })(window, document);

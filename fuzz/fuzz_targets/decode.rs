@@ -14,6 +14,13 @@ mod collector {
     pub mod event;
 }
 
+// The anonymousId rule the decoder imports as `crate::ids::canonical_anonymous_id`.
+#[path = "../../src/ids/visitor.rs"]
+mod visitor;
+mod ids {
+    pub use super::visitor::canonical_anonymous_id;
+}
+
 use collector::decode::{self, Enrichment};
 use collector::event::{Event, EventType};
 

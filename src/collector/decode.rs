@@ -11,6 +11,7 @@ use simd_json::prelude::*;
 use simd_json::BorrowedValue as Value;
 
 use super::event::{Event, EventType};
+use crate::ids::canonical_anonymous_id;
 
 const MAX_ID_CHARS: usize = 200;
 const MAX_TEXT_CHARS: usize = 2048;
@@ -464,17 +465,6 @@ pub fn event_time(original: Option<i64>, sent_at: Option<i64>, received_at: i64)
     } else {
         received_at
     }
-}
-
-/// The visitor's anonymousId in canonical form (lower-case, hyphenated): `{...}`, upper-case,
-/// `urn:uuid:` and unhyphenated forms of one UUID are one visitor. The nil and max UUIDs are
-/// refused: they are what broken clients send, and would merge every such visitor into one.
-pub fn canonical_anonymous_id(s: &str) -> Result<String, &'static str> {
-    let u = uuid::Uuid::try_parse(s).map_err(|_| "must be a UUID")?;
-    if u.is_nil() || u.is_max() {
-        return Err("must not be the nil or max UUID");
-    }
-    Ok(u.hyphenated().to_string())
 }
 
 /// The identifiers of an event and the requirements of its type.

@@ -9,14 +9,15 @@ use utoipa::IntoParams;
 use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::model::{
-    self, Cursor, Filter, ResponseDraft, ResponseFilter, Sort, SortField, Summary, Survey,
-    SurveyPatch, SurveyResponse, SurveyStatus, SurveyType,
+    self, Filter, ResponseDraft, ResponseFilter, Sort, SortField, Summary, Survey, SurveyPatch,
+    SurveyResponse, SurveyStatus, SurveyType,
 };
 use super::store::{self, SurveyError};
 use crate::api::{self, ApiError, Deleted, FieldError, Pagination};
 use crate::config::Quota;
-use crate::ids::Timestamp;
+use crate::ids::{canonical_anonymous_id, Timestamp};
 use crate::state::AppState;
+use crate::storage::cursor::Cursor;
 use crate::tenants::{Access, Admin, KeyKind, Permission, Plan, Principal};
 use crate::validation::only_fields;
 
@@ -137,7 +138,8 @@ fn parse_page(
     }
     let limit = api::page_limit(limit).map_err(|e| errors.push(e)).ok();
     let cursor = match (cursor, sort) {
-        (Some(raw), Some(sort)) => Cursor::decode(raw, sort, app)
+        (Some(raw), Some(sort)) => sort
+            .decode_cursor(raw, app)
             .ok_or_else(|| {
                 errors.push(FieldError::new(
                     "cursor",
@@ -163,7 +165,7 @@ async fn answer_page(
     let a = app.clone();
     let surveys = state.store.run(move |db| store::all(db, &a)).await?;
     let (page, next) = model::page(surveys, &filter, sort, limit, cursor.as_ref());
-    let next_cursor = next.map(|c| c.encode(sort, &app));
+    let next_cursor = next.map(|c| sort.encode_cursor(&c, &app));
     Ok(api::list(
         &page,
         &Pagination {
@@ -177,7 +179,7 @@ async fn answer_page(
 /// Create a survey, in draft.
 #[utoipa::path(
     tag = "surveys", security(("admin_token" = [])), params(("appId" = String, Path)),
-    request_body(content = Object, description = r#"{"title", "type": "nps"|"csat"|"pmf"|"open"|"poll", "boardId"?, "questions": [{"id"?, "text", "type", "options"?: [{"id", "label"}], "required"?, "min"?, "max"?}], "targeting"?: {"percentage", "attributes"?: [{"key", "operator", "value"?}]}}"#),
+    request_body(content = Object, description = r#"{"title", "type": "nps"|"csat"|"pmf"|"open"|"poll", "boardId"?, "questions": [{"id"?, "text", "type", "options"?: [{"id", "label"}], "required"?, "min"?, "max"?}], "targeting"?: {"percentage", "attributes"?: [{"key", "operator", "value"?}], "urls"?: [{"operator": "equals"|"contains"|"startsWith"|"endsWith"|"doesNotContain", "value"}]}}"#),
     responses((status = 201, body = Survey), (status = 400), (status = 404))
 )]
 #[post("/apps/{appId}/surveys")]
@@ -439,7 +441,7 @@ async fn get_survey(
 /// checked against its question; a problem names it (`answers.<questionId>`).
 #[utoipa::path(
     tag = "surveys", security(("app_key" = [])), params(("id" = String, Path, description = "Survey id")),
-    request_body(content = Object, description = r#"{"anonymousId", "userId"?, "answers": [{"questionId", "value"}], "completed"?: true, "metadata"?: {"url", "device", "locale"}}"#),
+    request_body(content = Object, description = r#"{"anonymousId" (a UUID), "userId"?, "answers": [{"questionId", "value"}], "completed"?: true, "metadata"?: {"url", "device", "locale"}}"#),
     responses(
         (status = 201, description = "A new response", body = SurveyResponse),
         (status = 200, description = "The visitor's response, updated", body = SurveyResponse),
@@ -549,9 +551,10 @@ async fn list_responses(
         until,
         completed,
         user_ids: split(&q.user_id).into_iter().map(str::to_owned).collect(),
+        // Canonical, as stored; a value that is no UUID matches no response.
         anonymous_ids: split(&q.anonymous_id)
             .into_iter()
-            .map(str::to_owned)
+            .map(|a| canonical_anonymous_id(a).unwrap_or_else(|_| a.to_owned()))
             .collect(),
     };
     if Sort::parse(q.sort.as_deref()).is_some_and(|s| s.field == SortField::ResponseCount) {
@@ -570,7 +573,7 @@ async fn list_responses(
     )?;
     let (_, responses) = answered(&state, app, id).await?;
     let (page, next) = model::page_responses(responses, &filter, sort, limit, cursor.as_ref());
-    let next_cursor = next.map(|c| c.encode(sort, &scope));
+    let next_cursor = next.map(|c| sort.encode_cursor(&c, &scope));
     Ok(api::list(
         &page,
         &Pagination {
@@ -619,6 +622,9 @@ async fn summary(
     Ok(api::ok(&model::summarize(&survey, &responses)))
 }
 
+/// The longest `url` of a widget request.
+const MAX_URL_CHARS: usize = 4096;
+
 /// The integration key of a widget request (`X-App-Key`).
 fn widget_app(access: &Access, req: &HttpRequest) -> Result<(String, Plan), ApiError> {
     req.headers()
@@ -637,11 +643,14 @@ fn widget_app(access: &Access, req: &HttpRequest) -> Result<(String, Plan), ApiE
 #[serde(rename_all = "camelCase")]
 #[into_params(parameter_in = Query)]
 pub struct WidgetQuery {
-    /// The visitor's anonymous id (required).
-    anonymous_id: Option<String>,
+    /// The visitor's anonymous id: a UUID (not the nil or max one), canonicalised as the
+    /// collector does.
+    anonymous_id: String,
     /// The visitor's user id, when known.
     user_id: Option<String>,
-    /// The page the visitor is on.
+    /// The full URL of the page the visitor is on, matched by the surveys' URL rules; without
+    /// it a survey with URL rules is not shown.
+    #[param(max_length = 4096)]
     url: Option<String>,
 }
 
@@ -652,7 +661,7 @@ pub struct WidgetQuery {
     tag = "surveys", security(("app_key" = [])), params(WidgetQuery),
     responses(
         (status = 200, description = "The surveys to show", body = Vec<Survey>),
-        (status = 400, description = "A missing anonymousId or an unknown parameter"),
+        (status = 400, description = "A missing anonymousId or one that is not a UUID, a URL over 4 096 characters, or an unknown parameter"),
         (status = 401, description = "Missing or invalid integration key")
     )
 )]
@@ -665,13 +674,13 @@ async fn eligible_surveys(
 ) -> Result<HttpResponse, ApiError> {
     let (app, _) = widget_app(&access, &req)?;
     let mut errors = Vec::new();
-    let (mut anonymous_id, mut user_id) = (None, None);
+    let (mut anonymous_id, mut user_id, mut url) = (None, None, None);
     let mut attrs = serde_json::Map::new();
     for (k, v) in q.into_inner() {
         match k.as_str() {
             "anonymousId" => anonymous_id = Some(v),
             "userId" => user_id = Some(v).filter(|v| !v.is_empty()),
-            "url" => {}
+            "url" => url = Some(v).filter(|v| !v.is_empty()),
             _ => match k.strip_prefix("attr.").filter(|a| !a.is_empty()) {
                 Some(a) => {
                     attrs.insert(a.to_owned(), Value::String(v));
@@ -683,19 +692,38 @@ async fn eligible_surveys(
             },
         }
     }
-    let anonymous_id = anonymous_id.filter(|a| !a.trim().is_empty() && a.len() <= 200);
-    if anonymous_id.is_none() {
+    let anonymous_id = match anonymous_id.as_deref().map(canonical_anonymous_id) {
+        Some(Ok(a)) => Some(a),
+        Some(Err(m)) => {
+            errors.push(FieldError::new("anonymousId", m));
+            None
+        }
+        None => {
+            errors.push(FieldError::new("anonymousId", "is required (a UUID)"));
+            None
+        }
+    };
+    if url
+        .as_ref()
+        .is_some_and(|u| u.chars().count() > MAX_URL_CHARS)
+    {
         errors.push(FieldError::new(
-            "anonymousId",
-            "is required (1 to 200 characters)",
+            "url",
+            format!("must be at most {MAX_URL_CHARS} characters"),
         ));
     }
     let Some(anonymous_id) = anonymous_id.filter(|_| errors.is_empty()) else {
         return Err(ApiError::validation(errors));
     };
+    let visitor = store::Visitor {
+        anonymous_id,
+        user_id,
+        attrs,
+        url,
+    };
     let surveys = state
         .store
-        .run(move |db| store::eligible(db, &app, &anonymous_id, user_id.as_deref(), &attrs))
+        .run(move |db| store::eligible(db, &app, &visitor))
         .await?;
     let surveys = &surveys[..surveys.len().min(100)];
     Ok(api::list(

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::ids::{self, Timestamp};
+use crate::storage::cursor::Cursor;
 use crate::validation::{check_text, only_fields, type_name, FieldError};
 
 /// The most questions a survey holds.
@@ -15,6 +16,10 @@ pub const MAX_QUESTIONS: usize = 50;
 pub const MAX_OPTIONS: usize = 50;
 /// The most attribute rules of a targeting.
 pub const MAX_RULES: usize = 50;
+/// The most URL rules of a targeting.
+pub const MAX_URL_RULES: usize = 20;
+/// The longest value of a URL rule.
+pub const MAX_URL_RULE_CHARS: usize = 500;
 
 /// The PMF question's fixed option ids (api.md §4), labels free.
 pub const PMF_OPTIONS: [&str; 3] = [
@@ -283,12 +288,74 @@ pub struct AttributeRule {
     pub value: Option<Value>,
 }
 
-/// Who sees a survey: a share of visitors (deterministic sampling) and attribute rules.
+/// The operators of a URL rule (Formbricks' "show on URL" filters).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum UrlOperator {
+    Equals,
+    Contains,
+    StartsWith,
+    EndsWith,
+    DoesNotContain,
+}
+
+impl UrlOperator {
+    pub const ALL: [UrlOperator; 5] = [
+        UrlOperator::Equals,
+        UrlOperator::Contains,
+        UrlOperator::StartsWith,
+        UrlOperator::EndsWith,
+        UrlOperator::DoesNotContain,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            UrlOperator::Equals => "equals",
+            UrlOperator::Contains => "contains",
+            UrlOperator::StartsWith => "startsWith",
+            UrlOperator::EndsWith => "endsWith",
+            UrlOperator::DoesNotContain => "doesNotContain",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<UrlOperator> {
+        UrlOperator::ALL.into_iter().find(|o| o.name() == s)
+    }
+}
+
+/// `{"operator": "contains", "value": "/pricing"}`: a rule on the full URL of the page the
+/// visitor is on (as the widget sends it: scheme, host, path, query and fragment), compared
+/// case-sensitively as Formbricks does. URL rules OR together.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct UrlRule {
+    pub operator: UrlOperator,
+    /// 1 to 500 characters.
+    pub value: String,
+}
+
+impl UrlRule {
+    pub fn matches(&self, url: &str) -> bool {
+        let v = self.value.as_str();
+        match self.operator {
+            UrlOperator::Equals => url == v,
+            UrlOperator::Contains => url.contains(v),
+            UrlOperator::StartsWith => url.starts_with(v),
+            UrlOperator::EndsWith => url.ends_with(v),
+            UrlOperator::DoesNotContain => !url.contains(v),
+        }
+    }
+}
+
+/// Who sees a survey: a share of visitors (deterministic sampling), attribute rules (all must
+/// hold) and URL rules (one must hold; none: any page).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Targeting {
     /// In (0, 100].
     pub percentage: f64,
     pub attributes: Vec<AttributeRule>,
+    /// At most 20; empty: every page.
+    #[serde(default)]
+    pub urls: Vec<UrlRule>,
 }
 
 impl Default for Targeting {
@@ -296,6 +363,7 @@ impl Default for Targeting {
         Targeting {
             percentage: 100.0,
             attributes: Vec::new(),
+            urls: Vec::new(),
         }
     }
 }
@@ -744,10 +812,13 @@ fn parse_targeting(v: &Value, errors: &mut Vec<FieldError>) -> Option<Targeting>
         return None;
     };
     let before = errors.len();
-    if let Some(k) = m.keys().find(|k| *k != "percentage" && *k != "attributes") {
+    if let Some(k) = m
+        .keys()
+        .find(|k| !["percentage", "attributes", "urls"].contains(&k.as_str()))
+    {
         errors.push(FieldError::new(
             format!("targeting.{k}"),
-            "is not accepted here (percentage, attributes)",
+            "is not accepted here (percentage, attributes, urls)",
         ));
     }
     let percentage = match m.get("percentage") {
@@ -789,10 +860,78 @@ fn parse_targeting(v: &Value, errors: &mut Vec<FieldError>) -> Option<Targeting>
             format!("must be an array, not {}", type_name(v)),
         )),
     }
+    let urls = parse_urls(m.get("urls"), errors);
     (errors.len() == before).then_some(Targeting {
         percentage,
         attributes,
+        urls,
     })
+}
+
+/// `targeting.urls`: at most [`MAX_URL_RULES`] `{"operator", "value"}` objects.
+fn parse_urls(v: Option<&Value>, errors: &mut Vec<FieldError>) -> Vec<UrlRule> {
+    let rules = match v {
+        None | Some(Value::Null) => return Vec::new(),
+        Some(Value::Array(rules)) if rules.len() <= MAX_URL_RULES => rules,
+        Some(Value::Array(_)) => {
+            errors.push(FieldError::new(
+                "targeting.urls",
+                format!("must hold at most {MAX_URL_RULES} rules"),
+            ));
+            return Vec::new();
+        }
+        Some(v) => {
+            errors.push(FieldError::new(
+                "targeting.urls",
+                format!("must be an array, not {}", type_name(v)),
+            ));
+            return Vec::new();
+        }
+    };
+    let mut out = Vec::new();
+    for (i, r) in rules.iter().enumerate() {
+        let at = |f: &str| format!("targeting.urls[{i}].{f}");
+        let Value::Object(m) = r else {
+            errors.push(FieldError::new(
+                format!("targeting.urls[{i}]"),
+                "must be an object {\"operator\", \"value\"}",
+            ));
+            continue;
+        };
+        if let Some(k) = m.keys().find(|k| *k != "operator" && *k != "value") {
+            errors.push(FieldError::new(
+                at(k),
+                "is not accepted here (operator, value)",
+            ));
+        }
+        let operator = m
+            .get("operator")
+            .and_then(Value::as_str)
+            .and_then(UrlOperator::parse);
+        if operator.is_none() {
+            errors.push(FieldError::new(
+                at("operator"),
+                format!(
+                    "must be one of {}",
+                    UrlOperator::ALL.map(UrlOperator::name).join(", ")
+                ),
+            ));
+        }
+        let value = match m.get("value") {
+            Some(Value::String(s)) => match check_text(s, MAX_URL_RULE_CHARS, false) {
+                Ok(t) if t.is_empty() => Err("must not be empty".to_owned()),
+                other => other,
+            },
+            None | Some(Value::Null) => Err("is required".to_owned()),
+            Some(v) => Err(format!("must be a string, not {}", type_name(v))),
+        };
+        match (operator, value) {
+            (Some(operator), Ok(value)) => out.push(UrlRule { operator, value }),
+            (_, Err(m)) => errors.push(FieldError::new(at("value"), m)),
+            (None, Ok(_)) => {}
+        }
+    }
+    out
 }
 
 fn parse_rule(i: usize, v: &Value, errors: &mut Vec<FieldError>) -> Option<AttributeRule> {
@@ -956,13 +1095,13 @@ impl Sort {
         Some(Sort { field, descending })
     }
 
-    fn tag(self) -> [u8; 2] {
-        let f = match self.field {
+    /// The field's tag in a cursor (the shared cursor adds the direction).
+    fn tag(self) -> u8 {
+        match self.field {
             SortField::CreatedAt => b'c',
             SortField::UpdatedAt => b'u',
             SortField::ResponseCount => b'r',
-        };
-        [f, if self.descending { b'-' } else { b'+' }]
+        }
     }
 
     fn key(self, s: &Survey) -> i64 {
@@ -974,45 +1113,31 @@ impl Sort {
     }
 }
 
-/// Where a page ends: the sort key and id of its last item, bound to the sort order and the
-/// list (`scope`: the app, or the app and survey; a cursor of another list is 400).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Cursor {
-    key: i64,
-    id: String,
+/// A page's end as a cursor (the shared [`Cursor`] of sorted walks): the sort key (8 bytes,
+/// big-endian) and the id of its last item.
+fn cursor_at(key: i64, id: &str) -> Cursor {
+    Cursor::new([&key.to_be_bytes()[..], id.as_bytes()].concat())
 }
 
-fn scope_tag(scope: &str) -> [u8; 4] {
-    let h = <sha2::Sha256 as sha2::Digest>::digest(scope.as_bytes());
-    [h[0], h[1], h[2], h[3]]
+/// The sort key and id a cursor resumes after; `None` unless it holds a valid id.
+fn position(entry: &[u8]) -> Option<(i64, String)> {
+    let (key, id) = entry.split_first_chunk::<8>()?;
+    let id = std::str::from_utf8(id).ok()?;
+    ids::is_object_id(id.strip_prefix(RESPONSE_PREFIX).unwrap_or(id))
+        .then(|| (i64::from_be_bytes(*key), id.to_owned()))
 }
 
-impl Cursor {
-    pub fn encode(&self, sort: Sort, scope: &str) -> String {
-        use base64::Engine;
-        let mut raw = sort.tag().to_vec();
-        raw.extend_from_slice(&scope_tag(scope));
-        raw.extend_from_slice(&self.key.to_be_bytes());
-        raw.extend_from_slice(self.id.as_bytes());
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
+impl Sort {
+    /// A cursor as clients see it, bound to this sort order and the list (`scope`: the app, or
+    /// the app and survey; a cursor of another list is 400).
+    pub fn encode_cursor(self, c: &Cursor, scope: &str) -> String {
+        c.encode(self.tag(), self.descending, scope)
     }
 
     /// `None` for a malformed cursor, or one made for another sort order or another list.
-    pub fn decode(s: &str, sort: Sort, scope: &str) -> Option<Cursor> {
-        use base64::Engine;
-        let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .decode(s)
-            .ok()?;
-        let (head, rest) = raw.split_at_checked(6)?;
-        if head[..2] != sort.tag() || head[2..] != scope_tag(scope) || rest.len() <= 8 {
-            return None;
-        }
-        let key = i64::from_be_bytes(rest[..8].try_into().ok()?);
-        let id = std::str::from_utf8(&rest[8..]).ok()?;
-        let id_ok = ids::is_object_id(id.strip_prefix(RESPONSE_PREFIX).unwrap_or(id));
-        id_ok.then(|| Cursor {
-            key,
-            id: id.to_owned(),
+    pub fn decode_cursor(self, raw: &str, scope: &str) -> Option<Cursor> {
+        Cursor::decode(raw, self.tag(), self.descending, scope, |e| {
+            position(e).is_some()
         })
     }
 }
@@ -1049,7 +1174,7 @@ pub fn page_by<T>(
     if descending {
         items.reverse();
     }
-    let after = cursor.map(|c| (c.key, c.id.clone()));
+    let after = cursor.and_then(|c| position(c.entry()));
     let rest: Vec<T> = items
         .into_iter()
         .filter(|s| match &after {
@@ -1064,7 +1189,7 @@ pub fn page_by<T>(
         .then(|| {
             page.last().map(|s| {
                 let (key, id) = key(s);
-                Cursor { key, id }
+                cursor_at(key, &id)
             })
         })
         .flatten();
@@ -1197,7 +1322,14 @@ impl ResponseDraft {
             &["anonymousId", "userId", "answers", "completed", "metadata"],
             &mut errors,
         );
-        let anonymous_id = short_text(body, "anonymousId", "anonymousId", 200, &mut errors);
+        let anonymous_id = short_text(body, "anonymousId", "anonymousId", 200, &mut errors)
+            .and_then(|a| match ids::canonical_anonymous_id(&a) {
+                Ok(a) => Some(a),
+                Err(m) => {
+                    errors.push(FieldError::new("anonymousId", m));
+                    None
+                }
+            });
         if anonymous_id.is_none() && !errors.iter().any(|e| e.field == "anonymousId") {
             errors.push(FieldError::new("anonymousId", "is required"));
         }
@@ -1663,12 +1795,15 @@ impl AttributeRule {
 }
 
 impl Survey {
-    /// Whether `visitor` (see [`visitor`]) with `attrs` is targeted: active, in the sample,
-    /// and satisfying every attribute rule.
-    pub fn targets(&self, visitor: &str, attrs: &Map<String, Value>) -> bool {
+    /// Whether `visitor` (see [`visitor`]) with `attrs` on the page `url` is targeted: active,
+    /// in the sample, satisfying every attribute rule and, when the survey has URL rules, one
+    /// of them (a request without a URL matches none).
+    pub fn targets(&self, visitor: &str, attrs: &Map<String, Value>, url: Option<&str>) -> bool {
+        let t = &self.targeting;
         self.status == SurveyStatus::Active
-            && sampled(&self.id, visitor, self.targeting.percentage)
-            && self.targeting.attributes.iter().all(|r| r.matches(attrs))
+            && sampled(&self.id, visitor, t.percentage)
+            && t.attributes.iter().all(|r| r.matches(attrs))
+            && (t.urls.is_empty() || url.is_some_and(|u| t.urls.iter().any(|r| r.matches(u))))
     }
 }
 
@@ -1869,11 +2004,11 @@ mod tests {
         loop {
             let c = cursor
                 .as_ref()
-                .map(|c: &String| Cursor::decode(c, sort, "app").unwrap());
+                .map(|c: &String| sort.decode_cursor(c, "app").unwrap());
             let (page, next) = page(all.clone(), &Filter::default(), sort, 4, c.as_ref());
             seen.extend(page.into_iter().map(|s| s.id));
             match next {
-                Some(n) => cursor = Some(n.encode(sort, "app")),
+                Some(n) => cursor = Some(sort.encode_cursor(&n, "app")),
                 None => break,
             }
         }
@@ -1881,13 +2016,13 @@ mod tests {
         seen.sort();
         seen.dedup();
         assert_eq!(seen.len(), 25);
-        let c = Cursor {
-            key: 1,
-            id: "0".repeat(24),
-        }
-        .encode(sort, "app");
-        assert!(Cursor::decode(&c, sort, "other").is_none());
-        assert!(Cursor::decode(&c, Sort::parse(Some("createdAt")).unwrap(), "app").is_none());
+        let c = sort.encode_cursor(&cursor_at(1, &"0".repeat(24)), "app");
+        assert!(sort.decode_cursor(&c, "app").is_some());
+        assert!(sort.decode_cursor(&c, "other").is_none());
+        let ascending = Sort::parse(Some("createdAt")).unwrap();
+        assert!(ascending.decode_cursor(&c, "app").is_none());
+        let not_an_id = sort.encode_cursor(&cursor_at(1, "x"), "app");
+        assert!(sort.decode_cursor(&not_an_id, "app").is_none());
     }
 
     #[test]
@@ -1898,6 +2033,39 @@ mod tests {
         assert!(sampled("000000000000000000000001", "a:visitor-1", 40.37));
         assert!(!sampled("000000000000000000000001", "a:visitor-1", 40.36));
         assert!(sampled("000000000000000000000001", "a:visitor-1", 100.0));
+    }
+
+    #[test]
+    fn url_rules_or_together_and_need_a_url() {
+        let mut s = survey(1, SurveyStatus::Active);
+        let none = Map::new();
+        assert!(
+            s.targets("a:v", &none, None),
+            "no rule: any page, even unknown"
+        );
+        let rule = |operator, value: &str| UrlRule {
+            operator,
+            value: value.into(),
+        };
+        s.targeting.urls = vec![
+            rule(UrlOperator::StartsWith, "https://a.example/docs"),
+            rule(UrlOperator::Equals, "https://a.example/"),
+        ];
+        assert!(s.targets("a:v", &none, Some("https://a.example/docs/start")));
+        assert!(s.targets("a:v", &none, Some("https://a.example/")));
+        assert!(!s.targets("a:v", &none, Some("https://a.example/blog")));
+        assert!(!s.targets("a:v", &none, None));
+        let url = "https://a.example/pricing?x=1";
+        for (op, value, want) in [
+            (UrlOperator::Contains, "/pricing", true),
+            (UrlOperator::Contains, "/Pricing", false),
+            (UrlOperator::EndsWith, "?x=1", true),
+            (UrlOperator::DoesNotContain, "/blog", true),
+            (UrlOperator::DoesNotContain, "pricing", false),
+            (UrlOperator::Equals, url, true),
+        ] {
+            assert_eq!(rule(op, value).matches(url), want, "{op:?} {value}");
+        }
     }
 
     #[test]

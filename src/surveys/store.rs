@@ -316,16 +316,22 @@ pub fn responses(db: &sled::Db, app: &str, id: &str) -> Result<Vec<SurveyRespons
         .collect()
 }
 
+/// Who asks the widget for surveys: the canonical anonymousId, the userId when known, the
+/// `attr.<key>` attributes and the page's URL.
+#[derive(Debug, Clone, Default)]
+pub struct Visitor {
+    pub anonymous_id: String,
+    pub user_id: Option<String>,
+    pub attrs: serde_json::Map<String, serde_json::Value>,
+    pub url: Option<String>,
+}
+
 /// The active surveys of `app` that target the visitor (sampling and attribute rules over
-/// the visitor's profile traits, overridden by `attrs`) and that the visitor has not completed.
-pub fn eligible(
-    db: &sled::Db,
-    app: &str,
-    anonymous_id: &str,
-    user_id: Option<&str>,
-    attrs: &serde_json::Map<String, serde_json::Value>,
-) -> Result<Vec<Survey>, StoreError> {
-    let user = match user_id {
+/// the visitor's profile traits, overridden by `attrs`; URL rules over the page's URL) and
+/// that the visitor has not completed.
+pub fn eligible(db: &sled::Db, app: &str, who: &Visitor) -> Result<Vec<Survey>, StoreError> {
+    let anonymous_id = who.anonymous_id.as_str();
+    let user = match &who.user_id {
         Some(u) => Some(u.to_owned()),
         None => crate::profiles::store::user_of(db, app, anonymous_id)?,
     };
@@ -335,12 +341,12 @@ pub fn eligible(
             .unwrap_or_default(),
         None => serde_json::Map::new(),
     };
-    traits.extend(attrs.clone());
+    traits.extend(who.attrs.clone());
     let visitor = model::visitor(user.as_deref(), anonymous_id);
     let tree = db.open_tree(TREE)?;
     let mut out = Vec::new();
     for s in all(db, app)? {
-        if !s.targets(&visitor, &traits) {
+        if !s.targets(&visitor, &traits, who.url.as_deref()) {
             continue;
         }
         let mut done = false;

@@ -10,6 +10,17 @@ use tributary::startup::Application;
 
 pub const ADMIN_TOKEN: &str = "adm_test_token_for_the_suite";
 
+/// A visitor's anonymousId (a UUID, as the collector and the survey widget require) named by a
+/// readable label: the same label always gives the same id.
+pub fn anon(label: &str) -> String {
+    let h = <sha2::Sha256 as sha2::Digest>::digest(label.as_bytes());
+    let bytes: [u8; 16] = h[..16].try_into().expect("16 bytes");
+    uuid::Builder::from_random_bytes(bytes)
+        .into_uuid()
+        .hyphenated()
+        .to_string()
+}
+
 pub struct TestApp {
     pub base: String,
     pub client: reqwest::Client,

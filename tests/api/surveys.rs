@@ -161,6 +161,37 @@ async fn every_invalid_field_is_400_with_details_naming_it() {
             vec!["targeting.percentage"],
         ),
         (
+            json!({"title": "t", "type": "open", "questions": [{"text": "Say", "type": "text"}],
+            "targeting": {"urls": [
+                {"operator": "matchesRegex", "value": "/pricing"},
+                {"operator": "contains", "value": " "},
+                "/blog",
+                {"operator": "equals", "value": 3},
+                {"operator": "endsWith", "value": "x".repeat(501)},
+                {"operator": "startsWith", "value": "/a", "caseSensitive": false},
+                {"operator": "contains"}
+            ]}}),
+            vec![
+                "targeting.urls[0].operator",
+                "targeting.urls[1].value",
+                "targeting.urls[2]",
+                "targeting.urls[3].value",
+                "targeting.urls[4].value",
+                "targeting.urls[5].caseSensitive",
+                "targeting.urls[6].value",
+            ],
+        ),
+        (
+            json!({"title": "t", "type": "open", "questions": [{"text": "Say", "type": "text"}],
+                "targeting": {"urls": vec![json!({"operator": "contains", "value": "/a"}); 21]}}),
+            vec!["targeting.urls"],
+        ),
+        (
+            json!({"title": "t", "type": "open", "questions": [{"text": "Say", "type": "text"}],
+                "targeting": {"urls": {"operator": "contains", "value": "/a"}}}),
+            vec!["targeting.urls"],
+        ),
+        (
             json!({"title": "t", "type": "open", "boardId": "000000000000000000000000",
                 "questions": [{"text": "Say", "type": "text"}]}),
             vec!["boardId"],
@@ -381,7 +412,7 @@ async fn questions_are_editable_only_in_draft_and_nothing_once_closed() {
     assert_eq!(a.data()["title"], "Live");
     assert_eq!(
         a.data()["targeting"],
-        json!({"percentage": 50.0, "attributes": []})
+        json!({"percentage": 50.0, "attributes": [], "urls": []})
     );
     moved(&app, &app_id, &id_of(&s), "closed").await;
     let a = app
@@ -677,7 +708,8 @@ async fn surveys_survive_a_restart() {
     let s = id_of(&create(&app, &app_id, nps("NPS")).await);
     moved(&app, &app_id, &s, "active").await;
     let other = id_of(&create(&app, &app_id, poll("Other")).await);
-    let body = json!({"anonymousId": "kept", "answers": [{"questionId": "score", "value": 8}]});
+    let body =
+        json!({"anonymousId": anon("kept"), "answers": [{"questionId": "score", "value": 8}]});
     assert_eq!(answer(&app, &ik, &s, body.clone()).await.status, 201);
     let app = app.restart().await;
     assert_eq!(
@@ -760,7 +792,7 @@ async fn survey_count(app: &TestApp, key: &str, id: &str) -> u64 {
 async fn one_response_per_visitor_completed_later_and_counted_once() {
     let app = spawn_app();
     let (_, ik, key, id) = live_nps(&app).await;
-    let partial = json!({"anonymousId": "anon-1", "completed": false,
+    let partial = json!({"anonymousId": anon("anon-1"), "completed": false,
         "answers": [{"questionId": "why", "value": "Fast"}],
         "metadata": {"url": "https://example.com/pricing", "device": "desktop", "locale": "en-GB"}});
     let a = answer(&app, &ik, &id, partial).await;
@@ -781,7 +813,7 @@ async fn one_response_per_visitor_completed_later_and_counted_once() {
         &app,
         &ik,
         &id,
-        json!({"anonymousId": "anon-1", "answers": []}),
+        json!({"anonymousId": anon("anon-1"), "answers": []}),
     )
     .await;
     a.assert_error(400, "VALIDATION_ERROR");
@@ -790,7 +822,7 @@ async fn one_response_per_visitor_completed_later_and_counted_once() {
         &app,
         &ik,
         &id,
-        json!({"anonymousId": "anon-1", "answers": [{"questionId": "score", "value": 9}]}),
+        json!({"anonymousId": anon("anon-1"), "answers": [{"questionId": "score", "value": 9}]}),
     )
     .await;
     assert_eq!(a.status, 200, "{}", a.body);
@@ -809,7 +841,7 @@ async fn one_response_per_visitor_completed_later_and_counted_once() {
         &app,
         &ik,
         &id,
-        json!({"anonymousId": "anon-2", "userId": "u2", "answers": [{"questionId": "score", "value": 3}]}),
+        json!({"anonymousId": anon("anon-2"), "userId": "u2", "answers": [{"questionId": "score", "value": 3}]}),
     )
     .await;
     assert_eq!(b.status, 201, "{}", b.body);
@@ -820,7 +852,7 @@ async fn one_response_per_visitor_completed_later_and_counted_once() {
         &app,
         &ik,
         &id,
-        json!({"anonymousId": "anon-3", "userId": "u2", "answers": [{"questionId": "score", "value": 4}]}),
+        json!({"anonymousId": anon("anon-3"), "userId": "u2", "answers": [{"questionId": "score", "value": 4}]}),
     )
     .await;
     assert_eq!(c.status, 200, "{}", c.body);
@@ -854,23 +886,23 @@ async fn every_invalid_answer_is_400_naming_the_question() {
     let csat = json!({"title": "CSAT", "type": "csat", "questions": [{"id": "sat", "text": "Happy?", "type": "rating"}]});
     let csat_id = id_of(&create(&app, &app_id, csat).await);
     moved(&app, &app_id, &csat_id, "active").await;
-    let v = |q: &str, v: Value| json!({"anonymousId": "a1", "answers": [{"questionId": q, "value": v}]});
+    let v = |q: &str, v: Value| json!({"anonymousId": anon("a1"), "answers": [{"questionId": q, "value": v}]});
     let cases: Vec<(&str, Value, Vec<&str>)> = vec![
         (&poll_id, v("one", json!("c")), vec!["answers.one"]),
         (&poll_id, v("one", json!(["a"])), vec!["answers.one"]),
         (
             &poll_id,
-            json!({"anonymousId": "a1", "answers": [{"questionId": "one", "value": "a"}, {"questionId": "many", "value": ["x", "z"]}]}),
+            json!({"anonymousId": anon("a1"), "answers": [{"questionId": "one", "value": "a"}, {"questionId": "many", "value": ["x", "z"]}]}),
             vec!["answers.many"],
         ),
         (
             &poll_id,
-            json!({"anonymousId": "a1", "answers": [{"questionId": "one", "value": "a"}, {"questionId": "many", "value": ["x", "x"]}]}),
+            json!({"anonymousId": anon("a1"), "answers": [{"questionId": "one", "value": "a"}, {"questionId": "many", "value": ["x", "x"]}]}),
             vec!["answers.many"],
         ),
         (
             &poll_id,
-            json!({"anonymousId": "a1", "answers": [{"questionId": "many", "value": ["x"]}]}),
+            json!({"anonymousId": anon("a1"), "answers": [{"questionId": "many", "value": ["x"]}]}),
             vec!["answers.one"],
         ),
         (
@@ -896,7 +928,7 @@ async fn every_invalid_answer_is_400_naming_the_question() {
         ),
         (
             &csat_id,
-            json!({"anonymousId": "a1", "answers": [{"questionId": "sat", "value": 4}], "completed": "yes", "metadata": {"os": "x"}}),
+            json!({"anonymousId": anon("a1"), "answers": [{"questionId": "sat", "value": 4}], "completed": "yes", "metadata": {"os": "x"}}),
             vec!["completed", "metadata.os"],
         ),
     ];
@@ -921,7 +953,8 @@ async fn every_invalid_answer_is_400_naming_the_question() {
 async fn only_an_active_survey_takes_responses_and_a_paused_ones_stay_readable() {
     let app = spawn_app();
     let (app_id, ik, key, id) = live_nps(&app).await;
-    let body = json!({"anonymousId": "a1", "answers": [{"questionId": "score", "value": 10}]});
+    let body =
+        json!({"anonymousId": anon("a1"), "answers": [{"questionId": "score", "value": 10}]});
     assert_eq!(answer(&app, &ik, &id, body.clone()).await.status, 201);
     let path = format!("/api/v1/surveys/{id}/responses");
     moved(&app, &app_id, &id, "paused").await;
@@ -962,7 +995,8 @@ async fn responses_are_isolated_between_apps_and_need_their_permission() {
     let app = spawn_app();
     let (_, _, _, id) = live_nps(&app).await;
     let (other, other_ik, other_key, _) = live_nps(&app).await;
-    let body = json!({"anonymousId": "a1", "answers": [{"questionId": "score", "value": 10}]});
+    let body =
+        json!({"anonymousId": anon("a1"), "answers": [{"questionId": "score", "value": 10}]});
     answer(&app, &other_ik, &id, body)
         .await
         .assert_error(404, "NOT_FOUND");
@@ -1006,7 +1040,7 @@ async fn a_cursor_walk_over_300_responses_with_filters() {
     let (_, ik, key, id) = live_nps(&app).await;
     let mut made = HashSet::new();
     for n in 0..300 {
-        let mut body = json!({"anonymousId": format!("anon-{n}"), "answers": [{"questionId": "score", "value": n % 11}]});
+        let mut body = json!({"anonymousId": anon(&format!("anon-{n}")), "answers": [{"questionId": "score", "value": n % 11}]});
         if n % 3 == 0 {
             body["completed"] = json!(false);
             body["answers"] = json!([{"questionId": "why", "value": "later"}]);
@@ -1053,7 +1087,10 @@ async fn a_cursor_walk_over_300_responses_with_filters() {
     assert_eq!(walk("completed=false".into()).await.len(), 100);
     assert_eq!(walk("completed=true".into()).await.len(), 200);
     assert_eq!(walk("userId=user-1,user-2".into()).await.len(), 2);
-    assert_eq!(walk("anonymousId=anon-7".into()).await.len(), 1);
+    assert_eq!(
+        walk(format!("anonymousId={}", anon("anon-7"))).await.len(),
+        1
+    );
     assert_eq!(walk("since=2000-01-01T00:00:00Z".into()).await.len(), 300);
     assert_eq!(walk("until=2000-01-01T00:00:00Z".into()).await.len(), 0);
     for (q, field) in [
@@ -1081,7 +1118,7 @@ async fn the_free_plan_takes_a_limited_number_of_responses_a_month() {
     let (app_id, ik) = app.create_app("free").await;
     let id = id_of(&create(&app, &app_id, nps("NPS")).await);
     moved(&app, &app_id, &id, "active").await;
-    let body = |n: u32| json!({"anonymousId": format!("a{n}"), "answers": [{"questionId": "score", "value": 7}]});
+    let body = |n: u32| json!({"anonymousId": anon(&format!("a{n}")), "answers": [{"questionId": "score", "value": 7}]});
     assert_eq!(answer(&app, &ik, &id, body(1)).await.status, 201);
     assert_eq!(answer(&app, &ik, &id, body(2)).await.status, 201);
     let a = answer(&app, &ik, &id, body(3)).await;
@@ -1110,8 +1147,7 @@ async fn summary(app: &TestApp, key: &str, id: &str) -> Value {
 /// Answers survey `id`'s question `q` once per value, one visitor each.
 async fn answer_all(app: &TestApp, ik: &str, id: &str, q: &str, values: &[Value]) {
     for (n, v) in values.iter().enumerate() {
-        let body =
-            json!({"anonymousId": format!("v{n}"), "answers": [{"questionId": q, "value": v}]});
+        let body = json!({"anonymousId": anon(&format!("v{n}")), "answers": [{"questionId": q, "value": v}]});
         let a = answer(app, ik, id, body).await;
         assert_eq!(a.status, 201, "{}", a.body);
     }
@@ -1133,7 +1169,7 @@ async fn the_nps_score_equals_the_hand_computed_one() {
         .collect();
     answer_all(&app, &ik, &id, "score", &values).await;
     // A partial response without the score changes nothing.
-    let partial = json!({"anonymousId": "p", "completed": false, "answers": [{"questionId": "why", "value": "hm"}]});
+    let partial = json!({"anonymousId": anon("p"), "completed": false, "answers": [{"questionId": "why", "value": "hm"}]});
     assert_eq!(answer(&app, &ik, &id, partial).await.status, 201);
     let s = summary(&app, &key, &id).await;
     assert_eq!(s["surveyId"], id.as_str());
@@ -1236,6 +1272,18 @@ async fn the_csat_and_pmf_scores_equal_the_hand_computed_ones() {
     .assert_error(404, "NOT_FOUND");
 }
 
+/// `s` percent-encoded for a query string.
+fn query_value(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 async fn eligible(app: &TestApp, ik: &str, query: &str) -> Vec<String> {
     let a = app
         .send(
@@ -1264,14 +1312,24 @@ async fn sampling_is_deterministic_and_near_the_percentage() {
     moved(&app, &app_id, &id, "active").await;
     let mut first = Vec::new();
     for n in 0..10_000 {
-        let got = eligible(&app, &ik, &format!("anonymousId=visitor-{n}")).await;
+        let got = eligible(
+            &app,
+            &ik,
+            &format!("anonymousId={}", anon(&format!("visitor-{n}"))),
+        )
+        .await;
         first.push(got.contains(&id));
     }
     let n = first.iter().filter(|x| **x).count();
     assert!((2_300..=2_700).contains(&n), "{n} of 10 000 eligible");
     // Every visitor gets the same answer on every call.
     for (n, was) in first.iter().enumerate().step_by(7) {
-        let got = eligible(&app, &ik, &format!("anonymousId=visitor-{n}")).await;
+        let got = eligible(
+            &app,
+            &ik,
+            &format!("anonymousId={}", anon(&format!("visitor-{n}"))),
+        )
+        .await;
         assert_eq!(got.contains(&id), *was, "visitor-{n}");
     }
 }
@@ -1312,43 +1370,73 @@ async fn an_identify_through_the_collector_decides_an_attribute_rule() {
     }
     assert_eq!(shown, vec![id.clone()]);
     assert_eq!(
-        eligible(&app, &ik, "anonymousId=x&userId=u-pro").await,
+        eligible(
+            &app,
+            &ik,
+            &format!("anonymousId={}&userId=u-pro", anon("x"))
+        )
+        .await,
         vec![id.clone()]
     );
     assert!(eligible(&app, &ik, &format!("anonymousId={free}"))
         .await
         .is_empty());
-    assert!(eligible(&app, &ik, "anonymousId=x&userId=u-free")
-        .await
-        .is_empty());
+    assert!(eligible(
+        &app,
+        &ik,
+        &format!("anonymousId={}&userId=u-free", anon("x"))
+    )
+    .await
+    .is_empty());
     // Query attributes count too, and override the traits.
     assert_eq!(
-        eligible(&app, &ik, "anonymousId=new&attr.plan=pro").await,
+        eligible(
+            &app,
+            &ik,
+            &format!("anonymousId={}&attr.plan=pro", anon("new"))
+        )
+        .await,
         vec![id.clone()]
     );
-    assert!(
-        eligible(&app, &ik, "anonymousId=x&userId=u-pro&attr.plan=free")
-            .await
-            .is_empty()
-    );
+    assert!(eligible(
+        &app,
+        &ik,
+        &format!("anonymousId={}&userId=u-pro&attr.plan=free", anon("x"))
+    )
+    .await
+    .is_empty());
     // A completed survey is not shown again; a partial one is.
-    let partial = json!({"anonymousId": "new", "completed": false, "answers": []});
+    let partial = json!({"anonymousId": anon("new"), "completed": false, "answers": []});
     assert_eq!(answer(&app, &ik, &id, partial).await.status, 201);
     assert_eq!(
-        eligible(&app, &ik, "anonymousId=new&attr.plan=pro").await,
+        eligible(
+            &app,
+            &ik,
+            &format!("anonymousId={}&attr.plan=pro", anon("new"))
+        )
+        .await,
         vec![id.clone()]
     );
-    let done = json!({"anonymousId": "new", "answers": [{"questionId": "pick", "value": ["a"]}]});
+    let done =
+        json!({"anonymousId": anon("new"), "answers": [{"questionId": "pick", "value": ["a"]}]});
     assert_eq!(answer(&app, &ik, &id, done).await.status, 200);
-    assert!(eligible(&app, &ik, "anonymousId=new&attr.plan=pro")
-        .await
-        .is_empty());
+    assert!(eligible(
+        &app,
+        &ik,
+        &format!("anonymousId={}&attr.plan=pro", anon("new"))
+    )
+    .await
+    .is_empty());
     // Paused surveys are not shown; bad queries are 400; a bad key 401.
     moved(&app, &app_id, &id, "paused").await;
-    assert!(eligible(&app, &ik, "anonymousId=y&attr.plan=pro")
-        .await
-        .is_empty());
-    for q in ["", "anonymousId=a&color=red"] {
+    assert!(eligible(
+        &app,
+        &ik,
+        &format!("anonymousId={}&attr.plan=pro", anon("y"))
+    )
+    .await
+    .is_empty());
+    for q in ["", "anonymousId=a&color=red", "anonymousId=not-a-uuid"] {
         app.send(
             Method::GET,
             &format!("/api/w/surveys?{q}"),
@@ -1374,7 +1462,7 @@ async fn concurrent_responses_keep_the_count_exact() {
     let (_, ik, key, id) = live_nps(&app).await;
     // 40 visitors, each answering three times at once: 40 responses, counted once each.
     let calls = (0..120).map(|n| {
-        let body = json!({"anonymousId": format!("c{}", n % 40), "answers": [{"questionId": "score", "value": n % 11}]});
+        let body = json!({"anonymousId": anon(&format!("c{}", n % 40)), "answers": [{"questionId": "score", "value": n % 11}]});
         let (app, ik, id) = (&app, &ik, &id);
         async move { answer(app, ik, id, body).await.status.as_u16() }
     });
@@ -1408,14 +1496,195 @@ async fn the_widget_sees_only_its_own_apps_surveys() {
     // The NPS fixture targets plan=pro at 25%: 40 visitors with that attribute reach it.
     let mut seen = HashSet::new();
     for n in 0..40 {
-        let q = format!("anonymousId=iso-{n}&attr.plan=pro");
+        let q = format!("anonymousId={}&attr.plan=pro", anon(&format!("iso-{n}")));
         seen.extend(eligible(&app, &ik, &q).await);
     }
     assert_eq!(seen, HashSet::from([id.clone()]));
     let mut seen = HashSet::new();
     for n in 0..40 {
-        let q = format!("anonymousId=iso-{n}&attr.plan=pro");
+        let q = format!("anonymousId={}&attr.plan=pro", anon(&format!("iso-{n}")));
         seen.extend(eligible(&app, &other_ik, &q).await);
     }
     assert_eq!(seen, HashSet::from([other_id]));
+}
+
+#[tokio::test]
+async fn url_rules_show_a_survey_on_matching_pages_only() {
+    let app = spawn_app();
+    let (app_id, ik) = app.create_app("pro").await;
+    let mut body = poll("Pricing pages");
+    body["targeting"] = json!({"percentage": 100, "urls": [
+        {"operator": "contains", "value": "/pricing"},
+        {"operator": "endsWith", "value": "/checkout?step=2"}
+    ]});
+    let s = create(&app, &app_id, body).await;
+    assert_eq!(
+        s["targeting"]["urls"],
+        json!([{"operator": "contains", "value": "/pricing"},
+               {"operator": "endsWith", "value": "/checkout?step=2"}])
+    );
+    let id = id_of(&s);
+    moved(&app, &app_id, &id, "active").await;
+    let mut everywhere = poll("Everywhere");
+    everywhere["targeting"] = json!({"percentage": 100, "urls": []});
+    let all_pages = id_of(&create(&app, &app_id, everywhere).await);
+    moved(&app, &app_id, &all_pages, "active").await;
+    let mut not_blog = poll("Not on the blog");
+    not_blog["targeting"] = json!({"percentage": 100,
+        "attributes": [{"key": "plan", "operator": "equals", "value": "pro"}],
+        "urls": [{"operator": "doesNotContain", "value": "/blog"}]});
+    let not_blog = id_of(&create(&app, &app_id, not_blog).await);
+    moved(&app, &app_id, &not_blog, "active").await;
+
+    let visitor = anon("url-visitor");
+    let on = |url: &str, extra: &str| {
+        let q = format!("anonymousId={visitor}&url={}{extra}", query_value(url));
+        let (app, ik) = (&app, &ik);
+        async move {
+            let mut got = eligible(app, ik, &q).await;
+            got.sort();
+            got
+        }
+    };
+    let sorted = |mut v: Vec<String>| {
+        v.sort();
+        v
+    };
+    // Rules OR together: either matches; no rule means any page.
+    assert_eq!(
+        on("https://shop.example/pricing", "").await,
+        sorted(vec![id.clone(), all_pages.clone()])
+    );
+    assert_eq!(
+        on("https://shop.example/en/pricing?plan=pro#faq", "").await,
+        sorted(vec![id.clone(), all_pages.clone()])
+    );
+    assert_eq!(
+        on("https://shop.example/checkout?step=2", "").await,
+        sorted(vec![id.clone(), all_pages.clone()])
+    );
+    assert_eq!(
+        on("https://shop.example/blog", "").await,
+        vec![all_pages.clone()]
+    );
+    // The full URL is matched, case-sensitively (as Formbricks does).
+    assert_eq!(
+        on("https://shop.example/PRICING", "").await,
+        vec![all_pages.clone()]
+    );
+    // URL rules AND with the attribute rules.
+    assert_eq!(
+        on("https://shop.example/docs", "&attr.plan=pro").await,
+        sorted(vec![all_pages.clone(), not_blog.clone()])
+    );
+    assert_eq!(
+        on("https://shop.example/blog/post", "&attr.plan=pro").await,
+        vec![all_pages.clone()]
+    );
+    // Without a URL, a survey with URL rules is not shown.
+    let mut no_url = eligible(&app, &ik, &format!("anonymousId={visitor}&attr.plan=pro")).await;
+    no_url.sort();
+    assert_eq!(no_url, vec![all_pages.clone()]);
+    // A URL over 4 096 characters is refused.
+    let long = format!("https://x.example/{}", "a".repeat(4100));
+    let a = app
+        .send(
+            Method::GET,
+            &format!("/api/w/surveys?anonymousId={visitor}&url={long}"),
+            &[("x-app-key", &ik)],
+            None,
+        )
+        .await;
+    a.assert_error(400, "VALIDATION_ERROR");
+    assert_eq!(a.fields(), ["url"]);
+    // An invalid rule in a PATCH names its path.
+    let a = app
+        .admin(
+            Method::PATCH,
+            &format!("/apps/{app_id}/surveys/{id}"),
+            Some(json!({"targeting": {"urls": [{"operator": "like", "value": "/pricing"}]}})),
+        )
+        .await;
+    a.assert_error(400, "VALIDATION_ERROR");
+    assert_eq!(a.fields(), ["targeting.urls[0].operator"]);
+}
+
+#[tokio::test]
+async fn the_widget_canonicalises_the_anonymous_id_as_the_collector_does() {
+    let app = spawn_app();
+    let (app_id, ik, key, id) = live_nps(&app).await;
+    let canonical = "6f1c2b3a-4d5e-4f60-8a7b-9c0d1e2f3a4b";
+    let forms = [
+        "6F1C2B3A-4D5E-4F60-8A7B-9C0D1E2F3A4B",
+        "{6f1c2b3a-4d5e-4f60-8a7b-9c0d1e2f3a4b}",
+        "urn:uuid:6f1c2b3a-4d5e-4f60-8a7b-9c0d1e2f3a4b",
+        "6f1c2b3a4d5e4f608a7b9c0d1e2f3a4b",
+    ];
+    let body = |anon: &str, score: u32, done: bool| json!({"anonymousId": anon, "completed": done, "answers": [{"questionId": "score", "value": score}]});
+    let first = answer(&app, &ik, &id, body(forms[0], 3, false)).await;
+    assert_eq!(first.status, 201, "{}", first.body);
+    assert_eq!(first.data()["anonymousId"], canonical);
+    for (n, form) in forms.iter().enumerate().skip(1) {
+        let a = answer(&app, &ik, &id, body(form, n as u32 + 4, false)).await;
+        assert_eq!(a.status, 200, "{form}: {}", a.body);
+        assert_eq!(
+            a.data()["id"],
+            first.data()["id"],
+            "{form}: the same visitor"
+        );
+        assert_eq!(a.data()["anonymousId"], canonical);
+    }
+    assert_eq!(survey_count(&app, &key, &id).await, 1);
+    // The response list finds the visitor under any form too.
+    let list = app
+        .api(
+            &key,
+            Method::GET,
+            &format!(
+                "/api/v1/surveys/{id}/responses?anonymousId={}",
+                query_value(forms[0])
+            ),
+            None,
+        )
+        .await;
+    assert_eq!(list.data().as_array().unwrap().len(), 1, "{}", list.body);
+    // Completed under one form, a survey is offered to no form.
+    let everyone = id_of(&create(&app, &app_id, poll("Everyone")).await);
+    moved(&app, &app_id, &everyone, "active").await;
+    let shown = |form: &str| {
+        let q = format!("anonymousId={}", query_value(form));
+        let (app, ik) = (&app, &ik);
+        async move { eligible(app, ik, &q).await }
+    };
+    for form in forms {
+        assert_eq!(shown(form).await, vec![everyone.clone()], "{form}");
+    }
+    let pick =
+        json!({"anonymousId": forms[3], "answers": [{"questionId": "pick", "value": ["a"]}]});
+    let done = answer(&app, &ik, &everyone, pick).await;
+    assert_eq!(done.status, 201, "{}", done.body);
+    assert_eq!(done.data()["anonymousId"], canonical);
+    for form in forms {
+        assert!(shown(form).await.is_empty(), "{form}: completed");
+    }
+    // What the collector refuses, the widget refuses.
+    for bad in [
+        "not-a-uuid",
+        "00000000-0000-0000-0000-000000000000",
+        "ffffffff-ffff-ffff-ffff-ffffffffffff",
+    ] {
+        let a = answer(&app, &ik, &id, body(bad, 5, true)).await;
+        a.assert_error(400, "VALIDATION_ERROR");
+        assert_eq!(a.fields(), ["anonymousId"], "{bad}");
+        let a = app
+            .send(
+                Method::GET,
+                &format!("/api/w/surveys?anonymousId={bad}"),
+                &[("x-app-key", &ik)],
+                None,
+            )
+            .await;
+        a.assert_error(400, "VALIDATION_ERROR");
+        assert_eq!(a.fields(), ["anonymousId"], "{bad}");
+    }
 }

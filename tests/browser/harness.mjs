@@ -6,6 +6,7 @@
 //   TRIBUTARY_BASE       the real server, e.g. http://127.0.0.1:41234
 //   TRIBUTARY_APP_KEY    an integration key of an app
 //   TRIBUTARY_MANIFEST   a file where the tests append what the lake must (not) hold
+//   TRIBUTARY_ADMIN_TOKEN the admin token (the survey tests make their own app and surveys)
 //   SCREENSHOT_DIR       where screenshots go (target/screenshots)
 import http from 'node:http';
 import fs from 'node:fs';
@@ -14,6 +15,7 @@ import { chromium } from 'playwright-core';
 
 export const BASE = process.env.TRIBUTARY_BASE;
 export const APP_KEY = process.env.TRIBUTARY_APP_KEY;
+export const ADMIN_TOKEN = process.env.TRIBUTARY_ADMIN_TOKEN;
 const MANIFEST = process.env.TRIBUTARY_MANIFEST;
 const SHOTS = process.env.SCREENSHOT_DIR;
 
@@ -156,14 +158,16 @@ export class Proxy {
 // The test page (served by the tests only): the README's snippet pointing at the real server
 // for the script and at the proxy for the events, and one button per call. Any path answers
 // the same page, so single-page-app URLs survive a reload. `?early=1` makes a call before the
-// script has loaded.
+// script has loaded; `?nosurveys=1` turns the survey popover off through the stub. `appKey`: the
+// integration key the page uses (by default the one tests/interop/browser.rs made).
 export class Site {
-  constructor(proxy) {
+  constructor(proxy, appKey = APP_KEY) {
     this.proxy = proxy;
+    this.appKey = appKey;
     this.server = http.createServer((req, res) => {
       const url = new URL(req.url, 'http://x');
       res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' });
-      res.end(this.html(url.searchParams.has('early')));
+      res.end(this.html(url.searchParams.has('early'), url.searchParams.has('nosurveys')));
     });
   }
 
@@ -173,15 +177,16 @@ export class Site {
     return this;
   }
 
-  html(early) {
+  html(early, noSurveys) {
     return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Tracker test page</title>
 <script>
 !function(w,d,k,h,s){var a=(w.Service=w.Service||{}).analytics=w.Service.analytics||{};if(a.loaded||a.q)return;
-a.q=[];"page track identify group reset flush optOut optIn".split(" ").forEach(function(m){a[m]=function(){a.q.push([m].concat([].slice.call(arguments)))}});
+a.q=[];"page track identify group reset flush optOut optIn surveys".split(" ").forEach(function(m){a[m]=function(){a.q.push([m].concat([].slice.call(arguments)))}});
 var e=d.createElement("script");e.async=true;e.src=s+"/sdk/v1/analytics.js";e.setAttribute("data-app-key",k);e.setAttribute("data-host",h);
-d.head.appendChild(e)}(window,document,${JSON.stringify(APP_KEY)},${JSON.stringify(this.proxy.base)},${JSON.stringify(BASE)});
+d.head.appendChild(e)}(window,document,${JSON.stringify(this.appKey)},${JSON.stringify(this.proxy.base)},${JSON.stringify(BASE)});
 ${early ? "window.Service.analytics.track('Early', {before: 'load'});" : ''}
+${noSurveys ? 'window.Service.analytics.surveys(false);' : ''}
 </script>
 <style>body{font:16px system-ui,sans-serif;margin:2rem}button{margin:.25rem;padding:.5rem 1rem}</style>
 </head><body>

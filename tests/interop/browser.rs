@@ -96,6 +96,7 @@ async fn the_browser_tracker_in_headless_chromium() {
             .env("TRIBUTARY_BASE", base)
             .env("TRIBUTARY_APP_KEY", key)
             .env("TRIBUTARY_MANIFEST", manifest_path)
+            .env("TRIBUTARY_ADMIN_TOKEN", ADMIN_TOKEN)
             .env("SCREENSHOT_DIR", screenshot_dir())
             .output()
             .expect("node runs")

@@ -37,7 +37,7 @@ async fn the_csv_export_opens_in_pythons_csv_module() {
         if n % 5 == 0 {
             answers.push(json!({"questionId": "many", "value": ["x", "y"]}));
         }
-        let body = json!({"anonymousId": format!("v{n}"), "answers": answers});
+        let body = json!({"anonymousId": anon(&format!("v{n}")), "answers": answers});
         let a = app
             .send(
                 Method::POST,
@@ -95,10 +95,10 @@ async fn the_csv_export_opens_in_pythons_csv_module() {
     assert!(rows[1..]
         .iter()
         .all(|r| r.len() == 8 && r[0].starts_with("resp_")));
-    let first = rows.iter().find(|r| r[5] == "v0").unwrap();
+    let first = rows.iter().find(|r| r[5] == anon("v0")).unwrap();
     assert_eq!(first[6], "Alpha, first");
     assert_eq!(first[7], "X; Y");
     assert_eq!(first[3], "true");
-    let odd = rows.iter().find(|r| r[5] == "v1").unwrap();
+    let odd = rows.iter().find(|r| r[5] == anon("v1")).unwrap();
     assert_eq!((odd[6].as_str(), odd[7].as_str()), ("Beta", ""));
 }

@@ -6,6 +6,9 @@ use std::sync::OnceLock;
 use chrono::{DateTime, SecondsFormat, Utc};
 use sha2::{Digest, Sha256};
 
+mod visitor;
+pub use visitor::canonical_anonymous_id;
+
 /// A MongoDB-style ObjectId as 24 lowercase hex characters: 4 bytes of Unix seconds, 5 bytes
 /// random per process, 3 bytes of a counter. Ids made later sort after ids made earlier (to the
 /// second), and two ids never collide inside one process.
