@@ -7,6 +7,7 @@ use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
+use parquet::errors::ParquetError;
 use parquet::file::properties::WriterProperties;
 
 use super::event::{Cell, ColumnKind, Event};
@@ -104,15 +105,79 @@ impl RowBuilder {
     }
 }
 
-/// Encodes a batch as one Parquet file (zstd).
-pub fn encode_parquet(batch: &RecordBatch) -> Result<Vec<u8>, parquet::errors::ParquetError> {
-    let props = WriterProperties::builder()
+/// Rows per row group of a lake file: an open file holds at most this many rows as Arrow
+/// builders; the rows before them are already Parquet, compressed.
+pub const ROW_GROUP_ROWS: usize = 16_384;
+
+fn writer_properties() -> Result<WriterProperties, ParquetError> {
+    Ok(WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(3)?))
+        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
         .set_created_by("tributary".into())
-        .build();
-    let mut w = ArrowWriter::try_new(Vec::new(), batch.schema(), Some(props))?;
+        .build())
+}
+
+/// Encodes a batch as one Parquet file (zstd).
+pub fn encode_parquet(batch: &RecordBatch) -> Result<Vec<u8>, ParquetError> {
+    let mut w = ArrowWriter::try_new(Vec::new(), batch.schema(), Some(writer_properties()?))?;
     w.write(batch)?;
     w.into_inner()
+}
+
+/// A lake file being written: rows gather in Arrow builders and every [`ROW_GROUP_ROWS`] rows
+/// become a compressed Parquet row group in memory. Memory: one row group of builders plus the
+/// compressed bytes so far (about a fifth of the events' size), not the whole file as Arrow.
+pub struct OpenFile {
+    rows: RowBuilder,
+    writer: ArrowWriter<Vec<u8>>,
+    total: usize,
+}
+
+/// A closed lake file: its Parquet bytes and row count.
+pub struct ClosedFile {
+    pub bytes: Vec<u8>,
+    pub rows: usize,
+}
+
+impl OpenFile {
+    pub fn new() -> Result<OpenFile, ParquetError> {
+        Ok(OpenFile {
+            rows: RowBuilder::default(),
+            writer: ArrowWriter::try_new(Vec::new(), schema(), Some(writer_properties()?))?,
+            total: 0,
+        })
+    }
+
+    /// Adds a row; every [`ROW_GROUP_ROWS`] rows are encoded.
+    pub fn append(&mut self, e: &Event) -> Result<(), ParquetError> {
+        self.rows.append(e);
+        self.total += 1;
+        if self.rows.rows() >= ROW_GROUP_ROWS {
+            self.writer.write(&self.rows.finish())?;
+            self.writer.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Bytes held: compressed row groups plus the estimated size of the rows in builders.
+    pub fn memory(&self) -> usize {
+        self.writer.inner().len() + self.writer.in_progress_size() + self.rows.bytes()
+    }
+
+    pub fn rows(&self) -> usize {
+        self.total
+    }
+
+    /// Encodes what is left and the footer.
+    pub fn close(mut self) -> Result<ClosedFile, ParquetError> {
+        if self.rows.rows() > 0 {
+            self.writer.write(&self.rows.finish())?;
+        }
+        Ok(ClosedFile {
+            bytes: self.writer.into_inner()?,
+            rows: self.total,
+        })
+    }
 }
 
 #[cfg(test)]
@@ -172,5 +237,31 @@ mod tests {
         );
         let bytes = encode_parquet(&batch).unwrap();
         assert_eq!(&bytes[..4], b"PAR1");
+    }
+
+    #[test]
+    fn an_open_file_holds_compressed_row_groups_and_one_group_of_builders() {
+        let mut f = OpenFile::new().unwrap();
+        let n = ROW_GROUP_ROWS as i64 * 3 + 10;
+        let mut input = 0;
+        for i in 0..n {
+            let e = sample(i);
+            input += e.approx_bytes();
+            f.append(&e).unwrap();
+        }
+        assert!(
+            f.memory() < input / 3,
+            "memory {} for {input} bytes of events",
+            f.memory()
+        );
+        let closed = f.close().unwrap();
+        assert_eq!(closed.rows, n as usize);
+        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+            bytes::Bytes::from(closed.bytes),
+        )
+        .unwrap();
+        assert_eq!(reader.metadata().num_row_groups(), 4);
+        let rows: usize = reader.build().unwrap().map(|b| b.unwrap().num_rows()).sum();
+        assert_eq!(rows, n as usize);
     }
 }

@@ -265,12 +265,14 @@ impl Checker {
         match ctx.get("page") {
             None => {}
             Some(Value::Object(p)) => {
-                for (slot, key) in out
-                    .page
-                    .iter_mut()
-                    .zip(["url", "path", "title", "referrer"])
-                {
-                    *slot = self.text(p.get(key), &format!("context.page.{key}"), MAX_TEXT_CHARS);
+                const PAGE: [(&str, &str); 4] = [
+                    ("url", "context.page.url"),
+                    ("path", "context.page.path"),
+                    ("title", "context.page.title"),
+                    ("referrer", "context.page.referrer"),
+                ];
+                for (slot, (key, field)) in out.page.iter_mut().zip(PAGE) {
+                    *slot = self.text(p.get(key), field, MAX_TEXT_CHARS);
                 }
             }
             Some(_) => self.fail("context.page", "must be an object"),
@@ -299,14 +301,15 @@ impl Checker {
         match ctx.get("screen") {
             None => {}
             Some(Value::Object(s)) => {
-                for (slot, key) in out.screen.iter_mut().zip(["width", "height"]) {
+                const SCREEN: [(&str, &str); 2] = [
+                    ("width", "context.screen.width"),
+                    ("height", "context.screen.height"),
+                ];
+                for (slot, (key, field)) in out.screen.iter_mut().zip(SCREEN) {
                     match s.get(key).map(|v| v.as_i64()) {
                         None => {}
                         Some(Some(n)) if (0..=100_000).contains(&n) => *slot = Some(n as i32),
-                        Some(_) => self.fail(
-                            &format!("context.screen.{key}"),
-                            "must be an integer from 0 to 100000",
-                        ),
+                        Some(_) => self.fail(field, "must be an integer from 0 to 100000"),
                     }
                 }
             }

@@ -151,7 +151,8 @@ impl Collector {
                 dir,
                 prefix: settings.lake.prefix.clone(),
                 max_rows: c.max_file_rows.max(1),
-                max_bytes: budget.file_bytes,
+                max_bytes: c.max_file_bytes.max(1),
+                max_memory: budget.file_bytes,
                 max_age: Duration::from_millis(c.max_file_age_ms.max(1)),
                 dedupe_filter_bytes: budget.filter_bytes,
             };

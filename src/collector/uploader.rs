@@ -1,7 +1,7 @@
 //! The uploader actor: one thread per shard, fed by its writer over a bounded queue of 2.
 //!
-//! For each flush it encodes the files as Parquet (zstd), notes the paths it is about to write
-//! in an *intent* file (fsync'd), puts each file, appends the files' messageIds to the dedupe
+//! For each flush (files its writer encoded as Parquet, zstd, as rows came) it notes the
+//! paths it is about to write in an *intent* file (fsync'd), puts each file, appends the files' messageIds to the dedupe
 //! files, flushes sled (profiles), writes the checkpoint (the last LSN now in the lake), clears
 //! the intent and trims the WAL. Every failure is retried with the collector's one backoff rule
 //! (`retry.rs`), while the WAL keeps the events.
@@ -15,12 +15,10 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use arrow_array::RecordBatch;
 use crossbeam_channel::Receiver;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 
-use super::columns::encode_parquet;
 use super::metrics::ShardCounters;
 use super::retry::{retry, Backoff, Shutdown};
 use super::{dedupe, wal};
@@ -31,7 +29,7 @@ const INTENT: &str = "intent";
 /// One flush: the closed files of a shard and the last WAL LSN they cover.
 pub struct Upload {
     pub last_lsn: u64,
-    pub files: Vec<(Path, RecordBatch)>,
+    pub files: Vec<Encoded>,
     /// The fingerprints of every row's messageId, for the dedupe index.
     pub ids: Arc<dedupe::Flushed>,
 }
@@ -176,11 +174,7 @@ impl Running {
             return;
         }
         let started = Instant::now();
-        let encoded = match self.retrying("parquet encoding", |_| encode(&job)) {
-            Ok(files) => files,
-            Err(e) => return self.abandon(e),
-        };
-        if let Err(e) = self.retrying("flush", |me| me.put_and_checkpoint(&job, &encoded)) {
+        if let Err(e) = self.retrying("flush", |me| me.put_and_checkpoint(&job)) {
             return self.abandon(e);
         }
         self.u
@@ -189,7 +183,7 @@ impl Running {
             .observe(started.elapsed().as_secs_f64());
         tracing::debug!(
             shard = self.u.index,
-            files = encoded.len(),
+            files = job.files.len(),
             last_lsn = job.last_lsn,
             "flush done"
         );
@@ -200,7 +194,8 @@ impl Running {
         self.failed = true;
     }
 
-    fn put_and_checkpoint(&mut self, job: &Upload, files: &[Encoded]) -> Result<(), UploadError> {
+    fn put_and_checkpoint(&mut self, job: &Upload) -> Result<(), UploadError> {
+        let files = &job.files;
         let mut intent = format!("lsn {}\n", job.last_lsn);
         intent.extend(files.iter().map(|f| format!("{}\n", f.path)));
         write_atomic(self.dir(), INTENT, intent.as_bytes()).map_err(local("intent"))?;
@@ -230,29 +225,17 @@ impl Running {
     }
 }
 
-struct Encoded {
-    path: Path,
-    bytes: bytes::Bytes,
-    rows: usize,
-}
-
-fn encode(job: &Upload) -> Result<Vec<Encoded>, UploadError> {
-    job.files
-        .iter()
-        .map(|(path, batch)| {
-            Ok(Encoded {
-                path: path.clone(),
-                bytes: bytes::Bytes::from(encode_parquet(batch)?),
-                rows: batch.num_rows(),
-            })
-        })
-        .collect()
+/// A closed lake file: where it goes, its Parquet bytes, its rows.
+pub struct Encoded {
+    pub path: Path,
+    pub bytes: bytes::Bytes,
+    pub rows: usize,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::collector::columns::RowBuilder;
+    use crate::collector::columns::{encode_parquet, RowBuilder};
     use crate::collector::event::Event;
     use object_store::memory::InMemory;
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -320,9 +303,14 @@ mod tests {
         for i in 0..rows {
             b.append(&Event::example("app", &format!("msg_{i}"), "a", 1));
         }
+        let bytes = encode_parquet(&b.finish()).unwrap().into();
         Upload {
             last_lsn,
-            files: vec![(Path::from(path), b.finish())],
+            files: vec![Encoded {
+                path: Path::from(path),
+                bytes,
+                rows,
+            }],
             ids: {
                 let mut ids: Vec<u128> = (0..rows)
                     .map(|i| index.fingerprint("app", &format!("msg_{i}")))

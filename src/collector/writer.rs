@@ -21,11 +21,11 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
-use super::columns::RowBuilder;
+use super::columns::OpenFile;
 use super::dedupe::{self, FingerprintMap, FingerprintSet, Seen};
 use super::event::{Event, EventType};
 use super::metrics::ShardCounters;
-use super::uploader::Upload;
+use super::uploader::{Encoded, Upload};
 use super::{lake, usage, wal};
 use crate::clock::Clock;
 use crate::profiles::{self, Change, Touch};
@@ -49,7 +49,10 @@ pub struct WriterConfig {
     /// Prefix of every lake path.
     pub prefix: String,
     pub max_rows: usize,
+    /// Estimated event bytes of the open files (`collector.max_file_bytes`).
     pub max_bytes: usize,
+    /// Memory of the open files (compressed row groups and builders): the budget's share.
+    pub max_memory: usize,
     pub max_age: Duration,
     /// Bytes of each of the shard's dedupe filters (one per generation).
     pub dedupe_filter_bytes: usize,
@@ -69,6 +72,8 @@ pub enum WriteError {
     Wal(Arc<std::io::Error>),
     #[error("the shard writer stopped")]
     Stopped,
+    #[error("the shard writer stopped taking events after a Parquet encoding error: {0}")]
+    Broken(Arc<str>),
 }
 
 pub type Reply = tokio::sync::oneshot::Sender<Result<Committed, WriteError>>;
@@ -94,7 +99,11 @@ pub struct Writer {
     /// included; bounded by clearing.
     identities: FingerprintMap<Option<String>>,
     wal: wal::Wal,
-    open: BTreeMap<(String, i64), RowBuilder>,
+    open: BTreeMap<(String, i64), OpenFile>,
+    /// Set by a Parquet encoding error (a bug, never input): the writer then refuses every
+    /// batch and never flushes again, so nothing past the WAL's checkpoint is trimmed; a
+    /// restart replays the WAL.
+    broken: Option<Arc<str>>,
     first_open_lsn: Option<u64>,
     /// Clock time (µs) the oldest open row arrived.
     oldest: Option<i64>,
@@ -135,6 +144,7 @@ impl Writer {
             clock,
             wal,
             open: BTreeMap::new(),
+            broken: None,
             first_open_lsn: None,
             oldest: None,
             rows: 0,
@@ -218,7 +228,15 @@ impl Writer {
     }
 
     fn full(&self) -> bool {
-        self.rows >= self.cfg.max_rows || self.bytes >= self.cfg.max_bytes
+        self.rows >= self.cfg.max_rows
+            || self.bytes >= self.cfg.max_bytes
+            || self.open.values().map(OpenFile::memory).sum::<usize>() >= self.cfg.max_memory
+    }
+
+    /// Stops taking events after an encoding error (see `broken`).
+    fn break_down(&mut self, e: parquet::errors::ParquetError) {
+        tracing::error!(shard = self.cfg.index, error = %e, "Parquet encoding failed; the shard refuses events until a restart replays its WAL");
+        self.broken.get_or_insert_with(|| e.to_string().into());
     }
 
     /// Takes `first` and whatever else waits (up to `MAX_GROUP` batches) and commits them as
@@ -253,6 +271,12 @@ impl Writer {
 
     /// Group commit: dedupe, enrich, one WAL append + fsync, then answer every batch.
     fn commit(&mut self, group: Vec<(Vec<Event>, Reply)>) {
+        if let Some(why) = &self.broken {
+            for (_, reply) in group {
+                let _ = reply.send(Err(WriteError::Broken(why.clone())));
+            }
+            return;
+        }
         // When these rows arrived, for the file-age rule: read before anyone is answered.
         let arrived = self.clock.now_micros();
         let (kept, keys, outcomes) = self.prepare(group);
@@ -380,10 +404,15 @@ impl Writer {
     /// Everything after the answer: the row in its open file and the messageId.
     fn after_commit(&mut self, e: &Event, key: u128, lsn: u64, arrived: i64) {
         let hour = e.received_at.div_euclid(3_600_000_000);
-        self.open
-            .entry((e.app_id.clone(), hour))
-            .or_default()
-            .append(e);
+        let appended = match self.open.entry((e.app_id.clone(), hour)) {
+            std::collections::btree_map::Entry::Occupied(o) => o.into_mut().append(e),
+            std::collections::btree_map::Entry::Vacant(v) => {
+                OpenFile::new().and_then(|f| v.insert(f).append(e))
+            }
+        };
+        if let Err(err) = appended {
+            self.break_down(err);
+        }
         self.rows += 1;
         self.bytes += e.approx_bytes();
         if self.oldest.is_none() {
@@ -404,27 +433,38 @@ impl Writer {
     /// Closes the open files: rotates the WAL and returns them with the last LSN they cover.
     /// Nothing changes when the rotation fails: the files stay open and are tried again.
     fn take_files(&mut self) -> std::io::Result<Option<Upload>> {
+        if let Some(why) = &self.broken {
+            return Err(std::io::Error::other(why.to_string()));
+        }
         let Some(first_lsn) = self.first_open_lsn else {
             return Ok(None);
         };
         let last_lsn = self.wal.next_lsn() - 1;
         self.wal.rotate()?;
         self.first_open_lsn = None;
-        let files = std::mem::take(&mut self.open)
-            .into_iter()
-            .map(|((app, hour), mut rows)| {
-                let hour = chrono::DateTime::from_timestamp(hour * 3600, 0).unwrap_or_default();
-                let path = lake::file_path(
-                    &self.cfg.prefix,
-                    &app,
-                    hour,
-                    &self.cfg.node_id,
-                    self.cfg.index,
-                    first_lsn,
-                );
-                (path, rows.finish())
-            })
-            .collect();
+        let mut files = Vec::with_capacity(self.open.len());
+        for ((app, hour), file) in std::mem::take(&mut self.open) {
+            let hour = chrono::DateTime::from_timestamp(hour * 3600, 0).unwrap_or_default();
+            let path = lake::file_path(
+                &self.cfg.prefix,
+                &app,
+                hour,
+                &self.cfg.node_id,
+                self.cfg.index,
+                first_lsn,
+            );
+            match file.close() {
+                Ok(closed) => files.push(Encoded {
+                    path,
+                    rows: closed.rows,
+                    bytes: closed.bytes.into(),
+                }),
+                Err(e) => {
+                    self.break_down(e);
+                    return Err(std::io::Error::other("Parquet encoding failed"));
+                }
+            }
+        }
         self.rows = 0;
         self.bytes = 0;
         self.oldest = None;
@@ -538,6 +578,7 @@ mod tests {
             max_rows: 1000,
             max_bytes: 1 << 30,
             max_age: Duration::from_secs(60),
+            max_memory: 1 << 30,
             dedupe_filter_bytes: 64 * 1024,
         };
         let db = sled::Config::new().temporary(true).open().unwrap();
@@ -564,6 +605,22 @@ mod tests {
             .unwrap();
             (w, records, rx)
         }
+    }
+
+    /// A closed file's rows, read back from its Parquet bytes.
+    fn read(f: &Encoded) -> arrow_array::RecordBatch {
+        let reader =
+            parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(f.bytes.clone())
+                .unwrap()
+                .build()
+                .unwrap();
+        let batches: Vec<_> = reader.map(|b| b.unwrap()).collect();
+        arrow_select_concat(&batches)
+    }
+
+    fn arrow_select_concat(batches: &[arrow_array::RecordBatch]) -> arrow_array::RecordBatch {
+        assert_eq!(batches.len(), 1, "one row group in these small files");
+        batches[0].clone()
     }
 
     fn ev(id: &str, anon: &str) -> Event {
@@ -613,10 +670,7 @@ mod tests {
             .try_recv()
             .expect("the replay is handed to the uploader");
         assert_eq!(job.last_lsn, 2);
-        assert_eq!(
-            job.files.iter().map(|(_, b)| b.num_rows()).sum::<usize>(),
-            2
-        );
+        assert_eq!(job.files.iter().map(|f| f.rows).sum::<usize>(), 2);
         assert_eq!(job.ids.len(), 2);
     }
 
@@ -633,7 +687,7 @@ mod tests {
         commit(&mut w, vec![ev("msg_3", "a"), ev("msg_4", "other")]).unwrap();
         w.flush().unwrap();
         let job = uploads.try_recv().unwrap();
-        let (_, batch) = &job.files[0];
+        let batch = read(&job.files[0]);
         let users = batch
             .column(batch.schema().index_of("user_id").unwrap())
             .clone();
@@ -672,15 +726,12 @@ mod tests {
         let job = uploads
             .recv_timeout(Duration::from_secs(10))
             .expect("aged file flushed");
-        assert_eq!(job.files[0].1.num_rows(), 1);
+        assert_eq!(job.files[0].rows, 1);
         send(vec![ev("msg_2", "a"), ev("msg_3", "b"), ev("msg_4", "c")]);
         let job = uploads
             .recv_timeout(Duration::from_secs(10))
             .expect("full file flushed");
-        assert_eq!(
-            job.files.iter().map(|(_, b)| b.num_rows()).sum::<usize>(),
-            3
-        );
+        assert_eq!(job.files.iter().map(|f| f.rows).sum::<usize>(), 3);
         tx.send(Msg::Stop).unwrap();
         thread.join().unwrap();
     }
@@ -721,7 +772,7 @@ mod tests {
             .recv_timeout(Duration::from_secs(30))
             .expect("flushed after the retry");
         assert_eq!(failures.get(), 1, "one failure, then a success");
-        assert_eq!((job.last_lsn, job.files[0].1.num_rows()), (1, 1));
+        assert_eq!((job.last_lsn, job.files[0].rows), (1, 1));
         tx.send(Msg::Stop).unwrap();
         thread.join().unwrap();
     }
@@ -744,7 +795,7 @@ mod tests {
         commit(&mut w, vec![ev("msg_2", "a")]).unwrap();
         w.flush().unwrap();
         let job = uploads.try_recv().unwrap();
-        let (_, batch) = &job.files[0];
+        let batch = read(&job.files[0]);
         let users = batch.column(batch.schema().index_of("user_id").unwrap());
         assert_eq!(batch.num_rows(), 1);
         assert!(
