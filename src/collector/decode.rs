@@ -80,7 +80,16 @@ fn parse_time(s: &str) -> Option<i64> {
 
 /// Parses the body in place.
 pub fn parse(body: &mut [u8]) -> Result<Parsed<'_>, BodyError> {
-    let value = simd_json::to_borrowed_value(body).map_err(|e| match e.error() {
+    thread_local! {
+        // simd-json's scratch space, reused by each worker thread's requests.
+        static BUFFERS: std::cell::RefCell<simd_json::Buffers> =
+            std::cell::RefCell::new(simd_json::Buffers::new(16 * 1024));
+    }
+    let parsed = BUFFERS.with(|b| match b.try_borrow_mut() {
+        Ok(mut buffers) => simd_json::borrowed::to_value_with_buffers(body, &mut buffers),
+        Err(_) => simd_json::to_borrowed_value(body),
+    });
+    let value = parsed.map_err(|e| match e.error() {
         simd_json::ErrorType::InvalidNumber => BodyError::NumberOutOfRange(e.to_string()),
         _ => BodyError::NotJson(e.to_string()),
     })?;

@@ -423,7 +423,11 @@ impl Seen {
     /// memory and then on disk; a disk error is logged and counts as unseen (a possible
     /// duplicate row rather than a lost event).
     pub fn contains(&self, key: u128) -> bool {
-        let maybe = |g: &Generation| !g.complete || g.filter.may_contain(key);
+        // A complete generation with no id (the older ones after a fresh start) is skipped
+        // without touching its memory.
+        let maybe = |g: &Generation| {
+            !g.complete || (g.filter.inserted() > 0 && g.filter.may_contain(key))
+        };
         if !self.generations.iter().any(maybe) {
             return false;
         }
