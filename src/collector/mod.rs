@@ -21,6 +21,7 @@ pub mod http;
 pub mod lake;
 pub mod metrics;
 pub mod retry;
+pub mod rollup;
 pub mod uploader;
 pub mod usage;
 pub mod wal;

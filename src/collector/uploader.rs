@@ -23,7 +23,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use super::columns::encode_parquet;
 use super::metrics::ShardCounters;
 use super::retry::{retry, Backoff, Shutdown};
-use super::{dedupe, wal};
+use super::{dedupe, rollup, wal};
 use crate::storage::files::write_atomic;
 
 const INTENT: &str = "intent";
@@ -34,6 +34,8 @@ pub struct Upload {
     pub files: Vec<(Path, RecordBatch)>,
     /// The fingerprints of every row's messageId, for the dedupe index.
     pub ids: Arc<dedupe::Flushed>,
+    /// The rollups of the rows (`rollup.rs`), applied once before the checkpoint.
+    pub rollup: rollup::Delta,
 }
 
 /// Why one attempt at a flush failed.
@@ -53,6 +55,8 @@ pub enum UploadError {
     },
     #[error("sled flush: {0}")]
     Sled(#[from] sled::Error),
+    #[error("rollups: {0}")]
+    Rollup(#[from] rollup::store::RollupError),
 }
 
 fn local(what: &'static str) -> impl FnOnce(std::io::Error) -> UploadError {
@@ -214,6 +218,8 @@ impl Running {
             self.u.counters.files_written.inc();
             self.u.counters.rows_written.inc_by(f.rows as u64);
         }
+        // Exactly once: skipped when the shard's rollup LSN already covers the job.
+        rollup::store::apply(&self.u.db, self.u.index, job.last_lsn, &job.rollup)?;
         self.u
             .dedupe
             .persist(&job.ids)
@@ -333,6 +339,7 @@ mod tests {
                     ids: vec![(0, ids)],
                 })
             },
+            rollup: Default::default(),
         }
     }
 

@@ -26,7 +26,7 @@ use super::dedupe::{self, FingerprintMap, FingerprintSet, Seen};
 use super::event::{Event, EventType};
 use super::metrics::ShardCounters;
 use super::uploader::Upload;
-use super::{lake, usage, wal};
+use super::{lake, rollup, usage, wal};
 use crate::clock::Clock;
 use crate::profiles::{self, Change, Touch};
 
@@ -105,6 +105,10 @@ pub struct Writer {
     retry_flush_at: i64,
     uploads: Sender<Upload>,
     counters: Arc<ShardCounters>,
+    /// The rollups of the open rows (`rollup.rs`), handed over with them.
+    rollup: rollup::Delta,
+    /// Rows at or below this LSN are in the rollups already (read at start): a replay skips them.
+    rollup_lsn: u64,
 }
 
 impl Writer {
@@ -121,6 +125,8 @@ impl Writer {
         std::fs::create_dir_all(&cfg.dir)?;
         let checkpoint = wal::read_checkpoint(&cfg.dir)?;
         let (wal, replay) = wal::Wal::open(&cfg.dir, checkpoint)?;
+        let rollup_lsn =
+            rollup::store::applied_lsn(&db, cfg.index).map_err(std::io::Error::other)?;
         let seen = Seen::open(
             index,
             clock.now_micros(),
@@ -142,6 +148,8 @@ impl Writer {
             retry_flush_at: 0,
             uploads,
             counters,
+            rollup: rollup::Delta::default(),
+            rollup_lsn,
         };
         Ok((writer, replay))
     }
@@ -391,6 +399,9 @@ impl Writer {
         }
         self.first_open_lsn.get_or_insert(lsn);
         self.seen.insert(key, e.received_at);
+        if lsn > self.rollup_lsn {
+            self.rollup.add(e);
+        }
     }
 
     /// Folds an event into its user's profile; an error is logged, never fatal to the event.
@@ -432,6 +443,7 @@ impl Writer {
             last_lsn,
             files,
             ids: self.seen.take_open(last_lsn),
+            rollup: std::mem::take(&mut self.rollup),
         }))
     }
 
