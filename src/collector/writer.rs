@@ -96,6 +96,9 @@ pub struct Writer {
     wal: wal::Wal,
     open: BTreeMap<(String, i64), RowBuilder>,
     first_open_lsn: Option<u64>,
+    /// The LSN of the newest open row: what a flush checkpoints. Not the WAL's end: during a
+    /// replay that flushes several times, the WAL already holds rows of the later flushes.
+    last_open_lsn: u64,
     /// Clock time (µs) the oldest open row arrived.
     oldest: Option<i64>,
     rows: usize,
@@ -142,6 +145,7 @@ impl Writer {
             wal,
             open: BTreeMap::new(),
             first_open_lsn: None,
+            last_open_lsn: 0,
             oldest: None,
             rows: 0,
             bytes: 0,
@@ -398,6 +402,7 @@ impl Writer {
             self.oldest = Some(arrived);
         }
         self.first_open_lsn.get_or_insert(lsn);
+        self.last_open_lsn = lsn;
         self.seen.insert(key, e.received_at);
         if lsn > self.rollup_lsn {
             self.rollup.add(e);
@@ -418,7 +423,7 @@ impl Writer {
         let Some(first_lsn) = self.first_open_lsn else {
             return Ok(None);
         };
-        let last_lsn = self.wal.next_lsn() - 1;
+        let last_lsn = self.last_open_lsn;
         self.wal.rotate()?;
         self.first_open_lsn = None;
         let files = std::mem::take(&mut self.open)
@@ -736,6 +741,42 @@ mod tests {
         assert_eq!((job.last_lsn, job.files[0].1.num_rows()), (1, 1));
         tx.send(Msg::Stop).unwrap();
         thread.join().unwrap();
+    }
+
+    #[test]
+    fn a_replay_after_the_rollups_were_applied_counts_each_row_once_at_any_flush_boundaries() {
+        let mut f = fixture();
+        f.cfg.max_rows = 4;
+        let evs = |r: std::ops::Range<usize>| -> Vec<Event> {
+            r.map(|i| ev(&format!("msg_{i}"), &format!("v{i}")))
+                .collect()
+        };
+        let (mut w, _, uploads) = f.open();
+        commit(&mut w, evs(0..6)).unwrap();
+        w.flush().unwrap();
+        let first = uploads.try_recv().unwrap();
+        assert_eq!((first.last_lsn, first.rollup.rows()), (6, 6));
+        assert!(rollup::store::apply(&f.db, 0, first.last_lsn, &first.rollup).unwrap());
+        commit(&mut w, evs(6..10)).unwrap();
+        drop(w); // a crash after the rollups were applied, before the checkpoint
+        let (mut w, records, uploads) = f.open();
+        assert_eq!(records.len(), 10);
+        w.replay(records).unwrap();
+        let mut jobs = Vec::new();
+        while let Ok(job) = uploads.try_recv() {
+            rollup::store::apply(&f.db, 0, job.last_lsn, &job.rollup).unwrap();
+            jobs.push((job.last_lsn, job.rollup.rows()));
+        }
+        assert_eq!(
+            jobs,
+            [(4, 0), (8, 2), (10, 2)],
+            "other boundaries than the first time"
+        );
+        let hour = T0.div_euclid(rollup::HOUR_MICROS);
+        let got = rollup::store::read(&f.db, "app", rollup::store::Unit::Hour, hour, hour + 1);
+        let bucket = &got.unwrap()[0].1;
+        assert_eq!(bucket.events(), 10, "every row once");
+        assert_eq!(bucket.visitors.estimate().round(), 10.0);
     }
 
     #[test]
