@@ -15,13 +15,13 @@ use crate::collector::{batch, ANON};
 use crate::helpers::ADMIN_TOKEN;
 use crate::lake;
 
-struct Server {
-    child: Child,
-    base: String,
+pub(crate) struct Server {
+    pub(crate) child: Child,
+    pub(crate) base: String,
 }
 
 /// Starts `tributary serve` on a free port and waits until it listens.
-fn start(data_dir: &Path) -> Server {
+pub(crate) fn start(data_dir: &Path) -> Server {
     let mut child = Command::new(env!("CARGO_BIN_EXE_tributary"))
         .args([
             "serve",
@@ -66,10 +66,10 @@ fn start(data_dir: &Path) -> Server {
 }
 
 /// A small deterministic generator, seeded per run (the seed is printed to reproduce a failure).
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    fn next(&mut self, below: u64) -> u64 {
+    pub(crate) fn next(&mut self, below: u64) -> u64 {
         self.0 = self
             .0
             .wrapping_mul(6364136223846793005)
