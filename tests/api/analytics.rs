@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use reqwest::Method;
 use serde_json::{json, Value};
 
+use crate::binary::{start as start_binary, Rng};
 use crate::collector::batch;
-use crate::crash::{start as start_binary, Rng, Server};
 use crate::helpers::*;
 use crate::lake;
 
@@ -333,13 +333,12 @@ async fn after_kill_9_at_random_moments_the_rollups_equal_the_lake() {
             }
         });
         tokio::time::sleep_until(stop_at.into()).await;
-        server.child.kill().expect("SIGKILL");
-        server.child.wait().unwrap();
+        server.kill_9();
         sender.await.unwrap();
         server = start_binary(tmp.path());
     }
     // A clean stop puts everything in the lake; a last start serves the rollups over it.
-    terminate(&mut server).await;
+    server.terminate().await;
     let view = lake::read_local(&tmp.path().join("lake"));
     let mut server = start_binary(tmp.path());
     let window = format!(
@@ -374,32 +373,5 @@ async fn after_kill_9_at_random_moments_the_rollups_equal_the_lake() {
         rows.len()
     );
     assert_matches(&a["data"], &Expected::of(&rows));
-    terminate(&mut server).await;
-}
-
-/// SIGTERM once the server serves (its signal handlers are installed by then), then waits
-/// (at most 60 s) for a clean exit.
-async fn terminate(server: &mut Server) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let health = format!("{}/healthz", server.base);
-    while !reqwest::get(&health).await.is_ok_and(|r| r.status() == 200) {
-        assert!(Instant::now() < deadline, "the server never answered");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let pid = server.child.id().to_string();
-    let sent = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status();
-    assert!(sent.unwrap().success());
-    loop {
-        if let Some(status) = server.child.try_wait().unwrap() {
-            assert!(status.success(), "exit status {status}");
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no clean exit within 60 s of SIGTERM"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    server.terminate().await;
 }

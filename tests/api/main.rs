@@ -2,6 +2,7 @@
 
 mod admin;
 mod analytics;
+mod binary;
 mod cli;
 mod collector;
 mod contacts;
