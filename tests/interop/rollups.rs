@@ -24,7 +24,7 @@ fn visitor(rng: &mut Rng, app: &str, v: u64) -> Vec<Value> {
     let a = anon(&format!("{app}-{v}"));
     let mut out = Vec::new();
     let id = |k: &str| format!("msg_{app}_{v}_{k}");
-    if v % 7 == 0 {
+    if v.is_multiple_of(7) {
         out.push(json!({"type": "identify", "userId": format!("u{v}"), "anonymousId": a, "messageId": id("i")}));
     }
     for j in 0..=rng.next(4) {
