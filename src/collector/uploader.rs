@@ -1,8 +1,8 @@
 //! The uploader actor: one thread per shard, fed by its writer over a bounded queue of 2.
 //!
 //! For each flush it encodes the files as Parquet (zstd), notes the paths it is about to write
-//! in an *intent* file (fsync'd), puts each file, appends the files' messageIds to the dedupe
-//! files, flushes sled (profiles), writes the checkpoint (the last LSN now in the lake), clears
+//! in an *intent* file (fsync'd), puts each file, applies the flush's traffic rollups (once per
+//! LSN: `rollup/store.rs`), appends the files' messageIds to the dedupe files, flushes sled (profiles), writes the checkpoint (the last LSN now in the lake), clears
 //! the intent and trims the WAL. Every failure is retried with the collector's one backoff rule
 //! (`retry.rs`), while the WAL keeps the events.
 //!

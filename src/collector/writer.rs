@@ -8,7 +8,8 @@
 //! 3. folds identify / group calls into the profiles (sled), then answers each batch (the HTTP
 //!    200 waits for all this);
 //! 4. remembers the messageIds (`dedupe.rs`), records usage in sled, and appends the rows to
-//!    Arrow builders, one per (app, hour) partition;
+//!    Arrow builders, one per (app, hour) partition, and to the traffic rollups' `Delta`
+//!    (`rollup/`: rows at or below the shard's rollup LSN, already counted, are left out);
 //! 5. on rows, bytes or age, rotates the WAL and hands the open files to its uploader.
 //!
 //! At start it replays what its WAL holds beyond the checkpoint through the same steps 3-5.
