@@ -1,5 +1,6 @@
 //! Tributary: feedback, acquisition and analytics in one service. See ARCHITECTURE.md.
 
+pub mod analytics;
 pub mod api;
 pub mod boards;
 pub mod cli;

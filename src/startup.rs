@@ -92,6 +92,7 @@ fn admin_token(configured: Option<&Secret>, data_dir: &Path) -> Result<Secret, S
     tags((name = "contacts", description = "Acquisition CRM (X-API-Key)"),
          (name = "collector", description = "Analytics collection (X-App-Key)"),
          (name = "profiles", description = "Merged visitor profiles (X-API-Key)"),
+         (name = "analytics", description = "Traffic rollups: events, visitors, top pages and events (X-API-Key)"),
          (name = "ideas", description = "Feedback boards, ideas, votes, comments (X-API-Key)"),
          (name = "boards", description = "Boards and their statuses, topics, tags (Authorization: Bearer <admin token>)"),
          (name = "surveys", description = "Surveys: public reads (X-API-Key) and the admin API (Authorization: Bearer <admin token>)"),
@@ -154,6 +155,7 @@ where
         .service(
             scope::scope("/api/v1")
                 .configure(crate::profiles::configure)
+                .configure(crate::analytics::configure)
                 .configure(crate::boards::configure_public)
                 .configure(crate::ideas::configure)
                 .configure(crate::surveys::configure_public),

@@ -6,6 +6,7 @@
 //!   -> shard writer: dedupe, WAL append + fsync, reply            writer.rs, wal.rs, dedupe.rs
 //!   -> Arrow builders per (app, hour)                             columns.rs (from event.rs)
 //!   -> uploader: Parquet zstd, object_store put, checkpoint, trim uploader.rs, lake.rs, retry.rs
+//!      (+ the traffic rollups, applied once per LSN before the checkpoint)   rollup/
 //! ```
 //!
 //! Architecture invariant: a 200 from the collector means every accepted event of the batch is
@@ -21,6 +22,7 @@ pub mod http;
 pub mod lake;
 pub mod metrics;
 pub mod retry;
+pub mod rollup;
 pub mod uploader;
 pub mod usage;
 pub mod wal;

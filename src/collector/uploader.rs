@@ -1,8 +1,10 @@
-//! The uploader actor: one thread per shard, fed by its writer over a bounded queue of 2.
+//! The uploader actor: one thread per shard, fed by its writer over a bounded queue of 1.
 //!
-//! For each flush (files its writer encoded as Parquet, zstd, as rows came) it notes the
-//! paths it is about to write in an *intent* file (fsync'd), puts each file, appends the files' messageIds to the dedupe
-//! files, flushes sled (profiles), writes the checkpoint (the last LSN now in the lake), clears
+//! For each flush (files its writer encoded as Parquet, zstd, as rows came) it notes the paths
+//! it is about to write in an *intent* file (fsync'd), puts each file, applies the flush's
+//! traffic rollups (once per LSN: `rollup/store.rs`), writes the files' messageId fingerprints
+//! as a dedupe run, flushes sled (profiles), writes the checkpoint (the last LSN now in the lake),
+//! clears
 //! the intent and trims the WAL. Every failure is retried with the collector's one backoff rule
 //! (`retry.rs`), while the WAL keeps the events.
 //!
@@ -21,7 +23,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 
 use super::metrics::ShardCounters;
 use super::retry::{retry, Backoff, Shutdown};
-use super::{dedupe, wal};
+use super::{dedupe, rollup, wal};
 use crate::storage::files::write_atomic;
 
 const INTENT: &str = "intent";
@@ -32,6 +34,8 @@ pub struct Upload {
     pub files: Vec<Encoded>,
     /// The fingerprints of every row's messageId, for the dedupe index.
     pub ids: Arc<dedupe::Flushed>,
+    /// The rollups of the rows (`rollup.rs`), applied once before the checkpoint.
+    pub rollup: rollup::Delta,
 }
 
 /// Why one attempt at a flush failed.
@@ -51,6 +55,8 @@ pub enum UploadError {
     },
     #[error("sled flush: {0}")]
     Sled(#[from] sled::Error),
+    #[error("rollups: {0}")]
+    Rollup(#[from] rollup::store::RollupError),
 }
 
 fn local(what: &'static str) -> impl FnOnce(std::io::Error) -> UploadError {
@@ -209,6 +215,8 @@ impl Running {
             self.u.counters.files_written.inc();
             self.u.counters.rows_written.inc_by(f.rows as u64);
         }
+        // Exactly once: skipped when the shard's rollup LSN already covers the job.
+        rollup::store::apply(&self.u.db, self.u.index, job.last_lsn, &job.rollup)?;
         self.u
             .dedupe
             .persist(&job.ids)
@@ -321,6 +329,7 @@ mod tests {
                     ids: vec![(0, ids)],
                 })
             },
+            rollup: Default::default(),
         }
     }
 

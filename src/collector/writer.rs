@@ -8,7 +8,8 @@
 //! 3. folds identify / group calls into the profiles (sled), then answers each batch (the HTTP
 //!    200 waits for all this);
 //! 4. remembers the messageIds (`dedupe.rs`), records usage in sled, and appends the rows to
-//!    Arrow builders, one per (app, hour) partition;
+//!    Arrow builders, one per (app, hour) partition, and to the traffic rollups' `Delta`
+//!    (`rollup/`: rows at or below the shard's rollup LSN, already counted, are left out);
 //! 5. on rows, bytes or age, rotates the WAL and hands the open files to its uploader.
 //!
 //! At start it replays what its WAL holds beyond the checkpoint through the same steps 3-5.
@@ -26,7 +27,7 @@ use super::dedupe::{self, FingerprintMap, FingerprintSet, Seen};
 use super::event::{Event, EventType};
 use super::metrics::ShardCounters;
 use super::uploader::{Encoded, Upload};
-use super::{lake, usage, wal};
+use super::{lake, rollup, usage, wal};
 use crate::clock::Clock;
 use crate::profiles::{self, Change, Touch};
 
@@ -105,6 +106,9 @@ pub struct Writer {
     /// restart replays the WAL.
     broken: Option<Arc<str>>,
     first_open_lsn: Option<u64>,
+    /// The LSN of the newest open row: what a flush checkpoints. Not the WAL's end: during a
+    /// replay that flushes several times, the WAL already holds rows of the later flushes.
+    last_open_lsn: u64,
     /// Clock time (µs) the oldest open row arrived.
     oldest: Option<i64>,
     rows: usize,
@@ -114,6 +118,10 @@ pub struct Writer {
     retry_flush_at: i64,
     uploads: Sender<Upload>,
     counters: Arc<ShardCounters>,
+    /// The rollups of the open rows (`rollup.rs`), handed over with them.
+    rollup: rollup::Delta,
+    /// Rows at or below this LSN are in the rollups already (read at start): a replay skips them.
+    rollup_lsn: u64,
 }
 
 impl Writer {
@@ -130,6 +138,8 @@ impl Writer {
         std::fs::create_dir_all(&cfg.dir)?;
         let checkpoint = wal::read_checkpoint(&cfg.dir)?;
         let (wal, replay) = wal::Wal::open(&cfg.dir, checkpoint)?;
+        let rollup_lsn =
+            rollup::store::applied_lsn(&db, cfg.index).map_err(std::io::Error::other)?;
         let seen = Seen::open(
             index,
             clock.now_micros(),
@@ -146,12 +156,15 @@ impl Writer {
             open: BTreeMap::new(),
             broken: None,
             first_open_lsn: None,
+            last_open_lsn: 0,
             oldest: None,
             rows: 0,
             bytes: 0,
             retry_flush_at: 0,
             uploads,
             counters,
+            rollup: rollup::Delta::default(),
+            rollup_lsn,
         };
         Ok((writer, replay))
     }
@@ -419,7 +432,11 @@ impl Writer {
             self.oldest = Some(arrived);
         }
         self.first_open_lsn.get_or_insert(lsn);
+        self.last_open_lsn = lsn;
         self.seen.insert(key, e.received_at);
+        if lsn > self.rollup_lsn {
+            self.rollup.add(e);
+        }
     }
 
     /// Folds an event into its user's profile; an error is logged, never fatal to the event.
@@ -439,7 +456,7 @@ impl Writer {
         let Some(first_lsn) = self.first_open_lsn else {
             return Ok(None);
         };
-        let last_lsn = self.wal.next_lsn() - 1;
+        let last_lsn = self.last_open_lsn;
         self.wal.rotate()?;
         self.first_open_lsn = None;
         let mut files = Vec::with_capacity(self.open.len());
@@ -472,6 +489,7 @@ impl Writer {
             last_lsn,
             files,
             ids: self.seen.take_open(last_lsn),
+            rollup: std::mem::take(&mut self.rollup),
         }))
     }
 
@@ -775,6 +793,42 @@ mod tests {
         assert_eq!((job.last_lsn, job.files[0].rows), (1, 1));
         tx.send(Msg::Stop).unwrap();
         thread.join().unwrap();
+    }
+
+    #[test]
+    fn a_replay_after_the_rollups_were_applied_counts_each_row_once_at_any_flush_boundaries() {
+        let mut f = fixture();
+        f.cfg.max_rows = 4;
+        let evs = |r: std::ops::Range<usize>| -> Vec<Event> {
+            r.map(|i| ev(&format!("msg_{i}"), &format!("v{i}")))
+                .collect()
+        };
+        let (mut w, _, uploads) = f.open();
+        commit(&mut w, evs(0..6)).unwrap();
+        w.flush().unwrap();
+        let first = uploads.try_recv().unwrap();
+        assert_eq!((first.last_lsn, first.rollup.rows()), (6, 6));
+        assert!(rollup::store::apply(&f.db, 0, first.last_lsn, &first.rollup).unwrap());
+        commit(&mut w, evs(6..10)).unwrap();
+        drop(w); // a crash after the rollups were applied, before the checkpoint
+        let (mut w, records, uploads) = f.open();
+        assert_eq!(records.len(), 10);
+        w.replay(records).unwrap();
+        let mut jobs = Vec::new();
+        while let Ok(job) = uploads.try_recv() {
+            rollup::store::apply(&f.db, 0, job.last_lsn, &job.rollup).unwrap();
+            jobs.push((job.last_lsn, job.rollup.rows()));
+        }
+        assert_eq!(
+            jobs,
+            [(4, 0), (8, 2), (10, 2)],
+            "other boundaries than the first time"
+        );
+        let hour = T0.div_euclid(rollup::HOUR_MICROS);
+        let got = rollup::store::read(&f.db, "app", rollup::store::Unit::Hour, hour, hour + 1);
+        let bucket = &got.unwrap()[0].1;
+        assert_eq!(bucket.events(), 10, "every row once");
+        assert_eq!(bucket.visitors.estimate().round(), 10.0);
     }
 
     #[test]

@@ -34,10 +34,12 @@ pub enum Permission {
     CommentsWrite,
     #[serde(rename = "profiles:read")]
     ProfilesRead,
+    #[serde(rename = "analytics:read")]
+    AnalyticsRead,
 }
 
 impl Permission {
-    pub const ALL: [Permission; 11] = [
+    pub const ALL: [Permission; 12] = [
         Permission::SurveysRead,
         Permission::ResponsesRead,
         Permission::ContactsRead,
@@ -49,6 +51,7 @@ impl Permission {
         Permission::VotesWrite,
         Permission::CommentsWrite,
         Permission::ProfilesRead,
+        Permission::AnalyticsRead,
     ];
 
     pub fn name(self) -> &'static str {
@@ -64,6 +67,7 @@ impl Permission {
             Permission::VotesWrite => "votes:write",
             Permission::CommentsWrite => "comments:write",
             Permission::ProfilesRead => "profiles:read",
+            Permission::AnalyticsRead => "analytics:read",
         }
     }
 

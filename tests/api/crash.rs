@@ -3,80 +3,16 @@
 //! event that got a 200 exactly once, and nothing that was never sent.
 
 use std::collections::{HashMap, HashSet};
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use crate::binary::{start, Rng};
 use crate::collector::{batch, ANON};
 use crate::helpers::ADMIN_TOKEN;
 use crate::lake;
-
-struct Server {
-    child: Child,
-    base: String,
-}
-
-/// Starts `tributary serve` on a free port and waits until it listens.
-fn start(data_dir: &Path) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tributary"))
-        .args([
-            "serve",
-            "--bind",
-            "127.0.0.1:0",
-            "--data-dir",
-            data_dir.to_str().unwrap(),
-        ])
-        .env("TRIBUTARY_ADMIN_TOKEN", ADMIN_TOKEN)
-        .env("TRIBUTARY__COLLECTOR__MAX_FILE_ROWS", "60")
-        .env("TRIBUTARY__COLLECTOR__MAX_FILE_AGE_MS", "150")
-        .env("TRIBUTARY__COLLECTOR__SHARDS", "2")
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("tributary starts");
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut sent = false;
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if !sent && line.contains("tributary listening") {
-                let addr = line
-                    .split("addr=")
-                    .nth(1)
-                    .and_then(|r| r.split_whitespace().next())
-                    .map(str::to_owned);
-                let _ = tx.send(addr);
-                sent = true;
-            }
-        }
-    });
-    let addr = rx
-        .recv_timeout(Duration::from_secs(60))
-        .expect("server listens")
-        .expect("address logged");
-    Server {
-        child,
-        base: format!("http://{addr}"),
-    }
-}
-
-/// A small deterministic generator, seeded per run (the seed is printed to reproduce a failure).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self, below: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 33) % below
-    }
-}
 
 fn events(batch_no: u64) -> Vec<Value> {
     (0..10)

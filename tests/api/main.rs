@@ -1,6 +1,8 @@
 //! Black-box tests: the real server on port 0 with a temporary data dir.
 
 mod admin;
+mod analytics;
+mod binary;
 mod cli;
 mod collector;
 mod contacts;

@@ -7,6 +7,8 @@
 // Helpers shared with the `api` binary: this one uses only some of them.
 #![allow(dead_code)]
 
+#[path = "../api/binary.rs"]
+mod binary;
 mod browser;
 #[path = "../api/events.rs"]
 mod events;
@@ -16,6 +18,7 @@ mod helpers;
 mod lake;
 mod openapi;
 mod python;
+mod rollups;
 mod surveys_csv;
 
 use serde_json::json;

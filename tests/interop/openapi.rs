@@ -123,6 +123,18 @@ async fn profile_and_collector_answers(app: &TestApp, s: &mut Samples) {
         ("GET", t, "/api/v1/profiles/u-doc".into(), None, None),
     ];
     run(app, s, steps).await;
+    let (_, analytics) = app.create_key(&app_id, &["analytics:read"]).await;
+    let a = Some(("x-api-key", analytics.as_str()));
+    let t = "/api/v1/analytics/traffic";
+    #[rustfmt::skip]
+    let steps: Vec<Step> = vec![
+        ("GET", t, t.into(), a, None),
+        ("GET", t, format!("{t}?interval=day&from=2026-11-01&to=2026-11-23"), a, None),
+        ("GET", t, format!("{t}?interval=week"), a, None),
+        ("GET", t, t.into(), k, None),
+        ("GET", t, t.into(), None, None),
+    ];
+    run(app, s, steps).await;
 }
 
 async fn admin_answers(app: &TestApp, s: &mut Samples) {

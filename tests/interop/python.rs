@@ -46,6 +46,28 @@ pub fn read_local(lake_dir: &Path) -> LakeView {
     run_reader(&["local", lake_dir.to_str().unwrap()])
 }
 
+/// What DuckDB computes over the lake for one app: the figures the traffic rollups must show
+/// (`byType`, `events`, exact `visitors` and `identifiedVisitors`, `topPages` and `topEvents`
+/// as `[name, count]` pairs).
+pub fn rollup_by_sql(lake_dir: &Path, app_id: &str) -> Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/lake.py");
+    let out = Command::new(venv_bin("python"))
+        .args([
+            script.as_os_str(),
+            "rollup".as_ref(),
+            lake_dir.as_os_str(),
+            app_id.as_ref(),
+        ])
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "lake.py rollup failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("lake.py prints JSON")
+}
+
 pub fn read_s3(endpoint: &str, bucket: &str) -> LakeView {
     run_reader(&["s3", endpoint, bucket])
 }

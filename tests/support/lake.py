@@ -2,6 +2,7 @@
 """Reads a Tributary lake with DuckDB for the black-box tests and prints one JSON document.
 
 usage: lake.py local <lake dir>
+       lake.py rollup <lake dir> <app id>  (what the traffic rollups must show, by SQL)
        lake.py s3 <endpoint> <bucket>      (objects are fetched with boto3: DuckDB's httpfs
                                             extension cannot be downloaded on this machine)
 """
@@ -33,8 +34,34 @@ def fetch_s3(endpoint, bucket, into):
     return n
 
 
+def rollup(root, app_id):
+    """Counts per type, exact distinct visitors and identified visitors, top 10 pages and
+    events of one app, over the whole lake."""
+    con = duckdb.connect()
+    src = f"read_parquet('{root}/events/**/*.parquet', hive_partitioning=true)"
+    rows = f"(select * from {src} where app_id = $app)"
+    q = lambda sql: con.execute(sql, {"app": app_id}).fetchall()
+    by_type = dict(q(f"select type, count(*) from {rows} group by type"))
+    (visitors, identified), = q(
+        f"select count(distinct anonymous_id), count(distinct anonymous_id) filter (where user_id is not null) from {rows}"
+    )
+    top = lambda col, kind: [
+        [name, n]
+        for name, n in q(
+            f"select {col}, count(*) as n from {rows} where type = '{kind}' and {col} is not null "
+            f"group by {col} order by n desc, {col} limit 10"
+        )
+    ]
+    print(json.dumps({
+        "byType": by_type, "events": sum(by_type.values()), "visitors": visitors,
+        "identifiedVisitors": identified, "topPages": top("page_path", "page"), "topEvents": top("event", "track"),
+    }))
+
+
 def main():
     mode = sys.argv[1]
+    if mode == "rollup":
+        return rollup(sys.argv[2], sys.argv[3])
     tmp = None
     if mode == "local":
         root = sys.argv[2]

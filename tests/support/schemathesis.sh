@@ -29,7 +29,7 @@ admin=(-H "Authorization: Bearer $TRIBUTARY_ADMIN_TOKEN" -H 'Content-Type: appli
 app=$(curl -sf -X POST "$base/admin/v1/apps" "${admin[@]}" -d '{"name": "schemathesis", "plan": "enterprise"}')
 app_id=$(printf '%s' "$app" | json '["data"]["id"]')
 app_key=$(printf '%s' "$app" | json '["data"]["integrationKey"]')
-perms='["contacts:read","contacts:write","contacts:delete","profiles:read","ideas:read","ideas:write","ideas:moderate","votes:write","comments:write","surveys:read","responses:read"]'
+perms='["contacts:read","contacts:write","contacts:delete","profiles:read","analytics:read","ideas:read","ideas:write","ideas:moderate","votes:write","comments:write","surveys:read","responses:read"]'
 api_key=$(curl -sf -X POST "$base/admin/v1/apps/$app_id/keys" "${admin[@]}" \
   -d "{\"name\": \"schemathesis\", \"permissions\": $perms}" | json '["data"]["key"]')
 st=("$root/.venv/bin/schemathesis" --config-file "$root/tests/support/schemathesis.toml" run "$base/openapi.json" --workers 2)

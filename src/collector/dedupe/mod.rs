@@ -425,9 +425,8 @@ impl Seen {
     pub fn contains(&self, key: u128) -> bool {
         // A complete generation with no id (the older ones after a fresh start) is skipped
         // without touching its memory.
-        let maybe = |g: &Generation| {
-            !g.complete || (g.filter.inserted() > 0 && g.filter.may_contain(key))
-        };
+        let maybe =
+            |g: &Generation| !g.complete || (g.filter.inserted() > 0 && g.filter.may_contain(key));
         if !self.generations.iter().any(maybe) {
             return false;
         }

@@ -1,0 +1,112 @@
+//! The real binary for the tests that kill it: `tributary serve` on a free port, `kill -9`,
+//! SIGTERM, and a small seeded generator. Shared by the `api` and `interop` test binaries.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::helpers::ADMIN_TOKEN;
+
+pub struct Server {
+    pub child: Child,
+    pub base: String,
+}
+
+/// Starts `tributary serve` on a free port, with small files (60 rows, 150 ms) and 2 shards,
+/// and waits until it listens.
+pub fn start(data_dir: &Path) -> Server {
+    start_with(data_dir, &[])
+}
+
+/// `start` with more `TRIBUTARY__...` variables (later ones win).
+pub fn start_with(data_dir: &Path, env: &[(&str, &str)]) -> Server {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tributary"))
+        .args([
+            "serve",
+            "--bind",
+            "127.0.0.1:0",
+            "--data-dir",
+            data_dir.to_str().unwrap(),
+        ])
+        .env("TRIBUTARY_ADMIN_TOKEN", ADMIN_TOKEN)
+        .env("TRIBUTARY__COLLECTOR__MAX_FILE_ROWS", "60")
+        .env("TRIBUTARY__COLLECTOR__MAX_FILE_AGE_MS", "150")
+        .env("TRIBUTARY__COLLECTOR__SHARDS", "2")
+        .env("RUST_LOG", "info")
+        .envs(env.iter().copied())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("tributary starts");
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut sent = false;
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if !sent && line.contains("tributary listening") {
+                let addr = line
+                    .split("addr=")
+                    .nth(1)
+                    .and_then(|r| r.split_whitespace().next())
+                    .map(str::to_owned);
+                let _ = tx.send(addr);
+                sent = true;
+            }
+        }
+    });
+    let addr = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("server listens")
+        .expect("address logged");
+    Server {
+        child,
+        base: format!("http://{addr}"),
+    }
+}
+
+/// A small deterministic generator, seeded per run (the seed is printed to reproduce a failure).
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self, below: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % below
+    }
+}
+
+impl Server {
+    /// SIGKILL, and waits for the process to be gone.
+    pub fn kill_9(&mut self) {
+        self.child.kill().expect("SIGKILL");
+        self.child.wait().unwrap();
+    }
+
+    /// SIGTERM once the server serves (its signal handlers are installed by then), then waits
+    /// (at most 60 s) for a clean exit.
+    pub async fn terminate(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let health = format!("{}/healthz", self.base);
+        while !reqwest::get(&health).await.is_ok_and(|r| r.status() == 200) {
+            assert!(Instant::now() < deadline, "the server never answered");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status();
+        assert!(sent.unwrap().success());
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                assert!(status.success(), "exit status {status}");
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no clean exit within 60 s of SIGTERM"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
