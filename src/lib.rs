@@ -1,5 +1,6 @@
 //! Tributary: feedback, acquisition and analytics in one service. See ARCHITECTURE.md.
 
+pub mod accounts;
 pub mod api;
 pub mod boards;
 pub mod cli;
@@ -7,6 +8,7 @@ pub mod clock;
 pub mod collector;
 pub mod config;
 pub mod contacts;
+pub mod dashboard;
 pub mod ideas;
 pub mod ids;
 pub mod profiles;

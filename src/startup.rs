@@ -290,6 +290,14 @@ impl Application {
             settings,
             store: store.clone(),
         });
+        let dashboard = web::Data::new(crate::dashboard::Dashboard::default());
+        let swept = crate::accounts::store::sweep_sessions(
+            store.db_for_startup(),
+            crate::ids::Timestamp::now(),
+        )?;
+        if swept > 0 {
+            tracing::info!(swept, "expired dashboard sessions removed");
+        }
         let doc = Arc::new(openapi());
         let allowed = web::Data::new(api::allow::Allowed::from_openapi(&doc));
         let running = collector.clone();
@@ -301,12 +309,16 @@ impl Application {
                 .app_data(access.clone())
                 .app_data(collector.clone())
                 .app_data(allowed.clone())
+                .app_data(dashboard.clone())
                 .app_data(web::QueryConfig::default().error_handler(api::query_error))
                 .app_data(web::PathConfig::default().error_handler(api::path_error))
                 .app_data(web::JsonConfig::default().error_handler(api::json_error))
                 .app_data(web::PayloadConfig::new(16 * 1024 * 1024));
             let (app, _) = services(app).split_for_parts();
-            app.wrap(from_fn(api::deadline::body_deadline))
+            // The dashboard's HTML pages are not part of the API: outside `services`, so the
+            // OpenAPI document (and schemathesis) never lists them.
+            app.configure(crate::dashboard::configure)
+                .wrap(from_fn(api::deadline::body_deadline))
                 .wrap(from_fn(api::request_context))
                 .route(
                     "/openapi.json",
