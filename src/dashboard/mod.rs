@@ -11,7 +11,10 @@
 
 pub mod apps;
 pub mod auth;
+pub mod contacts;
+pub mod csv;
 pub mod error;
+pub mod import;
 pub mod keys;
 pub mod layout;
 pub mod session;
@@ -42,6 +45,19 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route("/apps/{id}/keys", web::post().to(keys::create))
             .route("/apps/{id}/keys/{key}", web::post().to(keys::update))
             .route("/apps/{id}/keys/{key}/revoke", web::post().to(keys::revoke))
+            .route("/contacts", web::get().to(contacts::first))
+            .route("/apps/{id}/contacts", web::get().to(contacts::list))
+            .route("/apps/{id}/contacts.csv", web::get().to(contacts::export))
+            .route("/apps/{id}/contacts/import", web::get().to(import::start))
+            .route("/apps/{id}/contacts/import", web::post().to(import::submit))
+            .route(
+                "/apps/{id}/contacts/{contact}",
+                web::get().to(contacts::detail),
+            )
+            .route(
+                "/apps/{id}/contacts/{contact}",
+                web::post().to(contacts::update),
+            )
             .route("/team", web::get().to(team::list))
             .route("/team", web::post().to(team::create))
             .default_service(web::to(not_found)),

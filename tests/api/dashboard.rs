@@ -399,3 +399,205 @@ async fn dashboard_pages_are_html_outside_the_openapi_document() {
     assert_eq!(css.status, 200);
     assert!(css.body.contains("prefers-color-scheme: dark"));
 }
+
+/// A CSV of `n` contacts where the rows at `bad` are wrong (a bad e-mail, a score out of
+/// range, a status that does not exist).
+pub fn contacts_csv(n: usize, bad: &[usize]) -> String {
+    let mut csv = String::from("Email,First Name,Last Name,Company,Status,Tags,Score\r\n");
+    for i in 0..n {
+        let (email, status, score) = match bad.iter().position(|b| *b == i) {
+            Some(0) => (format!("not-an-email-{i}"), "new", "10"),
+            Some(1) => (format!("person{i}@example.com"), "new", "500"),
+            Some(_) => (format!("person{i}@example.com"), "sleeping", "10"),
+            None => (
+                format!("person{i}@example.com"),
+                if i % 3 == 0 { "customer" } else { "new" },
+                "42",
+            ),
+        };
+        csv.push_str(&format!(
+            "{email},Ada{i},\"Love, {i}\",Acme {},{status},\"vip,q{}\",{score}\r\n",
+            i % 7,
+            i % 4
+        ));
+    }
+    csv
+}
+
+#[tokio::test]
+async fn a_csv_of_1000_contacts_is_imported_and_its_3_bad_rows_reported() {
+    let app = spawn_app();
+    let mut b = owner(&app).await;
+    let (app_id, _) = app.create_app("pro").await;
+    let import = format!("/dashboard/apps/{app_id}/contacts/import");
+    let csv = contacts_csv(1000, &[10, 500, 999]);
+    let preview = b.submit(&import, &import, &[("csv", &csv)]).await;
+    assert_eq!(preview.status, 200, "{}", preview.body);
+    assert!(
+        preview.body.contains("1\u{202f}000 rows"),
+        "{}",
+        preview.body
+    );
+    let csrf = preview.csrf();
+    let map = [
+        "email",
+        "firstName",
+        "lastName",
+        "company",
+        "status",
+        "tags",
+        "score",
+    ];
+    let mut fields: Vec<(&str, &str)> = vec![("csrf", &csrf), ("step", "run"), ("csv", &csv)];
+    fields.extend(map.iter().map(|m| ("map", *m)));
+    let done = b.post(&import, &fields).await;
+    assert_eq!(done.status, 200, "{}", done.body);
+    assert!(
+        done.body.contains("997 created · 0 updated · 3 failed"),
+        "{}",
+        done.body
+    );
+    for (line, why) in [(12, "email"), (502, "score"), (1001, "status")] {
+        assert!(
+            done.body
+                .contains(&format!("<td class=\"num\">{line}</td>")),
+            "line {line} ({why}) is reported"
+        );
+    }
+    // Again: upsert by e-mail updates the same contacts.
+    let again = b.post(&import, &fields).await;
+    assert!(
+        again.body.contains("0 created · 997 updated · 3 failed"),
+        "{}",
+        again.body
+    );
+    let (_, key) = app.create_key(&app_id, &["contacts:read"]).await;
+    let page = app
+        .send(
+            reqwest::Method::GET,
+            "/acq/v1/contacts?email=person7@example.com",
+            &[("x-api-key", &key)],
+            None,
+        )
+        .await;
+    let c = &page.data()[0];
+    assert_eq!(
+        (c["lastName"].as_str(), c["source"].as_str()),
+        (Some("Love, 7"), Some("import"))
+    );
+    assert_eq!(c["tags"], json!(["vip", "q3"]));
+}
+
+#[tokio::test]
+async fn the_contacts_table_filters_sorts_pages_and_exports_the_filter() {
+    let app = spawn_app();
+    let mut b = owner(&app).await;
+    let (app_id, _) = app.create_app("pro").await;
+    let import = format!("/dashboard/apps/{app_id}/contacts/import");
+    let csv = contacts_csv(120, &[]);
+    let preview = b.submit(&import, &import, &[("csv", &csv)]).await;
+    let csrf = preview.csrf();
+    let mut fields: Vec<(&str, &str)> = vec![("csrf", &csrf), ("step", "run"), ("csv", &csv)];
+    fields.extend(
+        [
+            "email",
+            "firstName",
+            "lastName",
+            "company",
+            "status",
+            "tags",
+            "score",
+        ]
+        .map(|m| ("map", m)),
+    );
+    assert!(b.post(&import, &fields).await.body.contains("120 created"));
+    let list = format!("/dashboard/apps/{app_id}/contacts");
+    let first = b.get(&list).await;
+    assert_eq!(first.status, 200);
+    assert_eq!(first.body.matches("<tr><td><a href").count(), 50);
+    assert!(first.body.contains("120 contacts in"));
+    let at = first
+        .body
+        .find("rel=\"next\" href=\"")
+        .expect("a next page")
+        + 17;
+    let next = first.body[at..]
+        .split('"')
+        .next()
+        .unwrap()
+        .replace("&amp;", "&");
+    let second = b.get(&next).await;
+    assert_eq!(second.body.matches("<tr><td><a href").count(), 50);
+    let customers = b
+        .get(&format!("{list}?q=&status=customer&source=&sort=email"))
+        .await;
+    assert_eq!(
+        customers.body.matches("<tr><td><a href").count(),
+        40,
+        "every third is a customer"
+    );
+    let bad = b.get(&format!("{list}?scoreMin=abc")).await;
+    assert_eq!(bad.status, 200);
+    assert!(
+        bad.body.contains("f-scoreMin-error"),
+        "the error sits next to its field"
+    );
+    let export = b
+        .get(&format!(
+            "/dashboard/apps/{app_id}/contacts.csv?status=customer&q=ada3"
+        ))
+        .await;
+    assert_eq!(export.status, 200);
+    assert!(export.headers["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/csv"));
+    let lines: Vec<&str> = export.body.lines().collect();
+    assert!(lines[0].starts_with("id,email,firstName"));
+    assert!(
+        lines.len() > 2 && lines[1..].iter().all(|l| l.contains(",customer,")),
+        "{lines:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_contact_is_edited_with_errors_next_to_their_fields() {
+    let app = spawn_app();
+    let mut b = owner(&app).await;
+    let (app_id, _) = app.create_app("pro").await;
+    let (_, key) = app.create_key(&app_id, &["contacts:write"]).await;
+    let made = app
+        .send(
+            reqwest::Method::POST,
+            "/acq/v1/contacts",
+            &[("x-api-key", &key)],
+            Some(json!({"email": "e@x.io"})),
+        )
+        .await;
+    let id = made.data()["id"].as_str().unwrap().to_owned();
+    let page = format!("/dashboard/apps/{app_id}/contacts/{id}");
+    let fields = |score: &'static str| {
+        vec![
+            ("email", "e@x.io"),
+            ("firstName", "Eve"),
+            ("status", "qualified"),
+            ("source", "api"),
+            ("tags", "a, b"),
+            ("score", score),
+        ]
+    };
+    let bad = b.submit(&page, &page, &fields("101")).await;
+    assert_eq!(bad.status, 400);
+    assert!(bad.body.contains("id=\"f-score-error\""), "{}", bad.body);
+    let good = b.submit(&page, &page, &fields("77")).await;
+    assert_eq!(good.status, 303, "{}", good.body);
+    let shown = b.get(&page).await;
+    assert!(shown.body.contains("Eve") && shown.body.contains("qualified"));
+    let other = app.create_app("free").await.0;
+    assert_eq!(
+        b.get(&format!("/dashboard/apps/{other}/contacts/{id}"))
+            .await
+            .status,
+        404
+    );
+}
