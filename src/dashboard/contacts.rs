@@ -145,8 +145,8 @@ fn filters(app: &App, params: &[(String, String)], errors: &[FieldError]) -> Mar
             (select("status", "Status", &statuses, &v("status"), errors))
             (select("source", "Source", &sources, &v("source"), errors))
             (field("Tag", "tag", "text", &v("tag"), errors, html! {}))
-            (field("Score from", "scoreMin", "number", &v("scoreMin"), errors, html! {}))
-            (field("to", "scoreMax", "number", &v("scoreMax"), errors, html! {}))
+            div.small { (field("Score from", "scoreMin", "number", &v("scoreMin"), errors, html! {})) }
+            div.small { (field("Score to", "scoreMax", "number", &v("scoreMax"), errors, html! {})) }
             @if !v("sort").is_empty() { input type="hidden" name="sort" value=(v("sort")); }
             button.button.primary type="submit" { "Apply" }
         }
@@ -265,7 +265,7 @@ pub async fn list(
     let content = html! {
         (filters(&app, &params, &errors))
         (form_errors(&errors, &["q", "status", "source", "tag", "scoreMin", "scoreMax"]))
-        p.muted { (thousands(total)) " contacts in " (app.name) }
+        p.muted { (page.len()) " shown · " (thousands(total)) " contacts in " (app.name) }
         @if page.is_empty() {
             div.card.empty { p { "No contacts match." } }
         } @else {

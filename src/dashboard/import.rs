@@ -248,10 +248,13 @@ async fn run(
 
 fn report_page(app: &App, r: &Report) -> Markup {
     html! {
-        section.card.notice.ok[r.failed.is_empty()] role="status" {
-            h2 { "Import finished" }
-            p #import-summary { (thousands(r.created as u64)) " created · " (thousands(r.updated as u64)) " updated · " (thousands(r.failed.len() as u64)) " failed" }
+        h2 { "Import finished" }
+        div.stats role="status" aria-describedby="import-summary" {
+            div.stat.good { strong { (thousands(r.created as u64)) } span { "created" } }
+            div.stat { strong { (thousands(r.updated as u64)) } span { "updated" } }
+            div.stat.bad[!r.failed.is_empty()] { strong { (thousands(r.failed.len() as u64)) } span { "failed" } }
         }
+        p.muted #import-summary { (thousands(r.created as u64)) " created · " (thousands(r.updated as u64)) " updated · " (thousands(r.failed.len() as u64)) " failed" }
         @if !r.failed.is_empty() {
             h2 { "Rows that were not imported" }
             div.table-wrap.report {

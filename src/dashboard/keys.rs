@@ -49,33 +49,38 @@ fn checkboxes(prefix: &str, checked: &[Permission]) -> Markup {
     }
 }
 
-fn key_row(viewer: &Viewer, app: &App, k: &KeyRecord, access: &Access) -> Markup {
+fn key_card(viewer: &Viewer, app: &App, k: &KeyRecord, access: &Access) -> Markup {
     let last = access.registry.last_used(&k.id);
     html! {
-        tr {
-            td { strong { (k.name) } br; code.muted { (k.id) } }
-            td {
-                @for p in &k.permissions { span.badge { (p.name()) } " " }
-                @if k.permissions.is_empty() { span.muted { "none" } }
-            }
-            td { (when(k.created_at)) }
-            td { @match last { Some(t) => (when(t)), None => span.muted { "not since start" } } }
-            td {
+        article.card.key.revoked[k.revoked_at.is_some()] aria-label=(format!("Key {}", k.name)) {
+            div.key-head {
+                h2 { (k.name) }
                 @match k.revoked_at {
-                    Some(t) => span.badge.danger title=(when(t)) { "revoked" },
-                    None => {
-                        details.inline {
-                            summary { "Edit" }
-                            form method="post" action=(format!("/dashboard/apps/{}/keys/{}", app.id, k.id)) {
-                                (csrf_field(&viewer.session.csrf))
-                                fieldset { legend { "Permissions of " (k.name) } (checkboxes(&format!("k{}", k.id), &k.permissions)) }
-                                button.button type="submit" { "Save permissions" }
-                            }
-                            form method="post" action=(format!("/dashboard/apps/{}/keys/{}/revoke", app.id, k.id)) {
-                                (csrf_field(&viewer.session.csrf))
-                                button.button.danger-button type="submit" { "Revoke " (k.name) }
-                            }
-                        }
+                    Some(t) => span.badge.danger { "revoked " (when(t)) },
+                    None => span.badge.ok { "live" },
+                }
+            }
+            div.key-meta {
+                span { "Id " code { (k.id) } }
+                span { "Created " (when(k.created_at)) }
+                span { "Last used " @match last { Some(t) => (when(t)), None => "not since start" } }
+            }
+            div.perms {
+                @for p in &k.permissions { span.badge { (p.name()) } }
+                @if k.permissions.is_empty() { span.muted { "no permissions" } }
+            }
+            @if k.revoked_at.is_none() {
+                details.inline {
+                    summary { "Edit" }
+                    form method="post" action=(format!("/dashboard/apps/{}/keys/{}", app.id, k.id)) {
+                        (csrf_field(&viewer.session.csrf))
+                        fieldset { legend { "Permissions of " (k.name) } (checkboxes(&format!("k{}", k.id), &k.permissions)) }
+                        button.button type="submit" { "Save permissions" }
+                    }
+                    form method="post" action=(format!("/dashboard/apps/{}/keys/{}/revoke", app.id, k.id)) {
+                        (csrf_field(&viewer.session.csrf))
+                        p.hint { "A revoked key stops working on its next request." }
+                        button.button.danger-button type="submit" { "Revoke " (k.name) }
                     }
                 }
             }
@@ -119,11 +124,8 @@ async fn render(
         @if keys.is_empty() {
             div.card.empty { p { "No API keys yet." } }
         } @else {
-            div.table-wrap {
-                table aria-label=(format!("API keys of {}", app.name)) {
-                    thead { tr { th scope="col" { "Key" } th scope="col" { "Permissions" } th scope="col" { "Created" } th scope="col" { "Last used" } th scope="col" { "" } } }
-                    tbody { @for k in &keys { (key_row(viewer, app, k, access)) } }
-                }
+            section.keys aria-label=(format!("API keys of {}", app.name)) {
+                @for k in keys.iter().rev() { (key_card(viewer, app, k, access)) }
             }
         }
     };

@@ -107,7 +107,7 @@ impl Shell<'_> {
         let body = html! {
             a.skip href="#main" { "Skip to content" }
             div.layout {
-                nav.sidebar aria-label="Main" {
+                nav.sidebar aria-label="Main" { div.sidebar-inner {
                     a.brand href="/dashboard" {
                         span.logo aria-hidden="true" { "≋" } span { "Tributary" }
                     }
@@ -132,7 +132,7 @@ impl Shell<'_> {
                             button.link type="submit" { "Sign out" }
                         }
                     }
-                }
+                } }
                 main #main tabindex="-1" {
                     header.page-head {
                         div {

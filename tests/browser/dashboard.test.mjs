@@ -150,7 +150,7 @@ test('a key is created with permission checkboxes, shown once, works on the API,
   assert.equal(made.status, 201, await made.text());
   await page.goto(page.url());
   assert.equal(await page.locator('#new-api-key').count(), 0, 'the secret is shown once');
-  const row = page.locator('tr', { hasText: 'CRM sync' });
+  const row = page.getByRole('article', { name: 'Key CRM sync' });
   assert.doesNotMatch(await row.innerText(), /not since start/, 'the last use shows');
   await row.locator('summary', { hasText: 'Edit' }).click();
   await shoot(page, 'keys');
