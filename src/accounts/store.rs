@@ -2,7 +2,7 @@
 //! - `u` id            -> the `User`
 //! - `e` email         -> id (unique e-mail index)
 //! - `s` sha256(sid)   -> the `Session` (the session id itself is never stored)
-//! - `setup`           -> the id of the first owner (set once: the setup page works once)
+//! - `!setup`          -> the id of the first owner (set once: the setup page works once)
 //!
 //! An account and its e-mail entry are written in one transaction; every write is flushed
 //! before it returns.
@@ -14,7 +14,7 @@ use crate::ids::Timestamp;
 use crate::storage::{decode, encode, StoreError};
 
 pub const TREE: &str = "accounts";
-const SETUP: &[u8] = b"setup";
+const SETUP: &[u8] = b"!setup";
 
 /// Why an account could not be created.
 #[derive(Debug)]
@@ -221,6 +221,10 @@ mod tests {
         insert_session(&db, &session_key(&id2), &s2).unwrap();
         delete_session(&db, &session_key(&id2)).unwrap();
         assert!(session(&db, &session_key(&id2), now).unwrap().is_none());
-        assert_eq!(sweep_sessions(&db, later).unwrap(), 0);
+        let (s3, id3) = Session::start(&u.id, now);
+        insert_session(&db, &session_key(&id3), &s3).unwrap();
+        assert_eq!(sweep_sessions(&db, later).unwrap(), 1);
+        assert!(is_set_up(&db).unwrap(), "the sweep keeps the setup marker");
+        assert_eq!(list_users(&db).unwrap().len(), 1);
     }
 }

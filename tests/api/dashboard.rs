@@ -601,3 +601,15 @@ async fn a_contact_is_edited_with_errors_next_to_their_fields() {
         404
     );
 }
+
+#[tokio::test]
+async fn accounts_and_live_sessions_survive_a_restart() {
+    let app = spawn_app();
+    let cookies = owner(&app).await.cookies;
+    let app = app.restart().await;
+    let mut b = Browser::new(&app);
+    b.cookies = cookies;
+    assert_eq!(b.get("/dashboard/apps").await.status, 200, "still signed in");
+    let setup = b.get("/dashboard/setup").await;
+    assert_eq!(setup.location(), "/dashboard/sign-in", "setup stays spent");
+}
