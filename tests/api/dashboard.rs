@@ -609,7 +609,11 @@ async fn accounts_and_live_sessions_survive_a_restart() {
     let app = app.restart().await;
     let mut b = Browser::new(&app);
     b.cookies = cookies;
-    assert_eq!(b.get("/dashboard/apps").await.status, 200, "still signed in");
+    assert_eq!(
+        b.get("/dashboard/apps").await.status,
+        200,
+        "still signed in"
+    );
     let setup = b.get("/dashboard/setup").await;
     assert_eq!(setup.location(), "/dashboard/sign-in", "setup stays spent");
 }
