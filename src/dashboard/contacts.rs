@@ -298,7 +298,6 @@ pub fn render(viewer: &Viewer, app: &App, l: &Listing) -> Markup {
         @if l.page.is_empty() && !l.partial {
             div.card.empty { p { "No contacts match." } }
         } @else if !l.page.is_empty() {
-        } @else {
             (table(app, &l.params, &l.page))
         }
         nav.pager aria-label="Pages" {
