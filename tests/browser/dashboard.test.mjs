@@ -211,6 +211,9 @@ test('the contacts table searches, filters, sorts and pages; a contact is edited
   assert.match(await page.locator('main').innerText(), /998 contacts in Acme Shop/);
   assert.equal(await page.locator('tbody tr').count(), 50);
   await shoot(page, 'contacts');
+  await page.setViewportSize({ width: 390, height: 844 });
+  await shoot(page, 'contacts-phone');
+  await page.setViewportSize({ width: 1280, height: 860 });
   await page.getByLabel('Status').selectOption('customer');
   await page.getByLabel('Search').fill('ada12');
   await page.getByRole('button', { name: 'Apply' }).click();
