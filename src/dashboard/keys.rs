@@ -49,8 +49,15 @@ fn checkboxes(prefix: &str, checked: &[Permission]) -> Markup {
     }
 }
 
-fn key_card(viewer: &Viewer, app: &App, k: &KeyRecord, access: &Access) -> Markup {
-    let last = access.registry.last_used(&k.id);
+/// A key's card; `recorded`: its last use as sled has it (the registry's memory may be newer).
+fn key_card(
+    viewer: &Viewer,
+    app: &App,
+    k: &KeyRecord,
+    recorded: Option<Timestamp>,
+    access: &Access,
+) -> Markup {
+    let last = access.registry.last_used(&k.id).max(recorded);
     html! {
         article.card.key.revoked[k.revoked_at.is_some()] aria-label=(format!("Key {}", k.name)) {
             div.key-head {
@@ -105,9 +112,14 @@ async fn render(
     draft: &Draft<'_>,
 ) -> Result<Markup, PageError> {
     let id = app.id.clone();
-    let (keys, _) = state
+    let keys = state
         .store
-        .run(move |db| store::list_api_keys(db, &id, None, MAX_KEYS))
+        .run(move |db| {
+            let (keys, _) = store::list_api_keys(db, &id, None, MAX_KEYS)?;
+            keys.into_iter()
+                .map(|k| Ok((store::last_used(db, &k.id)?, k)))
+                .collect::<Result<Vec<_>, _>>()
+        })
         .await?;
     let content = html! {
         (notice)
@@ -125,7 +137,7 @@ async fn render(
             div.card.empty { p { "No API keys yet." } }
         } @else {
             section.keys aria-label=(format!("API keys of {}", app.name)) {
-                @for k in keys.iter().rev() { (key_card(viewer, app, k, access)) }
+                @for (used, k) in keys.iter().rev() { (key_card(viewer, app, k, *used, access)) }
             }
         }
     };

@@ -105,6 +105,16 @@ impl Registry {
         }
     }
 
+    /// The keys used after `since` (µs since the epoch) and when, to be recorded in sled.
+    pub fn used_since(&self, since: i64) -> Vec<(String, i64)> {
+        let keys = self.keys.read().expect("registry lock");
+        keys.iter()
+            .map(|(id, k)| (id, k.last_used.load(Ordering::Relaxed)))
+            .filter(|(_, at)| *at > since)
+            .map(|(id, at)| (id.clone(), at))
+            .collect()
+    }
+
     /// Checks a presented key of the given kind; `None` for malformed, unknown or revoked keys.
     pub fn authenticate(&self, presented: &str, kind: KeyKind) -> Option<Authenticated> {
         let rest = presented

@@ -617,3 +617,26 @@ async fn accounts_and_live_sessions_survive_a_restart() {
     let setup = b.get("/dashboard/setup").await;
     assert_eq!(setup.location(), "/dashboard/sign-in", "setup stays spent");
 }
+
+#[tokio::test]
+async fn a_keys_last_use_outlives_a_restart() {
+    let app = spawn_app();
+    let cookies = owner(&app).await.cookies;
+    let (app_id, _) = app.create_app("free").await;
+    let (_, key) = app.create_key(&app_id, &["contacts:read"]).await;
+    let used = app
+        .send(
+            reqwest::Method::GET,
+            "/acq/v1/contacts",
+            &[("x-api-key", &key)],
+            None,
+        )
+        .await;
+    assert_eq!(used.status, 200);
+    let app = app.restart().await;
+    let mut b = Browser::new(&app);
+    b.cookies = cookies;
+    let page = b.get(&format!("/dashboard/apps/{app_id}/keys")).await;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("Last used 20"), "{}", page.body);
+}
