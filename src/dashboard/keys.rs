@@ -70,7 +70,7 @@ fn key_card(
             div.key-meta {
                 span { "Id " code { (k.id) } }
                 span { "Created " (when(k.created_at)) }
-                span { "Last used " @match last { Some(t) => (when(t)), None => "not since start" } }
+                span { "Last used " @match last { Some(t) => (when(t)), None => "never" } }
             }
             div.perms {
                 @for p in &k.permissions { span.badge { (p.name()) } }
