@@ -11,7 +11,6 @@ use super::session::{self, Dashboard, Viewer, CSRF_COOKIE, SESSION_COOKIE, SIGN_
 use crate::accounts::model::{self, session_key, NewUser, Role};
 use crate::accounts::store::{self, AccountError};
 use crate::accounts::Session;
-use crate::api::{ApiError, ErrorCode};
 use crate::ids::Timestamp;
 use crate::state::AppState;
 use crate::tenants::Access;
@@ -205,12 +204,21 @@ pub async fn sign_in(
         .sign_in_limits
         .check(&format!("{email}\u{0}{ip}"), SIGN_INS_PER_MINUTE);
     if let Some(wait) = rate.retry_after {
-        return Err(ApiError::new(
-            ErrorCode::RateLimited,
-            format!("too many sign-in attempts for this address; try again in {wait} s"),
-        )
-        .with_header("retry-after", wait.to_string())
-        .into());
+        let errors = [FieldError::new(
+            "password",
+            format!("too many sign-in attempts for this e-mail; try again in {wait} s"),
+        )];
+        let mut res = sign_in_page(
+            &req,
+            StatusCode::TOO_MANY_REQUESTS,
+            form.get("email"),
+            &errors,
+        );
+        res.headers_mut().insert(
+            actix_web::http::header::RETRY_AFTER,
+            actix_web::http::header::HeaderValue::from(wait),
+        );
+        return Ok(res);
     }
     let e = email.clone();
     let user = state

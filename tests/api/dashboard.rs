@@ -270,6 +270,10 @@ async fn sign_in_attempts_are_limited_per_email_and_address() {
     let limited = b.sign_in(OWNER_EMAIL, PASSWORD).await;
     assert_eq!(limited.status, 429, "{}", limited.body);
     assert!(limited.headers.get("retry-after").is_some());
+    assert!(
+        limited.body.contains("too many sign-in attempts"),
+        "shown on the form"
+    );
     // Another e-mail from the same address has its own budget.
     assert_eq!(b.sign_in("else@example.com", PASSWORD).await.status, 401);
 }
