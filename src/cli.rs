@@ -217,3 +217,82 @@ pub async fn keys(target: &Target, cmd: KeysCommand) -> Result<(), String> {
     print(&out);
     Ok(())
 }
+
+/// `tributary admin create`: a dashboard owner account made on the server's data directory
+/// (the server must be stopped: the store is opened directly, as holding the data directory is
+/// as good as holding the admin token). The first one spends the setup page.
+#[derive(Debug, clap::Args)]
+pub struct AdminCreate {
+    #[arg(long)]
+    pub email: String,
+    #[arg(long)]
+    pub name: String,
+    /// The server's data directory [default: storage.data_dir of the configuration].
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// The server's TOML configuration file, layered over the defaults as for `serve`.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+}
+
+/// Creates the owner; the password comes from `TRIBUTARY_ADMIN_PASSWORD` or the first line of
+/// standard input.
+pub fn admin_create(args: &AdminCreate) -> Result<(), String> {
+    use crate::accounts::model::{NewUser, Role};
+    use crate::accounts::store::{self, AccountError};
+    let password = match std::env::var("TRIBUTARY_ADMIN_PASSWORD") {
+        Ok(p) => p,
+        Err(_) => {
+            eprintln!("password (at least 10 characters), then Enter:");
+            let mut line = String::new();
+            std::io::stdin()
+                .read_line(&mut line)
+                .map_err(|e| format!("cannot read the password: {e}"))?;
+            line.trim_end_matches(['\r', '\n']).to_owned()
+        }
+    };
+    let new =
+        NewUser::parse(&args.email, &args.name, &password, Role::Owner).map_err(|errors| {
+            errors
+                .iter()
+                .map(|e| format!("{} {}", e.field, e.message))
+                .collect::<Vec<_>>()
+                .join("; ")
+        })?;
+    let dir = match &args.data_dir {
+        Some(d) => d.clone(),
+        None => {
+            Settings::load(args.config.as_deref())
+                .map_err(|e| e.to_string())?
+                .storage
+                .data_dir
+        }
+    };
+    let db = sled::Config::new()
+        .path(dir.join("db"))
+        .mode(sled::Mode::HighThroughput)
+        .open()
+        .map_err(|e| {
+            format!(
+                "cannot open {} ({e}); stop the server first, or use the setup page at /dashboard/setup",
+                dir.join("db").display()
+            )
+        })?;
+    let user = new.into_user()?;
+    let first = !store::is_set_up(&db).map_err(|e| e.to_string())?;
+    match store::create_user(&db, &user, first) {
+        Ok(()) => {}
+        Err(AccountError::EmailTaken) => {
+            return Err(format!("{} already has an account", user.email))
+        }
+        Err(AccountError::AlreadySetUp) => {
+            return Err("the first owner was made meanwhile; run again".into())
+        }
+        Err(AccountError::Store(e)) => return Err(e.to_string()),
+    }
+    println!(
+        "{}",
+        json!({"id": user.id, "email": user.email, "name": user.name, "role": user.role.name()})
+    );
+    Ok(())
+}

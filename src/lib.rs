@@ -1,5 +1,6 @@
 //! Tributary: feedback, acquisition and analytics in one service. See ARCHITECTURE.md.
 
+pub mod accounts;
 pub mod analytics;
 pub mod api;
 pub mod boards;
@@ -8,6 +9,7 @@ pub mod clock;
 pub mod collector;
 pub mod config;
 pub mod contacts;
+pub mod dashboard;
 pub mod ideas;
 pub mod ids;
 pub mod profiles;

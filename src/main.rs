@@ -46,8 +46,20 @@ enum Command {
         #[command(subcommand)]
         command: cli::KeysCommand,
     },
+    /// Dashboard accounts, made on a stopped server's data directory.
+    Admin {
+        #[command(subcommand)]
+        command: AdminCommand,
+    },
     /// Print the OpenAPI document of every endpoint.
     Openapi,
+}
+
+#[derive(Subcommand)]
+enum AdminCommand {
+    /// Create a dashboard owner (the first one replaces the setup page). The password comes
+    /// from TRIBUTARY_ADMIN_PASSWORD or standard input.
+    Create(cli::AdminCreate),
 }
 
 fn run_client(f: impl std::future::Future<Output = Result<(), String>>) -> std::process::ExitCode {
@@ -106,6 +118,15 @@ fn main() -> std::process::ExitCode {
         }
         Command::Apps { target, command } => run_client(cli::apps(&target, command)),
         Command::Keys { target, command } => run_client(cli::keys(&target, command)),
+        Command::Admin {
+            command: AdminCommand::Create(args),
+        } => match cli::admin_create(&args) {
+            Ok(()) => std::process::ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                std::process::ExitCode::FAILURE
+            }
+        },
         Command::Openapi => {
             println!(
                 "{}",

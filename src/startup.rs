@@ -43,6 +43,8 @@ pub struct Application {
     store: Store,
     threads: StoreThreads,
     sweeper: tokio::task::JoinHandle<()>,
+    key_uses: tokio::task::JoinHandle<()>,
+    access: web::Data<Access>,
 }
 
 const ADMIN_TOKEN_FILE: &str = "admin_token";
@@ -217,6 +219,40 @@ fn idempotency_sweeps(
     ))
 }
 
+/// How often keys' last use goes from the registry's memory to sled.
+const KEY_USE_EVERY: Duration = Duration::from_secs(30);
+
+/// Writes the keys used since the previous call to sled; returns the time it covered up to.
+async fn record_key_uses(store: &Store, access: &Access, since: i64) -> i64 {
+    let now = crate::ids::Timestamp::now().micros();
+    let uses = access.registry.used_since(since);
+    if uses.is_empty() {
+        return now;
+    }
+    match store
+        .run(move |db| crate::tenants::store::record_last_used(db, &uses))
+        .await
+    {
+        Ok(()) => now,
+        Err(e) => {
+            tracing::warn!(error = %e, "keys' last use not recorded, retrying later");
+            since
+        }
+    }
+}
+
+/// Starts the timer that records keys' last use every `KEY_USE_EVERY`.
+fn spawn_key_uses(store: Store, access: web::Data<Access>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut since = 0;
+        let mut every = tokio::time::interval(KEY_USE_EVERY);
+        loop {
+            every.tick().await;
+            since = record_key_uses(&store, &access, since).await;
+        }
+    })
+}
+
 /// The HTTP server's workers, timeouts and connection limits (`[server]` of the settings).
 struct ConnectionLimits {
     workers: usize,
@@ -293,9 +329,19 @@ impl Application {
             settings,
             store: store.clone(),
         });
+        let key_uses = spawn_key_uses(store.clone(), access.clone());
+        let dashboard = web::Data::new(crate::dashboard::Dashboard::default());
+        let swept = crate::accounts::store::sweep_sessions(
+            store.db_for_startup(),
+            crate::ids::Timestamp::now(),
+        )?;
+        if swept > 0 {
+            tracing::info!(swept, "expired dashboard sessions removed");
+        }
         let doc = Arc::new(openapi());
         let allowed = web::Data::new(api::allow::Allowed::from_openapi(&doc));
         let running = collector.clone();
+        let kept_access = access.clone();
         let server = HttpServer::new(move || {
             let doc = doc.clone();
             let app = App::new()
@@ -304,12 +350,16 @@ impl Application {
                 .app_data(access.clone())
                 .app_data(collector.clone())
                 .app_data(allowed.clone())
+                .app_data(dashboard.clone())
                 .app_data(web::QueryConfig::default().error_handler(api::query_error))
                 .app_data(web::PathConfig::default().error_handler(api::path_error))
                 .app_data(web::JsonConfig::default().error_handler(api::json_error))
                 .app_data(web::PayloadConfig::new(16 * 1024 * 1024));
             let (app, _) = services(app).split_for_parts();
-            app.wrap(from_fn(api::deadline::body_deadline))
+            // The dashboard's HTML pages are not part of the API: outside `services`, so the
+            // OpenAPI document (and schemathesis) never lists them.
+            app.configure(crate::dashboard::configure)
+                .wrap(from_fn(api::deadline::body_deadline))
                 .wrap(from_fn(api::request_context))
                 .route(
                     "/openapi.json",
@@ -336,6 +386,8 @@ impl Application {
             store,
             threads,
             sweeper,
+            key_uses,
+            access: kept_access,
         })
     }
 
@@ -358,11 +410,16 @@ impl Application {
             store,
             threads,
             sweeper,
+            key_uses,
+            access,
             ..
         } = self;
         let result = server.await.map_err(StartError::Server);
         sweeper.abort();
         let _ = sweeper.await;
+        key_uses.abort();
+        let _ = key_uses.await;
+        record_key_uses(&store, &access, 0).await;
         tracing::info!("http server stopped; draining the collector");
         let drained = collector.clone();
         let _ = tokio::task::spawn_blocking(move || drained.shutdown()).await;

@@ -94,8 +94,9 @@ pub struct ApiError {
     source: Option<String>,
 }
 
-/// Marks a response whose body is already the error envelope, so the request middleware leaves
-/// it alone (it rewrites any other error response, such as actix's own 404 and 405).
+/// Marks a response whose body is already the error envelope (or, for the dashboard's HTML
+/// pages, a rendered error page), so the request middleware leaves it alone (it rewrites any
+/// other error response, such as actix's own 404 and 405).
 #[derive(Clone, Copy)]
 pub struct Enveloped;
 
@@ -192,6 +193,16 @@ impl ApiError {
             ),
             _ => ApiError::internal(format!("status {status} without an error body")),
         }
+    }
+
+    /// The cause of an internal error (for the log only), if any.
+    pub fn cause(&self) -> Option<&str> {
+        self.source.as_deref()
+    }
+
+    /// The headers the answer must carry (`Retry-After`, `Allow`).
+    pub fn headers(&self) -> &[(HeaderName, HeaderValue)] {
+        &self.headers
     }
 
     /// The response body, with the given request id.

@@ -185,7 +185,10 @@ fn parse_sort(raw: Option<&str>) -> Result<Sort, String> {
         })
 }
 
-fn parse_list(q: &ListQuery, app: &str) -> Result<(Filter, Sort, usize, Option<Cursor>), ApiError> {
+pub fn parse_list(
+    q: &ListQuery,
+    app: &str,
+) -> Result<(Filter, Sort, usize, Option<Cursor>), ApiError> {
     let mut errors = QueryErrors::default();
     let filter = Filter {
         statuses: errors.names("status", &q.status, Status::parse, Status::names()),

@@ -382,6 +382,22 @@ pub fn list(
     limit: usize,
     after: Option<&Cursor>,
 ) -> Result<(Vec<Contact>, Option<Cursor>), StoreError> {
+    list_within(db, app, filter, sort, limit, after, usize::MAX).map(|(page, next, _)| (page, next))
+}
+
+/// As [`list`], reading at most `budget` index entries. When the budget runs out before the
+/// page is full, the page is short and the cursor continues the walk after the last entry read
+/// (the third value is then `true`): a selective filter answers in bounded time, a part of
+/// the app at a time.
+pub fn list_within(
+    db: &sled::Db,
+    app: &str,
+    filter: &Filter,
+    sort: Sort,
+    limit: usize,
+    after: Option<&Cursor>,
+    budget: usize,
+) -> Result<(Vec<Contact>, Option<Cursor>, bool), StoreError> {
     let tree = db.open_tree(TREE)?;
     let prefix = index_prefix(app, sort.field);
     let mut end = prefix.clone();
@@ -399,24 +415,28 @@ pub fn list(
         };
     let mut page = Vec::with_capacity(limit);
     let mut last = None;
-    for entry in entries {
+    let mut read: Option<sled::IVec> = None;
+    for (scanned, entry) in entries.enumerate() {
         let (key, _) = entry?;
+        if scanned == budget {
+            let stop = read.map(|k| Cursor::new(k[prefix.len()..].to_vec()));
+            return Ok((page, stop, true));
+        }
         let suffix = &key[prefix.len()..];
         let id =
             std::str::from_utf8(&suffix[suffix.len().saturating_sub(24)..]).unwrap_or_default();
-        let Some(c) = load(&tree, app, id)? else {
+        let found = load(&tree, app, id)?;
+        read = Some(key.clone());
+        let Some(c) = found.filter(|c| filter.matches(c)) else {
             continue;
         };
-        if !filter.matches(&c) {
-            continue;
-        }
         if page.len() == limit {
-            return Ok((page, last));
+            return Ok((page, last, false));
         }
         last = Some(Cursor::new(suffix.to_vec()));
         page.push(c);
     }
-    Ok((page, None))
+    Ok((page, None, false))
 }
 
 /// Finds a contact of `app` by e-mail.
@@ -492,4 +512,46 @@ pub fn batch(
     }
     db.flush()?;
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_walk_within_a_budget_resumes_where_it_stopped_and_finds_every_match_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = sled::open(dir.path()).unwrap();
+        let items: Vec<_> = (0..50)
+            .map(|n| {
+                let v = json!({"email": format!("p{n}@x.io"), "score": n, "company": if n % 10 == 0 { "Rare" } else { "Common" }});
+                ContactPatch::parse(v.as_object().unwrap(), Mode::Create)
+            })
+            .collect();
+        batch(&db, "app", &items, false, None).unwrap();
+        let filter = Filter {
+            q: Some("rare".into()),
+            ..Filter::default()
+        };
+        let sort = Sort {
+            field: SortField::Score,
+            descending: false,
+        };
+        let (mut found, mut after, mut stops) = (Vec::new(), None, 0);
+        loop {
+            let (page, next, partial) =
+                list_within(&db, "app", &filter, sort, 3, after.as_ref(), 7).unwrap();
+            found.extend(page.into_iter().map(|c| c.score));
+            stops += usize::from(partial);
+            match next {
+                Some(n) => after = Some(n),
+                None => break,
+            }
+        }
+        assert_eq!(found, [0, 10, 20, 30, 40]);
+        assert!(stops >= 5, "the budget stopped the walk {stops} times");
+        let (all, next) = list(&db, "app", &filter, sort, 10, None).unwrap();
+        assert_eq!((all.len(), next.is_none()), (5, true));
+    }
 }

@@ -4,6 +4,7 @@
 //! and its secret hash compared in constant time.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use subtle::ConstantTimeEq;
@@ -27,6 +28,8 @@ struct LiveKey {
     app_id: String,
     hash: [u8; 32],
     permissions: Vec<Permission>,
+    /// When the key last authenticated (µs since the epoch, 0: not since the server started).
+    last_used: AtomicI64,
 }
 
 /// The in-memory view of apps and live (unrevoked) keys.
@@ -93,6 +96,25 @@ impl Registry {
             .copied()
     }
 
+    /// When the live key `id` last authenticated, since the server started (kept in memory only).
+    pub fn last_used(&self, id: &str) -> Option<crate::ids::Timestamp> {
+        let keys = self.keys.read().expect("registry lock");
+        match keys.get(id)?.last_used.load(Ordering::Relaxed) {
+            0 => None,
+            t => Some(crate::ids::Timestamp::from_micros(t)),
+        }
+    }
+
+    /// The keys used after `since` (µs since the epoch) and when, to be recorded in sled.
+    pub fn used_since(&self, since: i64) -> Vec<(String, i64)> {
+        let keys = self.keys.read().expect("registry lock");
+        keys.iter()
+            .map(|(id, k)| (id, k.last_used.load(Ordering::Relaxed)))
+            .filter(|(_, at)| *at > since)
+            .map(|(id, at)| (id.clone(), at))
+            .collect()
+    }
+
     /// Checks a presented key of the given kind; `None` for malformed, unknown or revoked keys.
     pub fn authenticate(&self, presented: &str, kind: KeyKind) -> Option<Authenticated> {
         let rest = presented
@@ -109,6 +131,8 @@ impl Registry {
             return None;
         }
         let plan = self.plan_of(&live.app_id)?;
+        live.last_used
+            .store(crate::ids::Timestamp::now().micros(), Ordering::Relaxed);
         Some(Authenticated {
             key_id: id.to_owned(),
             app_id: live.app_id.clone(),
@@ -129,6 +153,10 @@ fn put_key(keys: &mut HashMap<String, Arc<LiveKey>>, key: &KeyRecord) {
         tracing::error!(key_id = %key.id, "stored key hash is not hex; key disabled");
         return;
     }
+    let last_used = keys
+        .get(&key.id)
+        .map(|k| k.last_used.load(Ordering::Relaxed))
+        .unwrap_or(0);
     keys.insert(
         key.id.clone(),
         Arc::new(LiveKey {
@@ -136,6 +164,7 @@ fn put_key(keys: &mut HashMap<String, Arc<LiveKey>>, key: &KeyRecord) {
             app_id: key.app_id.clone(),
             hash,
             permissions: key.permissions.clone(),
+            last_used: AtomicI64::new(last_used),
         }),
     );
 }

@@ -13,6 +13,9 @@ use crate::storage::{decode, encode, StoreError};
 const APPS: &str = "apps";
 const KEYS: &str = "keys";
 const APP_KEYS: &str = "app_keys";
+/// `keyId -> µs since the epoch (u64 big endian)`: when each key last authenticated, written
+/// from the registry's memory every half minute and at shutdown.
+const KEY_USE: &str = "key_last_used";
 
 fn app_key_entry(app_id: &str, key_id: &str) -> Vec<u8> {
     [app_id.as_bytes(), &[0], key_id.as_bytes()].concat()
@@ -234,6 +237,31 @@ pub fn list_api_keys(
     Ok((page, false))
 }
 
+/// Records when keys were last used (a later time wins).
+pub fn record_last_used(db: &sled::Db, uses: &[(String, i64)]) -> Result<(), StoreError> {
+    let tree = db.open_tree(KEY_USE)?;
+    for (id, at) in uses {
+        let at = (*at).max(0) as u64;
+        tree.fetch_and_update(id, |old| {
+            let old = old
+                .and_then(|b| <[u8; 8]>::try_from(b).ok())
+                .map(u64::from_be_bytes)
+                .unwrap_or(0);
+            Some(old.max(at).to_be_bytes().to_vec())
+        })?;
+    }
+    Ok(())
+}
+
+/// When the key `id` was last used, as recorded (`None`: never recorded).
+pub fn last_used(db: &sled::Db, id: &str) -> Result<Option<Timestamp>, StoreError> {
+    Ok(db
+        .open_tree(KEY_USE)?
+        .get(id)?
+        .and_then(|b| <[u8; 8]>::try_from(b.as_ref()).ok())
+        .map(|b| Timestamp::from_micros(u64::from_be_bytes(b) as i64)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -258,5 +286,18 @@ mod tests {
         let (page, more) = list_api_keys(&db, "app1", Some(&old.id), 1).unwrap();
         assert_eq!((page[0].id.as_str(), more), (new.id.as_str(), false));
         assert!(list_api_keys(&db, "app", None, 10).unwrap().0.is_empty());
+    }
+
+    #[test]
+    fn the_latest_use_of_a_key_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = sled::open(dir.path()).unwrap();
+        assert_eq!(last_used(&db, "k").unwrap(), None);
+        record_last_used(&db, &[("k".into(), 2_000_000)]).unwrap();
+        record_last_used(&db, &[("k".into(), 1_000_000)]).unwrap();
+        assert_eq!(
+            last_used(&db, "k").unwrap(),
+            Some(Timestamp::from_micros(2_000_000))
+        );
     }
 }

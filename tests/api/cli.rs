@@ -165,3 +165,52 @@ async fn the_cli_finds_the_admin_token_through_data_dir_or_config_and_takes_opti
         "{err}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_create_makes_the_first_owner_who_signs_in_on_the_dashboard() {
+    let dir = tempfile::tempdir().unwrap();
+    let create = |email: &str, password: &str| {
+        Command::new(env!("CARGO_BIN_EXE_tributary"))
+            .args([
+                "admin",
+                "create",
+                "--email",
+                email,
+                "--name",
+                "Ann Admin",
+                "--data-dir",
+            ])
+            .arg(dir.path())
+            .env("TRIBUTARY_ADMIN_PASSWORD", password)
+            .output()
+            .expect("tributary runs")
+    };
+    let short = create("ann@example.com", "short");
+    assert!(!short.status.success());
+    assert!(String::from_utf8_lossy(&short.stderr).contains("password"));
+    let made = create("ann@example.com", "a long enough secret");
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let shown: Value = serde_json::from_slice(&made.stdout).unwrap();
+    assert_eq!(shown["role"], "owner");
+    assert!(
+        !create("ann@example.com", "a long enough secret")
+            .status
+            .success(),
+        "e-mails are unique"
+    );
+    let app = start(dir.path().to_path_buf(), |_| {});
+    let mut b = crate::dashboard::Browser::new(&app);
+    let setup = b.get("/dashboard/setup").await;
+    assert_eq!(
+        setup.location(),
+        "/dashboard/sign-in",
+        "the setup page is spent"
+    );
+    let signed = b.sign_in("ann@example.com", "a long enough secret").await;
+    assert_eq!(signed.status, 303);
+    assert_eq!(b.get("/dashboard/team").await.status, 200);
+}

@@ -7,6 +7,7 @@ mod cli;
 mod collector;
 mod contacts;
 mod crash;
+mod dashboard;
 mod errors;
 mod events;
 mod helpers;

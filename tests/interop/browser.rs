@@ -91,7 +91,12 @@ async fn the_browser_tracker_in_headless_chromium() {
     let (base, manifest_path) = (app.base.clone(), manifest.clone());
     let out = tokio::task::spawn_blocking(move || {
         Command::new("node")
-            .args(["--test", "--test-concurrency=1", "--test-timeout=120000"])
+            .args([
+                "--test",
+                "--test-concurrency=1",
+                "--test-timeout=120000",
+                "tracker.test.mjs",
+            ])
             .current_dir(browser_dir())
             .env("TRIBUTARY_BASE", base)
             .env("TRIBUTARY_APP_KEY", key)
@@ -140,4 +145,45 @@ async fn the_browser_tracker_in_headless_chromium() {
             assert_eq!(&row[col], want, "{id}: column {col}");
         }
     }
+}
+
+/// The dashboard in headless Chromium: `tests/browser/dashboard.test.mjs` drives every flow
+/// (setup, apps, keys used on the API, the CSRF refusal, a CSV import of 1 000 contacts with 3
+/// bad rows, the contacts table, a member without keys, sign-out and sign-in) against a fresh
+/// server and saves screenshots of every page, light and dark, under `target/screenshots/`.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_dashboard_in_headless_chromium() {
+    if let Some(what) = missing() {
+        panic!("browser tests cannot run: {what}; run tests/run once (it installs chromium and tests/browser/node_modules)");
+    }
+    let mut app = spawn_app();
+    let base = app.base.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new("node")
+            .args([
+                "--test",
+                "--test-concurrency=1",
+                "--test-timeout=120000",
+                "dashboard.test.mjs",
+            ])
+            .current_dir(browser_dir())
+            .env("TRIBUTARY_BASE", base)
+            .env("TRIBUTARY_ADMIN_TOKEN", ADMIN_TOKEN)
+            .env("SCREENSHOT_DIR", screenshot_dir())
+            .output()
+            .expect("node runs")
+    })
+    .await
+    .unwrap();
+    let report = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "node --test tests/browser/dashboard.test.mjs failed:\n{report}"
+    );
+    println!("{report}");
+    app.stop().await;
 }

@@ -1,0 +1,115 @@
+//! The dashboard's contacts page over an app with 100 000 contacts: what one page view costs
+//! on the server (the store walk and count on a store thread, then the HTML), without HTTP.
+//!
+//! `cargo bench --bench dashboard`
+//!
+//! - `dashboard/contacts_page`: the first page (50 rows, `-createdAt`);
+//! - `dashboard/contacts_page_by_score`: sorted by score, a page deep in (cursor);
+//! - `dashboard/contacts_page_status`: filtered by a status that a third of the contacts have;
+//! - `dashboard/contacts_page_search`: a search that matches 11 contacts, so the walk reads
+//!   every contact of the app (the known limit of filters checked during the index walk).
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use serde_json::json;
+use tributary::accounts::{Role, Session, User};
+use tributary::contacts::model::{ContactPatch, Mode};
+use tributary::contacts::store;
+use tributary::dashboard::contacts::{load, render};
+use tributary::dashboard::session::Viewer;
+use tributary::ids::{object_id, Timestamp};
+use tributary::tenants::{App, Plan};
+
+const CONTACTS: u64 = 100_000;
+const STATUSES: [&str; 3] = ["new", "customer", "qualified"];
+
+fn fill(db: &sled::Db, app: &str) {
+    let started = Instant::now();
+    for chunk in (0..CONTACTS).collect::<Vec<_>>().chunks(1000) {
+        let items: Vec<_> = chunk
+            .iter()
+            .map(|n| {
+                let v = json!({
+                    "email": format!("lead{n}@example.com"), "firstName": "Ada",
+                    "lastName": format!("Lovelace{n}"), "company": format!("Engines {}", n % 50),
+                    "source": "import", "status": STATUSES[(n % 3) as usize],
+                    "tags": ["newsletter", "b2b"], "score": (n % 101) as i64
+                });
+                ContactPatch::parse(v.as_object().expect("object"), Mode::Create)
+            })
+            .collect();
+        store::batch(db, app, &items, false, None).expect("batch");
+    }
+    eprintln!("{CONTACTS} contacts stored in {:?}", started.elapsed());
+}
+
+fn viewer() -> Viewer {
+    let now = Timestamp::now();
+    let user = User {
+        id: object_id(),
+        email: "owner@example.com".into(),
+        name: "Olive Owner".into(),
+        role: Role::Owner,
+        password_hash: String::new(),
+        created_at: now,
+    };
+    let (session, _) = Session::start(&user.id, now);
+    Viewer {
+        user,
+        session,
+        session_key: String::new(),
+    }
+}
+
+fn pages(c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = sled::Config::new()
+        .path(dir.path())
+        .mode(sled::Mode::HighThroughput)
+        .open()
+        .expect("open sled");
+    let now = Timestamp::now();
+    let app = App {
+        id: object_id(),
+        name: "Bench".into(),
+        plan: Plan::Enterprise,
+        integration_key_id: object_id(),
+        created_at: now,
+        updated_at: now,
+    };
+    fill(&db, &app.id);
+    let who = viewer();
+    // A cursor deep into the score order: follow "next" 20 times.
+    let mut deep = String::from("sort=-score");
+    for _ in 0..20 {
+        let html = render(&who, &app, &load(&db, &app.id, &deep).expect("page")).into_string();
+        let at = html.find("rel=\"next\" href=\"").expect("a next page") + 17;
+        let href = html[at..]
+            .split('"')
+            .next()
+            .expect("href")
+            .replace("&amp;", "&");
+        deep = href.split_once('?').expect("query").1.to_owned();
+    }
+    let mut g = c.benchmark_group("dashboard");
+    g.sample_size(30);
+    for (name, query) in [
+        ("contacts_page", String::new()),
+        ("contacts_page_by_score", deep),
+        ("contacts_page_status", "status=customer".into()),
+        ("contacts_page_search", "q=lovelace9999".into()),
+    ] {
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                let listing = load(&db, &app.id, black_box(&query)).expect("page");
+                black_box(render(&who, &app, &listing).into_string())
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, pages);
+criterion_main!(benches);

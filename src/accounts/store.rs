@@ -1,0 +1,230 @@
+//! Team accounts and sessions in sled, tree `accounts`:
+//! - `u` id            -> the `User`
+//! - `e` email         -> id (unique e-mail index)
+//! - `s` sha256(sid)   -> the `Session` (the session id itself is never stored)
+//! - `!setup`          -> the id of the first owner (set once: the setup page works once)
+//!
+//! An account and its e-mail entry are written in one transaction; every write is flushed
+//! before it returns.
+
+use sled::transaction::{ConflictableTransactionError, TransactionError};
+
+use super::model::{Session, User};
+use crate::ids::Timestamp;
+use crate::storage::{decode, encode, StoreError};
+
+pub const TREE: &str = "accounts";
+const SETUP: &[u8] = b"!setup";
+
+/// Why an account could not be created.
+#[derive(Debug)]
+pub enum AccountError {
+    /// Another account has this e-mail.
+    EmailTaken,
+    /// The first owner exists already (the setup page is spent).
+    AlreadySetUp,
+    Store(StoreError),
+}
+
+impl From<StoreError> for AccountError {
+    fn from(e: StoreError) -> Self {
+        AccountError::Store(e)
+    }
+}
+
+impl From<sled::Error> for AccountError {
+    fn from(e: sled::Error) -> Self {
+        AccountError::Store(e.into())
+    }
+}
+
+fn key(tag: u8, rest: &str) -> Vec<u8> {
+    [&[tag][..], rest.as_bytes()].concat()
+}
+
+/// True once the first owner has been created.
+pub fn is_set_up(db: &sled::Db) -> Result<bool, StoreError> {
+    Ok(db.open_tree(TREE)?.contains_key(SETUP)?)
+}
+
+/// Stores a new account. With `first`, only if no first owner exists yet (checked in the same
+/// transaction, so two racing setup forms make one owner).
+pub fn create_user(db: &sled::Db, user: &User, first: bool) -> Result<(), AccountError> {
+    let tree = db.open_tree(TREE)?;
+    let result = tree.transaction(|tx| {
+        if first && tx.get(SETUP)?.is_some() {
+            return Err(ConflictableTransactionError::Abort(
+                AccountError::AlreadySetUp,
+            ));
+        }
+        if tx.get(key(b'e', &user.email))?.is_some() {
+            return Err(ConflictableTransactionError::Abort(
+                AccountError::EmailTaken,
+            ));
+        }
+        tx.insert(key(b'e', &user.email), user.id.as_bytes())?;
+        tx.insert(key(b'u', &user.id), encode(user))?;
+        if first {
+            tx.insert(SETUP, user.id.as_bytes())?;
+        }
+        Ok(())
+    });
+    match result {
+        Ok(()) => {}
+        Err(TransactionError::Abort(e)) => return Err(e),
+        Err(TransactionError::Storage(e)) => return Err(e.into()),
+    }
+    db.flush()?;
+    Ok(())
+}
+
+pub fn get_user(db: &sled::Db, id: &str) -> Result<Option<User>, StoreError> {
+    let k = key(b'u', id);
+    match db.open_tree(TREE)?.get(&k)? {
+        Some(v) => Ok(Some(decode(&k, &v)?)),
+        None => Ok(None),
+    }
+}
+
+/// The account with this (normalised) e-mail.
+pub fn user_by_email(db: &sled::Db, email: &str) -> Result<Option<User>, StoreError> {
+    match db.open_tree(TREE)?.get(key(b'e', email))? {
+        Some(id) => get_user(db, &String::from_utf8_lossy(&id)),
+        None => Ok(None),
+    }
+}
+
+/// Every account, oldest first (a team is small).
+pub fn list_users(db: &sled::Db) -> Result<Vec<User>, StoreError> {
+    db.open_tree(TREE)?
+        .scan_prefix(b"u")
+        .map(|kv| {
+            let (k, v) = kv?;
+            decode(&k, &v)
+        })
+        .collect()
+}
+
+/// Stores a session under `skey` (the hash of its id).
+pub fn insert_session(db: &sled::Db, skey: &str, s: &Session) -> Result<(), StoreError> {
+    db.open_tree(TREE)?.insert(key(b's', skey), encode(s))?;
+    db.flush()?;
+    Ok(())
+}
+
+/// The live session stored under `skey` and its account; an expired one is removed.
+pub fn session(
+    db: &sled::Db,
+    skey: &str,
+    now: Timestamp,
+) -> Result<Option<(Session, User)>, StoreError> {
+    let tree = db.open_tree(TREE)?;
+    let k = key(b's', skey);
+    let Some(v) = tree.get(&k)? else {
+        return Ok(None);
+    };
+    let mut s: Session = decode(&k, &v)?;
+    if !s.is_live(now) {
+        tree.remove(&k)?;
+        return Ok(None);
+    }
+    let Some(user) = get_user(db, &s.user_id)? else {
+        tree.remove(&k)?;
+        return Ok(None);
+    };
+    if s.needs_touch(now) {
+        s.last_seen = now;
+        // Only if unchanged: a sign-out racing this page view stays signed out.
+        let _ = tree.compare_and_swap(&k, Some(v), Some(encode(&s)))?;
+    }
+    Ok(Some((s, user)))
+}
+
+/// Ends a session (sign-out).
+pub fn delete_session(db: &sled::Db, skey: &str) -> Result<(), StoreError> {
+    db.open_tree(TREE)?.remove(key(b's', skey))?;
+    db.flush()?;
+    Ok(())
+}
+
+/// Removes every expired session; returns how many (start-up).
+pub fn sweep_sessions(db: &sled::Db, now: Timestamp) -> Result<usize, StoreError> {
+    let tree = db.open_tree(TREE)?;
+    let mut removed = 0;
+    for kv in tree.scan_prefix(b"s") {
+        let (k, v) = kv?;
+        let live = decode::<Session>(&k, &v).is_ok_and(|s| s.is_live(now));
+        if !live {
+            tree.remove(&k)?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::accounts::model::{session_key, Role, User};
+
+    fn user(email: &str) -> User {
+        User {
+            id: crate::ids::object_id(),
+            email: email.into(),
+            name: "N".into(),
+            role: Role::Owner,
+            password_hash: "x".into(),
+            created_at: Timestamp::now(),
+        }
+    }
+
+    #[test]
+    fn the_first_owner_is_made_once_and_emails_are_unique() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = sled::open(dir.path()).unwrap();
+        assert!(!is_set_up(&db).unwrap());
+        create_user(&db, &user("a@x.io"), true).unwrap();
+        assert!(is_set_up(&db).unwrap());
+        assert!(matches!(
+            create_user(&db, &user("b@x.io"), true),
+            Err(AccountError::AlreadySetUp)
+        ));
+        assert!(matches!(
+            create_user(&db, &user("a@x.io"), false),
+            Err(AccountError::EmailTaken)
+        ));
+        create_user(&db, &user("c@x.io"), false).unwrap();
+        assert_eq!(list_users(&db).unwrap().len(), 2);
+        assert!(user_by_email(&db, "c@x.io").unwrap().is_some());
+    }
+
+    #[test]
+    fn a_session_is_found_by_its_hash_and_gone_after_sign_out_or_expiry() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = sled::open(dir.path()).unwrap();
+        let u = user("a@x.io");
+        create_user(&db, &u, true).unwrap();
+        let now = Timestamp::now();
+        let (s, id) = Session::start(&u.id, now);
+        insert_session(&db, &session_key(&id), &s).unwrap();
+        assert!(
+            session(&db, &id, now).unwrap().is_none(),
+            "the raw id is not a key"
+        );
+        assert_eq!(
+            session(&db, &session_key(&id), now).unwrap().unwrap().1.id,
+            u.id
+        );
+        let later = Timestamp::from_micros(now.micros() + 13 * 3600 * 1_000_000);
+        assert!(session(&db, &session_key(&id), later).unwrap().is_none());
+        let (s2, id2) = Session::start(&u.id, now);
+        insert_session(&db, &session_key(&id2), &s2).unwrap();
+        delete_session(&db, &session_key(&id2)).unwrap();
+        assert!(session(&db, &session_key(&id2), now).unwrap().is_none());
+        let (s3, id3) = Session::start(&u.id, now);
+        insert_session(&db, &session_key(&id3), &s3).unwrap();
+        assert_eq!(sweep_sessions(&db, later).unwrap(), 1);
+        assert!(is_set_up(&db).unwrap(), "the sweep keeps the setup marker");
+        assert_eq!(list_users(&db).unwrap().len(), 1);
+    }
+}

@@ -1,0 +1,330 @@
+//! The Apps page: every app with its plan and usage against the plan's limits, the tracker
+//! snippet, and (for owners) create, change plan and a new integration key (shown once).
+
+use actix_web::{web, HttpRequest, HttpResponse};
+use maud::{html, Markup};
+
+use super::error::PageError;
+use super::layout::{self, csrf_field, field, form_errors, secret_box, usage_bar, Section, Shell};
+use super::session::{self, Viewer, FORM_LIMIT};
+use crate::config::{PlanLimits, Quota};
+use crate::ids::{self, Timestamp};
+use crate::state::AppState;
+use crate::tenants::model::new_key;
+use crate::tenants::{store, Access, App, KeyKind, Plan};
+use crate::validation::{check_text, FieldError};
+
+/// The most apps the page lists.
+const MAX_APPS: usize = 500;
+
+/// An app and what it uses of its plan.
+pub struct AppUsage {
+    pub app: App,
+    pub contacts: u64,
+    pub ideas: u64,
+    pub events_this_month: u64,
+}
+
+/// Every app (up to `MAX_APPS`), oldest first.
+pub async fn all_apps(state: &AppState) -> Result<Vec<App>, PageError> {
+    Ok(state
+        .store
+        .run(|db| store::list_apps(db, None, MAX_APPS))
+        .await?
+        .0)
+}
+
+/// Every app with its usage, read in one store call.
+async fn usage(state: &AppState) -> Result<Vec<AppUsage>, PageError> {
+    let month = crate::collector::usage::month_of(Timestamp::now().micros());
+    Ok(state
+        .store
+        .run(move |db| {
+            let (apps, _) = store::list_apps(db, None, MAX_APPS)?;
+            apps.into_iter()
+                .map(|app| {
+                    Ok(AppUsage {
+                        contacts: crate::contacts::store::count(db, &app.id)?,
+                        ideas: crate::ideas::store::count(db, &app.id)?,
+                        events_this_month: crate::collector::usage::get(db, &app.id, &month)?,
+                        app,
+                    })
+                })
+                .collect()
+        })
+        .await?)
+}
+
+/// The app `id`, or 404.
+pub async fn load_app(state: &AppState, id: &str) -> Result<App, PageError> {
+    let id = id.to_owned();
+    state
+        .store
+        .run(move |db| store::get_app(db, &id))
+        .await?
+        .ok_or_else(|| PageError::not_found("app"))
+}
+
+/// The server's own address as the browser sees it (for the tracker snippet).
+fn origin(req: &HttpRequest) -> String {
+    let info = req.connection_info();
+    format!("{}://{}", info.scheme(), info.host())
+}
+
+/// The tracker snippet of README's "The browser tracker", for an integration key.
+pub fn snippet(origin: &str, key: &str) -> String {
+    format!(
+        "<script>\n!function(w,d,k,h,s){{var a=(w.Service=w.Service||{{}}).analytics=w.Service.analytics||{{}};if(a.loaded||a.q)return;\na.q=[];\"page track identify group reset flush optOut optIn\".split(\" \").forEach(function(m){{a[m]=function(){{a.q.push([m].concat([].slice.call(arguments)))}}}});\nvar e=d.createElement(\"script\");e.async=true;e.src=s+\"/sdk/v1/analytics.js\";e.setAttribute(\"data-app-key\",k);e.setAttribute(\"data-host\",h);\nd.head.appendChild(e)}}(window,document,\"{key}\",\"{origin}\",\"{origin}\");\n</script>"
+    )
+}
+
+fn plan_select(id: &str, current: Plan) -> Markup {
+    html! {
+        select #(id) name="plan" {
+            @for p in Plan::ALL {
+                option value=(p.name()) selected[p == current] { (p.name()) }
+            }
+        }
+    }
+}
+
+fn usage_card(viewer: &Viewer, u: &AppUsage, limits: &PlanLimits) -> Markup {
+    let app = &u.app;
+    let owner = viewer.user.role.manages_plans();
+    html! {
+        article.card aria-labelledby=(format!("app-{}", app.id)) {
+            div.card-head {
+                h2 #(format!("app-{}", app.id)) { (app.name) }
+                span.badge { (app.plan.name()) }
+            }
+            (usage_bar("Contacts", u.contacts, limits.limit(Quota::Contacts)))
+            (usage_bar("Ideas", u.ideas, limits.limit(Quota::Ideas)))
+            (usage_bar("Events this month", u.events_this_month, limits.limit(Quota::EventsPerMonth)))
+            p.hint { "App id " code { (app.id) } " · integration key id " code { (app.integration_key_id) } }
+            div.actions {
+                a.button href=(format!("/dashboard/apps/{}/contacts", app.id)) { "Contacts" }
+                @if viewer.user.role.manages_keys() {
+                    a.button href=(format!("/dashboard/apps/{}/keys", app.id)) { "API keys" }
+                }
+            }
+            @if owner {
+                details.inline {
+                    summary { "Plan and integration key" }
+                    form.row method="post" action=(format!("/dashboard/apps/{}/plan", app.id)) {
+                        (csrf_field(&viewer.session.csrf))
+                        div.field {
+                            label for=(format!("plan-{}", app.id)) { "Plan" }
+                            (plan_select(&format!("plan-{}", app.id), app.plan))
+                        }
+                        button.button type="submit" { "Change plan" }
+                    }
+                    form method="post" action=(format!("/dashboard/apps/{}/integration-key", app.id)) {
+                        (csrf_field(&viewer.session.csrf))
+                        p.hint { "A new integration key replaces the current one at once (the tracker snippet must be updated)." }
+                        button.button.danger-button type="submit" { "New integration key" }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn create_form(viewer: &Viewer, name: &str, errors: &[FieldError]) -> Markup {
+    html! {
+        section.card aria-labelledby="new-app" {
+            h2 #new-app { "New app" }
+            (form_errors(errors, &["name", "plan"]))
+            form.row method="post" action="/dashboard/apps" novalidate {
+                (csrf_field(&viewer.session.csrf))
+                (field("Name", "name", "text", name, errors, html! {}))
+                div.field { label for="f-plan" { "Plan" } (plan_select("f-plan", Plan::Free)) }
+                button.button.primary type="submit" { "Create app" }
+            }
+        }
+    }
+}
+
+/// The Apps page, with an optional notice on top (a key shown once) and the create form's state.
+async fn render(
+    state: &AppState,
+    access: &Access,
+    viewer: &Viewer,
+    notice: Markup,
+    form: (&str, &[FieldError]),
+) -> Result<Markup, PageError> {
+    let apps = usage(state).await?;
+    let content = html! {
+        (notice)
+        @if viewer.user.role.manages_plans() { (create_form(viewer, form.0, form.1)) }
+        @if apps.is_empty() {
+            div.card.empty { p { "No apps yet." } @if !viewer.user.role.manages_plans() { p { "An owner creates them." } } }
+        } @else {
+            div.grid { @for u in &apps { (usage_card(viewer, u, &access.limits(u.app.plan))) } }
+        }
+    };
+    let shell = Shell {
+        viewer,
+        section: Section::Apps,
+        title: "Apps",
+        app: None,
+    };
+    Ok(shell.render(html! {}, content))
+}
+
+/// `GET /dashboard/apps`.
+pub async fn list(
+    state: web::Data<AppState>,
+    access: web::Data<Access>,
+    viewer: Viewer,
+) -> Result<HttpResponse, PageError> {
+    Ok(layout::ok(
+        render(&state, &access, &viewer, html! {}, ("", &[])).await?,
+    ))
+}
+
+fn key_notice(req: &HttpRequest, app: &App, key: &str, heading: &str) -> Markup {
+    html! {
+        section.card.notice.ok role="status" {
+            h2 { (heading) }
+            p { "Copy the integration key now: it is shown only once." }
+            (secret_box("new-integration-key", "Integration key (X-App-Key)", key))
+            p.label { "Tracker snippet for " (app.name) " (paste before " code { "</head>" } ")" }
+            pre.snippet #snippet { (snippet(&origin(req), key)) }
+            button.button type="button" data-copy="#snippet" { "Copy snippet" }
+        }
+    }
+}
+
+fn require_owner(viewer: &Viewer) -> Result<(), PageError> {
+    if viewer.user.role.manages_plans() {
+        Ok(())
+    } else {
+        Err(PageError::forbidden(
+            "only owners manage apps, plans and keys",
+        ))
+    }
+}
+
+/// `POST /dashboard/apps`: creates an app; the page shows its integration key once.
+pub async fn create(
+    state: web::Data<AppState>,
+    access: web::Data<Access>,
+    viewer: Viewer,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> Result<HttpResponse, PageError> {
+    let form = session::posted(&req, payload, &viewer, FORM_LIMIT).await?;
+    require_owner(&viewer)?;
+    let mut errors = Vec::new();
+    let name = match check_text(form.get("name"), 100, false) {
+        Ok(n) if !n.is_empty() => n,
+        Ok(_) => {
+            errors.push(FieldError::new("name", "is required: 1 to 100 characters"));
+            String::new()
+        }
+        Err(m) => {
+            errors.push(FieldError::new("name", m));
+            String::new()
+        }
+    };
+    let plan = Plan::parse(form.get("plan"));
+    if plan.is_none() {
+        errors.push(FieldError::new("plan", "must be free, pro or enterprise"));
+    }
+    if !errors.is_empty() {
+        let page = render(
+            &state,
+            &access,
+            &viewer,
+            html! {},
+            (form.get("name"), &errors),
+        )
+        .await?;
+        return Ok(layout::html_response(&mut HttpResponse::BadRequest(), page));
+    }
+    let id = ids::object_id();
+    let (key, secret) = new_key(&id, KeyKind::Integration, "integration", Vec::new());
+    let now = Timestamp::now();
+    let app = App {
+        id,
+        name,
+        plan: plan.unwrap_or(Plan::Free),
+        integration_key_id: key.id.clone(),
+        created_at: now,
+        updated_at: now,
+    };
+    let (a, k) = (app.clone(), key.clone());
+    state
+        .store
+        .run(move |db| store::create_app(db, &a, &k))
+        .await?;
+    access.registry.set_key(&key);
+    access.registry.set_app(&app);
+    tracing::info!(app_id = %app.id, user_id = %viewer.user.id, "app created from the dashboard");
+    let notice = key_notice(&req, &app, &secret, &format!("{} is ready", app.name));
+    Ok(layout::ok(
+        render(&state, &access, &viewer, notice, ("", &[])).await?,
+    ))
+}
+
+/// `POST /dashboard/apps/{id}/plan`.
+pub async fn change_plan(
+    state: web::Data<AppState>,
+    access: web::Data<Access>,
+    viewer: Viewer,
+    req: HttpRequest,
+    path: web::Path<String>,
+    payload: web::Payload,
+) -> Result<HttpResponse, PageError> {
+    let form = session::posted(&req, payload, &viewer, FORM_LIMIT).await?;
+    require_owner(&viewer)?;
+    let plan = Plan::parse(form.get("plan"))
+        .ok_or_else(|| PageError::bad_request("the plan must be free, pro or enterprise"))?;
+    let (id, access) = (path.into_inner(), access.into_inner());
+    state
+        .store
+        .run(move |db| {
+            let changed = store::modify_app(db, &id, |a| a.plan = plan)?;
+            access.registry.reload_app(db, &id)?;
+            Ok(changed)
+        })
+        .await?
+        .ok_or_else(|| PageError::not_found("app"))?;
+    Ok(layout::see_other("/dashboard/apps"))
+}
+
+/// `POST /dashboard/apps/{id}/integration-key`: a new integration key, shown once; the old
+/// one is revoked.
+pub async fn rotate(
+    state: web::Data<AppState>,
+    access: web::Data<Access>,
+    viewer: Viewer,
+    req: HttpRequest,
+    path: web::Path<String>,
+    payload: web::Payload,
+) -> Result<HttpResponse, PageError> {
+    session::posted(&req, payload, &viewer, FORM_LIMIT).await?;
+    require_owner(&viewer)?;
+    let app_id = path.into_inner();
+    let (key, secret) = new_key(&app_id, KeyKind::Integration, "integration", Vec::new());
+    let (k, reg) = (key.clone(), access.clone().into_inner());
+    let (app, _) = state
+        .store
+        .run(move |db| {
+            let rotated = store::rotate_integration_key(db, &app_id, &k)?;
+            if let Some((app, revoked)) = &rotated {
+                reg.registry.reload_key(db, &k.id)?;
+                if let Some(r) = revoked {
+                    reg.registry.reload_key(db, &r.id)?;
+                }
+                reg.registry.reload_app(db, &app.id)?;
+            }
+            Ok(rotated)
+        })
+        .await?
+        .ok_or_else(|| PageError::not_found("app"))?;
+    let notice = key_notice(&req, &app, &secret, "New integration key");
+    Ok(layout::ok(
+        render(&state, &access, &viewer, notice, ("", &[])).await?,
+    ))
+}

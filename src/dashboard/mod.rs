@@ -1,0 +1,70 @@
+//! The dashboard at `/dashboard`: server-rendered HTML (maud), one stylesheet, a few lines of
+//! script for copy buttons; charts are SVG drawn here. Team members sign in with an account
+//! (`accounts/`); pages read and write through the same stores as the API.
+//!
+//! `session.rs` (cookie, `Viewer`, forms and CSRF) -> `layout.rs` (shell, nav, form pieces)
+//! -> one file per page: `auth.rs` (setup, sign-in, sign-out), `apps.rs`, `keys.rs`,
+//! `team.rs`, `contacts.rs`, `import.rs` (CSV in), with `csv.rs` and `error.rs` (`PageError`).
+//!
+//! These routes are not part of the public API: they are wired outside the documented
+//! services, so `/openapi.json` (and schemathesis) never sees them.
+
+pub mod apps;
+pub mod auth;
+pub mod contacts;
+pub mod csv;
+pub mod error;
+pub mod import;
+pub mod keys;
+pub mod layout;
+pub mod session;
+pub mod team;
+
+use actix_web::web;
+
+pub use session::Dashboard;
+
+/// Every dashboard route, under `/dashboard`.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(
+        web::scope("/dashboard")
+            .route("", web::get().to(auth::home))
+            .route("/", web::get().to(auth::home))
+            .route("/assets/{name}", web::get().to(layout::asset))
+            .route("/setup", web::get().to(auth::setup_form))
+            .route("/setup", web::post().to(auth::setup))
+            .route("/sign-in", web::get().to(auth::sign_in_form))
+            .route("/sign-in", web::post().to(auth::sign_in))
+            .route("/sign-out", web::post().to(auth::sign_out))
+            .route("/apps", web::get().to(apps::list))
+            .route("/apps", web::post().to(apps::create))
+            .route("/apps/{id}/plan", web::post().to(apps::change_plan))
+            .route("/apps/{id}/integration-key", web::post().to(apps::rotate))
+            .route("/keys", web::get().to(keys::first))
+            .route("/apps/{id}/keys", web::get().to(keys::list))
+            .route("/apps/{id}/keys", web::post().to(keys::create))
+            .route("/apps/{id}/keys/{key}", web::post().to(keys::update))
+            .route("/apps/{id}/keys/{key}/revoke", web::post().to(keys::revoke))
+            .route("/contacts", web::get().to(contacts::first))
+            .route("/apps/{id}/contacts", web::get().to(contacts::list))
+            .route("/apps/{id}/contacts.csv", web::get().to(contacts::export))
+            .route("/apps/{id}/contacts/import", web::get().to(import::start))
+            .route("/apps/{id}/contacts/import", web::post().to(import::submit))
+            .route(
+                "/apps/{id}/contacts/{contact}",
+                web::get().to(contacts::detail),
+            )
+            .route(
+                "/apps/{id}/contacts/{contact}",
+                web::post().to(contacts::update),
+            )
+            .route("/team", web::get().to(team::list))
+            .route("/team", web::post().to(team::create))
+            .default_service(web::to(not_found)),
+    );
+}
+
+/// Any other path under `/dashboard`: an HTML 404.
+async fn not_found() -> Result<actix_web::HttpResponse, error::PageError> {
+    Err(error::PageError::not_found("page"))
+}

@@ -1,0 +1,646 @@
+//! The dashboard over HTTP as a browser without script would use it: cookies, forms, CSRF
+//! tokens, redirects. (The Chromium flows are in tests/browser/dashboard.test.mjs.)
+
+use std::collections::HashMap;
+
+use reqwest::header::HeaderMap;
+use reqwest::StatusCode;
+use serde_json::json;
+
+use crate::helpers::*;
+
+pub const OWNER_EMAIL: &str = "owner@example.com";
+pub const PASSWORD: &str = "correct horse battery";
+
+/// A cookie jar and a client that does not follow redirects.
+pub struct Browser<'a> {
+    app: &'a TestApp,
+    client: reqwest::Client,
+    cookies: HashMap<String, String>,
+}
+
+pub struct Page {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: String,
+}
+
+impl Page {
+    /// The value of the first `name="csrf"` input.
+    pub fn csrf(&self) -> String {
+        let at = self
+            .body
+            .find("name=\"csrf\" value=\"")
+            .expect("a csrf field")
+            + 19;
+        self.body[at..].split('"').next().unwrap().to_owned()
+    }
+
+    pub fn location(&self) -> &str {
+        self.headers
+            .get("location")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    }
+}
+
+impl<'a> Browser<'a> {
+    pub fn new(app: &'a TestApp) -> Self {
+        Browser {
+            app,
+            client: reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .unwrap(),
+            cookies: HashMap::new(),
+        }
+    }
+
+    async fn finish(&mut self, req: reqwest::RequestBuilder) -> Page {
+        let cookie = self
+            .cookies
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join("; ");
+        let res = req.header("cookie", cookie).send().await.expect("request");
+        for c in res.headers().get_all("set-cookie") {
+            let c = c.to_str().unwrap();
+            let (pair, attrs) = c.split_once(';').unwrap_or((c, ""));
+            let (k, v) = pair.split_once('=').unwrap();
+            if attrs.contains("Max-Age=0") {
+                self.cookies.remove(k);
+            } else {
+                self.cookies.insert(k.to_owned(), v.to_owned());
+            }
+        }
+        Page {
+            status: res.status(),
+            headers: res.headers().clone(),
+            body: res.text().await.unwrap(),
+        }
+    }
+
+    pub async fn get(&mut self, path: &str) -> Page {
+        let req = self.client.get(format!("{}{path}", self.app.base));
+        self.finish(req).await
+    }
+
+    pub async fn post(&mut self, path: &str, form: &[(&str, &str)]) -> Page {
+        let body = serde_urlencoded::to_string(form).unwrap();
+        let req = self
+            .client
+            .post(format!("{}{path}", self.app.base))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body);
+        self.finish(req).await
+    }
+
+    /// GETs `form_page`, then posts `fields` and its CSRF token to `action`.
+    pub async fn submit(&mut self, form_page: &str, action: &str, fields: &[(&str, &str)]) -> Page {
+        let csrf = self.get(form_page).await.csrf();
+        let mut all = fields.to_vec();
+        all.push(("csrf", &csrf));
+        self.post(action, &all).await
+    }
+
+    pub async fn sign_in(&mut self, email: &str, password: &str) -> Page {
+        self.submit(
+            "/dashboard/sign-in",
+            "/dashboard/sign-in",
+            &[("email", email), ("password", password)],
+        )
+        .await
+    }
+}
+
+/// A server whose first owner is set up and signed in.
+pub async fn owner(app: &TestApp) -> Browser<'_> {
+    let mut b = Browser::new(app);
+    let done = b
+        .submit(
+            "/dashboard/setup",
+            "/dashboard/setup",
+            &[
+                ("token", ADMIN_TOKEN),
+                ("name", "Olive Owner"),
+                ("email", OWNER_EMAIL),
+                ("password", PASSWORD),
+            ],
+        )
+        .await;
+    assert_eq!(done.status, 303, "{}", done.body);
+    assert_eq!(done.location(), "/dashboard/apps");
+    b
+}
+
+#[tokio::test]
+async fn the_first_owner_is_set_up_with_the_admin_token_once() {
+    let app = spawn_app();
+    let mut b = Browser::new(&app);
+    let home = b.get("/dashboard").await;
+    assert_eq!(
+        (home.status.as_u16(), home.location()),
+        (303, "/dashboard/setup")
+    );
+    let wrong = b
+        .submit(
+            "/dashboard/setup",
+            "/dashboard/setup",
+            &[
+                ("token", "nope"),
+                ("name", ""),
+                ("email", "x"),
+                ("password", "short"),
+            ],
+        )
+        .await;
+    assert_eq!(wrong.status, 400);
+    for field in ["token", "name", "email", "password"] {
+        assert!(
+            wrong.body.contains(&format!("id=\"f-{field}-error\"")),
+            "{field} has its error next to it"
+        );
+    }
+    let mut b = owner(&app).await;
+    let apps = b.get("/dashboard/apps").await;
+    assert_eq!(apps.status, 200);
+    assert!(apps.body.contains("Olive Owner") && apps.body.contains("New app"));
+    let again = b.get("/dashboard/setup").await;
+    assert_eq!(
+        (again.status.as_u16(), again.location()),
+        (303, "/dashboard/sign-in")
+    );
+}
+
+#[tokio::test]
+async fn a_form_posted_without_its_csrf_token_is_refused_with_403() {
+    let app = spawn_app();
+    let mut b = owner(&app).await;
+    let refused = b
+        .post("/dashboard/apps", &[("name", "Shop"), ("plan", "free")])
+        .await;
+    assert_eq!(refused.status, 403);
+    assert!(refused.body.contains("security token"), "{}", refused.body);
+    assert!(refused
+        .headers
+        .get("content-type")
+        .is_some_and(|v| v.to_str().unwrap().starts_with("text/html")));
+    let forged = b
+        .post(
+            "/dashboard/apps",
+            &[("name", "Shop"), ("plan", "free"), ("csrf", "0000")],
+        )
+        .await;
+    assert_eq!(forged.status, 403);
+    let mut anonymous = Browser::new(&app);
+    let no_cookie = anonymous
+        .post(
+            "/dashboard/sign-in",
+            &[
+                ("email", OWNER_EMAIL),
+                ("password", PASSWORD),
+                ("csrf", "x"),
+            ],
+        )
+        .await;
+    assert_eq!(no_cookie.status, 403, "the sign-in form has its token too");
+    let listed = app.admin(reqwest::Method::GET, "/apps", None).await;
+    assert_eq!(
+        listed.data().as_array().unwrap().len(),
+        0,
+        "nothing was created"
+    );
+}
+
+#[tokio::test]
+async fn a_member_cannot_see_keys_or_the_team() {
+    let app = spawn_app();
+    let mut owner = owner(&app).await;
+    let created = owner
+        .submit(
+            "/dashboard/team",
+            "/dashboard/team",
+            &[
+                ("name", "Mel Member"),
+                ("email", "mel@example.com"),
+                ("password", PASSWORD),
+                ("role", "member"),
+            ],
+        )
+        .await;
+    assert_eq!(created.status, 200, "{}", created.body);
+    let (app_id, _) = app.create_app("free").await;
+    let mut member = Browser::new(&app);
+    assert_eq!(
+        member.sign_in("mel@example.com", PASSWORD).await.status,
+        303
+    );
+    let apps = member.get("/dashboard/apps").await;
+    assert_eq!(apps.status, 200);
+    assert!(
+        !apps.body.contains("/dashboard/keys"),
+        "no Keys in the member's nav"
+    );
+    for path in [
+        format!("/dashboard/apps/{app_id}/keys"),
+        "/dashboard/keys".into(),
+        "/dashboard/team".into(),
+    ] {
+        assert_eq!(member.get(&path).await.status, 403, "{path}");
+    }
+    let csrf = apps.csrf();
+    let made = member
+        .post(
+            &format!("/dashboard/apps/{app_id}/keys"),
+            &[("name", "k"), ("csrf", &csrf)],
+        )
+        .await;
+    assert_eq!(made.status, 403);
+}
+
+#[tokio::test]
+async fn sign_in_attempts_are_limited_per_email_and_address() {
+    let app = spawn_app();
+    owner(&app).await;
+    let mut b = Browser::new(&app);
+    for _ in 0..5 {
+        assert_eq!(b.sign_in(OWNER_EMAIL, "wrong password!").await.status, 401);
+    }
+    let limited = b.sign_in(OWNER_EMAIL, PASSWORD).await;
+    assert_eq!(limited.status, 429, "{}", limited.body);
+    assert!(limited.headers.get("retry-after").is_some());
+    assert!(
+        limited.body.contains("too many sign-in attempts"),
+        "shown on the form"
+    );
+    // Another e-mail from the same address has its own budget.
+    assert_eq!(b.sign_in("else@example.com", PASSWORD).await.status, 401);
+}
+
+#[tokio::test]
+async fn signing_out_ends_the_session_and_a_new_sign_in_starts_one() {
+    let app = spawn_app();
+    let mut b = owner(&app).await;
+    let csrf = b.get("/dashboard/apps").await.csrf();
+    let stolen = b.cookies.clone();
+    let out = b.post("/dashboard/sign-out", &[("csrf", &csrf)]).await;
+    assert_eq!(
+        (out.status.as_u16(), out.location()),
+        (303, "/dashboard/sign-in")
+    );
+    assert_eq!(b.get("/dashboard/apps").await.status, 303);
+    let mut replay = Browser::new(&app);
+    replay.cookies = stolen;
+    let after = replay.get("/dashboard/apps").await;
+    assert_eq!(
+        (after.status.as_u16(), after.location()),
+        (303, "/dashboard/sign-in")
+    );
+    let wrong = b.sign_in(OWNER_EMAIL, "not the password").await;
+    assert_eq!(wrong.status, 401);
+    assert!(wrong.body.contains("wrong e-mail or password"));
+    assert_eq!(b.sign_in(OWNER_EMAIL, PASSWORD).await.status, 303);
+    assert_eq!(b.get("/dashboard/apps").await.status, 200);
+}
+
+#[tokio::test]
+async fn a_key_created_on_the_dashboard_works_on_the_api_until_revoked() {
+    let app = spawn_app();
+    let mut b = owner(&app).await;
+    let made = b
+        .submit(
+            "/dashboard/apps",
+            "/dashboard/apps",
+            &[("name", "Shop"), ("plan", "pro")],
+        )
+        .await;
+    assert_eq!(made.status, 200);
+    assert!(made.body.contains("ik_") && made.body.contains("/sdk/v1/analytics.js"));
+    let apps = app.admin(reqwest::Method::GET, "/apps", None).await;
+    let app_id = apps.data()[0]["id"].as_str().unwrap().to_owned();
+    assert_eq!(apps.data()[0]["plan"], json!("pro"));
+    let keys_page = format!("/dashboard/apps/{app_id}/keys");
+    let created = b
+        .submit(
+            &keys_page,
+            &keys_page,
+            &[
+                ("name", "CRM sync"),
+                ("permissions", "contacts:read"),
+                ("permissions", "contacts:write"),
+            ],
+        )
+        .await;
+    assert_eq!(created.status, 200);
+    let at = created.body.find("value=\"tk_").expect("the key is shown") + 7;
+    let key = created.body[at..].split('"').next().unwrap().to_owned();
+    let listed = app
+        .send(
+            reqwest::Method::GET,
+            "/acq/v1/contacts",
+            &[("x-api-key", &key)],
+            None,
+        )
+        .await;
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    let page = b.get(&keys_page).await;
+    assert!(
+        page.body.contains("CRM sync") && !page.body.contains(&key),
+        "shown once"
+    );
+    assert!(!page.body.contains("Last used never"), "last use is shown");
+    let key_id = key.split('_').nth(1).unwrap();
+    let csrf = page.csrf();
+    let revoked = b
+        .post(&format!("{keys_page}/{key_id}/revoke"), &[("csrf", &csrf)])
+        .await;
+    assert_eq!(revoked.status, 303);
+    let refused = app
+        .send(
+            reqwest::Method::GET,
+            "/acq/v1/contacts",
+            &[("x-api-key", &key)],
+            None,
+        )
+        .await;
+    refused.assert_error(401, "UNAUTHORIZED");
+}
+
+#[tokio::test]
+async fn the_admin_api_still_accepts_the_admin_token_once_accounts_exist() {
+    let app = spawn_app();
+    owner(&app).await;
+    let made = app
+        .admin(
+            reqwest::Method::POST,
+            "/apps",
+            Some(json!({"name": "A", "plan": "free"})),
+        )
+        .await;
+    assert_eq!(made.status, 201, "{}", made.body);
+    let mut b = Browser::new(&app);
+    let no_session = b.get("/dashboard/apps").await;
+    assert_eq!(
+        (no_session.status.as_u16(), no_session.location()),
+        (303, "/dashboard/sign-in")
+    );
+}
+
+#[tokio::test]
+async fn dashboard_pages_are_html_outside_the_openapi_document() {
+    let app = spawn_app();
+    let doc = app
+        .send(reqwest::Method::GET, "/openapi.json", &[], None)
+        .await;
+    let paths = doc.body["paths"].as_object().unwrap();
+    assert!(paths.keys().all(|p| !p.starts_with("/dashboard")));
+    let mut b = owner(&app).await;
+    let missing = b.get("/dashboard/nowhere").await;
+    assert_eq!(missing.status, 404);
+    assert!(missing.body.starts_with("<!DOCTYPE html>"));
+    let css = b.get("/dashboard/assets/app.css").await;
+    assert_eq!(css.status, 200);
+    assert!(css.body.contains("prefers-color-scheme: dark"));
+}
+
+/// A CSV of `n` contacts where the rows at `bad` are wrong (a bad e-mail, a score out of
+/// range, a status that does not exist).
+pub fn contacts_csv(n: usize, bad: &[usize]) -> String {
+    let mut csv = String::from("Email,First Name,Last Name,Company,Status,Tags,Score\r\n");
+    for i in 0..n {
+        let (email, status, score) = match bad.iter().position(|b| *b == i) {
+            Some(0) => (format!("not-an-email-{i}"), "new", "10"),
+            Some(1) => (format!("person{i}@example.com"), "new", "500"),
+            Some(_) => (format!("person{i}@example.com"), "sleeping", "10"),
+            None => (
+                format!("person{i}@example.com"),
+                if i % 3 == 0 { "customer" } else { "new" },
+                "42",
+            ),
+        };
+        csv.push_str(&format!(
+            "{email},Ada{i},\"Love, {i}\",Acme {},{status},\"vip,q{}\",{score}\r\n",
+            i % 7,
+            i % 4
+        ));
+    }
+    csv
+}
+
+#[tokio::test]
+async fn a_csv_of_1000_contacts_is_imported_and_its_3_bad_rows_reported() {
+    let app = spawn_app();
+    let mut b = owner(&app).await;
+    let (app_id, _) = app.create_app("pro").await;
+    let import = format!("/dashboard/apps/{app_id}/contacts/import");
+    let csv = contacts_csv(1000, &[10, 500, 999]);
+    let preview = b.submit(&import, &import, &[("csv", &csv)]).await;
+    assert_eq!(preview.status, 200, "{}", preview.body);
+    assert!(
+        preview.body.contains("1\u{202f}000 rows"),
+        "{}",
+        preview.body
+    );
+    let csrf = preview.csrf();
+    let map = [
+        "email",
+        "firstName",
+        "lastName",
+        "company",
+        "status",
+        "tags",
+        "score",
+    ];
+    let mut fields: Vec<(&str, &str)> = vec![("csrf", &csrf), ("step", "run"), ("csv", &csv)];
+    fields.extend(map.iter().map(|m| ("map", *m)));
+    let done = b.post(&import, &fields).await;
+    assert_eq!(done.status, 200, "{}", done.body);
+    assert!(
+        done.body.contains("997 created · 0 updated · 3 failed"),
+        "{}",
+        done.body
+    );
+    for (line, why) in [(12, "email"), (502, "score"), (1001, "status")] {
+        assert!(
+            done.body
+                .contains(&format!("<td class=\"num\">{line}</td>")),
+            "line {line} ({why}) is reported"
+        );
+    }
+    // Again: upsert by e-mail updates the same contacts.
+    let again = b.post(&import, &fields).await;
+    assert!(
+        again.body.contains("0 created · 997 updated · 3 failed"),
+        "{}",
+        again.body
+    );
+    let (_, key) = app.create_key(&app_id, &["contacts:read"]).await;
+    let page = app
+        .send(
+            reqwest::Method::GET,
+            "/acq/v1/contacts?email=person7@example.com",
+            &[("x-api-key", &key)],
+            None,
+        )
+        .await;
+    let c = &page.data()[0];
+    assert_eq!(
+        (c["lastName"].as_str(), c["source"].as_str()),
+        (Some("Love, 7"), Some("import"))
+    );
+    assert_eq!(c["tags"], json!(["vip", "q3"]));
+}
+
+#[tokio::test]
+async fn the_contacts_table_filters_sorts_pages_and_exports_the_filter() {
+    let app = spawn_app();
+    let mut b = owner(&app).await;
+    let (app_id, _) = app.create_app("pro").await;
+    let import = format!("/dashboard/apps/{app_id}/contacts/import");
+    let csv = contacts_csv(120, &[]);
+    let preview = b.submit(&import, &import, &[("csv", &csv)]).await;
+    let csrf = preview.csrf();
+    let mut fields: Vec<(&str, &str)> = vec![("csrf", &csrf), ("step", "run"), ("csv", &csv)];
+    fields.extend(
+        [
+            "email",
+            "firstName",
+            "lastName",
+            "company",
+            "status",
+            "tags",
+            "score",
+        ]
+        .map(|m| ("map", m)),
+    );
+    assert!(b.post(&import, &fields).await.body.contains("120 created"));
+    let list = format!("/dashboard/apps/{app_id}/contacts");
+    let first = b.get(&list).await;
+    assert_eq!(first.status, 200);
+    assert_eq!(first.body.matches("<tr><td><a href").count(), 50);
+    assert!(first.body.contains("120 contacts in"));
+    let at = first
+        .body
+        .find("rel=\"next\" href=\"")
+        .expect("a next page")
+        + 17;
+    let next = first.body[at..]
+        .split('"')
+        .next()
+        .unwrap()
+        .replace("&amp;", "&");
+    let second = b.get(&next).await;
+    assert_eq!(second.body.matches("<tr><td><a href").count(), 50);
+    let customers = b
+        .get(&format!("{list}?q=&status=customer&source=&sort=email"))
+        .await;
+    assert_eq!(
+        customers.body.matches("<tr><td><a href").count(),
+        40,
+        "every third is a customer"
+    );
+    let bad = b.get(&format!("{list}?scoreMin=abc")).await;
+    assert_eq!(bad.status, 200);
+    assert!(
+        bad.body.contains("f-scoreMin-error"),
+        "the error sits next to its field"
+    );
+    let export = b
+        .get(&format!(
+            "/dashboard/apps/{app_id}/contacts.csv?status=customer&q=ada3"
+        ))
+        .await;
+    assert_eq!(export.status, 200);
+    assert!(export.headers["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/csv"));
+    let lines: Vec<&str> = export.body.lines().collect();
+    assert!(lines[0].starts_with("id,email,firstName"));
+    assert!(
+        lines.len() > 2 && lines[1..].iter().all(|l| l.contains(",customer,")),
+        "{lines:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_contact_is_edited_with_errors_next_to_their_fields() {
+    let app = spawn_app();
+    let mut b = owner(&app).await;
+    let (app_id, _) = app.create_app("pro").await;
+    let (_, key) = app.create_key(&app_id, &["contacts:write"]).await;
+    let made = app
+        .send(
+            reqwest::Method::POST,
+            "/acq/v1/contacts",
+            &[("x-api-key", &key)],
+            Some(json!({"email": "e@x.io"})),
+        )
+        .await;
+    let id = made.data()["id"].as_str().unwrap().to_owned();
+    let page = format!("/dashboard/apps/{app_id}/contacts/{id}");
+    let fields = |score: &'static str| {
+        vec![
+            ("email", "e@x.io"),
+            ("firstName", "Eve"),
+            ("status", "qualified"),
+            ("source", "api"),
+            ("tags", "a, b"),
+            ("score", score),
+        ]
+    };
+    let bad = b.submit(&page, &page, &fields("101")).await;
+    assert_eq!(bad.status, 400);
+    assert!(bad.body.contains("id=\"f-score-error\""), "{}", bad.body);
+    let good = b.submit(&page, &page, &fields("77")).await;
+    assert_eq!(good.status, 303, "{}", good.body);
+    let shown = b.get(&page).await;
+    assert!(shown.body.contains("Eve") && shown.body.contains("qualified"));
+    let other = app.create_app("free").await.0;
+    assert_eq!(
+        b.get(&format!("/dashboard/apps/{other}/contacts/{id}"))
+            .await
+            .status,
+        404
+    );
+}
+
+#[tokio::test]
+async fn accounts_and_live_sessions_survive_a_restart() {
+    let app = spawn_app();
+    let cookies = owner(&app).await.cookies;
+    let app = app.restart().await;
+    let mut b = Browser::new(&app);
+    b.cookies = cookies;
+    assert_eq!(
+        b.get("/dashboard/apps").await.status,
+        200,
+        "still signed in"
+    );
+    let setup = b.get("/dashboard/setup").await;
+    assert_eq!(setup.location(), "/dashboard/sign-in", "setup stays spent");
+}
+
+#[tokio::test]
+async fn a_keys_last_use_outlives_a_restart() {
+    let app = spawn_app();
+    let cookies = owner(&app).await.cookies;
+    let (app_id, _) = app.create_app("free").await;
+    let (_, key) = app.create_key(&app_id, &["contacts:read"]).await;
+    let used = app
+        .send(
+            reqwest::Method::GET,
+            "/acq/v1/contacts",
+            &[("x-api-key", &key)],
+            None,
+        )
+        .await;
+    assert_eq!(used.status, 200);
+    let app = app.restart().await;
+    let mut b = Browser::new(&app);
+    b.cookies = cookies;
+    let page = b.get(&format!("/dashboard/apps/{app_id}/keys")).await;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("Last used 20"), "{}", page.body);
+}

@@ -1,0 +1,287 @@
+// The dashboard in headless Chromium against the real server, every flow as a person would
+// click it: first-owner setup, apps, keys (used on the API), the CSRF refusal, a CSV import of
+// 1 000 contacts with 3 bad rows, the contacts table and edit, a member without keys, sign-out
+// and sign-in. Screenshots of every page, light and dark, go to
+// $SCREENSHOT_DIR/dashboard-<page>-<light|dark>.png.
+//
+// Started by tests/interop/browser.rs (`the_dashboard_in_headless_chromium`), which passes
+// TRIBUTARY_BASE (a fresh server), TRIBUTARY_ADMIN_TOKEN and SCREENSHOT_DIR.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { chromium } from 'playwright-core';
+
+const BASE = process.env.TRIBUTARY_BASE;
+const TOKEN = process.env.TRIBUTARY_ADMIN_TOKEN;
+const SHOTS = process.env.SCREENSHOT_DIR;
+if (!BASE || !TOKEN) {
+  throw new Error('run through `cargo test --test interop dashboard` (or tests/run): TRIBUTARY_BASE and TRIBUTARY_ADMIN_TOKEN are missing');
+}
+
+const OWNER = { name: 'Olive Owner', email: 'olive@example.com', password: 'correct horse battery' };
+const MEMBER = { name: 'Mel Member', email: 'mel@example.com', password: 'members only please' };
+
+let browser;
+let context;
+let page;
+const shared = {};
+
+async function launch() {
+  return chromium.launch({
+    executablePath: '/usr/bin/chromium',
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+}
+
+// Polls `check` until it is truthy or the deadline passes (never a fixed sleep).
+async function waitFor(check, what, ms = 15000) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const value = await check();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+// The page in light and in dark, full length.
+async function shoot(p, name) {
+  if (!SHOTS) return;
+  fs.mkdirSync(SHOTS, { recursive: true });
+  for (const colorScheme of ['light', 'dark']) {
+    await p.emulateMedia({ colorScheme });
+    await p.screenshot({ path: path.join(SHOTS, `dashboard-${name}-${colorScheme}.png`), fullPage: true });
+  }
+  await p.emulateMedia({ colorScheme: 'light' });
+}
+
+function contactsCsv(n, bad) {
+  const lines = ['Email,First Name,Last Name,Company,Status,Tags,Score'];
+  for (let i = 0; i < n; i += 1) {
+    let email = `person${i}@example.com`;
+    let status = i % 3 === 0 ? 'customer' : 'new';
+    let score = String(i % 101);
+    if (i === bad[0]) email = `not-an-email-${i}`;
+    if (i === bad[1]) score = '500';
+    if (i === bad[2]) status = 'sleeping';
+    lines.push(`${email},Ada${i},"Love, ${i}",Acme ${i % 7},${status},"vip,q${i % 4}",${score}`);
+  }
+  return `${lines.join('\r\n')}\r\n`;
+}
+
+before(async () => {
+  browser = await launch();
+  context = await browser.newContext({ viewport: { width: 1280, height: 860 } });
+  page = await context.newPage();
+});
+
+after(async () => {
+  await browser?.close();
+});
+
+test('first-owner setup: the admin token creates the owner, who lands on Apps', async () => {
+  await page.goto(`${BASE}/dashboard`);
+  assert.match(page.url(), /\/dashboard\/setup$/);
+  await shoot(page, 'setup');
+  await page.getByLabel('Admin token').fill('not the token');
+  await page.getByLabel('Your name').fill(OWNER.name);
+  await page.getByLabel('E-mail').fill(OWNER.email);
+  await page.getByLabel('Password').fill('short');
+  await page.getByRole('button', { name: 'Create owner and sign in' }).click();
+  assert.match(await page.locator('#f-token-error').innerText(), /admin token/);
+  assert.match(await page.locator('#f-password-error').innerText(), /at least 10/);
+  assert.equal(await page.getByLabel('E-mail').inputValue(), OWNER.email, 'the form keeps what was typed');
+  await shoot(page, 'setup-errors');
+  await page.getByLabel('Admin token').fill(TOKEN);
+  await page.getByLabel('Password').fill(OWNER.password);
+  await page.getByRole('button', { name: 'Create owner and sign in' }).click();
+  await page.waitForURL(/\/dashboard\/apps$/);
+  assert.match(await page.locator('.who').innerText(), /Olive Owner/);
+  await shoot(page, 'apps-empty');
+});
+
+test('an app is created; its integration key and tracker snippet are ready to copy', async () => {
+  await page.getByLabel('Name').fill('Acme Shop');
+  await page.locator('#f-plan').selectOption('pro');
+  await page.getByRole('button', { name: 'Create app' }).click();
+  const ik = await page.locator('#new-integration-key').inputValue();
+  assert.match(ik, /^ik_[0-9a-f]{24}_[0-9a-f]{64}$/);
+  assert.match(await page.locator('#snippet').innerText(), new RegExp(`"${ik}"`));
+  await page.getByRole('button', { name: 'Copy snippet' }).click();
+  await waitFor(async () => (await page.getByRole('button', { name: 'Copied' }).count()) === 1, 'the copy button to say Copied');
+  const collect = await fetch(`${BASE}/api/w/analytics/collect`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-app-key': ik },
+    body: JSON.stringify({
+      sentAt: new Date().toISOString(),
+      batch: [{ type: 'track', event: 'Dashboard Tested', anonymousId: '6f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d4e5f', messageId: 'msg_dashboard_1', timestamp: new Date().toISOString(), properties: {} }],
+    }),
+  });
+  assert.equal(collect.status, 200, 'the integration key shown works on the collector');
+  await shoot(page, 'apps-created');
+  shared.appUrl = await page.getByRole('link', { name: 'Contacts' }).last().getAttribute('href');
+  shared.appId = shared.appUrl.split('/')[3];
+  await page.goto(`${BASE}/dashboard/apps`);
+  assert.equal(await page.locator('#new-integration-key').count(), 0, 'the key is shown once');
+  await page.locator('summary', { hasText: 'Plan and integration key' }).click();
+  await shoot(page, 'apps');
+  await page.setViewportSize({ width: 390, height: 844 });
+  await shoot(page, 'apps-phone');
+  await page.setViewportSize({ width: 1280, height: 860 });
+});
+
+test('a key is created with permission checkboxes, shown once, works on the API, and its permissions change', async () => {
+  await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Keys' }).click();
+  await page.waitForURL(/\/keys$/);
+  await page.getByLabel('Name').fill('CRM sync');
+  await page.getByLabel('contacts:read').first().check();
+  await page.getByLabel('contacts:write').first().check();
+  await page.getByRole('button', { name: 'Create key' }).click();
+  const key = await page.locator('#new-api-key').inputValue();
+  assert.match(key, /^tk_/);
+  await shoot(page, 'keys-created');
+  const made = await fetch(`${BASE}/acq/v1/contacts`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-api-key': key },
+    body: JSON.stringify({ email: 'from-the-api@example.com', firstName: 'Api' }),
+  });
+  assert.equal(made.status, 201, await made.text());
+  await page.goto(page.url());
+  assert.equal(await page.locator('#new-api-key').count(), 0, 'the secret is shown once');
+  const row = page.getByRole('article', { name: 'Key CRM sync' });
+  assert.doesNotMatch(await row.innerText(), /Last used never/, 'the last use shows');
+  await row.locator('summary', { hasText: 'Edit' }).click();
+  await shoot(page, 'keys');
+  await row.getByLabel('contacts:write').uncheck();
+  await row.getByRole('button', { name: 'Save permissions' }).click();
+  await page.waitForURL(/\/keys$/);
+  const refused = await fetch(`${BASE}/acq/v1/contacts`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-api-key': key },
+    body: JSON.stringify({ email: 'second@example.com' }),
+  });
+  assert.equal(refused.status, 403, 'contacts:write was taken away');
+  shared.key = key;
+});
+
+test('a form posted without its CSRF token is refused with 403', async () => {
+  await page.goto(`${BASE}/dashboard/apps`);
+  await page.evaluate(() => document.querySelector('form[action="/dashboard/apps"] input[name=csrf]').remove());
+  await page.getByLabel('Name').fill('Forged');
+  const [response] = await Promise.all([
+    page.waitForResponse((r) => r.url().endsWith('/dashboard/apps') && r.request().method() === 'POST'),
+    page.getByRole('button', { name: 'Create app' }).click(),
+  ]);
+  assert.equal(response.status(), 403);
+  assert.match(await page.locator('main').innerText(), /security token/);
+  await shoot(page, 'error-csrf');
+  await page.goto(`${BASE}/dashboard/apps`);
+  assert.equal(await page.getByRole('heading', { name: 'Forged' }).count(), 0, 'no app was made');
+});
+
+test('a CSV of 1 000 contacts is imported with a preview and a column mapping; its 3 bad rows are reported', async () => {
+  await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Contacts' }).click();
+  await page.waitForURL(/\/contacts$/);
+  await page.getByRole('link', { name: 'Import CSV' }).click();
+  await shoot(page, 'import');
+  const csv = contactsCsv(1000, [10, 500, 999]);
+  await page.getByLabel('CSV file').setInputFiles({ name: 'contacts.csv', mimeType: 'text/csv', buffer: Buffer.from(csv) });
+  // (A textarea's value has LF line ends: compare without the CRs.)
+  await waitFor(async () => (await page.locator('#f-csv').inputValue()) === csv.replaceAll('\r\n', '\n'), 'the file to be read into the form');
+  await page.getByRole('button', { name: 'Preview' }).click();
+  assert.equal(await page.getByLabel('Field for column Email').inputValue(), 'email');
+  assert.equal(await page.getByLabel('Field for column Last Name').inputValue(), 'lastName');
+  await shoot(page, 'import-preview');
+  await page.getByRole('button', { name: /^Import 1.000 rows$/ }).click();
+  const summary = await page.locator('#import-summary').innerText();
+  assert.match(summary, /997 created · 0 updated · 3 failed/);
+  const lines = await page.locator('#import-errors tbody tr td.num').allInnerTexts();
+  assert.deepEqual(lines, ['12', '502', '1001']);
+  const problems = await page.locator('#import-errors tbody').innerText();
+  assert.match(problems, /email/);
+  assert.match(problems, /score/);
+  assert.match(problems, /status/);
+  await shoot(page, 'import-report');
+});
+
+test('the contacts table searches, filters, sorts and pages; a contact is edited with its errors in place', async () => {
+  await page.getByRole('link', { name: 'See the contacts' }).click();
+  assert.match(await page.locator('main').innerText(), /998 contacts in Acme Shop/);
+  assert.equal(await page.locator('tbody tr').count(), 50);
+  await shoot(page, 'contacts');
+  await page.setViewportSize({ width: 390, height: 844 });
+  await shoot(page, 'contacts-phone');
+  await page.setViewportSize({ width: 1280, height: 860 });
+  await page.getByLabel('Status').selectOption('customer');
+  await page.getByLabel('Search').fill('ada12');
+  await page.getByRole('button', { name: 'Apply' }).click();
+  const names = await page.locator('tbody tr td:first-child').allInnerTexts();
+  assert.ok(names.length > 0 && names.every((n) => n.startsWith('Ada12')), names.join());
+  await page.getByRole('link', { name: 'Score' }).click();
+  const scores = (await page.locator('tbody td.num').allInnerTexts()).map(Number);
+  assert.deepEqual(scores, [...scores].sort((a, b) => b - a), 'sorted by score, highest first');
+  await shoot(page, 'contacts-filtered');
+  const exported = await page.getByRole('link', { name: 'Export CSV' }).getAttribute('href');
+  const csv = await (await context.request.get(`${BASE}${exported}`)).text();
+  assert.equal(csv.trim().split('\n').length, names.length + 1, 'the export is the current filter');
+  await page.goto(`${BASE}${shared.appUrl}`);
+  await page.getByRole('link', { name: 'Next page →' }).click();
+  assert.equal(await page.locator('tbody tr').count(), 50);
+  await page.locator('tbody tr td:first-child a').first().click();
+  await page.getByLabel('Score').fill('101');
+  await page.getByRole('button', { name: 'Save' }).click();
+  assert.match(await page.locator('#f-score-error').innerText(), /0 to 100/);
+  await shoot(page, 'contact-errors');
+  await page.getByLabel('Score').fill('99');
+  await page.getByLabel('First name').fill('Grace');
+  await page.getByRole('button', { name: 'Save' }).click();
+  await waitFor(async () => /Grace/.test(await page.locator('h1').innerText()), 'the saved name');
+  await shoot(page, 'contact');
+});
+
+test('a member cannot see keys: no Keys in the nav, and the page answers 403', async () => {
+  await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Team' }).click();
+  await page.getByLabel('Name').fill(MEMBER.name);
+  await page.getByLabel('E-mail').fill(MEMBER.email);
+  await page.getByLabel('First password').fill(MEMBER.password);
+  await page.getByRole('button', { name: 'Add to the team' }).click();
+  assert.match(await page.locator('[role=status]').innerText(), /can now sign in/);
+  await shoot(page, 'team');
+  const memberContext = await browser.newContext();
+  const m = await memberContext.newPage();
+  await m.goto(`${BASE}/dashboard/sign-in`);
+  await m.getByLabel('E-mail').fill(MEMBER.email);
+  await m.getByLabel('Password').fill(MEMBER.password);
+  await m.getByRole('button', { name: 'Sign in' }).click();
+  await m.waitForURL(/\/dashboard\/apps$/);
+  const nav = await m.getByRole('navigation', { name: 'Main' }).innerText();
+  assert.doesNotMatch(nav, /Keys/);
+  assert.doesNotMatch(nav, /Team/);
+  assert.match(nav, /Contacts/);
+  await shoot(m, 'apps-member');
+  const keys = await m.goto(`${BASE}/dashboard/apps/${shared.appId}/keys`);
+  assert.equal(keys.status(), 403);
+  await shoot(m, 'error-forbidden');
+  await memberContext.close();
+});
+
+test('sign-out ends the session; a wrong password is refused next to its field; sign-in works', async () => {
+  await page.getByRole('button', { name: 'Sign out' }).click();
+  await page.waitForURL(/\/dashboard\/sign-in$/);
+  await page.goto(`${BASE}/dashboard/apps`);
+  assert.match(page.url(), /\/dashboard\/sign-in$/, 'signed out');
+  await shoot(page, 'sign-in');
+  await page.getByLabel('E-mail').fill(OWNER.email);
+  await page.getByLabel('Password').fill('not my password');
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  assert.match(await page.locator('#f-password-error').innerText(), /wrong e-mail or password/);
+  await shoot(page, 'sign-in-error');
+  await page.getByLabel('Password').fill(OWNER.password);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.waitForURL(/\/dashboard\/apps$/);
+  const cookies = await context.cookies();
+  const session = cookies.find((c) => c.name === 'tributary_session');
+  assert.ok(session && session.httpOnly && session.sameSite === 'Lax', JSON.stringify(cookies));
+});
