@@ -20,6 +20,7 @@ const JS: &str = include_str!("assets/app.js");
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Section {
     Apps,
+    Traffic,
     Keys,
     Contacts,
     Team,
@@ -34,13 +35,20 @@ struct NavItem {
     owner_only: bool,
 }
 
-/// The sidebar, in order. Traffic, Surveys and Ideas slot in here when their pages exist.
+/// The sidebar, in order. Surveys and Ideas slot in here when their pages exist.
 const NAV: &[NavItem] = &[
     NavItem {
         section: Section::Apps,
         label: "Apps",
         href: "/dashboard/apps",
         icon: "M4 4h7v7H4zM13 4h7v7h-7zM4 13h7v7H4zM13 13h7v7h-7z",
+        owner_only: false,
+    },
+    NavItem {
+        section: Section::Traffic,
+        label: "Traffic",
+        href: "/dashboard/traffic",
+        icon: "M4 19h16M5 15l4-5 4 3 6-7",
         owner_only: false,
     },
     NavItem {

@@ -4,13 +4,15 @@
 //!
 //! `session.rs` (cookie, `Viewer`, forms and CSRF) -> `layout.rs` (shell, nav, form pieces)
 //! -> one file per page: `auth.rs` (setup, sign-in, sign-out), `apps.rs`, `keys.rs`,
-//! `team.rs`, `contacts.rs`, `import.rs` (CSV in), with `csv.rs` and `error.rs` (`PageError`).
+//! `team.rs`, `contacts.rs`, `import.rs` (CSV in), `traffic.rs` (charts from `charts.rs`), with
+//! `csv.rs` and `error.rs` (`PageError`).
 //!
 //! These routes are not part of the public API: they are wired outside the documented
 //! services, so `/openapi.json` (and schemathesis) never sees them.
 
 pub mod apps;
 pub mod auth;
+pub mod charts;
 pub mod contacts;
 pub mod csv;
 pub mod error;
@@ -19,6 +21,7 @@ pub mod keys;
 pub mod layout;
 pub mod session;
 pub mod team;
+pub mod traffic;
 
 use actix_web::web;
 
@@ -58,6 +61,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 "/apps/{id}/contacts/{contact}",
                 web::post().to(contacts::update),
             )
+            .route("/traffic", web::get().to(traffic::first))
+            .route("/apps/{id}/traffic", web::get().to(traffic::page))
             .route("/team", web::get().to(team::list))
             .route("/team", web::post().to(team::create))
             .default_service(web::to(not_found)),

@@ -644,3 +644,64 @@ async fn a_keys_last_use_outlives_a_restart() {
     assert_eq!(page.status, 200);
     assert!(page.body.contains("Last used 20"), "{}", page.body);
 }
+
+/// Events of two visitors (one identified) on the app of `ik`: 3 pages, 2 track, 1 identify.
+async fn send_known_traffic(app: &TestApp, ik: &str) {
+    const V1: &str = "6f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d4e01";
+    const V2: &str = "6f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d4e02";
+    let page = |id: &str, anon: &str, path: &str| {
+        json!({"type": "page", "anonymousId": anon, "messageId": id,
+               "context": {"page": {"url": format!("https://shop.example{path}"), "path": path}}})
+    };
+    let events = vec![
+        page("msg_dash_1", V1, "/pricing"),
+        page("msg_dash_2", V2, "/pricing"),
+        page("msg_dash_3", V2, "/docs"),
+        json!({"type": "track", "event": "Signed Up", "anonymousId": V1, "messageId": "msg_dash_4"}),
+        json!({"type": "track", "event": "Signed Up", "anonymousId": V2, "messageId": "msg_dash_5"}),
+        json!({"type": "identify", "userId": "u1", "anonymousId": V1, "messageId": "msg_dash_6"}),
+    ];
+    let r = app.collect(ik, crate::collector::batch(events)).await;
+    assert_eq!(r.counts(), (6, 0, 0), "{}", r.body);
+}
+
+#[tokio::test]
+async fn the_traffic_page_charts_what_the_collector_received() {
+    let app = spawn_app();
+    let (app_id, ik) = app.create_app("pro").await;
+    send_known_traffic(&app, &ik).await;
+    // A clean stop flushes every shard, and its rollups with the files.
+    let app = app.restart().await;
+    let mut b = owner(&app).await;
+    let first = b.get("/dashboard/traffic").await;
+    assert_eq!(first.status, 303);
+    let url = format!("/dashboard/apps/{app_id}/traffic");
+    assert_eq!(first.location(), url);
+    let page = b.get(&url).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    let body = &page.body;
+    assert!(body.contains(r#"href="/dashboard/traffic" aria-current="page""#));
+    for summary in [
+        "Events per hour, last 48 hours: 3 page, 2 track, 1 identify, 0 group",
+        "Events per day, last 30 days: 3 page, 2 track, 1 identify, 0 group",
+        "Unique visitors per day over the last 30 days: at most 2 a day, 2 in all",
+    ] {
+        assert!(body.contains(summary), "the chart summary {summary:?}");
+    }
+    assert_eq!(body.matches(r#"role="img""#).count(), 3, "three charts");
+    assert_eq!(
+        body.matches("<circle").count(),
+        4 * (48 + 30),
+        "a point per interval and type"
+    );
+    assert!(body.contains("<title>page · "), "points have tooltips");
+    let share = &body[body.find(r#"id="identified-share""#).unwrap()..];
+    assert!(share.starts_with(r#"id="identified-share"><strong>50%</strong>"#));
+    let pages = &body[body.find(r#"id="top-pages""#).unwrap()..];
+    assert!(pages.contains(r#"<td class="name">/pricing</td><td class="num">2</td>"#));
+    assert!(pages.contains(r#"<td class="name">/docs</td><td class="num">1</td>"#));
+    let events = &body[body.find(r#"id="top-events""#).unwrap()..];
+    assert!(events.contains(r#"<td class="name">Signed Up</td><td class="num">2</td>"#));
+    let missing = b.get("/dashboard/apps/app_nope/traffic").await;
+    assert_eq!(missing.status, 404);
+}
