@@ -134,7 +134,7 @@ pub fn lines(label: &str, labels: &[String], series: &[Series<'_>]) -> Markup {
             g class=(format!("series s-{k}")) {
                 path.line d=(path(&s.values)) {}
                 @for (i, v) in s.values.iter().enumerate() {
-                    circle.point cx=(format!("{:.1}", f.x(i))) cy=(format!("{:.1}", f.y(*v))) r="3" {
+                    circle.point.zero[*v == 0] cx=(format!("{:.1}", f.x(i))) cy=(format!("{:.1}", f.y(*v))) r="3" {
                         title { (s.name) " · " (labels[i]) ": " (thousands(*v)) }
                     }
                 }

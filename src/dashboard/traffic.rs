@@ -57,7 +57,7 @@ fn by_type(p: &Point) -> [u64; 4] {
 
 fn x_labels(t: &Traffic) -> Vec<String> {
     let format = match t.interval {
-        Interval::Hour => "%d %H:00",
+        Interval::Hour => "%a %H:00",
         Interval::Day => "%b %d",
     };
     t.series
@@ -130,8 +130,8 @@ fn visitors_chart(t: &Traffic) -> Markup {
 fn top_table(id: &str, title: &str, what: &str, rows: &[(&str, u64)]) -> Markup {
     let max = rows.iter().map(|(_, c)| *c).max().unwrap_or(0);
     html! {
-        section.card aria-labelledby=(id) {
-            h2 #(id) { (title) }
+        section.card #(id) aria-labelledby=(format!("{id}-title")) {
+            h2 #(format!("{id}-title")) { (title) }
             @if rows.is_empty() {
                 p.muted { "Nothing yet." }
             } @else {

@@ -1,7 +1,7 @@
 // The dashboard in headless Chromium against the real server, every flow as a person would
 // click it: first-owner setup, apps, keys (used on the API), the CSRF refusal, a CSV import of
 // 1 000 contacts with 3 bad rows, the contacts table and edit, a member without keys, sign-out
-// and sign-in. Screenshots of every page, light and dark, go to
+// and sign-in, the traffic charts. Screenshots of every page, light and dark, go to
 // $SCREENSHOT_DIR/dashboard-<page>-<light|dark>.png.
 //
 // Started by tests/interop/browser.rs (`the_dashboard_in_headless_chromium`), which passes
@@ -123,6 +123,7 @@ test('an app is created; its integration key and tracker snippet are ready to co
   await shoot(page, 'apps-created');
   shared.appUrl = await page.getByRole('link', { name: 'Contacts' }).last().getAttribute('href');
   shared.appId = shared.appUrl.split('/')[3];
+  shared.ik = ik;
   await page.goto(`${BASE}/dashboard/apps`);
   assert.equal(await page.locator('#new-integration-key').count(), 0, 'the key is shown once');
   await page.locator('summary', { hasText: 'Plan and integration key' }).click();
@@ -130,6 +131,44 @@ test('an app is created; its integration key and tracker snippet are ready to co
   await page.setViewportSize({ width: 390, height: 844 });
   await shoot(page, 'apps-phone');
   await page.setViewportSize({ width: 1280, height: 860 });
+});
+
+// A small mix of every event type from a few visitors, some identified.
+function trafficBatch() {
+  const now = new Date().toISOString();
+  const anon = (i) => `6f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d4e${String(10 + i)}`;
+  const batch = [];
+  const paths = ['/', '/pricing', '/pricing', '/docs', '/blog/launch', '/', '/pricing', '/signup'];
+  paths.forEach((p, i) => batch.push({ type: 'page', anonymousId: anon(i % 6), messageId: `msg_traffic_p${i}`, timestamp: now,
+    context: { page: { url: `https://shop.example${p}`, path: p } } }));
+  ['Signed Up', 'Added to Cart', 'Added to Cart', 'Checkout'].forEach((e, i) => batch.push({ type: 'track', event: e,
+    anonymousId: anon(i), messageId: `msg_traffic_t${i}`, timestamp: now, properties: {} }));
+  [0, 1].forEach((i) => batch.push({ type: 'identify', userId: `user_${i}`, anonymousId: anon(i), messageId: `msg_traffic_i${i}`, timestamp: now }));
+  batch.push({ type: 'group', groupId: 'acme', userId: 'user_0', anonymousId: anon(0), messageId: 'msg_traffic_g0', timestamp: now });
+  return { sentAt: now, batch };
+}
+
+test('the traffic page charts the events the collector received, by type, with its figures in tables', async () => {
+  const sent = await fetch(`${BASE}/api/w/analytics/collect`, {
+    method: 'POST', headers: { 'content-type': 'application/json', 'x-app-key': shared.ik }, body: JSON.stringify(trafficBatch()),
+  });
+  assert.equal(sent.status, 200);
+  await page.getByRole('link', { name: 'Traffic' }).click();
+  assert.equal(new URL(page.url()).pathname, `/dashboard/apps/${shared.appId}/traffic`);
+  // Rollups follow the shards' flushes: reload until all 16 events (and the first one) show.
+  const chart = page.locator('svg[role="img"]').first();
+  await waitFor(async () => {
+    await page.reload();
+    return /8 page, 5 track, 2 identify, 1 group/.test(await chart.getAttribute('aria-label'));
+  }, 'the rollups to show the events sent');
+  assert.equal(await page.locator('svg[role="img"]').count(), 3);
+  assert.match(await page.locator('#identified-share strong').innerText(), /^\d+%$/);
+  assert.match(await page.locator('#top-pages tbody tr').first().innerText(), /\/pricing\s+3/);
+  assert.match(await page.locator('#top-events tbody tr').first().innerText(), /Added to Cart\s+2/);
+  await page.locator('details.figures summary').first().click();
+  assert.ok(await page.getByRole('table').first().isVisible(), 'the figures open as a table');
+  await page.locator('details.figures summary').first().click();
+  await shoot(page, 'traffic');
 });
 
 test('a key is created with permission checkboxes, shown once, works on the API, and its permissions change', async () => {
