@@ -21,6 +21,7 @@ const JS: &str = include_str!("assets/app.js");
 pub enum Section {
     Apps,
     Traffic,
+    Surveys,
     Keys,
     Contacts,
     Team,
@@ -35,7 +36,7 @@ struct NavItem {
     owner_only: bool,
 }
 
-/// The sidebar, in order. Surveys and Ideas slot in here when their pages exist.
+/// The sidebar, in order. Ideas slots in here when its page exists.
 const NAV: &[NavItem] = &[
     NavItem {
         section: Section::Apps,
@@ -49,6 +50,13 @@ const NAV: &[NavItem] = &[
         label: "Traffic",
         href: "/dashboard/traffic",
         icon: "M4 19h16M5 15l4-5 4 3 6-7",
+        owner_only: false,
+    },
+    NavItem {
+        section: Section::Surveys,
+        label: "Surveys",
+        href: "/dashboard/surveys",
+        icon: "M5 4h14v12H9l-4 4zM9 9h6M9 12h4",
         owner_only: false,
     },
     NavItem {

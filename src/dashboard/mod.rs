@@ -4,7 +4,7 @@
 //!
 //! `session.rs` (cookie, `Viewer`, forms and CSRF) -> `layout.rs` (shell, nav, form pieces)
 //! -> one file per page: `auth.rs` (setup, sign-in, sign-out), `apps.rs`, `keys.rs`,
-//! `team.rs`, `contacts.rs`, `import.rs` (CSV in), `traffic.rs` (charts from `charts.rs`), with
+//! `team.rs`, `contacts.rs`, `import.rs` (CSV in), `traffic.rs` (charts from `charts.rs`), `surveys.rs`, with
 //! `csv.rs` and `error.rs` (`PageError`).
 //!
 //! These routes are not part of the public API: they are wired outside the documented
@@ -20,6 +20,7 @@ pub mod import;
 pub mod keys;
 pub mod layout;
 pub mod session;
+pub mod surveys;
 pub mod team;
 pub mod traffic;
 
@@ -63,6 +64,20 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             )
             .route("/traffic", web::get().to(traffic::first))
             .route("/apps/{id}/traffic", web::get().to(traffic::page))
+            .route("/surveys", web::get().to(surveys::first))
+            .route("/apps/{id}/surveys", web::get().to(surveys::list))
+            .route(
+                "/apps/{id}/surveys/{survey}",
+                web::get().to(surveys::detail),
+            )
+            .route(
+                "/apps/{id}/surveys/{survey}/transition",
+                web::post().to(surveys::transition),
+            )
+            .route(
+                "/apps/{id}/surveys/{survey}/responses.csv",
+                web::get().to(surveys::export),
+            )
             .route("/team", web::get().to(team::list))
             .route("/team", web::post().to(team::create))
             .default_service(web::to(not_found)),

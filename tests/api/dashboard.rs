@@ -705,3 +705,98 @@ async fn the_traffic_page_charts_what_the_collector_received() {
     let missing = b.get("/dashboard/apps/app_nope/traffic").await;
     assert_eq!(missing.status, 404);
 }
+
+#[tokio::test]
+async fn a_survey_moves_by_its_legal_buttons_and_shows_its_score_responses_and_csv() {
+    let app = spawn_app();
+    let (app_id, ik) = app.create_app("pro").await;
+    let body = json!({"title": "How are we doing", "type": "nps", "questions": [
+        {"id": "score", "text": "How likely are you to recommend us?", "type": "scale"},
+        {"id": "why", "text": "Why?", "type": "text", "required": false}]});
+    let made = app
+        .admin(
+            reqwest::Method::POST,
+            &format!("/apps/{app_id}/surveys"),
+            Some(body),
+        )
+        .await;
+    assert_eq!(made.status, 201, "{}", made.body);
+    let id = made.data()["id"].as_str().unwrap().to_owned();
+    let mut b = owner(&app).await;
+    let list = b
+        .get(&format!("/dashboard/apps/{app_id}/surveys?status=draft"))
+        .await;
+    assert_eq!(list.status, 200);
+    assert!(list.body.contains("How are we doing"));
+    let active = b
+        .get(&format!("/dashboard/apps/{app_id}/surveys?status=active"))
+        .await;
+    assert!(active.body.contains("No surveys here yet."));
+
+    let url = format!("/dashboard/apps/{app_id}/surveys/{id}");
+    let move_to = format!("{url}/transition");
+    let draft = b.get(&url).await;
+    assert_eq!(draft.status, 200);
+    let buttons = |p: &Page| -> Vec<String> {
+        p.body
+            .match_indices(r#"name="status" value=""#)
+            .map(|(at, m)| p.body[at + m.len()..].split('"').next().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(buttons(&draft), ["active"], "a draft can only be activated");
+    let refused = b.post(&move_to, &[("status", "active")]).await;
+    assert_eq!(refused.status, 403, "no CSRF token");
+    let moved = b
+        .post(&move_to, &[("status", "active"), ("csrf", &draft.csrf())])
+        .await;
+    assert_eq!(moved.status, 303, "{}", moved.body);
+    assert_eq!(moved.location(), url);
+    let live = b.get(&url).await;
+    assert_eq!(buttons(&live), ["paused", "closed"]);
+    let illegal = b
+        .post(&move_to, &[("status", "draft"), ("csrf", &live.csrf())])
+        .await;
+    assert_eq!(illegal.status, 409);
+    assert!(illegal.body.contains("allowed: paused, closed"));
+
+    for (n, score) in [(1, 10), (2, 9), (3, 3), (4, 8)] {
+        let visitor = format!("6f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d4e0{n}");
+        let r = app
+            .send(
+                reqwest::Method::POST,
+                &format!("/api/w/surveys/{id}/responses"),
+                &[("x-app-key", &ik)],
+                Some(json!({"anonymousId": visitor, "answers": [
+                    {"questionId": "score", "value": score}, {"questionId": "why", "value": format!("reason {n}")}]})),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{}", r.body);
+    }
+    let results = b.get(&url).await;
+    let score = &results.body[results.body.find(r#"id="survey-score""#).unwrap()..];
+    assert!(
+        score.starts_with(r#"id="survey-score"><strong>25.0</strong>"#),
+        "NPS 50% - 25%"
+    );
+    assert!(results
+        .body
+        .contains("How likely are you to recommend us?: 0 0, 1 0, 2 0, 3 1"));
+    assert!(results.body.contains("reason 3"));
+    let csv = b.get(&format!("{url}/responses.csv")).await;
+    assert_eq!(csv.status, 200);
+    assert!(csv.headers["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/csv"));
+    assert_eq!(
+        csv.body.lines().count(),
+        5,
+        "a header and 4 rows: {}",
+        csv.body
+    );
+    assert!(csv.body.starts_with("responseId,createdAt"));
+    let signed_out = Browser::new(&app)
+        .get(&format!("{url}/responses.csv"))
+        .await;
+    assert_eq!(signed_out.status, 303, "the CSV needs a session");
+}
