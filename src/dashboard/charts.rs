@@ -15,8 +15,9 @@ const LEFT: f64 = 52.0;
 const RIGHT: f64 = 14.0;
 const TOP: f64 = 12.0;
 const BOTTOM: f64 = 30.0;
-/// The most labels under the x axis.
+/// The most labels under the x axis of a line chart; a bar chart labels up to 16 bars.
 const X_LABELS: usize = 8;
+const BAR_LABELS: usize = 16;
 
 /// One line of a chart: a name (legend, tooltips) and one value per x label.
 pub struct Series<'a> {
@@ -66,9 +67,15 @@ impl Frame {
     }
 }
 
-/// Gridlines, y tick labels and the x labels (every k-th, so at most `X_LABELS`).
+/// Gridlines, y tick labels and the x labels (every k-th, so at most `X_LABELS` under lines
+/// and `BAR_LABELS` under bars).
 fn axes(f: &Frame, ticks: &[u64], labels: &[String]) -> Markup {
-    let every = labels.len().div_ceil(X_LABELS).max(1);
+    let most = if f.bars && labels.len() <= BAR_LABELS {
+        BAR_LABELS
+    } else {
+        X_LABELS
+    };
+    let every = labels.len().div_ceil(most).max(1);
     html! {
         g.axis {
             @for t in ticks {

@@ -286,7 +286,7 @@ pub async fn detail(
             div.actions { (moves(&viewer, &app, &s)) }
         }
         (score_tiles(&sum))
-        div.grid { @for q in &sum.questions { (question(&s, q)) } }
+        @for q in &sum.questions { (question(&s, q)) }
         (responses_table(&app, &s, &responses, page))
     };
     let shell = Shell {

@@ -1,7 +1,7 @@
 // The dashboard in headless Chromium against the real server, every flow as a person would
 // click it: first-owner setup, apps, keys (used on the API), the CSRF refusal, a CSV import of
 // 1 000 contacts with 3 bad rows, the contacts table and edit, a member without keys, sign-out
-// and sign-in, the traffic charts. Screenshots of every page, light and dark, go to
+// and sign-in, the traffic charts, a survey moved and its results. Screenshots of every page, light and dark, go to
 // $SCREENSHOT_DIR/dashboard-<page>-<light|dark>.png.
 //
 // Started by tests/interop/browser.rs (`the_dashboard_in_headless_chromium`), which passes
@@ -169,6 +169,41 @@ test('the traffic page charts the events the collector received, by type, with i
   assert.ok(await page.getByRole('table').first().isVisible(), 'the figures open as a table');
   await page.locator('details.figures summary').first().click();
   await shoot(page, 'traffic');
+});
+
+test('a survey is activated by its button, answered, and its score, bars and responses shown', async () => {
+  const made = await fetch(`${BASE}/admin/v1/apps/${shared.appId}/surveys`, {
+    method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${TOKEN}` },
+    body: JSON.stringify({ title: 'Would you recommend us?', type: 'nps', targeting: { percentage: 100 }, questions: [
+      { id: 'score', text: 'How likely are you to recommend us?', type: 'scale' },
+      { id: 'why', text: 'What is the main reason?', type: 'text', required: false }] }),
+  });
+  assert.equal(made.status, 201);
+  const id = (await made.json()).data.id;
+  await page.getByRole('link', { name: 'Surveys' }).click();
+  await page.getByRole('link', { name: 'draft 1' }).click();
+  await page.getByRole('link', { name: 'Would you recommend us?' }).click();
+  assert.deepEqual(await page.locator('.survey-head button').allInnerTexts(), ['Activate']);
+  await page.getByRole('button', { name: 'Activate' }).click();
+  await waitFor(async () => (await page.locator('.survey-head button').allInnerTexts()).join() === 'Pause,Close', 'the live moves');
+  const scores = [10, 10, 9, 9, 9, 8, 7, 6, 3, 10, 9, 5];
+  for (const [i, value] of scores.entries()) {
+    const r = await fetch(`${BASE}/api/w/surveys/${id}/responses`, {
+      method: 'POST', headers: { 'content-type': 'application/json', 'x-app-key': shared.ik },
+      body: JSON.stringify({ anonymousId: `6f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d4f${String(10 + i)}`,
+        answers: [{ questionId: 'score', value }, { questionId: 'why', value: i % 2 ? 'Fast and simple' : 'Support was great' }] }),
+    });
+    assert.equal(r.status, 201);
+  }
+  await page.reload();
+  assert.equal(await page.locator('#survey-score strong').innerText(), '33.3');
+  assert.equal(await page.locator('#responses ~ * tbody tr, .card:has(#responses) tbody tr').count(), 12);
+  const csv = await page.request.get(`${BASE}/dashboard/apps/${shared.appId}/surveys/${id}/responses.csv`);
+  assert.equal(csv.status(), 200);
+  assert.equal((await csv.text()).trim().split('\r\n').length, 13);
+  await shoot(page, 'survey');
+  await page.getByRole('link', { name: 'Surveys' }).click();
+  await shoot(page, 'surveys');
 });
 
 test('a key is created with permission checkboxes, shown once, works on the API, and its permissions change', async () => {
