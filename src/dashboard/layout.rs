@@ -1,8 +1,8 @@
 //! The page shell (sidebar navigation, header, content), shared form pieces, and the two static
 //! assets (`app.css`, `app.js`) compiled into the binary.
 //!
-//! Navigation is one table, `NAV`: a section that gets a page (traffic, surveys, ideas) adds a
-//! row there and a route in `mod.rs`.
+//! Navigation is one table, `NAV`: a section that gets a page adds a row there and a route in
+//! `mod.rs`.
 
 use actix_web::http::header;
 use actix_web::{HttpResponse, HttpResponseBuilder};
@@ -22,6 +22,7 @@ pub enum Section {
     Apps,
     Traffic,
     Surveys,
+    Ideas,
     Keys,
     Contacts,
     Team,
@@ -36,7 +37,7 @@ struct NavItem {
     owner_only: bool,
 }
 
-/// The sidebar, in order. Ideas slots in here when its page exists.
+/// The sidebar, in order; a new page adds a row here and a route in `mod.rs`.
 const NAV: &[NavItem] = &[
     NavItem {
         section: Section::Apps,
@@ -57,6 +58,13 @@ const NAV: &[NavItem] = &[
         label: "Surveys",
         href: "/dashboard/surveys",
         icon: "M5 4h14v12H9l-4 4zM9 9h6M9 12h4",
+        owner_only: false,
+    },
+    NavItem {
+        section: Section::Ideas,
+        label: "Ideas",
+        href: "/dashboard/ideas",
+        icon: "M9 18h6M10 21h4M12 3a6 6 0 0 0-3.5 10.9c.6.5 1 1.2 1 2.1h5c0-.9.4-1.6 1-2.1A6 6 0 0 0 12 3z",
         owner_only: false,
     },
     NavItem {

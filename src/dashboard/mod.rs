@@ -4,7 +4,7 @@
 //!
 //! `session.rs` (cookie, `Viewer`, forms and CSRF) -> `layout.rs` (shell, nav, form pieces)
 //! -> one file per page: `auth.rs` (setup, sign-in, sign-out), `apps.rs`, `keys.rs`,
-//! `team.rs`, `contacts.rs`, `import.rs` (CSV in), `traffic.rs` (charts from `charts.rs`), `surveys.rs`, with
+//! `team.rs`, `contacts.rs`, `import.rs` (CSV in), `traffic.rs` (charts from `charts.rs`), `surveys.rs`, `ideas.rs`, with
 //! `csv.rs` and `error.rs` (`PageError`).
 //!
 //! These routes are not part of the public API: they are wired outside the documented
@@ -16,6 +16,7 @@ pub mod charts;
 pub mod contacts;
 pub mod csv;
 pub mod error;
+pub mod ideas;
 pub mod import;
 pub mod keys;
 pub mod layout;
@@ -77,6 +78,12 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route(
                 "/apps/{id}/surveys/{survey}/responses.csv",
                 web::get().to(surveys::export),
+            )
+            .route("/ideas", web::get().to(ideas::first))
+            .route("/apps/{id}/ideas", web::get().to(ideas::board))
+            .route(
+                "/apps/{id}/ideas/{idea}/status",
+                web::post().to(ideas::move_idea),
             )
             .route("/team", web::get().to(team::list))
             .route("/team", web::post().to(team::create))

@@ -800,3 +800,93 @@ async fn a_survey_moves_by_its_legal_buttons_and_shows_its_score_responses_and_c
         .await;
     assert_eq!(signed_out.status, 303, "the CSV needs a session");
 }
+
+#[tokio::test]
+async fn ideas_sit_in_their_status_columns_and_move_by_a_posted_select() {
+    let app = spawn_app();
+    let (app_id, _) = app.create_app("pro").await;
+    let key = app
+        .create_key(&app_id, &["ideas:read", "ideas:write", "votes:write"])
+        .await
+        .1;
+    let author = json!({"id": "user_1", "name": "User 1", "email": "user1@example.com"});
+    let mut ids = Vec::new();
+    for title in ["Dark mode", "CSV export"] {
+        let a = app
+            .api(
+                &key,
+                reqwest::Method::POST,
+                "/api/v1/ideas",
+                Some(json!({"title": title, "author": author})),
+            )
+            .await;
+        assert_eq!(a.status, 201, "{}", a.body);
+        ids.push(a.data()["id"].as_str().unwrap().to_owned());
+    }
+    for n in 0..3 {
+        let voter =
+            json!({"id": format!("user_v{n}"), "name": "V", "email": format!("v{n}@example.com")});
+        let path = format!("/api/v1/ideas/{}/votes", ids[1]);
+        let v = app
+            .api(
+                &key,
+                reqwest::Method::POST,
+                &path,
+                Some(json!({"voter": voter})),
+            )
+            .await;
+        assert!(v.status.is_success(), "{}", v.body);
+    }
+    let mut b = owner(&app).await;
+    let first = b.get("/dashboard/ideas").await;
+    assert_eq!(first.location(), format!("/dashboard/apps/{app_id}/ideas"));
+    let page = b.get(first.location()).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    let column = |body: &str, name: &str| -> String {
+        let at = body
+            .find(&format!("{name}<span class=\"count\">"))
+            .expect("the column");
+        body[at..].split("</section>").next().unwrap().to_owned()
+    };
+    let open = column(&page.body, "Open");
+    assert!(open.contains(r#"<span class="count">2</span>"#));
+    assert!(
+        open.find("CSV export").unwrap() < open.find("Dark mode").unwrap(),
+        "most voted first"
+    );
+    assert!(open.contains("<strong>3</strong>"), "its votes");
+    for name in ["Under review", "Planned", "In progress"] {
+        assert!(column(&page.body, name).contains("No ideas"), "{name}");
+    }
+    let at = page.body.find(">Planned</option>").unwrap();
+    let planned = page.body[..at]
+        .rsplit("value=\"")
+        .next()
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap();
+    let action = format!("/dashboard/apps/{app_id}/ideas/{}/status", ids[0]);
+    let refused = b.post(&action, &[("status", planned)]).await;
+    assert_eq!(refused.status, 403, "no CSRF token");
+    let moved = b
+        .post(&action, &[("status", planned), ("csrf", &page.csrf())])
+        .await;
+    assert_eq!(moved.status, 303, "{}", moved.body);
+    let after = b.get(moved.location()).await;
+    assert!(column(&after.body, "Planned").contains("Dark mode"));
+    assert!(!column(&after.body, "Open").contains("Dark mode"));
+    let api = app
+        .api(
+            &key,
+            reqwest::Method::GET,
+            &format!("/api/v1/ideas/{}", ids[0]),
+            None,
+        )
+        .await;
+    assert_eq!(api.data()["status"]["name"], "Planned");
+    let bad = b
+        .post(&action, &[("status", "nope"), ("csrf", &page.csrf())])
+        .await;
+    assert_eq!(bad.status, 400);
+}
