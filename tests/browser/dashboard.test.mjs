@@ -1,7 +1,7 @@
 // The dashboard in headless Chromium against the real server, every flow as a person would
 // click it: first-owner setup, apps, keys (used on the API), the CSRF refusal, a CSV import of
 // 1 000 contacts with 3 bad rows, the contacts table and edit, a member without keys, sign-out
-// and sign-in, the traffic charts, a survey moved and its results. Screenshots of every page, light and dark, go to
+// and sign-in, the traffic charts, a survey moved and its results, the ideas board. Screenshots of every page, light and dark, go to
 // $SCREENSHOT_DIR/dashboard-<page>-<light|dark>.png.
 //
 // Started by tests/interop/browser.rs (`the_dashboard_in_headless_chromium`), which passes
@@ -204,6 +204,38 @@ test('a survey is activated by its button, answered, and its score, bars and res
   await shoot(page, 'survey');
   await page.getByRole('link', { name: 'Surveys' }).click();
   await shoot(page, 'surveys');
+});
+
+test('ideas sit in their status columns, most voted first, and move with the select on their card', async () => {
+  const admin = { 'content-type': 'application/json', authorization: `Bearer ${TOKEN}` };
+  const made = await fetch(`${BASE}/admin/v1/apps/${shared.appId}/keys`, {
+    method: 'POST', headers: admin, body: JSON.stringify({ name: 'ideas', permissions: ['ideas:write', 'votes:write'] }),
+  });
+  assert.equal(made.status, 201);
+  const key = (await made.json()).data.key;
+  const api = (p, body) => fetch(`${BASE}${p}`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': key }, body: JSON.stringify(body) });
+  const author = { id: 'user_1', name: 'Ada', email: 'ada@example.com' };
+  const ideas = {};
+  for (const [title, votes] of [['Dark mode', 5], ['Export to CSV', 3], ['Slack integration', 8], ['Single sign-on', 1]]) {
+    const r = await api('/api/v1/ideas', { title, author });
+    assert.equal(r.status, 201);
+    ideas[title] = (await r.json()).data.id;
+    for (let v = 0; v < votes; v += 1) {
+      const voted = await api(`/api/v1/ideas/${ideas[title]}/votes`, { voter: { id: `voter_${v}`, name: `V${v}`, email: `v${v}@example.com` } });
+      assert.ok(voted.ok);
+    }
+  }
+  await page.getByRole('link', { name: 'Ideas' }).click();
+  const open = page.locator('section.column', { has: page.getByRole('heading', { name: /^Open/ }) });
+  assert.deepEqual(await open.locator('h3').allInnerTexts(), ['Slack integration', 'Dark mode', 'Export to CSV', 'Single sign-on']);
+  for (const [title, status] of [['Dark mode', 'Planned'], ['Slack integration', 'In progress'], ['Export to CSV', 'Under review']]) {
+    await page.getByLabel(`Status of ${title}`).selectOption({ label: status });
+    await page.getByRole('button', { name: `Move ${title}` }).click();
+    const column = page.locator('section.column', { has: page.getByRole('heading', { name: new RegExp(`^${status}`) }) });
+    await waitFor(async () => (await column.locator('h3').allInnerTexts()).includes(title), `${title} in ${status}`);
+  }
+  assert.deepEqual(await open.locator('h3').allInnerTexts(), ['Single sign-on']);
+  await shoot(page, 'ideas');
 });
 
 test('a key is created with permission checkboxes, shown once, works on the API, and its permissions change', async () => {
