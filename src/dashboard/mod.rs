@@ -4,7 +4,8 @@
 //!
 //! `session.rs` (cookie, `Viewer`, forms and CSRF) -> `layout.rs` (shell, nav, form pieces)
 //! -> one file per page: `auth.rs` (setup, sign-in, sign-out), `apps.rs`, `keys.rs`,
-//! `team.rs`, `contacts.rs`, `import.rs` (CSV in), `traffic.rs` (charts from `charts.rs`), `surveys.rs`, `ideas.rs`, with
+//! `team.rs`, `contacts.rs`, `import.rs` (CSV in), `traffic.rs` (charts from `charts.rs`), `surveys.rs` (with
+//! `survey_form.rs`), `ideas.rs`, with
 //! `csv.rs` and `error.rs` (`PageError`).
 //!
 //! These routes are not part of the public API: they are wired outside the documented
@@ -21,6 +22,7 @@ pub mod import;
 pub mod keys;
 pub mod layout;
 pub mod session;
+pub mod survey_form;
 pub mod surveys;
 pub mod team;
 pub mod traffic;
@@ -67,6 +69,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route("/apps/{id}/traffic", web::get().to(traffic::page))
             .route("/surveys", web::get().to(surveys::first))
             .route("/apps/{id}/surveys", web::get().to(surveys::list))
+            .route("/apps/{id}/surveys", web::post().to(survey_form::create))
+            .route("/apps/{id}/surveys/new", web::get().to(survey_form::new))
             .route(
                 "/apps/{id}/surveys/{survey}",
                 web::get().to(surveys::detail),

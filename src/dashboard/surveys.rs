@@ -111,7 +111,10 @@ pub async fn list(
         title: "Surveys",
         app: Some(&app),
     };
-    Ok(layout::ok(shell.render(html! {}, content)))
+    let actions = html! {
+        a.button.primary href=(format!("/dashboard/apps/{}/surveys/new", app.id)) { "New survey" }
+    };
+    Ok(layout::ok(shell.render(actions, content)))
 }
 
 /// The survey of the path with its responses (404 when the app has no such survey).

@@ -890,3 +890,122 @@ async fn ideas_sit_in_their_status_columns_and_move_by_a_posted_select() {
         .await;
     assert_eq!(bad.status, 400);
 }
+
+#[tokio::test]
+async fn a_survey_is_built_from_the_form_with_errors_next_to_their_lines() {
+    let app = spawn_app();
+    let (app_id, _) = app.create_app("pro").await;
+    let mut b = owner(&app).await;
+    let form = format!("/dashboard/apps/{app_id}/surveys/new");
+    let action = format!("/dashboard/apps/{app_id}/surveys");
+    let bad = b
+        .submit(
+            &form,
+            &action,
+            &[
+                ("type", "nps"),
+                ("title", ""),
+                ("percentage", "150"),
+                ("questions", "text: Why?\nnot a question"),
+            ],
+        )
+        .await;
+    assert_eq!(bad.status, 400);
+    assert!(
+        bad.body
+            .contains("line 2: write the type, a colon, then the question"),
+        "{}",
+        bad.body
+    );
+    let bad = b
+        .submit(
+            &form,
+            &action,
+            &[
+                ("type", "nps"),
+                ("title", ""),
+                ("percentage", "150"),
+                ("questions", "text: Why?"),
+            ],
+        )
+        .await;
+    assert_eq!(bad.status, 400);
+    for field in ["title", "percentage"] {
+        let at = bad.body.find(&format!("id=\"f-{field}\"")).unwrap();
+        let next = &bad.body[at..bad.body[at..].find("</div>").unwrap() + at];
+        assert!(next.contains("class=\"field-error\""), "{field}: {next}");
+    }
+    assert!(bad.body.contains("must not be empty"));
+    let bad = b
+        .submit(
+            &form,
+            &action,
+            &[
+                ("type", "nps"),
+                ("title", "T"),
+                ("percentage", "50"),
+                ("questions", "text: Why?"),
+            ],
+        )
+        .await;
+    assert_eq!(bad.status, 400);
+    assert!(
+        bad.body
+            .contains("a nps survey holds one scale question from 0 to 10"),
+        "{}",
+        bad.body
+    );
+    let made = b
+        .submit(
+            &form,
+            &action,
+            &[
+                ("type", "poll"),
+                ("title", "Next feature"),
+                ("percentage", "40"),
+                (
+                    "questions",
+                    "multiple_choice: What should we build? [Dark mode; Integrations]",
+                ),
+            ],
+        )
+        .await;
+    assert_eq!(made.status, 303, "{}", made.body);
+    let page = b.get(made.location()).await;
+    assert!(page.body.contains("Next feature") && page.body.contains("40% of visitors"));
+    let listed = app
+        .admin(
+            reqwest::Method::GET,
+            &format!("/apps/{app_id}/surveys"),
+            None,
+        )
+        .await;
+    let s = &listed.data()[0];
+    assert_eq!(
+        (s["type"].as_str(), s["status"].as_str()),
+        (Some("poll"), Some("draft"))
+    );
+    assert_eq!(
+        s["questions"][0]["options"][0],
+        json!({"id": "dark_mode", "label": "Dark mode"})
+    );
+    let preset = b
+        .submit(
+            &form,
+            &action,
+            &[
+                ("type", "csat"),
+                ("title", "CSAT"),
+                ("percentage", "100"),
+                ("questions", ""),
+            ],
+        )
+        .await;
+    assert_eq!(
+        preset.status, 303,
+        "the type's preset questions: {}",
+        preset.body
+    );
+    let refused = b.post(&action, &[("type", "open"), ("title", "x")]).await;
+    assert_eq!(refused.status, 403);
+}
