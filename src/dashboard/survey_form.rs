@@ -158,7 +158,7 @@ fn render(viewer: &Viewer, app: &App, form: Option<&Form>, errors: &[FieldError]
                 }
                 div.field.invalid[!q_err.is_empty()] {
                     label for="f-questions" { "Questions" }
-                    p.hint #f-questions-hint { "One a line: " code { "type: question" } ", with " code { "[option; option]" } " after a choice question. Types: scale, rating, single_choice, multiple_choice, text. Leave blank for the type's preset questions." }
+                    p.hint #f-questions-hint { "One per line: " code { "type: question" } ", with " code { "[option; option]" } " after a choice question. Types: scale, rating, single_choice, multiple_choice, text. Leave blank for the type's preset questions." }
                     textarea #f-questions name="questions" aria-describedby="f-questions-hint" placeholder=(preset(SurveyType::Nps)) { (v("questions")) }
                     @for e in &q_err { p.field-error { (e.message) } }
                 }

@@ -203,6 +203,19 @@ test('a survey is activated by its button, answered, and its score, bars and res
   assert.equal((await csv.text()).trim().split('\r\n').length, 13);
   await shoot(page, 'survey');
   await page.getByRole('link', { name: 'Surveys' }).click();
+  await page.getByRole('link', { name: 'New survey' }).click();
+  await page.getByLabel('Type').selectOption('poll');
+  await page.getByLabel('Title').fill('What next?');
+  await page.getByLabel('Questions').fill('single_choice: What should we build next?\nnot a question');
+  await page.getByRole('button', { name: 'Create draft' }).click();
+  await waitFor(async () => /line 2: write the type/.test(await page.locator('.field-error').allInnerTexts()), 'the error of line 2');
+  await shoot(page, 'survey-new');
+  await page.getByLabel('Questions').fill('multiple_choice: What should we build next? [Dark mode; Integrations; A mobile app]');
+  await page.getByLabel('Visitors asked (%)').fill('25');
+  await page.getByRole('button', { name: 'Create draft' }).click();
+  await waitFor(async () => (await page.locator('h1').innerText()) === 'What next?', 'the new draft');
+  assert.match(await page.locator('.survey-head').innerText(), /draft[\s\S]*poll · 25% of visitors/);
+  await page.getByRole('link', { name: 'Surveys' }).click();
   await shoot(page, 'surveys');
 });
 
