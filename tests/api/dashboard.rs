@@ -1009,3 +1009,52 @@ async fn a_survey_is_built_from_the_form_with_errors_next_to_their_lines() {
     let refused = b.post(&action, &[("type", "open"), ("title", "x")]).await;
     assert_eq!(refused.status, 403);
 }
+
+#[tokio::test]
+async fn survey_responses_are_paged_25_at_a_time_newest_first() {
+    let app = spawn_app();
+    let (app_id, ik) = app.create_app("pro").await;
+    let body = json!({"title": "Quick one", "type": "open",
+        "questions": [{"id": "say", "text": "Anything?", "type": "text"}]});
+    let made = app
+        .admin(
+            reqwest::Method::POST,
+            &format!("/apps/{app_id}/surveys"),
+            Some(body),
+        )
+        .await;
+    let id = made.data()["id"].as_str().unwrap().to_owned();
+    let live = app
+        .admin(
+            reqwest::Method::POST,
+            &format!("/apps/{app_id}/surveys/{id}/transition"),
+            Some(json!({"status": "active"})),
+        )
+        .await;
+    assert_eq!(live.status, 200, "{}", live.body);
+    for n in 0..27 {
+        let r = app
+            .send(
+                reqwest::Method::POST,
+                &format!("/api/w/surveys/{id}/responses"),
+                &[("x-app-key", &ik)],
+                Some(json!({"anonymousId": anon(&format!("pager-{n}")),
+                    "answers": [{"questionId": "say", "value": format!("answer number {n:02}")}]})),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{}", r.body);
+    }
+    let mut b = owner(&app).await;
+    let url = format!("/dashboard/apps/{app_id}/surveys/{id}");
+    let first = b.get(&url).await;
+    assert_eq!(first.body.matches("answer number").count(), 25);
+    assert!(first.body.contains("Page 1 of 2") && first.body.contains("?page=1\">Older"));
+    let second = b.get(&format!("{url}?page=1")).await;
+    assert_eq!(second.body.matches("answer number").count(), 2);
+    assert!(second.body.contains("answer number 00") && second.body.contains("Page 2 of 2"));
+    let beyond = b.get(&format!("{url}?page=9")).await;
+    assert!(
+        beyond.body.contains("Page 2 of 2"),
+        "a page past the end shows the last"
+    );
+}
