@@ -257,6 +257,15 @@ async fn a_member_cannot_see_keys_or_the_team() {
         )
         .await;
     assert_eq!(made.status, 403);
+    for section in ["traffic", "surveys", "ideas"] {
+        assert!(apps
+            .body
+            .contains(&format!("href=\"/dashboard/{section}\"")));
+        let page = member
+            .get(&format!("/dashboard/apps/{app_id}/{section}"))
+            .await;
+        assert_eq!(page.status, 200, "a member reads {section}");
+    }
 }
 
 #[tokio::test]
@@ -795,6 +804,13 @@ async fn a_survey_moves_by_its_legal_buttons_and_shows_its_score_responses_and_c
         csv.body
     );
     assert!(csv.body.starts_with("responseId,createdAt"));
+    let elsewhere = b
+        .get(&format!(
+            "/dashboard/apps/{app_id}/surveys/{}",
+            "0".repeat(24)
+        ))
+        .await;
+    assert_eq!(elsewhere.status, 404);
     let signed_out = Browser::new(&app)
         .get(&format!("{url}/responses.csv"))
         .await;
