@@ -12,7 +12,8 @@ use super::layout::thousands;
 const WIDTH: f64 = 720.0;
 const HEIGHT: f64 = 240.0;
 const LEFT: f64 = 52.0;
-const RIGHT: f64 = 14.0;
+/// Room for the right-hand tick labels a phone shows (`.tick-right`).
+const RIGHT: f64 = 36.0;
 const TOP: f64 = 12.0;
 const BOTTOM: f64 = 30.0;
 /// The most labels under the x axis of a line chart; a bar chart labels up to 16 bars.
@@ -82,6 +83,9 @@ fn axes(f: &Frame, ticks: &[u64], labels: &[String]) -> Markup {
                 @let y = format!("{:.1}", f.y(*t));
                 line.gridline x1=(LEFT) x2=(WIDTH - RIGHT) y1=(y) y2=(y) {}
                 text.tick x=(LEFT - 8.0) y=(y) text-anchor="end" dominant-baseline="middle" { (thousands(*t)) }
+                // The same at the right: shown where a phone scrolls the
+                // chart to its latest figures and the left axis is out of view.
+                text.tick.tick-right x=(WIDTH - RIGHT + 8.0) y=(y) dominant-baseline="middle" aria-hidden="true" { (thousands(*t)) }
             }
             line.baseline x1=(LEFT) x2=(WIDTH - RIGHT) y1=(HEIGHT - BOTTOM) y2=(HEIGHT - BOTTOM) {}
             @for (i, l) in labels.iter().enumerate().filter(|(i, _)| i % every == 0) {

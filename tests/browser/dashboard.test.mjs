@@ -169,6 +169,9 @@ test('the traffic page charts the events the collector received, by type, with i
   assert.ok(await page.getByRole('table').first().isVisible(), 'the figures open as a table');
   await page.locator('details.figures summary').first().click();
   await shoot(page, 'traffic');
+  await page.setViewportSize({ width: 390, height: 844 });
+  await shoot(page, 'traffic-phone');
+  await page.setViewportSize({ width: 1280, height: 860 });
 });
 
 test('a survey is activated by its button, answered, and its score, bars and responses shown', async () => {
