@@ -1,8 +1,8 @@
 //! The page shell (sidebar navigation, header, content), shared form pieces, and the two static
 //! assets (`app.css`, `app.js`) compiled into the binary.
 //!
-//! Navigation is one table, `NAV`: a section that gets a page (traffic, surveys, ideas) adds a
-//! row there and a route in `mod.rs`.
+//! Navigation is one table, `NAV`: a section that gets a page adds a row there and a route in
+//! `mod.rs`.
 
 use actix_web::http::header;
 use actix_web::{HttpResponse, HttpResponseBuilder};
@@ -20,6 +20,9 @@ const JS: &str = include_str!("assets/app.js");
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Section {
     Apps,
+    Traffic,
+    Surveys,
+    Ideas,
     Keys,
     Contacts,
     Team,
@@ -34,13 +37,34 @@ struct NavItem {
     owner_only: bool,
 }
 
-/// The sidebar, in order. Traffic, Surveys and Ideas slot in here when their pages exist.
+/// The sidebar, in order; a new page adds a row here and a route in `mod.rs`.
 const NAV: &[NavItem] = &[
     NavItem {
         section: Section::Apps,
         label: "Apps",
         href: "/dashboard/apps",
         icon: "M4 4h7v7H4zM13 4h7v7h-7zM4 13h7v7H4zM13 13h7v7h-7z",
+        owner_only: false,
+    },
+    NavItem {
+        section: Section::Traffic,
+        label: "Traffic",
+        href: "/dashboard/traffic",
+        icon: "M4 19h16M5 15l4-5 4 3 6-7",
+        owner_only: false,
+    },
+    NavItem {
+        section: Section::Surveys,
+        label: "Surveys",
+        href: "/dashboard/surveys",
+        icon: "M5 4h14v12H9l-4 4zM9 9h6M9 12h4",
+        owner_only: false,
+    },
+    NavItem {
+        section: Section::Ideas,
+        label: "Ideas",
+        href: "/dashboard/ideas",
+        icon: "M9 18h6M10 21h4M12 3a6 6 0 0 0-3.5 10.9c.6.5 1 1.2 1 2.1h5c0-.9.4-1.6 1-2.1A6 6 0 0 0 12 3z",
         owner_only: false,
     },
     NavItem {

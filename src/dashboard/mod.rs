@@ -4,21 +4,28 @@
 //!
 //! `session.rs` (cookie, `Viewer`, forms and CSRF) -> `layout.rs` (shell, nav, form pieces)
 //! -> one file per page: `auth.rs` (setup, sign-in, sign-out), `apps.rs`, `keys.rs`,
-//! `team.rs`, `contacts.rs`, `import.rs` (CSV in), with `csv.rs` and `error.rs` (`PageError`).
+//! `team.rs`, `contacts.rs`, `import.rs` (CSV in), `traffic.rs` (charts from `charts.rs`), `surveys.rs` (with
+//! `survey_form.rs`), `ideas.rs`, with
+//! `csv.rs` and `error.rs` (`PageError`).
 //!
 //! These routes are not part of the public API: they are wired outside the documented
 //! services, so `/openapi.json` (and schemathesis) never sees them.
 
 pub mod apps;
 pub mod auth;
+pub mod charts;
 pub mod contacts;
 pub mod csv;
 pub mod error;
+pub mod ideas;
 pub mod import;
 pub mod keys;
 pub mod layout;
 pub mod session;
+pub mod survey_form;
+pub mod surveys;
 pub mod team;
+pub mod traffic;
 
 use actix_web::web;
 
@@ -57,6 +64,30 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route(
                 "/apps/{id}/contacts/{contact}",
                 web::post().to(contacts::update),
+            )
+            .route("/traffic", web::get().to(traffic::first))
+            .route("/apps/{id}/traffic", web::get().to(traffic::page))
+            .route("/surveys", web::get().to(surveys::first))
+            .route("/apps/{id}/surveys", web::get().to(surveys::list))
+            .route("/apps/{id}/surveys", web::post().to(survey_form::create))
+            .route("/apps/{id}/surveys/new", web::get().to(survey_form::new))
+            .route(
+                "/apps/{id}/surveys/{survey}",
+                web::get().to(surveys::detail),
+            )
+            .route(
+                "/apps/{id}/surveys/{survey}/transition",
+                web::post().to(surveys::transition),
+            )
+            .route(
+                "/apps/{id}/surveys/{survey}/responses.csv",
+                web::get().to(surveys::export),
+            )
+            .route("/ideas", web::get().to(ideas::first))
+            .route("/apps/{id}/ideas", web::get().to(ideas::board))
+            .route(
+                "/apps/{id}/ideas/{idea}/status",
+                web::post().to(ideas::move_idea),
             )
             .route("/team", web::get().to(team::list))
             .route("/team", web::post().to(team::create))

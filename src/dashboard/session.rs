@@ -147,6 +147,17 @@ impl Form {
             .map(|(_, v)| v.as_str())
             .collect()
     }
+
+    /// A form from its pairs (unit tests of the pages' form handling).
+    #[cfg(test)]
+    pub fn from_pairs(pairs: &[(&str, &str)]) -> Form {
+        Form(
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        )
+    }
 }
 
 /// Reads a form body of at most `limit` bytes.

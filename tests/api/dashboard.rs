@@ -257,6 +257,15 @@ async fn a_member_cannot_see_keys_or_the_team() {
         )
         .await;
     assert_eq!(made.status, 403);
+    for section in ["traffic", "surveys", "ideas"] {
+        assert!(apps
+            .body
+            .contains(&format!("href=\"/dashboard/{section}\"")));
+        let page = member
+            .get(&format!("/dashboard/apps/{app_id}/{section}"))
+            .await;
+        assert_eq!(page.status, 200, "a member reads {section}");
+    }
 }
 
 #[tokio::test]
@@ -643,4 +652,425 @@ async fn a_keys_last_use_outlives_a_restart() {
     let page = b.get(&format!("/dashboard/apps/{app_id}/keys")).await;
     assert_eq!(page.status, 200);
     assert!(page.body.contains("Last used 20"), "{}", page.body);
+}
+
+/// Events of two visitors (one identified) on the app of `ik`: 3 pages, 2 track, 1 identify.
+async fn send_known_traffic(app: &TestApp, ik: &str) {
+    const V1: &str = "6f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d4e01";
+    const V2: &str = "6f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d4e02";
+    let page = |id: &str, anon: &str, path: &str| {
+        json!({"type": "page", "anonymousId": anon, "messageId": id,
+               "context": {"page": {"url": format!("https://shop.example{path}"), "path": path}}})
+    };
+    let events = vec![
+        page("msg_dash_1", V1, "/pricing"),
+        page("msg_dash_2", V2, "/pricing"),
+        page("msg_dash_3", V2, "/docs"),
+        json!({"type": "track", "event": "Signed Up", "anonymousId": V1, "messageId": "msg_dash_4"}),
+        json!({"type": "track", "event": "Signed Up", "anonymousId": V2, "messageId": "msg_dash_5"}),
+        json!({"type": "identify", "userId": "u1", "anonymousId": V1, "messageId": "msg_dash_6"}),
+    ];
+    let r = app.collect(ik, crate::collector::batch(events)).await;
+    assert_eq!(r.counts(), (6, 0, 0), "{}", r.body);
+}
+
+#[tokio::test]
+async fn the_traffic_page_charts_what_the_collector_received() {
+    let app = spawn_app();
+    let (app_id, ik) = app.create_app("pro").await;
+    send_known_traffic(&app, &ik).await;
+    // A clean stop flushes every shard, and its rollups with the files.
+    let app = app.restart().await;
+    let mut b = owner(&app).await;
+    let first = b.get("/dashboard/traffic").await;
+    assert_eq!(first.status, 303);
+    let url = format!("/dashboard/apps/{app_id}/traffic");
+    assert_eq!(first.location(), url);
+    let page = b.get(&url).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    let body = &page.body;
+    assert!(body.contains(r#"href="/dashboard/traffic" aria-current="page""#));
+    for summary in [
+        "Events per hour, last 48 hours: 3 page, 2 track, 1 identify, 0 group",
+        "Events per day, last 30 days: 3 page, 2 track, 1 identify, 0 group",
+        "Unique visitors per day over the last 30 days: at most 2 a day, 2 in all",
+    ] {
+        assert!(body.contains(summary), "the chart summary {summary:?}");
+    }
+    assert_eq!(body.matches(r#"role="img""#).count(), 3, "three charts");
+    assert_eq!(
+        body.matches("<circle").count(),
+        4 * (48 + 30),
+        "a point per interval and type"
+    );
+    assert!(body.contains("<title>page · "), "points have tooltips");
+    let share = &body[body.find(r#"id="identified-share""#).unwrap()..];
+    assert!(share.starts_with(r#"id="identified-share"><strong>50%</strong>"#));
+    let pages = &body[body.find(r#"id="top-pages""#).unwrap()..];
+    assert!(pages.contains(r#"<td class="name">/pricing</td><td class="num">2</td>"#));
+    assert!(pages.contains(r#"<td class="name">/docs</td><td class="num">1</td>"#));
+    let events = &body[body.find(r#"id="top-events""#).unwrap()..];
+    assert!(events.contains(r#"<td class="name">Signed Up</td><td class="num">2</td>"#));
+    let missing = b.get("/dashboard/apps/app_nope/traffic").await;
+    assert_eq!(missing.status, 404);
+}
+
+#[tokio::test]
+async fn a_survey_moves_by_its_legal_buttons_and_shows_its_score_responses_and_csv() {
+    let app = spawn_app();
+    let (app_id, ik) = app.create_app("pro").await;
+    let body = json!({"title": "How are we doing", "type": "nps", "questions": [
+        {"id": "score", "text": "How likely are you to recommend us?", "type": "scale"},
+        {"id": "why", "text": "Why?", "type": "text", "required": false}]});
+    let made = app
+        .admin(
+            reqwest::Method::POST,
+            &format!("/apps/{app_id}/surveys"),
+            Some(body),
+        )
+        .await;
+    assert_eq!(made.status, 201, "{}", made.body);
+    let id = made.data()["id"].as_str().unwrap().to_owned();
+    let mut b = owner(&app).await;
+    let list = b
+        .get(&format!("/dashboard/apps/{app_id}/surveys?status=draft"))
+        .await;
+    assert_eq!(list.status, 200);
+    assert!(list.body.contains("How are we doing"));
+    let active = b
+        .get(&format!("/dashboard/apps/{app_id}/surveys?status=active"))
+        .await;
+    assert!(active.body.contains("No surveys here yet."));
+
+    let url = format!("/dashboard/apps/{app_id}/surveys/{id}");
+    let move_to = format!("{url}/transition");
+    let draft = b.get(&url).await;
+    assert_eq!(draft.status, 200);
+    let buttons = |p: &Page| -> Vec<String> {
+        p.body
+            .match_indices(r#"name="status" value=""#)
+            .map(|(at, m)| p.body[at + m.len()..].split('"').next().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(buttons(&draft), ["active"], "a draft can only be activated");
+    let refused = b.post(&move_to, &[("status", "active")]).await;
+    assert_eq!(refused.status, 403, "no CSRF token");
+    let moved = b
+        .post(&move_to, &[("status", "active"), ("csrf", &draft.csrf())])
+        .await;
+    assert_eq!(moved.status, 303, "{}", moved.body);
+    assert_eq!(moved.location(), url);
+    let live = b.get(&url).await;
+    assert_eq!(buttons(&live), ["paused", "closed"]);
+    let illegal = b
+        .post(&move_to, &[("status", "draft"), ("csrf", &live.csrf())])
+        .await;
+    assert_eq!(illegal.status, 409);
+    assert!(illegal.body.contains("allowed: paused, closed"));
+
+    for (n, score) in [(1, 10), (2, 9), (3, 3), (4, 8)] {
+        let visitor = format!("6f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d4e0{n}");
+        let r = app
+            .send(
+                reqwest::Method::POST,
+                &format!("/api/w/surveys/{id}/responses"),
+                &[("x-app-key", &ik)],
+                Some(json!({"anonymousId": visitor, "answers": [
+                    {"questionId": "score", "value": score}, {"questionId": "why", "value": format!("reason {n}")}]})),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{}", r.body);
+    }
+    let results = b.get(&url).await;
+    let score = &results.body[results.body.find(r#"id="survey-score""#).unwrap()..];
+    assert!(
+        score.starts_with(r#"id="survey-score"><strong>25.0</strong>"#),
+        "NPS 50% - 25%"
+    );
+    assert!(results
+        .body
+        .contains("How likely are you to recommend us?: 0 0, 1 0, 2 0, 3 1"));
+    assert!(results.body.contains("reason 3"));
+    let csv = b.get(&format!("{url}/responses.csv")).await;
+    assert_eq!(csv.status, 200);
+    assert!(csv.headers["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/csv"));
+    assert_eq!(
+        csv.body.lines().count(),
+        5,
+        "a header and 4 rows: {}",
+        csv.body
+    );
+    assert!(csv.body.starts_with("responseId,createdAt"));
+    let elsewhere = b
+        .get(&format!(
+            "/dashboard/apps/{app_id}/surveys/{}",
+            "0".repeat(24)
+        ))
+        .await;
+    assert_eq!(elsewhere.status, 404);
+    let signed_out = Browser::new(&app)
+        .get(&format!("{url}/responses.csv"))
+        .await;
+    assert_eq!(signed_out.status, 303, "the CSV needs a session");
+}
+
+#[tokio::test]
+async fn ideas_sit_in_their_status_columns_and_move_by_a_posted_select() {
+    let app = spawn_app();
+    let (app_id, _) = app.create_app("pro").await;
+    let key = app
+        .create_key(&app_id, &["ideas:read", "ideas:write", "votes:write"])
+        .await
+        .1;
+    let author = json!({"id": "user_1", "name": "User 1", "email": "user1@example.com"});
+    let mut ids = Vec::new();
+    for title in ["Dark mode", "CSV export"] {
+        let a = app
+            .api(
+                &key,
+                reqwest::Method::POST,
+                "/api/v1/ideas",
+                Some(json!({"title": title, "author": author})),
+            )
+            .await;
+        assert_eq!(a.status, 201, "{}", a.body);
+        ids.push(a.data()["id"].as_str().unwrap().to_owned());
+    }
+    for n in 0..3 {
+        let voter =
+            json!({"id": format!("user_v{n}"), "name": "V", "email": format!("v{n}@example.com")});
+        let path = format!("/api/v1/ideas/{}/votes", ids[1]);
+        let v = app
+            .api(
+                &key,
+                reqwest::Method::POST,
+                &path,
+                Some(json!({"voter": voter})),
+            )
+            .await;
+        assert!(v.status.is_success(), "{}", v.body);
+    }
+    let mut b = owner(&app).await;
+    let first = b.get("/dashboard/ideas").await;
+    assert_eq!(first.location(), format!("/dashboard/apps/{app_id}/ideas"));
+    let page = b.get(first.location()).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    let column = |body: &str, name: &str| -> String {
+        let at = body
+            .find(&format!("{name}<span class=\"count\">"))
+            .expect("the column");
+        body[at..].split("</section>").next().unwrap().to_owned()
+    };
+    let open = column(&page.body, "Open");
+    assert!(open.contains(r#"<span class="count">2</span>"#));
+    assert!(
+        open.find("CSV export").unwrap() < open.find("Dark mode").unwrap(),
+        "most voted first"
+    );
+    assert!(open.contains("<strong>3</strong>"), "its votes");
+    for name in ["Under review", "Planned", "In progress"] {
+        assert!(column(&page.body, name).contains("No ideas"), "{name}");
+    }
+    let at = page.body.find(">Planned</option>").unwrap();
+    let planned = page.body[..at]
+        .rsplit("value=\"")
+        .next()
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap();
+    let action = format!("/dashboard/apps/{app_id}/ideas/{}/status", ids[0]);
+    let refused = b.post(&action, &[("status", planned)]).await;
+    assert_eq!(refused.status, 403, "no CSRF token");
+    let moved = b
+        .post(&action, &[("status", planned), ("csrf", &page.csrf())])
+        .await;
+    assert_eq!(moved.status, 303, "{}", moved.body);
+    let after = b.get(moved.location()).await;
+    assert!(column(&after.body, "Planned").contains("Dark mode"));
+    assert!(!column(&after.body, "Open").contains("Dark mode"));
+    let api = app
+        .api(
+            &key,
+            reqwest::Method::GET,
+            &format!("/api/v1/ideas/{}", ids[0]),
+            None,
+        )
+        .await;
+    assert_eq!(api.data()["status"]["name"], "Planned");
+    let bad = b
+        .post(&action, &[("status", "nope"), ("csrf", &page.csrf())])
+        .await;
+    assert_eq!(bad.status, 400);
+}
+
+#[tokio::test]
+async fn a_survey_is_built_from_the_form_with_errors_next_to_their_lines() {
+    let app = spawn_app();
+    let (app_id, _) = app.create_app("pro").await;
+    let mut b = owner(&app).await;
+    let form = format!("/dashboard/apps/{app_id}/surveys/new");
+    let action = format!("/dashboard/apps/{app_id}/surveys");
+    let bad = b
+        .submit(
+            &form,
+            &action,
+            &[
+                ("type", "nps"),
+                ("title", ""),
+                ("percentage", "150"),
+                ("questions", "text: Why?\nnot a question"),
+            ],
+        )
+        .await;
+    assert_eq!(bad.status, 400);
+    assert!(
+        bad.body
+            .contains("line 2: write the type, a colon, then the question"),
+        "{}",
+        bad.body
+    );
+    let bad = b
+        .submit(
+            &form,
+            &action,
+            &[
+                ("type", "nps"),
+                ("title", ""),
+                ("percentage", "150"),
+                ("questions", "text: Why?"),
+            ],
+        )
+        .await;
+    assert_eq!(bad.status, 400);
+    for field in ["title", "percentage"] {
+        let at = bad.body.find(&format!("id=\"f-{field}\"")).unwrap();
+        let next = &bad.body[at..bad.body[at..].find("</div>").unwrap() + at];
+        assert!(next.contains("class=\"field-error\""), "{field}: {next}");
+    }
+    assert!(bad.body.contains("must not be empty"));
+    let bad = b
+        .submit(
+            &form,
+            &action,
+            &[
+                ("type", "nps"),
+                ("title", "T"),
+                ("percentage", "50"),
+                ("questions", "text: Why?"),
+            ],
+        )
+        .await;
+    assert_eq!(bad.status, 400);
+    assert!(
+        bad.body
+            .contains("a nps survey holds one scale question from 0 to 10"),
+        "{}",
+        bad.body
+    );
+    let made = b
+        .submit(
+            &form,
+            &action,
+            &[
+                ("type", "poll"),
+                ("title", "Next feature"),
+                ("percentage", "40"),
+                (
+                    "questions",
+                    "multiple_choice: What should we build? [Dark mode; Integrations]",
+                ),
+            ],
+        )
+        .await;
+    assert_eq!(made.status, 303, "{}", made.body);
+    let page = b.get(made.location()).await;
+    assert!(page.body.contains("Next feature") && page.body.contains("40% of visitors"));
+    let listed = app
+        .admin(
+            reqwest::Method::GET,
+            &format!("/apps/{app_id}/surveys"),
+            None,
+        )
+        .await;
+    let s = &listed.data()[0];
+    assert_eq!(
+        (s["type"].as_str(), s["status"].as_str()),
+        (Some("poll"), Some("draft"))
+    );
+    assert_eq!(
+        s["questions"][0]["options"][0],
+        json!({"id": "dark_mode", "label": "Dark mode"})
+    );
+    let preset = b
+        .submit(
+            &form,
+            &action,
+            &[
+                ("type", "csat"),
+                ("title", "CSAT"),
+                ("percentage", "100"),
+                ("questions", ""),
+            ],
+        )
+        .await;
+    assert_eq!(
+        preset.status, 303,
+        "the type's preset questions: {}",
+        preset.body
+    );
+    let refused = b.post(&action, &[("type", "open"), ("title", "x")]).await;
+    assert_eq!(refused.status, 403);
+}
+
+#[tokio::test]
+async fn survey_responses_are_paged_25_at_a_time_newest_first() {
+    let app = spawn_app();
+    let (app_id, ik) = app.create_app("pro").await;
+    let body = json!({"title": "Quick one", "type": "open",
+        "questions": [{"id": "say", "text": "Anything?", "type": "text"}]});
+    let made = app
+        .admin(
+            reqwest::Method::POST,
+            &format!("/apps/{app_id}/surveys"),
+            Some(body),
+        )
+        .await;
+    let id = made.data()["id"].as_str().unwrap().to_owned();
+    let live = app
+        .admin(
+            reqwest::Method::POST,
+            &format!("/apps/{app_id}/surveys/{id}/transition"),
+            Some(json!({"status": "active"})),
+        )
+        .await;
+    assert_eq!(live.status, 200, "{}", live.body);
+    for n in 0..27 {
+        let r = app
+            .send(
+                reqwest::Method::POST,
+                &format!("/api/w/surveys/{id}/responses"),
+                &[("x-app-key", &ik)],
+                Some(json!({"anonymousId": anon(&format!("pager-{n}")),
+                    "answers": [{"questionId": "say", "value": format!("answer number {n:02}")}]})),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{}", r.body);
+    }
+    let mut b = owner(&app).await;
+    let url = format!("/dashboard/apps/{app_id}/surveys/{id}");
+    let first = b.get(&url).await;
+    assert_eq!(first.body.matches("answer number").count(), 25);
+    assert!(first.body.contains("Page 1 of 2") && first.body.contains("?page=1\">Older"));
+    let second = b.get(&format!("{url}?page=1")).await;
+    assert_eq!(second.body.matches("answer number").count(), 2);
+    assert!(second.body.contains("answer number 00") && second.body.contains("Page 2 of 2"));
+    let beyond = b.get(&format!("{url}?page=9")).await;
+    assert!(
+        beyond.body.contains("Page 2 of 2"),
+        "a page past the end shows the last"
+    );
 }

@@ -1,7 +1,7 @@
 // The dashboard in headless Chromium against the real server, every flow as a person would
 // click it: first-owner setup, apps, keys (used on the API), the CSRF refusal, a CSV import of
 // 1 000 contacts with 3 bad rows, the contacts table and edit, a member without keys, sign-out
-// and sign-in. Screenshots of every page, light and dark, go to
+// and sign-in, the traffic charts, a survey moved and its results, the ideas board. Screenshots of every page, light and dark, go to
 // $SCREENSHOT_DIR/dashboard-<page>-<light|dark>.png.
 //
 // Started by tests/interop/browser.rs (`the_dashboard_in_headless_chromium`), which passes
@@ -123,6 +123,7 @@ test('an app is created; its integration key and tracker snippet are ready to co
   await shoot(page, 'apps-created');
   shared.appUrl = await page.getByRole('link', { name: 'Contacts' }).last().getAttribute('href');
   shared.appId = shared.appUrl.split('/')[3];
+  shared.ik = ik;
   await page.goto(`${BASE}/dashboard/apps`);
   assert.equal(await page.locator('#new-integration-key').count(), 0, 'the key is shown once');
   await page.locator('summary', { hasText: 'Plan and integration key' }).click();
@@ -130,6 +131,127 @@ test('an app is created; its integration key and tracker snippet are ready to co
   await page.setViewportSize({ width: 390, height: 844 });
   await shoot(page, 'apps-phone');
   await page.setViewportSize({ width: 1280, height: 860 });
+});
+
+// A small mix of every event type from a few visitors, some identified.
+function trafficBatch() {
+  const now = new Date().toISOString();
+  const anon = (i) => `6f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d4e${String(10 + i)}`;
+  const batch = [];
+  const paths = ['/', '/pricing', '/pricing', '/docs', '/blog/launch', '/', '/pricing', '/signup'];
+  paths.forEach((p, i) => batch.push({ type: 'page', anonymousId: anon(i % 6), messageId: `msg_traffic_p${i}`, timestamp: now,
+    context: { page: { url: `https://shop.example${p}`, path: p } } }));
+  ['Signed Up', 'Added to Cart', 'Added to Cart', 'Checkout'].forEach((e, i) => batch.push({ type: 'track', event: e,
+    anonymousId: anon(i), messageId: `msg_traffic_t${i}`, timestamp: now, properties: {} }));
+  [0, 1].forEach((i) => batch.push({ type: 'identify', userId: `user_${i}`, anonymousId: anon(i), messageId: `msg_traffic_i${i}`, timestamp: now }));
+  batch.push({ type: 'group', groupId: 'acme', userId: 'user_0', anonymousId: anon(0), messageId: 'msg_traffic_g0', timestamp: now });
+  return { sentAt: now, batch };
+}
+
+test('the traffic page charts the events the collector received, by type, with its figures in tables', async () => {
+  const sent = await fetch(`${BASE}/api/w/analytics/collect`, {
+    method: 'POST', headers: { 'content-type': 'application/json', 'x-app-key': shared.ik }, body: JSON.stringify(trafficBatch()),
+  });
+  assert.equal(sent.status, 200);
+  await page.getByRole('link', { name: 'Traffic' }).click();
+  assert.equal(new URL(page.url()).pathname, `/dashboard/apps/${shared.appId}/traffic`);
+  // Rollups follow the shards' flushes: reload until all 16 events (and the first one) show.
+  const chart = page.locator('svg[role="img"]').first();
+  await waitFor(async () => {
+    await page.reload();
+    return /8 page, 5 track, 2 identify, 1 group/.test(await chart.getAttribute('aria-label'));
+  }, 'the rollups to show the events sent');
+  assert.equal(await page.locator('svg[role="img"]').count(), 3);
+  assert.match(await page.locator('#identified-share strong').innerText(), /^\d+%$/);
+  assert.match(await page.locator('#top-pages tbody tr').first().innerText(), /\/pricing\s+3/);
+  assert.match(await page.locator('#top-events tbody tr').first().innerText(), /Added to Cart\s+2/);
+  await page.locator('details.figures summary').first().click();
+  assert.ok(await page.getByRole('table').first().isVisible(), 'the figures open as a table');
+  await page.locator('details.figures summary').first().click();
+  await shoot(page, 'traffic');
+  await page.setViewportSize({ width: 390, height: 844 });
+  await shoot(page, 'traffic-phone');
+  await page.setViewportSize({ width: 1280, height: 860 });
+});
+
+test('a survey is activated by its button, answered, and its score, bars and responses shown', async () => {
+  const made = await fetch(`${BASE}/admin/v1/apps/${shared.appId}/surveys`, {
+    method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${TOKEN}` },
+    body: JSON.stringify({ title: 'Would you recommend us?', type: 'nps', targeting: { percentage: 100 }, questions: [
+      { id: 'score', text: 'How likely are you to recommend us?', type: 'scale' },
+      { id: 'why', text: 'What is the main reason?', type: 'text', required: false }] }),
+  });
+  assert.equal(made.status, 201);
+  const id = (await made.json()).data.id;
+  await page.getByRole('link', { name: 'Surveys' }).click();
+  await page.getByRole('link', { name: 'draft 1' }).click();
+  await page.getByRole('link', { name: 'Would you recommend us?' }).click();
+  assert.deepEqual(await page.locator('.survey-head button').allInnerTexts(), ['Activate']);
+  await page.getByRole('button', { name: 'Activate' }).click();
+  await waitFor(async () => (await page.locator('.survey-head button').allInnerTexts()).join() === 'Pause,Close', 'the live moves');
+  const scores = [10, 10, 9, 9, 9, 8, 7, 6, 3, 10, 9, 5];
+  for (const [i, value] of scores.entries()) {
+    const r = await fetch(`${BASE}/api/w/surveys/${id}/responses`, {
+      method: 'POST', headers: { 'content-type': 'application/json', 'x-app-key': shared.ik },
+      body: JSON.stringify({ anonymousId: `6f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d4f${String(10 + i)}`,
+        answers: [{ questionId: 'score', value }, { questionId: 'why', value: i % 2 ? 'Fast and simple' : 'Support was great' }] }),
+    });
+    assert.equal(r.status, 201);
+  }
+  await page.reload();
+  assert.equal(await page.locator('#survey-score strong').innerText(), '33.3');
+  assert.equal(await page.locator('#responses ~ * tbody tr, .card:has(#responses) tbody tr').count(), 12);
+  const csv = await page.request.get(`${BASE}/dashboard/apps/${shared.appId}/surveys/${id}/responses.csv`);
+  assert.equal(csv.status(), 200);
+  assert.equal((await csv.text()).trim().split('\r\n').length, 13);
+  await shoot(page, 'survey');
+  await page.getByRole('link', { name: 'Surveys' }).click();
+  await page.getByRole('link', { name: 'New survey' }).click();
+  await page.getByLabel('Type').selectOption('poll');
+  await page.getByLabel('Title').fill('What next?');
+  await page.getByLabel('Questions').fill('single_choice: What should we build next?\nnot a question');
+  await page.getByRole('button', { name: 'Create draft' }).click();
+  await waitFor(async () => /line 2: write the type/.test(await page.locator('.field-error').allInnerTexts()), 'the error of line 2');
+  await shoot(page, 'survey-new');
+  await page.getByLabel('Questions').fill('multiple_choice: What should we build next? [Dark mode; Integrations; A mobile app]');
+  await page.getByLabel('Visitors asked (%)').fill('25');
+  await page.getByRole('button', { name: 'Create draft' }).click();
+  await waitFor(async () => (await page.locator('h1').innerText()) === 'What next?', 'the new draft');
+  assert.match(await page.locator('.survey-head').innerText(), /draft[\s\S]*poll · 25% of visitors/);
+  await page.getByRole('link', { name: 'Surveys' }).click();
+  await shoot(page, 'surveys');
+});
+
+test('ideas sit in their status columns, most voted first, and move with the select on their card', async () => {
+  const admin = { 'content-type': 'application/json', authorization: `Bearer ${TOKEN}` };
+  const made = await fetch(`${BASE}/admin/v1/apps/${shared.appId}/keys`, {
+    method: 'POST', headers: admin, body: JSON.stringify({ name: 'ideas', permissions: ['ideas:write', 'votes:write'] }),
+  });
+  assert.equal(made.status, 201);
+  const key = (await made.json()).data.key;
+  const api = (p, body) => fetch(`${BASE}${p}`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': key }, body: JSON.stringify(body) });
+  const author = { id: 'user_1', name: 'Ada', email: 'ada@example.com' };
+  const ideas = {};
+  for (const [title, votes] of [['Dark mode', 5], ['Export to CSV', 3], ['Slack integration', 8], ['Single sign-on', 1]]) {
+    const r = await api('/api/v1/ideas', { title, author });
+    assert.equal(r.status, 201);
+    ideas[title] = (await r.json()).data.id;
+    for (let v = 0; v < votes; v += 1) {
+      const voted = await api(`/api/v1/ideas/${ideas[title]}/votes`, { voter: { id: `voter_${v}`, name: `V${v}`, email: `v${v}@example.com` } });
+      assert.ok(voted.ok);
+    }
+  }
+  await page.getByRole('link', { name: 'Ideas' }).click();
+  const open = page.locator('section.column', { has: page.getByRole('heading', { name: /^Open/ }) });
+  assert.deepEqual(await open.locator('h3').allInnerTexts(), ['Slack integration', 'Dark mode', 'Export to CSV', 'Single sign-on']);
+  for (const [title, status] of [['Dark mode', 'Planned'], ['Slack integration', 'In progress'], ['Export to CSV', 'Under review']]) {
+    await page.getByLabel(`Status of ${title}`).selectOption({ label: status });
+    await page.getByRole('button', { name: `Move ${title}` }).click();
+    const column = page.locator('section.column', { has: page.getByRole('heading', { name: new RegExp(`^${status}`) }) });
+    await waitFor(async () => (await column.locator('h3').allInnerTexts()).includes(title), `${title} in ${status}`);
+  }
+  assert.deepEqual(await open.locator('h3').allInnerTexts(), ['Single sign-on']);
+  await shoot(page, 'ideas');
 });
 
 test('a key is created with permission checkboxes, shown once, works on the API, and its permissions change', async () => {

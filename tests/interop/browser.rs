@@ -156,7 +156,8 @@ async fn the_dashboard_in_headless_chromium() {
     if let Some(what) = missing() {
         panic!("browser tests cannot run: {what}; run tests/run once (it installs chromium and tests/browser/node_modules)");
     }
-    let mut app = spawn_app();
+    // Files (and the rollups with them) flush within 100 ms, so traffic shows at once.
+    let mut app = spawn_app_with(|s| s.collector.max_file_age_ms = 100);
     let base = app.base.clone();
     let out = tokio::task::spawn_blocking(move || {
         Command::new("node")

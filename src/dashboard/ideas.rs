@@ -1,0 +1,166 @@
+//! The Ideas page of an app: a board's ideas in columns by status (the board's order and
+//! colours; the colour is an SVG `fill`, so the CSP needs no inline style), each card with its
+//! votes and a select that posts the new status (CSRF) through `ideas::store::update`, which
+//! keeps the status history like the API.
+
+use actix_web::{web, HttpRequest, HttpResponse};
+use maud::{html, Markup};
+use serde::Deserialize;
+
+use super::apps::{all_apps, load_app};
+use super::error::PageError;
+use super::layout::{self, csrf_field, thousands, Section, Shell};
+use super::session::{self, Viewer, FORM_LIMIT};
+use crate::api::ApiError;
+use crate::boards::model::BoardRecord;
+use crate::boards::store as boards;
+use crate::ideas::model::{IdeaPatch, IdeaView};
+use crate::ideas::store::{self, Filter, Sort, SortField};
+use crate::state::AppState;
+use crate::tenants::App;
+
+/// The most ideas the board shows (most voted first).
+const MAX_IDEAS: usize = 1000;
+
+/// `GET /dashboard/ideas`: the ideas of the first app (or the Apps page when there is none).
+pub async fn first(state: web::Data<AppState>, _viewer: Viewer) -> Result<HttpResponse, PageError> {
+    Ok(match all_apps(&state).await?.first() {
+        Some(app) => layout::see_other(&format!("/dashboard/apps/{}/ideas", app.id)),
+        None => layout::see_other("/dashboard/apps"),
+    })
+}
+
+#[derive(Deserialize)]
+pub struct BoardQuery {
+    board: Option<String>,
+}
+
+fn dot(color: &str) -> Markup {
+    html! {
+        svg.dot viewBox="0 0 10 10" aria-hidden="true" focusable="false" {
+            circle cx="5" cy="5" r="5" fill=(color) {}
+        }
+    }
+}
+
+fn card(viewer: &Viewer, app: &App, board: &BoardRecord, idea: &IdeaView) -> Markup {
+    let select_id = format!("status-{}", idea.id);
+    html! {
+        li.idea {
+            div.idea-head {
+                span.votes title="Votes" { strong { (thousands(idea.vote_count)) } small { "votes" } }
+                h3 { (idea.title) }
+            }
+            form.move method="post" action=(format!("/dashboard/apps/{}/ideas/{}/status", app.id, idea.id)) {
+                (csrf_field(&viewer.session.csrf))
+                label.sr-only for=(select_id) { "Status of " (idea.title) }
+                select #(select_id) name="status" {
+                    @for s in &board.statuses {
+                        option value=(s.id) selected[s.id == idea.status.id] { (s.name) }
+                    }
+                }
+                button.button type="submit" { "Move" span.sr-only { " " (idea.title) } }
+            }
+        }
+    }
+}
+
+fn columns(viewer: &Viewer, app: &App, board: &BoardRecord, ideas: &[IdeaView]) -> Markup {
+    let mut statuses: Vec<_> = board.statuses.iter().collect();
+    statuses.sort_by_key(|s| s.position);
+    html! {
+        div.board {
+            @for s in statuses {
+                @let mine: Vec<&IdeaView> = ideas.iter().filter(|i| i.status.id == s.id).collect();
+                section.column aria-labelledby=(format!("col-{}", s.id)) {
+                    svg.column-bar viewBox="0 0 100 4" preserveAspectRatio="none" aria-hidden="true" focusable="false" {
+                        rect x="0" y="0" width="100" height="4" fill=(s.color.as_str()) {}
+                    }
+                    h2 #(format!("col-{}", s.id)) { (dot(s.color.as_str())) (s.name) span.count { (mine.len()) } }
+                    @if mine.is_empty() {
+                        p.muted.none { "No ideas" }
+                    } @else {
+                        ul.ideas { @for i in mine { (card(viewer, app, board, i)) } }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `GET /dashboard/apps/{id}/ideas[?board=]`: the default board unless one is named.
+pub async fn board(
+    state: web::Data<AppState>,
+    viewer: Viewer,
+    path: web::Path<String>,
+    query: web::Query<BoardQuery>,
+) -> Result<HttpResponse, PageError> {
+    let app = load_app(&state, &path).await?;
+    let (id, wanted) = (app.id.clone(), query.into_inner().board);
+    let (all, board, ideas) = state
+        .store
+        .run(move |db| {
+            let Some(board) = boards::get(db, &id, wanted.as_deref())? else {
+                return Ok(None);
+            };
+            let filter = Filter {
+                board_ids: vec![board.board.id.clone()],
+                ..Filter::default()
+            };
+            let sort = Sort {
+                field: SortField::VoteCount,
+                descending: true,
+            };
+            let (ideas, _) = store::list(db, &id, &filter, sort, MAX_IDEAS, None)?;
+            Ok(Some((boards::all(db, &id)?, board, ideas)))
+        })
+        .await?
+        .ok_or_else(|| PageError::not_found("board"))?;
+    let content = html! {
+        @if all.len() > 1 {
+            nav.tabs aria-label="Boards" {
+                @for b in &all {
+                    a.tab href=(format!("/dashboard/apps/{}/ideas?board={}", app.id, b.board.id))
+                        aria-current=[(b.board.id == board.board.id).then_some("page")] { (b.board.name) }
+                }
+            }
+        }
+        p.hint { (thousands(ideas.len() as u64)) " ideas on " (board.board.name) ", most voted first." }
+        (columns(&viewer, &app, &board, &ideas))
+    };
+    let shell = Shell {
+        viewer: &viewer,
+        section: Section::Ideas,
+        title: "Ideas",
+        app: Some(&app),
+    };
+    Ok(layout::ok(shell.render(html! {}, content)))
+}
+
+/// `POST /dashboard/apps/{id}/ideas/{idea}/status`: `status`, a status id of the idea's board.
+pub async fn move_idea(
+    state: web::Data<AppState>,
+    viewer: Viewer,
+    req: HttpRequest,
+    path: web::Path<(String, String)>,
+    payload: web::Payload,
+) -> Result<HttpResponse, PageError> {
+    let form = session::posted(&req, payload, &viewer, FORM_LIMIT).await?;
+    let (app_id, id) = path.into_inner();
+    let app = load_app(&state, &app_id).await?;
+    let patch = IdeaPatch {
+        status_id: Some(form.get("status").to_owned()),
+        ..IdeaPatch::default()
+    };
+    let (a, i) = (app.id.clone(), id.clone());
+    let moved = state
+        .store
+        .run(move |db| Ok(store::update(db, &a, &i, &patch)))
+        .await?
+        .map_err(ApiError::from)?;
+    tracing::info!(app_id = %app.id, idea_id = %id, status = %moved.status.name, user_id = %viewer.user.id, "idea moved from the dashboard");
+    Ok(layout::see_other(&format!(
+        "/dashboard/apps/{}/ideas?board={}",
+        app.id, moved.board_id
+    )))
+}

@@ -1,0 +1,357 @@
+//! The Surveys pages of an app: the list by status (tabs), and a survey's page: its legal
+//! moves as buttons (`SurveyStatus::next`, posted with CSRF to `surveys::store::transition`,
+//! so the plan's `active_surveys` holds here as on the API), its score and each question's
+//! distribution as SVG bars (`surveys::model::summarize`), the responses (paged) and their CSV
+//! (`surveys::model::csv_header` / `csv_line`, the API export's rows, for a signed-in member).
+
+use actix_web::{web, HttpRequest, HttpResponse};
+use maud::{html, Markup};
+use serde::Deserialize;
+
+use super::apps::{all_apps, load_app};
+use super::charts;
+use super::error::PageError;
+use super::layout::{self, csrf_field, thousands, when, Section, Shell};
+use super::session::{self, Viewer, FORM_LIMIT};
+use crate::api::ApiError;
+use crate::config::Quota;
+use crate::state::AppState;
+use crate::surveys::model::{self, QuestionSummary, Summary, Survey, SurveyResponse, SurveyStatus};
+use crate::surveys::store;
+use crate::tenants::App;
+
+/// Responses per page of the responses table.
+const PAGE: usize = 25;
+
+/// `GET /dashboard/surveys`: the surveys of the first app (or the Apps page when there is none).
+pub async fn first(state: web::Data<AppState>, _viewer: Viewer) -> Result<HttpResponse, PageError> {
+    Ok(match all_apps(&state).await?.first() {
+        Some(app) => layout::see_other(&format!("/dashboard/apps/{}/surveys", app.id)),
+        None => layout::see_other("/dashboard/apps"),
+    })
+}
+
+#[derive(Deserialize)]
+pub struct ListQuery {
+    status: Option<String>,
+}
+
+fn badge(s: SurveyStatus) -> Markup {
+    html! { span class=(format!("badge status-{}", s.name())) { (s.name()) } }
+}
+
+fn tabs(app: &App, all: &[Survey], current: Option<SurveyStatus>) -> Markup {
+    let count = |s: Option<SurveyStatus>| {
+        all.iter()
+            .filter(|x| s.is_none_or(|s| x.status == s))
+            .count()
+    };
+    let base = format!("/dashboard/apps/{}/surveys", app.id);
+    let tab = |s: Option<SurveyStatus>| {
+        let (href, label) = match s {
+            Some(s) => (format!("{base}?status={}", s.name()), s.name()),
+            None => (base.clone(), "all"),
+        };
+        html! {
+            a.tab href=(href) aria-current=[(s == current).then_some("page")] {
+                (label) " " span.count { (count(s)) }
+            }
+        }
+    };
+    html! {
+        nav.tabs aria-label="Status" {
+            (tab(None))
+            @for s in SurveyStatus::ALL { (tab(Some(s))) }
+        }
+    }
+}
+
+/// `GET /dashboard/apps/{id}/surveys[?status=]`.
+pub async fn list(
+    state: web::Data<AppState>,
+    viewer: Viewer,
+    path: web::Path<String>,
+    query: web::Query<ListQuery>,
+) -> Result<HttpResponse, PageError> {
+    let app = load_app(&state, &path).await?;
+    let status = match query.status.as_deref() {
+        None | Some("") => None,
+        Some(s) => Some(SurveyStatus::parse(s).ok_or_else(|| {
+            PageError::bad_request("status must be draft, active, paused or closed")
+        })?),
+    };
+    let id = app.id.clone();
+    let mut all = state.store.run(move |db| store::all(db, &id)).await?;
+    all.sort_by(|a, b| (b.updated_at, &b.id).cmp(&(a.updated_at, &a.id)));
+    let shown: Vec<&Survey> = all
+        .iter()
+        .filter(|s| status.is_none_or(|st| s.status == st))
+        .collect();
+    let content = html! {
+        (tabs(&app, &all, status))
+        @if shown.is_empty() {
+            div.card.empty { p { "No surveys here yet." } }
+        } @else {
+            div.table-wrap { table {
+                thead { tr {
+                    th scope="col" { "Title" } th scope="col" { "Type" } th scope="col" { "Status" }
+                    th.num scope="col" { "Responses" } th scope="col" { "Updated" }
+                } }
+                tbody { @for s in &shown { tr {
+                    td { a href=(format!("/dashboard/apps/{}/surveys/{}", app.id, s.id)) { (s.title) } }
+                    td { (s.kind.name()) } td { (badge(s.status)) }
+                    td.num { (thousands(s.response_count)) } td { (when(s.updated_at)) }
+                } } }
+            } }
+        }
+    };
+    let shell = Shell {
+        viewer: &viewer,
+        section: Section::Surveys,
+        title: "Surveys",
+        app: Some(&app),
+    };
+    let actions = html! {
+        a.button.primary href=(format!("/dashboard/apps/{}/surveys/new", app.id)) { "New survey" }
+    };
+    Ok(layout::ok(shell.render(actions, content)))
+}
+
+/// The survey of the path with its responses (404 when the app has no such survey).
+async fn load(
+    state: &AppState,
+    app: &str,
+    id: &str,
+) -> Result<(Survey, Vec<SurveyResponse>), PageError> {
+    let (app, id) = (app.to_owned(), id.to_owned());
+    state
+        .store
+        .run(move |db| match store::get(db, &app, &id)? {
+            Some(s) => store::responses(db, &app, &id).map(|r| Some((s, r))),
+            None => Ok(None),
+        })
+        .await?
+        .ok_or_else(|| PageError::not_found("survey"))
+}
+
+/// The legal moves of the survey, one form and button each.
+fn moves(viewer: &Viewer, app: &App, s: &Survey) -> Markup {
+    let verb = |to: SurveyStatus| match (s.status, to) {
+        (SurveyStatus::Paused, SurveyStatus::Active) => "Resume",
+        (_, SurveyStatus::Active) => "Activate",
+        (_, SurveyStatus::Paused) => "Pause",
+        (_, SurveyStatus::Closed) => "Close",
+        (_, SurveyStatus::Draft) => "Back to draft",
+    };
+    html! {
+        @for to in s.status.next() {
+            form method="post" action=(format!("/dashboard/apps/{}/surveys/{}/transition", app.id, s.id)) {
+                (csrf_field(&viewer.session.csrf))
+                input type="hidden" name="status" value=(to.name());
+                button.button.primary[*to == SurveyStatus::Active]
+                    .danger-button[*to == SurveyStatus::Closed] type="submit" { (verb(*to)) }
+            }
+        }
+    }
+}
+
+/// One question's results: its distribution (rating, scale) or options (choices) as bars.
+fn question(s: &Survey, q: &QuestionSummary) -> Markup {
+    let Some(def) = s.questions.iter().find(|x| x.id == q.question_id) else {
+        return html! {};
+    };
+    let (labels, values): (Vec<String>, Vec<u64>) = match (&q.distribution, &q.options) {
+        (Some(d), _) => {
+            // The map's keys are strings ("10" sorts before "2"): in the range's order instead.
+            let mut d: Vec<(&String, &u64)> = d.iter().collect();
+            d.sort_by_key(|(k, _)| k.parse::<i64>().unwrap_or(i64::MAX));
+            d.into_iter().map(|(k, v)| (k.clone(), *v)).unzip()
+        }
+        (None, Some(o)) => o.iter().map(|o| (o.label.clone(), o.count)).unzip(),
+        _ => (Vec::new(), Vec::new()),
+    };
+    let summary = format!(
+        "{}: {}",
+        def.text,
+        labels
+            .iter()
+            .zip(&values)
+            .map(|(l, v)| format!("{l} {v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    html! {
+        section.card.question {
+            div.card-head {
+                h3 { (def.text) }
+                span.muted { (thousands(q.answered)) " answered"
+                    @if let Some(Some(m)) = q.mean { " · mean " (m) } }
+            }
+            @if labels.is_empty() {
+                p.muted { "Free text: read the answers in the responses below or the CSV." }
+            } @else {
+                (charts::bars(&summary, &labels, "answers", &values))
+            }
+        }
+    }
+}
+
+fn answer_text(s: &Survey, r: &SurveyResponse) -> String {
+    r.answers
+        .iter()
+        .map(|a| {
+            let text = s
+                .questions
+                .iter()
+                .find(|q| q.id == a.question_id)
+                .map_or(a.question_id.as_str(), |q| &q.text);
+            let v = match &a.value {
+                serde_json::Value::String(v) => v.clone(),
+                v => v.to_string(),
+            };
+            format!("{text}: {v}")
+        })
+        .collect::<Vec<_>>()
+        .join(" · ")
+}
+
+fn responses_table(app: &App, s: &Survey, responses: &[SurveyResponse], page: usize) -> Markup {
+    let pages = responses.len().div_ceil(PAGE).max(1);
+    let base = format!("/dashboard/apps/{}/surveys/{}", app.id, s.id);
+    html! {
+        section.card aria-labelledby="responses" {
+            div.card-head {
+                h2 #responses { "Responses" }
+                a.button href=(format!("{base}/responses.csv")) download { "Export CSV" }
+            }
+            @if responses.is_empty() {
+                p.muted { "No responses yet." }
+            } @else {
+                div.table-wrap { table {
+                    thead { tr { th scope="col" { "When" } th scope="col" { "Visitor" } th scope="col" { "Done" } th.num scope="col" { "Score" } th scope="col" { "Answers" } } }
+                    tbody { @for r in responses.iter().skip(page * PAGE).take(PAGE) { tr {
+                        td { (when(r.created_at)) }
+                        td.mono { (r.user_id.as_deref().unwrap_or(&r.anonymous_id)) }
+                        td { @if r.completed { "yes" } @else { "partial" } }
+                        td.num { @if let Some(v) = r.score { (v) } @else { "–" } }
+                        td { (answer_text(s, r)) }
+                    } } }
+                } }
+                nav.pager aria-label="Responses pages" {
+                    @if page > 0 { a href=(format!("{base}?page={}", page - 1)) { "← Newer" } } @else { span {} }
+                    span.muted { "Page " (page + 1) " of " (pages) }
+                    @if page + 1 < pages { a href=(format!("{base}?page={}", page + 1)) { "Older →" } } @else { span {} }
+                }
+            }
+        }
+    }
+}
+
+fn score_tiles(sum: &Summary) -> Markup {
+    html! {
+        div.stats {
+            @if let Some(score) = &sum.score {
+                div.stat #survey-score {
+                    strong { @match score.value { Some(v) => (format!("{v:.1}")), None => "–" } }
+                    span { (score.kind.name().to_uppercase()) " score" }
+                }
+            }
+            div.stat { strong { (thousands(sum.response_count)) } span { "Responses" } }
+            div.stat { strong { (thousands(sum.completed_count)) } span { "Completed" } }
+        }
+    }
+}
+
+#[derive(Deserialize)]
+pub struct DetailQuery {
+    page: Option<usize>,
+}
+
+/// `GET /dashboard/apps/{id}/surveys/{survey}[?page=]`.
+pub async fn detail(
+    state: web::Data<AppState>,
+    viewer: Viewer,
+    path: web::Path<(String, String)>,
+    query: web::Query<DetailQuery>,
+) -> Result<HttpResponse, PageError> {
+    let (app_id, id) = path.into_inner();
+    let app = load_app(&state, &app_id).await?;
+    let (s, mut responses) = load(&state, &app.id, &id).await?;
+    responses.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));
+    let sum = model::summarize(&s, &responses);
+    let page = query
+        .page
+        .unwrap_or(0)
+        .min(responses.len().div_ceil(PAGE).saturating_sub(1));
+    let content = html! {
+        div.survey-head {
+            (badge(s.status)) span.muted { (s.kind.name()) " · " (s.targeting.percentage) "% of visitors · updated " (when(s.updated_at)) }
+            div.actions { (moves(&viewer, &app, &s)) }
+        }
+        (score_tiles(&sum))
+        @for q in &sum.questions { (question(&s, q)) }
+        (responses_table(&app, &s, &responses, page))
+    };
+    let shell = Shell {
+        viewer: &viewer,
+        section: Section::Surveys,
+        title: &s.title,
+        app: Some(&app),
+    };
+    Ok(layout::ok(shell.render(html! {}, content)))
+}
+
+/// `POST /dashboard/apps/{id}/surveys/{survey}/transition`: `status`, one of the legal moves.
+pub async fn transition(
+    state: web::Data<AppState>,
+    viewer: Viewer,
+    req: HttpRequest,
+    path: web::Path<(String, String)>,
+    payload: web::Payload,
+) -> Result<HttpResponse, PageError> {
+    let form = session::posted(&req, payload, &viewer, FORM_LIMIT).await?;
+    let (app_id, id) = path.into_inner();
+    let app = load_app(&state, &app_id).await?;
+    let to = SurveyStatus::parse(form.get("status"))
+        .ok_or_else(|| PageError::bad_request("status must be draft, active, paused or closed"))?;
+    let limit = state.settings.plan(app.plan).limit(Quota::ActiveSurveys);
+    let (a, s) = (app.id.clone(), id.clone());
+    state
+        .store
+        .run(move |db| Ok(store::transition(db, &a, &s, to, limit)))
+        .await?
+        .map_err(ApiError::from)?;
+    tracing::info!(app_id = %app.id, survey_id = %id, to = to.name(), user_id = %viewer.user.id, "survey moved from the dashboard");
+    Ok(layout::see_other(&format!(
+        "/dashboard/apps/{}/surveys/{id}",
+        app.id
+    )))
+}
+
+/// `GET /dashboard/apps/{id}/surveys/{survey}/responses.csv`: the API export's CSV, streamed.
+pub async fn export(
+    state: web::Data<AppState>,
+    _viewer: Viewer,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, PageError> {
+    let (app_id, id) = path.into_inner();
+    let (survey, mut responses) = load(&state, &app_id, &id).await?;
+    responses.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+    let header = model::csv_header(&survey);
+    let rows = responses
+        .into_iter()
+        .map(move |r| model::csv_line(&survey, &r));
+    let body = futures_util::stream::iter(
+        std::iter::once(header)
+            .chain(rows)
+            .map(|line| Ok::<_, actix_web::Error>(bytes::Bytes::from(line))),
+    );
+    Ok(HttpResponse::Ok()
+        .content_type("text/csv; charset=utf-8")
+        .insert_header(("cache-control", "no-store"))
+        .insert_header((
+            actix_web::http::header::CONTENT_DISPOSITION,
+            "attachment; filename=\"responses.csv\"",
+        ))
+        .streaming(body))
+}
