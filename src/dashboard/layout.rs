@@ -8,7 +8,7 @@ use actix_web::http::header;
 use actix_web::{HttpResponse, HttpResponseBuilder};
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
-use super::session::Viewer;
+use super::viewer::Viewer;
 use crate::api::error::Enveloped;
 use crate::tenants::App;
 use crate::validation::FieldError;

@@ -26,6 +26,7 @@ pub mod survey_form;
 pub mod surveys;
 pub mod team;
 pub mod traffic;
+pub mod viewer;
 
 use actix_web::web;
 

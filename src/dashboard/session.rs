@@ -14,8 +14,9 @@ use actix_web::http::header;
 use actix_web::{web, FromRequest, HttpRequest};
 
 use super::error::PageError;
+pub use super::viewer::Viewer;
 use crate::accounts::model::{session_key, tokens_match, ABSOLUTE_SECS};
-use crate::accounts::{store, Session, User};
+use crate::accounts::store;
 use crate::api::ratelimit::RateLimits;
 use crate::ids::Timestamp;
 use crate::state::AppState;
@@ -81,14 +82,6 @@ pub fn set_cookie(
 /// The session cookie of a new session.
 pub fn session_cookie(req: &HttpRequest, id: &str) -> (header::HeaderName, String) {
     set_cookie(req, SESSION_COOKIE, id, ABSOLUTE_SECS)
-}
-
-/// A signed-in team member and their session.
-pub struct Viewer {
-    pub user: User,
-    pub session: Session,
-    /// The store key of the session (for sign-out).
-    pub session_key: String,
 }
 
 async fn viewer(req: HttpRequest) -> Result<Viewer, PageError> {
