@@ -284,6 +284,18 @@ impl ConnectionLimits {
     }
 }
 
+/// Removes the dashboard sessions that expired while the server was down.
+fn sweep_dashboard_sessions(store: &Store) -> Result<(), StartError> {
+    let swept = crate::accounts::store::sweep_sessions(
+        store.db_for_startup(),
+        crate::ids::Timestamp::now(),
+    )?;
+    if swept > 0 {
+        tracing::info!(swept, "expired dashboard sessions removed");
+    }
+    Ok(())
+}
+
 impl Application {
     /// Opens the store and binds the listener; the server does not run until `run_until_stopped`.
     pub fn build(settings: Settings) -> Result<Application, StartError> {
@@ -331,13 +343,7 @@ impl Application {
         });
         let key_uses = spawn_key_uses(store.clone(), access.clone());
         let dashboard = web::Data::new(crate::dashboard::Dashboard::default());
-        let swept = crate::accounts::store::sweep_sessions(
-            store.db_for_startup(),
-            crate::ids::Timestamp::now(),
-        )?;
-        if swept > 0 {
-            tracing::info!(swept, "expired dashboard sessions removed");
-        }
+        sweep_dashboard_sessions(&store)?;
         let doc = Arc::new(openapi());
         let allowed = web::Data::new(api::allow::Allowed::from_openapi(&doc));
         let running = collector.clone();
