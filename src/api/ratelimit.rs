@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use actix_web::http::header::{HeaderMap, HeaderName, HeaderValue};
 use governor::clock::{Clock, DefaultClock};
@@ -40,10 +40,47 @@ impl RateLimitInfo {
     }
 }
 
-/// Buckets by key id. A key's bucket is rebuilt when its plan's rate changes.
+/// Buckets kept at most; beyond, idle ones are dropped first (see `check`).
+const MAX_BUCKETS: usize = 50_000;
+/// A bucket unused this long has refilled (every quota is per minute): dropping it changes
+/// nothing, since a new bucket starts full.
+const IDLE: Duration = Duration::from_secs(60);
+
+/// Buckets by key id (API keys; the dashboard's e-mail and address pairs). A key's bucket is
+/// rebuilt when its plan's rate changes. Memory: at most `MAX_BUCKETS` buckets (about 200
+/// bytes each), whatever the number of keys tried.
 #[derive(Default)]
 pub struct RateLimits {
-    buckets: Mutex<HashMap<String, (u32, Arc<Bucket>)>>,
+    buckets: Mutex<HashMap<String, Entry>>,
+}
+
+struct Entry {
+    rate: u32,
+    bucket: Arc<Bucket>,
+    used: Instant,
+}
+
+/// Makes room for one more bucket: drops the idle ones, then (only when `MAX_BUCKETS` keys
+/// were all used within the last minute) arbitrary ones, which start full again if they return.
+fn make_room(buckets: &mut HashMap<String, Entry>, max: usize) {
+    if buckets.len() < max {
+        return;
+    }
+    buckets.retain(|_, e| e.used.elapsed() < IDLE);
+    if buckets.len() >= max {
+        tracing::warn!(
+            buckets = buckets.len(),
+            "rate limit table full; forgetting active buckets"
+        );
+        let excess: Vec<String> = buckets
+            .keys()
+            .take(buckets.len() + 1 - max)
+            .cloned()
+            .collect();
+        for k in excess {
+            buckets.remove(&k);
+        }
+    }
 }
 
 fn unix_after(d: Duration) -> u64 {
@@ -58,15 +95,25 @@ impl RateLimits {
     pub fn check(&self, key_id: &str, per_minute: u32) -> RateLimitInfo {
         let per_minute = NonZeroU32::new(per_minute).unwrap_or(NonZeroU32::MIN);
         let bucket = {
-            let mut buckets = self.buckets.lock().expect("rate limit lock");
-            match buckets.get(key_id) {
-                Some((rate, b)) if *rate == per_minute.get() => b.clone(),
+            let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+            match buckets.get_mut(key_id) {
+                Some(e) if e.rate == per_minute.get() => {
+                    e.used = Instant::now();
+                    e.bucket.clone()
+                }
                 _ => {
                     let b = Arc::new(
                         RateLimiter::direct(Quota::per_minute(per_minute))
                             .with_middleware::<StateInformationMiddleware>(),
                     );
-                    buckets.insert(key_id.to_owned(), (per_minute.get(), b.clone()));
+                    buckets.remove(key_id);
+                    make_room(&mut buckets, MAX_BUCKETS);
+                    let entry = Entry {
+                        rate: per_minute.get(),
+                        bucket: b.clone(),
+                        used: Instant::now(),
+                    };
+                    buckets.insert(key_id.to_owned(), entry);
                     b
                 }
             }
@@ -98,7 +145,10 @@ impl RateLimits {
 
     /// Forgets a revoked key's bucket.
     pub fn forget(&self, key_id: &str) {
-        self.buckets.lock().expect("rate limit lock").remove(key_id);
+        self.buckets
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key_id);
     }
 }
 
@@ -123,5 +173,34 @@ mod tests {
         );
         // Another key has its own bucket.
         assert_eq!(limits.check("other", 3).remaining, 2);
+    }
+
+    #[test]
+    fn the_table_is_bounded_and_drops_idle_buckets_first() {
+        let entry = |age: Duration| Entry {
+            rate: 5,
+            bucket: Arc::new(
+                RateLimiter::direct(Quota::per_minute(NonZeroU32::new(5).unwrap()))
+                    .with_middleware::<StateInformationMiddleware>(),
+            ),
+            used: Instant::now() - age,
+        };
+        let mut buckets = HashMap::new();
+        buckets.insert("idle".to_owned(), entry(IDLE * 2));
+        buckets.insert("busy".to_owned(), entry(Duration::ZERO));
+        make_room(&mut buckets, 2);
+        assert!(buckets.contains_key("busy") && !buckets.contains_key("idle"));
+        buckets.insert("busy2".to_owned(), entry(Duration::ZERO));
+        make_room(&mut buckets, 2);
+        assert_eq!(
+            buckets.len(),
+            1,
+            "room for one more, never beyond the bound"
+        );
+        let limits = RateLimits::default();
+        for i in 0..(MAX_BUCKETS + 100) {
+            limits.check(&format!("k{i}"), 60);
+        }
+        assert!(limits.buckets.lock().unwrap().len() <= MAX_BUCKETS);
     }
 }
