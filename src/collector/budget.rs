@@ -5,7 +5,7 @@
 //! max_memory_mb = dedupe_memory_mb                    Bloom filters (dedupe/), fixed
 //!               + max_memory_mb / 4                   queued batches, all shards (Gate)
 //!               + shards x 3 x file_bytes             per shard: open files, one flush
-//!                                                     queued for the uploader, one encoding
+//!                                                     queued for the uploader, one uploading
 //! file_bytes    = min(max_file_bytes, (max_memory_mb x 3/4 - dedupe_memory_mb) / (3 x shards))
 //! ```
 //!
@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use crate::config::CollectorSettings;
 
-/// Flushes a shard may hold at once: its open files, one queued, one being encoded.
+/// Flushes a shard may hold at once: its open files, one queued, one being uploaded.
 const FILES_IN_MEMORY: usize = 3;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,9 +3,9 @@
 //! ```text
 //! http (auth, limits, simd-json parse, validate, enrich)        collector/http.rs, decode.rs
 //!   -> route by hash(app, anonymousId) over bounded queues       Collector::submit (mod.rs)
-//!   -> shard writer: dedupe, WAL append + fsync, reply            writer.rs, wal.rs, dedupe.rs
-//!   -> Arrow builders per (app, hour)                             columns.rs (from event.rs)
-//!   -> uploader: Parquet zstd, object_store put, checkpoint, trim uploader.rs, lake.rs, retry.rs
+//!   -> shard writer: dedupe, WAL append + fsync, reply            writer.rs, wal.rs, dedupe/
+//!   -> open Parquet files per (app, hour), row group by group     columns.rs (from event.rs)
+//!   -> uploader: object_store put, checkpoint, trim               uploader.rs, lake.rs, retry.rs
 //!      (+ the traffic rollups, applied once per LSN before the checkpoint)   rollup/
 //! ```
 //!

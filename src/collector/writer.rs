@@ -632,13 +632,9 @@ mod tests {
                 .unwrap()
                 .build()
                 .unwrap();
-        let batches: Vec<_> = reader.map(|b| b.unwrap()).collect();
-        arrow_select_concat(&batches)
-    }
-
-    fn arrow_select_concat(batches: &[arrow_array::RecordBatch]) -> arrow_array::RecordBatch {
+        let mut batches: Vec<_> = reader.map(|b| b.unwrap()).collect();
         assert_eq!(batches.len(), 1, "one row group in these small files");
-        batches[0].clone()
+        batches.remove(0)
     }
 
     fn ev(id: &str, anon: &str) -> Event {

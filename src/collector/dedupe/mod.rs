@@ -248,6 +248,7 @@ impl Index {
     /// The runs' generations, to rebuild their filters.
     fn generations(&self) -> Vec<u32> {
         let mut g: Vec<u32> = self.state().runs.iter().map(|r| r.generation).collect();
+        g.sort_unstable();
         g.dedup();
         g
     }

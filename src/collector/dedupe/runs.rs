@@ -164,8 +164,7 @@ pub fn merge(dir: &Path, runs: &[&Run]) -> io::Result<Run> {
         }
     });
     // The merged run takes the newest input's name: the rename replaces it atomically.
-    let run = write(dir, generation, lsn, merged)?;
-    Ok(run)
+    write(dir, generation, lsn, merged)
 }
 
 /// The runs in `dir`, oldest generation first; leftovers of an interrupted write are removed.
