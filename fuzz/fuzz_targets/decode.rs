@@ -39,7 +39,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let Ok(decode::Decoded {
         events, rejected, ..
-    }) = decode::decode(data.to_vec(), &enrich, limits)
+    }) = decode::decode(data, &enrich, limits)
     else {
         return;
     };

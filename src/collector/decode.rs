@@ -1,14 +1,20 @@
 //! Decoding and validating a tracker batch (api.md §7): simd-json parses the body in place into
-//! borrowed values; each event is checked on its own, so one bad event is reported (with its
-//! index and field) and the others are kept.
+//! its tape (a flat array of nodes, strings borrowed from the body: no tree, no map, no string
+//! copied), and each event is read in one pass over its keys and checked on its own, so one bad
+//! event is reported (with its index and field) and the others are kept. Only what an accepted
+//! event keeps is copied out of the body.
 //!
 //! Accepted shapes: `{"batch": [event, ...], "sentAt": "...", "writeKey"?: "..."}` or a single
-//! event object. Never panics, whatever the input (see `fuzz/`).
+//! event object. A key given twice counts once, its last value (as in a JSON object read into a
+//! map). Never panics, whatever the input (see `fuzz/`).
+
+use std::cell::RefCell;
 
 use chrono::DateTime;
 use serde::Serialize;
 use simd_json::prelude::*;
-use simd_json::BorrowedValue as Value;
+use simd_json::tape::{Object, Value};
+use simd_json::{Buffers, Tape};
 
 use super::event::{Event, EventType};
 use crate::ids::canonical_anonymous_id;
@@ -51,15 +57,15 @@ pub struct Enrichment {
     pub user_agent: Option<String>,
 }
 
-/// A parsed body: the events still as borrowed JSON, plus the batch-level fields.
-pub struct Parsed<'a> {
-    items: Vec<Value<'a>>,
+/// A parsed body: the events still as JSON (views into the tape), plus the batch-level fields.
+pub struct Parsed<'t, 'i> {
+    items: Vec<Value<'t, 'i>>,
     sent_at: Option<i64>,
     /// `writeKey` of the body, for beacons that cannot set headers.
     pub write_key: Option<String>,
 }
 
-impl Parsed<'_> {
+impl Parsed<'_, '_> {
     pub fn len(&self) -> usize {
         self.items.len()
     }
@@ -78,28 +84,63 @@ fn parse_time(s: &str) -> Option<i64> {
         .map(|t| t.timestamp_micros())
 }
 
-/// Parses the body in place.
-pub fn parse(body: &mut [u8]) -> Result<Parsed<'_>, BodyError> {
+fn is_null(v: &Value<'_, '_>) -> bool {
+    v.as_null().is_some()
+}
+
+/// Parses `body[..len]` into a tape and hands it to `f`. The rest of `body` is simd-json's
+/// padding (at least [`simd_json::INPUT_PADDING`] bytes, any content), which spares simd-json a
+/// padded copy of the body. The tape and simd-json's scratch space are kept per thread.
+fn with_tape<R>(
+    body: &mut [u8],
+    len: usize,
+    f: impl FnOnce(&Tape<'_>) -> R,
+) -> Result<R, BodyError> {
     thread_local! {
-        // simd-json's scratch space, reused by each worker thread's requests.
-        static BUFFERS: std::cell::RefCell<simd_json::Buffers> =
-            std::cell::RefCell::new(simd_json::Buffers::new(16 * 1024));
+        static SCRATCH: RefCell<(Buffers, Tape<'static>)> =
+            RefCell::new((Buffers::new(16 * 1024), Tape::null()));
     }
-    let parsed = BUFFERS.with(|b| match b.try_borrow_mut() {
-        Ok(mut buffers) => simd_json::borrowed::to_value_with_buffers(body, &mut buffers),
-        Err(_) => simd_json::to_borrowed_value(body),
-    });
-    let value = parsed.map_err(|e| match e.error() {
+    let to_error = |e: simd_json::Error| match e.error() {
         simd_json::ErrorType::InvalidNumber => BodyError::NumberOutOfRange(e.to_string()),
         _ => BodyError::NotJson(e.to_string()),
-    })?;
-    let Value::Object(mut root) = value else {
+    };
+    SCRATCH.with(|scratch| {
+        let mut scratch = scratch.try_borrow_mut().ok();
+        let (mut buffers, mut tape) = match scratch.as_deref_mut() {
+            Some((b, t)) => (
+                std::mem::replace(b, Buffers::new(0)),
+                std::mem::replace(t, Tape::null()).reset(),
+            ),
+            None => (Buffers::new(len), Tape::null().reset()),
+        };
+        let parsed = simd_json::fill_tape_padded(body, len, &mut buffers, &mut tape);
+        let out = parsed.map(|()| f(&tape)).map_err(to_error);
+        if let Some((b, t)) = scratch.as_deref_mut() {
+            (*b, *t) = (buffers, tape.reset());
+        }
+        out
+    })
+}
+
+/// Reads the batch-level fields of a parsed body.
+pub fn parse<'t, 'i>(tape: &'t Tape<'i>) -> Result<Parsed<'t, 'i>, BodyError> {
+    let root = tape.as_value();
+    let Some(object) = root.as_object() else {
         return Err(BodyError::Invalid {
             field: "body",
             message: "must be a JSON object".into(),
         });
     };
-    let write_key = match root.get("writeKey") {
+    let (mut batch, mut sent_at, mut write_key) = (None, None, None);
+    for (k, v) in object.iter() {
+        match k {
+            "batch" => batch = Some(v),
+            "sentAt" => sent_at = Some(v),
+            "writeKey" => write_key = Some(v),
+            _ => {}
+        }
+    }
+    let write_key = match write_key {
         Some(v) => Some(
             v.as_str()
                 .ok_or(BodyError::Invalid {
@@ -110,17 +151,17 @@ pub fn parse(body: &mut [u8]) -> Result<Parsed<'_>, BodyError> {
         ),
         None => None,
     };
-    if !root.contains_key("batch") {
-        root.remove("writeKey");
+    let Some(batch) = batch else {
+        // A single event; its writeKey is not one of its fields, so it is not read as one.
         return Ok(Parsed {
-            items: vec![Value::Object(root)],
+            items: vec![root],
             sent_at: None,
             write_key,
         });
-    }
+    };
     // An absurd batch sentAt (outside 2000-2099) is ignored rather than refusing the batch:
     // the events then keep their own timestamps (see `event_time`).
-    let sent_at = match root.get("sentAt") {
+    let sent_at = match sent_at {
         None => None,
         Some(v) => Some(v.as_str().and_then(parse_time).ok_or(BodyError::Invalid {
             field: "sentAt",
@@ -128,21 +169,35 @@ pub fn parse(body: &mut [u8]) -> Result<Parsed<'_>, BodyError> {
         })?),
     }
     .filter(|t| (MIN_TIME..MAX_TIME).contains(t));
-    match root.remove("batch") {
-        Some(Value::Array(items)) if items.is_empty() => Err(BodyError::Invalid {
+    match batch.as_array() {
+        Some(items) if items.is_empty() => Err(BodyError::Invalid {
             field: "batch",
             message: "must hold at least one event".into(),
         }),
-        Some(Value::Array(items)) => Ok(Parsed {
-            items: *items,
+        Some(items) => Ok(Parsed {
+            items: items.iter().collect(),
             sent_at,
             write_key,
         }),
-        _ => Err(BodyError::Invalid {
+        None => Err(BodyError::Invalid {
             field: "batch",
             message: "must be an array of events".into(),
         }),
     }
+}
+
+/// Parses a body and counts its events (what the parse benchmark measures).
+pub fn count_events(body: &[u8]) -> Result<usize, BodyError> {
+    let mut padded = padded(body);
+    with_tape(&mut padded, body.len(), |tape| parse(tape).map(|p| p.len()))?
+}
+
+/// A copy of `body` followed by simd-json's padding.
+fn padded(body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(body.len() + simd_json::INPUT_PADDING);
+    out.extend_from_slice(body);
+    out.resize(body.len() + simd_json::INPUT_PADDING, b' ');
+    out
 }
 
 struct Checker {
@@ -165,27 +220,31 @@ impl Checker {
         });
     }
 
-    /// An optional string of at most `max` characters.
-    fn text(&mut self, v: Option<&Value>, field: &str, max: usize) -> Option<String> {
-        match v {
-            None | Some(Value::Static(simd_json::StaticNode::Null)) => None,
-            Some(v) => match v.as_str() {
-                Some(s) if s.chars().count() <= max => Some(s.to_owned()),
-                Some(_) => {
-                    self.fail(field, format!("must be at most {max} characters"));
-                    None
-                }
-                None => {
-                    self.fail(field, "must be a string");
-                    None
-                }
-            },
+    /// An optional string of at most `max` characters, borrowed from the body.
+    fn str<'i>(&mut self, v: Option<Value<'_, 'i>>, field: &str, max: usize) -> Option<&'i str> {
+        let v = v.filter(|v| !is_null(v))?;
+        match v.into_string() {
+            // A string of at most `max` bytes has at most `max` characters.
+            Some(s) if s.len() <= max || s.chars().count() <= max => Some(s),
+            Some(_) => {
+                self.fail(field, format!("must be at most {max} characters"));
+                None
+            }
+            None => {
+                self.fail(field, "must be a string");
+                None
+            }
         }
     }
 
+    /// An optional string of at most `max` characters.
+    fn text(&mut self, v: Option<Value<'_, '_>>, field: &str, max: usize) -> Option<String> {
+        self.str(v, field, max).map(str::to_owned)
+    }
+
     /// An optional id: a non-empty string, with `prefix` when given.
-    fn id(&mut self, v: Option<&Value>, field: &str, prefix: &str) -> Option<String> {
-        let s = self.text(v, field, MAX_ID_CHARS)?;
+    fn id(&mut self, v: Option<Value<'_, '_>>, field: &str, prefix: &str) -> Option<String> {
+        let s = self.str(v, field, MAX_ID_CHARS)?;
         if s.is_empty() || !s.starts_with(prefix) || s.len() == prefix.len() {
             let shape = if prefix.is_empty() {
                 "a non-empty string".to_owned()
@@ -199,13 +258,13 @@ impl Checker {
             self.fail(field, "must not contain control characters");
             return None;
         }
-        Some(s)
+        Some(s.to_owned())
     }
 
     /// An ISO 8601 time from 2000-01-01 to 2099-12-31 (UTC).
-    fn time(&mut self, v: Option<&Value>, field: &str) -> Option<i64> {
-        let s = self.text(v, field, 64)?;
-        match parse_time(&s) {
+    fn time(&mut self, v: Option<Value<'_, '_>>, field: &str) -> Option<i64> {
+        let s = self.str(v, field, 64)?;
+        match parse_time(s) {
             None => {
                 self.fail(field, "must be an ISO 8601 timestamp with a time zone");
                 None
@@ -219,15 +278,13 @@ impl Checker {
     }
 
     /// An optional object, encoded back to JSON text.
-    fn object_json(&mut self, v: Option<&Value>, field: &str) -> Option<String> {
-        match v {
-            None | Some(Value::Static(simd_json::StaticNode::Null)) => None,
-            Some(v @ Value::Object(_)) => Some(v.encode()),
-            Some(_) => {
-                self.fail(field, "must be an object");
-                None
-            }
+    fn object_json(&mut self, v: Option<Value<'_, '_>>, field: &str) -> Option<String> {
+        let v = v.filter(|v| !is_null(v))?;
+        if v.as_object().is_some() {
+            return Some(v.encode());
         }
+        self.fail(field, "must be an object");
+        None
     }
 }
 
@@ -260,101 +317,122 @@ struct Context {
     rest: Option<String>,
 }
 
+/// The keys of `context` that have columns (or that the server sets: ip, userAgent).
+const CONTEXT_KEYS: [&str; 7] = [
+    "page",
+    "device",
+    "locale",
+    "timezone",
+    "screen",
+    "ip",
+    "userAgent",
+];
+
+/// The values of `keys` in `object`, in one pass (the last of a repeated key).
+fn pick<'t, 'i, const N: usize>(
+    object: &Object<'t, 'i>,
+    keys: &[&str; N],
+) -> [Option<Value<'t, 'i>>; N] {
+    let mut out = [None; N];
+    for (k, v) in object.iter() {
+        if let Some(i) = keys.iter().position(|key| *key == k) {
+            out[i] = Some(v);
+        }
+    }
+    out
+}
+
+/// The members of `object` whose keys are not in `known`, as a JSON object (None if none).
+fn rest_json(object: &Object<'_, '_>, known: &[&str]) -> Option<String> {
+    let mut out = Vec::new();
+    for (k, v) in object.iter().filter(|(k, _)| !known.contains(k)) {
+        out.push(if out.is_empty() { b'{' } else { b',' });
+        // Writing to a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut out, k);
+        out.push(b':');
+        let _ = v.write(&mut out);
+    }
+    if out.is_empty() {
+        return None;
+    }
+    out.push(b'}');
+    String::from_utf8(out).ok()
+}
+
 impl Checker {
-    fn context(&mut self, v: Option<&Value>) -> Context {
+    /// An optional object: its view, or None (and an error unless absent or null).
+    fn object<'t, 'i>(&mut self, v: Option<Value<'t, 'i>>, field: &str) -> Option<Object<'t, 'i>> {
+        let v = v.filter(|v| !is_null(v))?;
+        let o = v.as_object();
+        if o.is_none() {
+            self.fail(field, "must be an object");
+        }
+        o
+    }
+
+    fn context(&mut self, v: Option<Value<'_, '_>>) -> Context {
         let mut out = Context::default();
-        let ctx = match v {
-            None | Some(Value::Static(simd_json::StaticNode::Null)) => return out,
-            Some(Value::Object(ctx)) => ctx,
-            Some(_) => {
-                self.fail("context", "must be an object");
-                return out;
-            }
+        let Some(ctx) = self.object(v, "context") else {
+            return out;
         };
-        match ctx.get("page") {
-            None => {}
-            Some(Value::Object(p)) => {
-                const PAGE: [(&str, &str); 4] = [
-                    ("url", "context.page.url"),
-                    ("path", "context.page.path"),
-                    ("title", "context.page.title"),
-                    ("referrer", "context.page.referrer"),
-                ];
-                for (slot, (key, field)) in out.page.iter_mut().zip(PAGE) {
-                    *slot = self.text(p.get(key), field, MAX_TEXT_CHARS);
-                }
+        let [page, device, locale, timezone, screen, _, _] = pick(&ctx, &CONTEXT_KEYS);
+        if let Some(p) = page.and_then(|p| self.object(Some(p), "context.page")) {
+            const FIELDS: [&str; 4] = [
+                "context.page.url",
+                "context.page.path",
+                "context.page.title",
+                "context.page.referrer",
+            ];
+            let values = pick(&p, &["url", "path", "title", "referrer"]);
+            for ((slot, v), field) in out.page.iter_mut().zip(values).zip(FIELDS) {
+                *slot = self.text(v, field, MAX_TEXT_CHARS);
             }
-            Some(_) => self.fail("context.page", "must be an object"),
         }
-        match ctx.get("device") {
-            None => {}
-            Some(Value::Object(d)) => {
-                out.device_type = self.text(d.get("type"), "context.device.type", 64)
-            }
-            Some(_) => self.fail("context.device", "must be an object"),
+        if let Some(d) = device.and_then(|d| self.object(Some(d), "context.device")) {
+            out.device_type = self.text(d.get("type"), "context.device.type", 64);
         }
-        out.locale = self.text(ctx.get("locale"), "context.locale", 35);
+        out.locale = self.text(locale, "context.locale", 35);
         if out.locale.as_deref().is_some_and(|l| !is_locale(l)) {
             self.fail(
                 "context.locale",
                 "must be a language-region tag such as en-US",
             );
         }
-        out.timezone = self.text(ctx.get("timezone"), "context.timezone", 64);
+        out.timezone = self.text(timezone, "context.timezone", 64);
         if out.timezone.as_deref().is_some_and(|t| !is_timezone(t)) {
             self.fail(
                 "context.timezone",
                 "must be an IANA zone name such as Europe/Paris",
             );
         }
-        match ctx.get("screen") {
-            None => {}
-            Some(Value::Object(s)) => {
-                const SCREEN: [(&str, &str); 2] = [
-                    ("width", "context.screen.width"),
-                    ("height", "context.screen.height"),
-                ];
-                for (slot, (key, field)) in out.screen.iter_mut().zip(SCREEN) {
-                    match s.get(key).map(|v| v.as_i64()) {
-                        None => {}
-                        Some(Some(n)) if (0..=100_000).contains(&n) => *slot = Some(n as i32),
-                        Some(_) => self.fail(field, "must be an integer from 0 to 100000"),
-                    }
+        if let Some(s) = screen.and_then(|s| self.object(Some(s), "context.screen")) {
+            const SCREEN: [(&str, &str); 2] = [
+                ("width", "context.screen.width"),
+                ("height", "context.screen.height"),
+            ];
+            for (slot, (key, field)) in out.screen.iter_mut().zip(SCREEN) {
+                match s.get(key).map(|v| v.as_i64()) {
+                    None => {}
+                    Some(Some(n)) if (0..=100_000).contains(&n) => *slot = Some(n as i32),
+                    Some(_) => self.fail(field, "must be an integer from 0 to 100000"),
                 }
             }
-            Some(_) => self.fail("context.screen", "must be an object"),
         }
-        const KNOWN: [&str; 7] = [
-            "page",
-            "device",
-            "locale",
-            "timezone",
-            "screen",
-            "ip",
-            "userAgent",
-        ];
-        // The rest of the context is kept as JSON; copied only when there is a rest.
-        if ctx.keys().any(|k| !KNOWN.contains(&k.as_ref())) {
-            let mut rest = ctx.clone();
-            for k in KNOWN {
-                rest.remove(k);
-            }
-            out.rest = Some(Value::Object(rest).encode());
-        }
+        out.rest = rest_json(&ctx, &CONTEXT_KEYS);
         out
     }
 }
 
 /// Validates and enriches every event; returns the accepted ones and the rejections.
 pub fn validate(
-    parsed: Parsed<'_>,
+    parsed: &Parsed<'_, '_>,
     enrich: &Enrichment,
     max_event_bytes: usize,
 ) -> (Vec<Event>, Vec<Rejected>) {
     let mut events = Vec::with_capacity(parsed.items.len());
     let mut rejected = Vec::new();
     for (index, item) in parsed.items.iter().enumerate() {
-        match check_event(index, item, parsed.sent_at, enrich, max_event_bytes) {
+        match check_event(index, *item, parsed.sent_at, enrich, max_event_bytes) {
             Ok(e) => events.push(e),
             Err(mut r) => rejected.append(&mut r),
         }
@@ -362,9 +440,25 @@ pub fn validate(
     (events, rejected)
 }
 
+/// The keys of an event that are read (others are ignored), in the order `check_event` takes them.
+const EVENT_KEYS: [&str; 12] = [
+    "type",
+    "messageId",
+    "anonymousId",
+    "userId",
+    "sessionId",
+    "event",
+    "groupId",
+    "properties",
+    "traits",
+    "timestamp",
+    "sentAt",
+    "context",
+];
+
 fn check_event(
     index: usize,
-    item: &Value<'_>,
+    item: Value<'_, '_>,
     batch_sent_at: Option<i64>,
     enrich: &Enrichment,
     max_event_bytes: usize,
@@ -377,22 +471,33 @@ fn check_event(
         c.fail("body", "an event must be a JSON object");
         return Err(c.errors);
     };
-    let get = |k: &str| obj.get(k);
-    let kind = get("type")
-        .and_then(|v| v.as_str())
+    let [kind, message_id, anonymous_id, user_id, session_id, event, group_id, properties, traits, timestamp, sent_at, context] =
+        pick(&obj, &EVENT_KEYS);
+    let kind = kind
+        .and_then(|v| v.into_string())
         .and_then(EventType::parse);
     if kind.is_none() {
         c.fail("type", "must be one of: page, track, identify, group");
     }
-    let ids = c.ids(obj, kind);
-    let properties = c.object_json(get("properties"), "properties");
-    let traits = c.object_json(get("traits"), "traits");
-    let original_timestamp = c.time(get("timestamp"), "timestamp");
-    let sent_at = match get("sentAt") {
+    let ids = c.ids(
+        kind,
+        RawIds {
+            message_id,
+            anonymous_id,
+            user_id,
+            session_id,
+            event,
+            group_id,
+        },
+    );
+    let properties = c.object_json(properties, "properties");
+    let traits = c.object_json(traits, "traits");
+    let original_timestamp = c.time(timestamp, "timestamp");
+    let sent_at = match sent_at {
         Some(v) => c.time(Some(v), "sentAt"),
         None => batch_sent_at,
     };
-    let ctx = c.context(get("context"));
+    let ctx = c.context(context);
     let (Some(kind), true) = (kind, c.errors.is_empty()) else {
         return Err(c.errors);
     };
@@ -440,7 +545,7 @@ fn check_event(
 /// server adds (ip, userAgent, appId, receivedAt) does not count. The JSON is encoded only when
 /// the kept text could come near the limit (an escape takes at most 6 bytes per character,
 /// keys and punctuation less than 1 KiB), so ordinary events cost no encoding.
-fn over_limit(e: &Event, item: &Value<'_>, max: usize) -> bool {
+fn over_limit(e: &Event, item: Value<'_, '_>, max: usize) -> bool {
     let server = [&e.ip, &e.user_agent]
         .iter()
         .map(|s| s.as_ref().map_or(0, String::len))
@@ -479,7 +584,17 @@ pub fn event_time(original: Option<i64>, sent_at: Option<i64>, received_at: i64)
     }
 }
 
-/// The identifiers of an event and the requirements of its type.
+/// The identifiers of an event as sent.
+struct RawIds<'t, 'i> {
+    message_id: Option<Value<'t, 'i>>,
+    anonymous_id: Option<Value<'t, 'i>>,
+    user_id: Option<Value<'t, 'i>>,
+    session_id: Option<Value<'t, 'i>>,
+    event: Option<Value<'t, 'i>>,
+    group_id: Option<Value<'t, 'i>>,
+}
+
+/// The identifiers of an event, checked against the requirements of its type.
 struct Ids {
     message_id: Option<String>,
     anonymous_id: Option<String>,
@@ -490,19 +605,19 @@ struct Ids {
 }
 
 impl Checker {
-    fn ids(&mut self, obj: &simd_json::borrowed::Object<'_>, kind: Option<EventType>) -> Ids {
-        let get = |k: &str| obj.get(k);
-        let message_id = self.id(get("messageId"), "messageId", "msg_");
-        let anonymous_id = self
-            .text(get("anonymousId"), "anonymousId", 64)
-            .and_then(|a| match canonical_anonymous_id(&a) {
-                Ok(a) => Some(a),
-                Err(m) => {
-                    self.fail("anonymousId", m);
-                    None
-                }
-            });
-        let user_id = self.id(get("userId"), "userId", "");
+    fn ids(&mut self, kind: Option<EventType>, raw: RawIds<'_, '_>) -> Ids {
+        let message_id = self.id(raw.message_id, "messageId", "msg_");
+        let anonymous_id =
+            self.str(raw.anonymous_id, "anonymousId", 64).and_then(
+                |a| match canonical_anonymous_id(a) {
+                    Ok(a) => Some(a),
+                    Err(m) => {
+                        self.fail("anonymousId", m);
+                        None
+                    }
+                },
+            );
+        let user_id = self.id(raw.user_id, "userId", "");
         if anonymous_id.is_none()
             && user_id.is_none()
             && !self.failed("anonymousId")
@@ -510,15 +625,15 @@ impl Checker {
         {
             self.fail("anonymousId", "anonymousId or userId is required");
         }
-        let session_id = self.id(get("sessionId"), "sessionId", "ses_");
-        let event = self.text(get("event"), "event", MAX_ID_CHARS);
+        let session_id = self.id(raw.session_id, "sessionId", "ses_");
+        let event = self.text(raw.event, "event", MAX_ID_CHARS);
         if kind == Some(EventType::Track)
             && event.as_deref().is_none_or(|e| e.trim().is_empty())
             && !self.failed("event")
         {
             self.fail("event", "is required for track: the event name");
         }
-        let group_id = self.id(get("groupId"), "groupId", "");
+        let group_id = self.id(raw.group_id, "groupId", "");
         if kind == Some(EventType::Group) && group_id.is_none() && !self.failed("groupId") {
             self.fail("groupId", "is required for group");
         }
@@ -556,19 +671,16 @@ pub struct Decoded {
 /// Parses, validates and enriches a body. A number beyond the range of a 64-bit float (such as
 /// `1e400`, which JSON allows) does not refuse the body: it is stored as the nearest float
 /// (`±1.7976931348623157e308`, or `0.0` for an underflow), see [`clamp_numbers`].
-pub fn decode(
-    mut body: Vec<u8>,
-    enrich: &Enrichment,
-    limits: Limits,
-) -> Result<Decoded, BodyError> {
-    // simd-json parses in place; the untouched bytes are kept for the rare second attempt.
-    let original = body.clone();
-    match decode_in_place(&mut body, enrich, limits) {
+pub fn decode(body: &[u8], enrich: &Enrichment, limits: Limits) -> Result<Decoded, BodyError> {
+    // simd-json parses in place: it gets a padded copy, and `body` stays for the rare retry.
+    match decode_in_place(&mut padded(body), body.len(), enrich, limits) {
         Err(BodyError::NumberOutOfRange(_)) => {
-            let mut clamped = clamp_numbers(&original);
-            decode_in_place(&mut clamped, enrich, limits).map_err(|e| match e {
-                BodyError::NumberOutOfRange(m) => BodyError::NotJson(m),
-                e => e,
+            let clamped = clamp_numbers(body);
+            decode_in_place(&mut padded(&clamped), clamped.len(), enrich, limits).map_err(|e| {
+                match e {
+                    BodyError::NumberOutOfRange(m) => BodyError::NotJson(m),
+                    e => e,
+                }
             })
         }
         r => r,
@@ -577,20 +689,22 @@ pub fn decode(
 
 fn decode_in_place(
     body: &mut [u8],
+    len: usize,
     enrich: &Enrichment,
     limits: Limits,
 ) -> Result<Decoded, BodyError> {
-    let parsed = parse(body)?;
-    if parsed.len() > limits.max_events {
-        return Err(BodyError::TooManyEvents(limits.max_events));
-    }
-    let write_key = parsed.write_key.clone();
-    let (events, rejected) = validate(parsed, enrich, limits.max_event_bytes);
-    Ok(Decoded {
-        events,
-        rejected,
-        write_key,
-    })
+    with_tape(body, len, |tape| {
+        let parsed = parse(tape)?;
+        if parsed.len() > limits.max_events {
+            return Err(BodyError::TooManyEvents(limits.max_events));
+        }
+        let (events, rejected) = validate(&parsed, enrich, limits.max_event_bytes);
+        Ok(Decoded {
+            events,
+            rejected,
+            write_key: parsed.write_key,
+        })
+    })?
 }
 
 /// The body with every number literal that a 64-bit float cannot hold replaced by the nearest
@@ -666,7 +780,7 @@ mod tests {
     };
 
     fn run(body: &str) -> Result<(Vec<Event>, Vec<Rejected>), BodyError> {
-        decode(body.as_bytes().to_vec(), &enrich(), LIMITS).map(|d| (d.events, d.rejected))
+        decode(body.as_bytes(), &enrich(), LIMITS).map(|d| (d.events, d.rejected))
     }
 
     const ANON: &str = "6f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d4e5f";
@@ -735,10 +849,28 @@ mod tests {
             })
         ));
         let single = format!(r#"{{"type": "page", "anonymousId": "{ANON}", "writeKey": "ik_x"}}"#);
-        let mut b = single.into_bytes();
-        let parsed = parse(&mut b).unwrap();
-        assert_eq!(parsed.write_key.as_deref(), Some("ik_x"));
-        assert_eq!(parsed.len(), 1);
+        let d = decode(single.as_bytes(), &enrich(), LIMITS).unwrap();
+        assert_eq!(d.write_key.as_deref(), Some("ik_x"));
+        assert_eq!((d.events.len(), d.rejected.len()), (1, 0));
+        assert_eq!(count_events(single.as_bytes()), Ok(1));
+    }
+
+    #[test]
+    fn a_repeated_key_counts_once_with_its_last_value_and_unknown_context_stays_json() {
+        let body = format!(
+            r#"{{"type": "track", "event": "A", "event": "B", "anonymousId": "{ANON}",
+                "context": {{"lib\"x": {{"v": [1, "\u00e9\n", null]}}, "page": {{"path": "/a"}}, "ip": "1.2.3.4"}}}}"#
+        );
+        let (events, rejected) = run(&body).unwrap();
+        assert!(rejected.is_empty(), "{rejected:?}");
+        assert_eq!(events[0].event.as_deref(), Some("B"));
+        assert_eq!(events[0].page_path.as_deref(), Some("/a"));
+        let rest: serde_json::Value =
+            serde_json::from_str(events[0].context.as_deref().unwrap()).unwrap();
+        assert_eq!(
+            rest,
+            serde_json::json!({"lib\"x": {"v": [1, "\u{e9}\n", null]}})
+        );
     }
 
     #[test]
@@ -820,11 +952,11 @@ mod tests {
         let mut rich = enrich();
         rich.user_agent = Some("U".repeat(30_000));
         rich.ip = Some("2001:db8::1".into());
-        let d = decode(body.into_bytes(), &rich, LIMITS).unwrap();
+        let d = decode(body.as_bytes(), &rich, LIMITS).unwrap();
         let (events, rejected) = (d.events, d.rejected);
         assert_eq!((events.len(), rejected.len()), (1, 0), "{rejected:?}");
         let over = pad(32 * 1024 - base + 1);
-        let d = decode(over.into_bytes(), &rich, LIMITS).unwrap();
+        let d = decode(over.as_bytes(), &rich, LIMITS).unwrap();
         let (events, rejected) = (d.events, d.rejected);
         assert!(events.is_empty() && rejected[0].too_large);
     }

@@ -187,7 +187,7 @@ fn decode_body(
         max_events: cfg.max_batch_events,
         max_event_bytes: cfg.max_event_bytes,
     };
-    decode::decode(body, &enrich, limits)
+    decode::decode(&body, &enrich, limits)
 }
 
 /// The answer to a batch.
