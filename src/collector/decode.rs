@@ -9,6 +9,7 @@
 //! map). Never panics, whatever the input (see `fuzz/`).
 
 use std::cell::RefCell;
+use std::sync::Arc;
 
 use chrono::DateTime;
 use serde::Serialize;
@@ -50,11 +51,11 @@ pub struct Rejected {
 /// Facts about the request, used to enrich each event.
 #[derive(Debug, Clone, Default)]
 pub struct Enrichment {
-    pub app_id: String,
+    pub app_id: Arc<str>,
     /// When the server received the batch, µs since the epoch.
     pub received_at: i64,
-    pub ip: Option<String>,
-    pub user_agent: Option<String>,
+    pub ip: Option<Arc<str>>,
+    pub user_agent: Option<Arc<str>>,
 }
 
 /// A parsed body: the events still as JSON (views into the tape), plus the batch-level fields.
@@ -548,7 +549,7 @@ fn check_event(
 fn over_limit(e: &Event, item: Value<'_, '_>, max: usize) -> bool {
     let server = [&e.ip, &e.user_agent]
         .iter()
-        .map(|s| s.as_ref().map_or(0, String::len))
+        .map(|s| s.as_ref().map_or(0, |s| s.len()))
         .sum::<usize>()
         + e.app_id.len();
     let text = e.approx_bytes().saturating_sub(server);
@@ -950,7 +951,7 @@ mod tests {
         let body = pad(32 * 1024 - base);
         assert_eq!(body.len(), 32 * 1024);
         let mut rich = enrich();
-        rich.user_agent = Some("U".repeat(30_000));
+        rich.user_agent = Some("U".repeat(30_000).into());
         rich.ip = Some("2001:db8::1".into());
         let d = decode(body.as_bytes(), &rich, LIMITS).unwrap();
         let (events, rejected) = (d.events, d.rejected);

@@ -6,6 +6,8 @@
 //! descriptions (`COLUMNS`, `cells`) that `columns.rs` turns into the Arrow schema and builders.
 //! Adding a column is one line here. Plain data, so the decoder and its fuzzer stay light.
 
+use std::sync::Arc;
+
 /// The four event types of the interface (§6.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum EventType {
@@ -96,6 +98,27 @@ impl Field for String {
         let len = u32::from_le_bytes(r.take(4)?.try_into().ok()?) as usize;
         String::from_utf8(r.take(len)?.to_vec()).ok()
     }
+    fn heap_bytes(&self) -> usize {
+        self.len()
+    }
+}
+
+/// Text shared by the events of one request (app, ip, user agent): cloned by reference count.
+impl Field for Arc<str> {
+    const KIND: ColumnKind = ColumnKind::Text;
+    const NULLABLE: bool = false;
+    fn cell(&self) -> Cell<'_> {
+        Cell::Text(Some(self))
+    }
+    fn put(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&(self.len() as u32).to_le_bytes());
+        out.extend_from_slice(self.as_bytes());
+    }
+    fn get(r: &mut Reader<'_>) -> Option<Self> {
+        let len = u32::from_le_bytes(r.take(4)?.try_into().ok()?) as usize;
+        std::str::from_utf8(r.take(len)?).ok().map(Arc::from)
+    }
+    /// Counted in full for each event that shares it: the estimate errs on the safe side.
     fn heap_bytes(&self) -> usize {
         self.len()
     }
@@ -252,7 +275,7 @@ macro_rules! event_row {
 
 event_row! {
     message_id: String,
-    app_id: String,
+    app_id: Arc<str>,
     kind: EventType as "type",
     event: Option<String>,
     anonymous_id: Option<String>,
@@ -274,8 +297,8 @@ event_row! {
     timezone: Option<String>,
     screen_width: Option<i32>,
     screen_height: Option<i32>,
-    ip: Option<String>,
-    user_agent: Option<String>,
+    ip: Option<Arc<str>>,
+    user_agent: Option<Arc<str>>,
     /// JSON text.
     properties: Option<String>,
     /// JSON text.

@@ -307,8 +307,9 @@ async fn receive(
     if events.is_empty() {
         return Err(nothing_valid(collector, &rejected, cfg.max_event_bytes));
     }
+    let app: std::sync::Arc<str> = who.app_id.as_str().into();
     for e in &mut events {
-        e.app_id.clone_from(&who.app_id);
+        e.app_id = app.clone();
     }
     let month = usage::month_of(received_at);
     check_quota(state, collector, &who, &month, events.len()).await?;
@@ -367,14 +368,14 @@ fn authenticate(
 /// What the server adds to every event of the request.
 fn enrichment(req: &HttpRequest, cfg: &CollectorSettings, received_at: i64) -> Enrichment {
     Enrichment {
-        app_id: String::new(),
+        app_id: "".into(),
         received_at,
-        ip: client_ip(req, cfg),
+        ip: client_ip(req, cfg).map(Into::into),
         user_agent: req
             .headers()
             .get(header::USER_AGENT)
             .and_then(|v| v.to_str().ok())
-            .map(str::to_owned),
+            .map(Into::into),
     }
 }
 

@@ -37,7 +37,7 @@ pub fn add_events(db: &sled::Db, events: &[Event]) -> Result<(), StoreError> {
     let mut per_day: HashMap<(&str, i64), u64> = HashMap::new();
     for e in events {
         *per_day
-            .entry((e.app_id.as_str(), e.received_at.div_euclid(DAY)))
+            .entry((&*e.app_id, e.received_at.div_euclid(DAY)))
             .or_default() += 1;
     }
     let mut per: HashMap<(&str, String), u64> = HashMap::new();

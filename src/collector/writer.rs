@@ -100,7 +100,7 @@ pub struct Writer {
     /// included; bounded by clearing.
     identities: FingerprintMap<Option<String>>,
     wal: wal::Wal,
-    open: BTreeMap<(String, i64), OpenFile>,
+    open: BTreeMap<(Arc<str>, i64), OpenFile>,
     /// Set by a Parquet encoding error (a bug, never input): the writer then refuses every
     /// batch and never flushes again, so nothing past the WAL's checkpoint is trimmed; a
     /// restart replays the WAL.

@@ -105,9 +105,9 @@ impl Delta {
     /// Counts one committed row.
     pub fn add(&mut self, e: &Event) {
         let hour = e.received_at.div_euclid(HOUR_MICROS);
-        let hours = match self.buckets.get_mut(&e.app_id) {
+        let hours = match self.buckets.get_mut(&*e.app_id) {
             Some(h) => h,
-            None => self.buckets.entry(e.app_id.clone()).or_default(),
+            None => self.buckets.entry(e.app_id.to_string()).or_default(),
         };
         hours.entry(hour).or_default().add(e);
     }
