@@ -5,7 +5,8 @@
 //! `session.rs` (cookie, `Viewer`, forms and CSRF) -> `layout.rs` (shell, nav, form pieces)
 //! -> one file per page: `auth.rs` (setup, sign-in, sign-out), `apps.rs`, `keys.rs`,
 //! `team.rs`, `contacts.rs`, `import.rs` (CSV in), `traffic.rs` (charts from `charts.rs`), `surveys.rs` (with
-//! `survey_form.rs`, the builder, and `survey_targeting.rs`), `ideas.rs`, with
+//! `survey_form.rs`, the builder, `survey_targeting.rs` and
+//! `survey_results.rs`), `ideas.rs`, with
 //! `csv.rs` and `error.rs` (`PageError`).
 //!
 //! These routes are not part of the public API: they are wired outside the documented
@@ -23,6 +24,7 @@ pub mod keys;
 pub mod layout;
 pub mod session;
 pub mod survey_form;
+pub mod survey_results;
 pub mod survey_targeting;
 pub mod surveys;
 pub mod team;
