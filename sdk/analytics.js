@@ -275,7 +275,7 @@
     '.f{display:flex;justify-content:space-between;align-items:center;margin-top:16px;color:var(--mu);font-size:12px}' +
     '.g{padding:8px 18px;border:0;border-radius:6px;background:var(--ac);color:var(--bg);font-weight:600;cursor:pointer}' +
     'button:focus-visible,input:focus-visible,textarea:focus-visible{outline:2px solid var(--ac);outline-offset:2px}' +
-    (PV ? '.c{position:relative;inset:auto;z-index:0}' : ''); }
+    (PV ? '.c{position:relative;inset:auto;z-index:0;max-width:100%}' : ''); }
 
   function el(tag, attrs, text, parent) {
     var e = d.createElement(tag);

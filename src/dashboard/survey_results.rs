@@ -136,7 +136,7 @@ pub fn filters_form(action: &str, s: &Survey, q: &ResultsQuery, errors: &[FieldE
     html! {
         form.filters.responses role="search" aria-label="Filter responses" method="get" action=(action) {
             div.field.invalid[done_err.is_some()] {
-                label for="f-done" { "Responses" }
+                label for="f-done" { "Completion" }
                 select #f-done name="done" {
                     option value="" selected[q.done.is_empty()] { "All" }
                     option value="completed" selected[q.done == "completed"] { "Completed" }
