@@ -410,8 +410,8 @@ pub async fn edit_form(
 }
 
 /// `POST /dashboard/apps/{id}/surveys/{survey}/edit`: a PATCH of title and targeting, and of
-/// type and questions when the form sends them (only a draft's form does; on a live survey
-/// the store refuses them, 409, as the API does).
+/// type and questions when the form sends them changed (only a draft's form has them; on a
+/// live survey the store refuses them, 409, as the API does).
 pub async fn edit(
     state: web::Data<AppState>,
     viewer: Viewer,
@@ -424,10 +424,13 @@ pub async fn edit(
     let app = load_app(&state, &app_id).await?;
     let survey = editable(&state, &app.id, &id).await?;
     let mut draft = Draft::from_form(&form);
-    let questions = !form.all("type").is_empty();
-    if !questions {
-        draft.kind = survey.kind.name().to_owned();
-        draft.questions = Draft::from_survey(&survey).questions;
+    let saved = Draft::from_survey(&survey);
+    // Lines left as they were keep the saved questions as they are (ids, required, ranges).
+    let questions = !form.all("type").is_empty()
+        && (draft.kind != saved.kind || draft.questions.trim() != saved.questions.trim());
+    if form.all("type").is_empty() {
+        draft.kind = saved.kind;
+        draft.questions = saved.questions;
     }
     let mode = Mode::Edit(&survey);
     let (body, attr_rows, url_rows) = match body(&draft, questions) {

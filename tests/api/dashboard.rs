@@ -1418,3 +1418,51 @@ async fn survey_results_chart_the_score_over_time_and_filter_the_responses() {
         csv.body
     );
 }
+
+#[tokio::test]
+async fn a_draft_edited_without_touching_its_questions_keeps_them_as_saved() {
+    let app = spawn_app();
+    let (app_id, _) = app.create_app("pro").await;
+    let body = json!({"title": "NPS", "type": "nps", "questions": [
+        {"id": "score", "text": "How likely?", "type": "scale"},
+        {"id": "why", "text": "Why?", "type": "text", "required": true}]});
+    let made = app
+        .admin(
+            reqwest::Method::POST,
+            &format!("/apps/{app_id}/surveys"),
+            Some(body),
+        )
+        .await;
+    let id = made.data()["id"].as_str().unwrap().to_owned();
+    let mut b = owner(&app).await;
+    let edit = format!("/dashboard/apps/{app_id}/surveys/{id}/edit");
+    let form = b.get(&edit).await;
+    assert!(form
+        .body
+        .contains("scale: How likely?\ntext: Why?</textarea>"));
+    let saved = b
+        .submit(
+            &edit,
+            &edit,
+            &[
+                ("type", "nps"),
+                ("title", "NPS 2"),
+                ("questions", "scale: How likely?\ntext: Why?\n"),
+                ("percentage", "100"),
+            ],
+        )
+        .await;
+    assert_eq!(saved.status, 303, "{}", saved.body);
+    let s = app
+        .admin(
+            reqwest::Method::GET,
+            &format!("/apps/{app_id}/surveys/{id}"),
+            None,
+        )
+        .await;
+    assert_eq!(s.data()["title"], "NPS 2");
+    assert_eq!(
+        s.data()["questions"][1],
+        json!({"id": "why", "text": "Why?", "type": "text", "required": true})
+    );
+}
