@@ -256,7 +256,8 @@ fn url_row(i: usize, r: &UrlRow, errors: &[FieldError]) -> Markup {
 }
 
 /// The targeting fieldset: the share, then the rules typed so far and one blank row of each
-/// kind (`app.js` adds more rows with the "Add" buttons).
+/// kind (`app.js` shows the "Add" buttons, which add more rows; without script, a saved form
+/// comes back with a new blank row).
 pub fn render(rules: &Rules, errors: &[FieldError]) -> Markup {
     let blank_attr = AttrRow {
         op: "equals".into(),
@@ -277,14 +278,14 @@ pub fn render(rules: &Rules, errors: &[FieldError]) -> Markup {
                 p.hint { "All must hold. Values: text, a number, true or false; a value in double quotes is always text. isSet takes no value." }
                 @if let Some(m) = error_for(errors, "attrs") { p.field-error { (m) } }
                 @for (i, r) in attrs.enumerate() { (attr_row(i, r, errors)) }
-                button.button.small type="button" data-add-row="attr" { "Add attribute rule" }
+                button.button.small type="button" data-add-row="attr" hidden { "Add attribute rule" }
             }
             div.rules #url-rules aria-labelledby="url-rules-h" {
                 h3 #url-rules-h { "Page URL rules" }
                 p.hint { "One must hold, on the page's full URL; none: every page." }
                 @if let Some(m) = error_for(errors, "urls") { p.field-error { (m) } }
                 @for (i, r) in urls.enumerate() { (url_row(i, r, errors)) }
-                button.button.small type="button" data-add-row="url" { "Add URL rule" }
+                button.button.small type="button" data-add-row="url" hidden { "Add URL rule" }
             }
         }
     }

@@ -34,6 +34,7 @@ document.addEventListener('change', (event) => {
 // The survey builder (survey_form.rs). "Add rule" buttons copy the last row of their list,
 // blank, with fresh ids. The live preview posts the form to the page's preview URL on every
 // change and hands the answer to the tracker's popover (analytics.js with data-preview).
+document.querySelectorAll('[data-add-row]').forEach((b) => { b.hidden = false; });
 document.addEventListener('click', (event) => {
   const button = event.target.closest('[data-add-row]');
   if (!button) return;
