@@ -13,6 +13,9 @@
   var script = d.currentScript || d.querySelector('script[data-app-key]') ||
     d.querySelector('script[src*="/sdk/v1/analytics.js"]');
   var attr = function (n) { return script && script.getAttribute(n); };
+  // data-preview: the dashboard's survey builder draws its live preview with this popover
+  // (Service.surveyPreview(survey, element)); nothing else runs: no events, storage or requests.
+  if (attr('data-preview') != null) { svc.surveyPreview = preview; return; }
   var conf = (stub && stub.config) || {};
   var KEY = attr('data-app-key') || conf.appKey;
   var HOST = attr('data-host') || conf.host;
@@ -254,8 +257,8 @@
   // far (completed: false, so a visitor who leaves half-way still counts), the last one
   // completed: true; the posts go one after another, in order. ----
   var svOn = attr('data-surveys') !== 'off' && conf.surveys !== false, svBusy = 0, svChecks = 0;
-  var svCur = null, svClose = null, svHost = null, svRoot = null, svSend = Promise.resolve();
-  var CSS = ':host{all:initial}' +
+  var svCur = null, svClose = null, svHost = null, svRoot = null, svSend = Promise.resolve(), PV = null;
+  function css() { return ':host{all:initial}' +
     '.c{--bg:#fff;--fg:#111827;--mu:#6b7280;--bd:#d1d5db;--sf:#f3f4f6;--ac:#2563eb;--er:#b91c1c;position:fixed;right:20px;bottom:20px;' +
     'z-index:2147483000;box-sizing:border-box;width:min(380px,calc(100vw - 40px));padding:20px;border:1px solid var(--bd);border-radius:12px;' +
     'background:var(--bg);color:var(--fg);font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;box-shadow:0 12px 32px rgba(0,0,0,.18)}' +
@@ -271,7 +274,8 @@
     '.e{margin:8px 0 0;color:var(--er);font-size:13px}.e:empty{display:none}' +
     '.f{display:flex;justify-content:space-between;align-items:center;margin-top:16px;color:var(--mu);font-size:12px}' +
     '.g{padding:8px 18px;border:0;border-radius:6px;background:var(--ac);color:var(--bg);font-weight:600;cursor:pointer}' +
-    'button:focus-visible,input:focus-visible,textarea:focus-visible{outline:2px solid var(--ac);outline-offset:2px}';
+    'button:focus-visible,input:focus-visible,textarea:focus-visible{outline:2px solid var(--ac);outline-offset:2px}' +
+    (PV ? '.c{position:relative;inset:auto;z-index:0;max-width:100%}' : ''); }
 
   function el(tag, attrs, text, parent) {
     var e = d.createElement(tag);
@@ -282,7 +286,7 @@
   }
   function enc(v) { return encodeURIComponent(v); }
   function svSeen() { return getJSON('sv', {}); }
-  function svMark(id, how) { var m = svSeen(); m[id] = how; set('sv', JSON.stringify(m)); }
+  function svMark(id, how) { if (PV) return; var m = svSeen(); m[id] = how; set('sv', JSON.stringify(m)); }
 
   function surveys() {
     if (!svOn || svBusy || svCur || off() || !w.fetch) return;
@@ -350,10 +354,10 @@
       svHost = el('div', { 'data-tributary-survey': '' });
       svRoot = svHost.attachShadow ? svHost.attachShadow({ mode: 'open' }) : svHost;
       // A constructed style sheet where it exists: a page's CSP without 'unsafe-inline' allows it.
-      try { var ss = new CSSStyleSheet(); ss.replaceSync(CSS); svRoot.adoptedStyleSheets = [ss]; } catch (e) { el('style', {}, CSS, svRoot); }
+      try { var ss = new CSSStyleSheet(); ss.replaceSync(css()); svRoot.adoptedStyleSheets = [ss]; } catch (e) { el('style', {}, css(), svRoot); }
     }
     svCur = s;
-    d.body.appendChild(svHost);
+    (PV || d.body).appendChild(svHost);
     var c = el('div', { class: 'c', role: 'dialog', 'aria-modal': 'false', 'aria-labelledby': 'trb-q' }, null, svRoot);
     var x = el('button', { class: 'x', type: 'button', 'aria-label': 'Close survey' }, '\u00d7', c);
     el('p', { class: 't' }, s.title, c);
@@ -363,11 +367,12 @@
     var close = svClose = function () {
       if (!sent) svMark(s.id, 'dismissed');
       c.remove(); svHost.remove(); svCur = svClose = null;
-      if (prev && prev.focus) prev.focus();
+      if (!PV && prev && prev.focus) prev.focus();
     };
     x.onclick = close;
     c.onkeydown = function (e) { if (e.key === 'Escape') { e.stopPropagation(); close(); } };
     function post(done) {
+      if (PV) return Promise.resolve(true);
       var body = {
         anonymousId: anonymousId(), completed: done,
         answers: Object.keys(answers).map(function (k) { return { questionId: k, value: answers[k] }; }),
@@ -387,7 +392,7 @@
       count.textContent = qs.length > 1 ? 'Question ' + (i + 1) + ' of ' + qs.length : '';
       go.textContent = i < qs.length - 1 ? 'Next' : 'Submit';
       var f = control(q, box, function (v) { if (v == null) delete answers[q.id]; else answers[q.id] = v; err.textContent = ''; });
-      (f || go).focus();
+      if (!PV) (f || go).focus();
     }
     go.onclick = function () {
       var q = qs[i];
@@ -404,10 +409,18 @@
         el('p', { role: 'status' }, 'Your feedback has been received.', box);
         ft.remove();
         x.focus();
-        setTimeout(function () { if (svCur === s) close(); }, 4000);
+        if (!PV) setTimeout(function () { if (svCur === s) close(); }, 4000);
       });
     };
     step();
+  }
+
+  // The builder's preview: `s` (a survey as the widget gets it) drawn inside `host`, in place of
+  // the one drawn before.
+  function preview(s, host) {
+    if (svClose) svClose();
+    PV = host;
+    if (s && s.questions && s.questions.length) show(s);
   }
 
   // ---- automatic page events, single-page-app aware ----

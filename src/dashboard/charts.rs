@@ -185,6 +185,65 @@ pub fn bars(label: &str, labels: &[String], name: &str, values: &[u64]) -> Marku
     html! { figure.chart-box { (svg_open(label, body)) } }
 }
 
+/// A line chart of one score over `labels` on the fixed range `lo..=hi` (NPS -100 to 100,
+/// CSAT and PMF 0 to 100); a missing value (no answers in that bucket) breaks the line.
+pub fn score_line(
+    label: &str,
+    labels: &[String],
+    name: &str,
+    values: &[Option<f64>],
+    (lo, hi): (f64, f64),
+) -> Markup {
+    let f = Frame {
+        n: labels.len(),
+        top: 1,
+        bars: false,
+    };
+    let y = |v: f64| HEIGHT - BOTTOM - (HEIGHT - TOP - BOTTOM) * (v - lo) / (hi - lo);
+    let ticks: Vec<f64> = (0..=4)
+        .map(|i| lo + (hi - lo) * f64::from(i) / 4.0)
+        .collect();
+    let mut d = String::new();
+    let mut pen = false;
+    for (i, v) in values.iter().enumerate() {
+        match v {
+            Some(v) => {
+                let cmd = if pen { 'L' } else { 'M' };
+                d.push_str(&format!("{cmd}{:.1} {:.1}", f.x(i), y(*v)));
+                pen = true;
+            }
+            None => pen = false,
+        }
+    }
+    let every = labels.len().div_ceil(X_LABELS).max(1);
+    let body = html! {
+        g.axis {
+            @for t in &ticks {
+                @let ty = format!("{:.1}", y(*t));
+                line.gridline x1=(LEFT) x2=(WIDTH - RIGHT) y1=(ty) y2=(ty) {}
+                text.tick x=(LEFT - 8.0) y=(ty) text-anchor="end" dominant-baseline="middle" { (format!("{t:.0}")) }
+                text.tick.tick-right x=(WIDTH - RIGHT + 8.0) y=(ty) dominant-baseline="middle" aria-hidden="true" { (format!("{t:.0}")) }
+            }
+            @for (i, l) in labels.iter().enumerate().filter(|(i, _)| i % every == 0) {
+                @let x = format!("{:.1}", f.x(i));
+                line.mark x1=(x) x2=(x) y1=(HEIGHT - BOTTOM) y2=(HEIGHT - BOTTOM + 4.0) {}
+                text.tick x=(x) y=(HEIGHT - 8.0) text-anchor="middle" { (l) }
+            }
+        }
+        g class="series s-0" {
+            path.line d=(d) {}
+            @for (i, v) in values.iter().enumerate() {
+                @if let Some(v) = v {
+                    circle.point cx=(format!("{:.1}", f.x(i))) cy=(format!("{:.1}", y(*v))) r="3.5" {
+                        title { (name) " · " (labels[i]) ": " (format!("{v:.1}")) }
+                    }
+                }
+            }
+        }
+    };
+    html! { figure.chart-box { (svg_open(label, body)) } }
+}
+
 /// The bar of a table row: `value` of `max`, as a share of the cell's width.
 pub fn meter(value: u64, max: u64) -> Markup {
     let width = if max == 0 {
@@ -211,5 +270,25 @@ mod tests {
         assert_eq!(y_ticks(7), (8, vec![0, 2, 4, 6, 8]));
         assert_eq!(y_ticks(130), (150, vec![0, 50, 100, 150]));
         assert_eq!(y_ticks(1001), (1500, vec![0, 500, 1000, 1500]));
+    }
+
+    #[test]
+    fn a_score_line_breaks_where_a_bucket_has_no_answers() {
+        let labels: Vec<String> = ["a", "b", "c", "d"].map(String::from).to_vec();
+        let chart = score_line(
+            "NPS",
+            &labels,
+            "NPS",
+            &[Some(-100.0), Some(100.0), None, Some(0.0)],
+            (-100.0, 100.0),
+        )
+        .into_string();
+        // From the bottom (-100) to the top (100), then a new stroke at the middle (0).
+        assert!(
+            chart.contains(r#"d="M52.0 210.0L262.7 12.0M684.0 111.0""#),
+            "{chart}"
+        );
+        assert_eq!(chart.matches("<circle").count(), 3);
+        assert!(chart.contains(">-50</text>"));
     }
 }

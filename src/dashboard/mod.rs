@@ -5,7 +5,8 @@
 //! `session.rs` (cookie, `Viewer`, forms and CSRF) -> `layout.rs` (shell, nav, form pieces)
 //! -> one file per page: `auth.rs` (setup, sign-in, sign-out), `apps.rs`, `keys.rs`,
 //! `team.rs`, `contacts.rs`, `import.rs` (CSV in), `traffic.rs` (charts from `charts.rs`), `surveys.rs` (with
-//! `survey_form.rs`), `ideas.rs`, with
+//! `survey_form.rs`, the builder, `survey_targeting.rs` and
+//! `survey_results.rs`), `ideas.rs`, with
 //! `csv.rs` and `error.rs` (`PageError`).
 //!
 //! These routes are not part of the public API: they are wired outside the documented
@@ -23,6 +24,8 @@ pub mod keys;
 pub mod layout;
 pub mod session;
 pub mod survey_form;
+pub mod survey_results;
+pub mod survey_targeting;
 pub mod surveys;
 pub mod team;
 pub mod traffic;
@@ -72,6 +75,18 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route("/apps/{id}/surveys", web::get().to(surveys::list))
             .route("/apps/{id}/surveys", web::post().to(survey_form::create))
             .route("/apps/{id}/surveys/new", web::get().to(survey_form::new))
+            .route(
+                "/apps/{id}/surveys/preview",
+                web::post().to(survey_form::preview),
+            )
+            .route(
+                "/apps/{id}/surveys/{survey}/edit",
+                web::get().to(survey_form::edit_form),
+            )
+            .route(
+                "/apps/{id}/surveys/{survey}/edit",
+                web::post().to(survey_form::edit),
+            )
             .route(
                 "/apps/{id}/surveys/{survey}",
                 web::get().to(surveys::detail),

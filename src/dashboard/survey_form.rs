@@ -1,8 +1,12 @@
-//! The New survey form: a type (its preset questions when the questions are left blank), a
-//! title, the questions as lines of text and the share of visitors to ask. The form becomes
-//! the API's create body and goes through `SurveyPatch::parse` and `into_survey` (the same
-//! checks and type conventions as `POST /admin/v1/apps/{appId}/surveys`); errors show next to
-//! their field, a question's with its line number.
+//! The survey builder, new and edit: a type (its preset questions when the questions are left
+//! blank), a title, the questions as lines of text, and the targeting (`survey_targeting.rs`:
+//! share of visitors, attribute rules, URL rules). The form becomes the API's create or PATCH
+//! body and goes through `SurveyPatch::parse` and `into_survey` / `surveys::store::update`
+//! (the same checks, type conventions and edit rules as the admin API: questions and type
+//! only in draft, nothing once closed); errors show next to their field, a question's with its
+//! line number, a rule's on its row. Beside the form, a live preview: `app.js` posts the form
+//! to `preview` on every change and hands the answer to the tracker's own popover
+//! (`sdk/analytics.js` loaded with `data-preview`: it draws, and sends or stores nothing).
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use maud::{html, Markup};
@@ -12,9 +16,11 @@ use super::apps::load_app;
 use super::error::PageError;
 use super::layout::{self, csrf_field, error_for, field, form_errors, Section, Shell};
 use super::session::{self, Form, Viewer, FORM_LIMIT};
+use super::survey_targeting::{self as targeting, Rules};
+use crate::api::ApiError;
 use crate::state::AppState;
-use crate::surveys::model::{SurveyPatch, SurveyType};
-use crate::surveys::store;
+use crate::surveys::model::{Question, Survey, SurveyPatch, SurveyStatus, SurveyType};
+use crate::surveys::store::{self, SurveyError};
 use crate::tenants::App;
 use crate::validation::FieldError;
 
@@ -69,45 +75,117 @@ fn question(line: &str) -> Option<Value> {
     Some(q)
 }
 
-/// The create body of the form, or the errors of its question lines.
-fn body(form: &Form) -> Result<Map<String, Value>, Vec<FieldError>> {
-    let kind = SurveyType::parse(form.get("type"));
-    let lines = match (form.get("questions").trim(), kind) {
-        ("", Some(k)) => preset(k),
-        (text, _) => text,
-    };
-    let mut questions = Vec::new();
+/// A question as the line that makes it again (`question`): an option's id is written only
+/// when it is not the one its label gives.
+fn question_line(q: &Question) -> String {
+    let mut line = format!("{}: {}", q.kind.name(), q.text);
+    if let Some(options) = &q.options {
+        let opts: Vec<String> = options
+            .iter()
+            .map(|o| {
+                if option_id(&o.label) == o.id {
+                    o.label.clone()
+                } else {
+                    format!("{}={}", o.id, o.label)
+                }
+            })
+            .collect();
+        line.push_str(&format!(" [{}]", opts.join("; ")));
+    }
+    line
+}
+
+/// What the builder's inputs hold: from a posted form, a saved survey, or the blank form.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Draft {
+    pub title: String,
+    pub kind: String,
+    pub questions: String,
+    pub rules: Rules,
+}
+
+impl Draft {
+    fn blank() -> Draft {
+        Draft {
+            title: String::new(),
+            kind: "nps".into(),
+            questions: String::new(),
+            rules: Rules::default(),
+        }
+    }
+
+    pub fn from_form(form: &Form) -> Draft {
+        Draft {
+            title: form.get("title").to_owned(),
+            kind: form.get("type").to_owned(),
+            questions: form.get("questions").to_owned(),
+            rules: Rules::from_form(form),
+        }
+    }
+
+    pub fn from_survey(s: &Survey) -> Draft {
+        Draft {
+            title: s.title.clone(),
+            kind: s.kind.name().to_owned(),
+            questions: s
+                .questions
+                .iter()
+                .map(question_line)
+                .collect::<Vec<_>>()
+                .join("\n"),
+            rules: Rules::from_targeting(&s.targeting),
+        }
+    }
+
+    /// The question lines: those typed, or the type's preset when none are.
+    fn lines(&self) -> &str {
+        match (self.questions.trim(), SurveyType::parse(&self.kind)) {
+            ("", Some(k)) => preset(k),
+            (text, _) => text,
+        }
+    }
+}
+
+/// The API body of a draft (with its type and questions when `questions`), and the form rows
+/// of its attribute and URL rules; or the errors of its question lines.
+type Body = (Map<String, Value>, Vec<usize>, Vec<usize>);
+
+fn body(d: &Draft, questions: bool) -> Result<Body, Vec<FieldError>> {
+    let mut qs = Vec::new();
     let mut errors = Vec::new();
-    for (i, line) in lines
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .enumerate()
-    {
+    let lines = d.lines().lines().map(str::trim).filter(|l| !l.is_empty());
+    for (i, line) in lines.enumerate() {
         match question(line) {
-            Some(q) => questions.push(q),
+            Some(q) => qs.push(q),
             None => errors.push(FieldError::new(
                 "questions",
                 format!("line {}: write the type, a colon, then the question", i + 1),
             )),
         }
     }
-    if !errors.is_empty() {
+    if questions && !errors.is_empty() {
         return Err(errors);
     }
-    let share = form.get("percentage").trim();
-    let percentage = share
-        .parse::<f64>()
-        .map_or_else(|_| json!(share), |p| json!(p));
-    let body = json!({
-        "title": form.get("title"), "type": form.get("type"), "questions": questions,
-        "targeting": {"percentage": percentage},
-    });
-    Ok(body.as_object().cloned().unwrap_or_default())
+    let (t, attr_rows, url_rows) = d.rules.body();
+    let mut body = json!({"title": d.title, "targeting": t});
+    if questions {
+        body["type"] = json!(d.kind);
+        body["questions"] = Value::Array(qs);
+    }
+    Ok((
+        body.as_object().cloned().unwrap_or_default(),
+        attr_rows,
+        url_rows,
+    ))
 }
 
-/// The errors of the body as the form's fields: `questions[2].text` is line 3's.
-fn form_field_errors(errors: Vec<FieldError>) -> Vec<FieldError> {
+/// The errors of the body as the form's fields: `questions[2].text` is line 3's,
+/// `targeting.attributes[0].value` the value of the rule's row.
+fn form_field_errors(
+    errors: Vec<FieldError>,
+    attr_rows: &[usize],
+    url_rows: &[usize],
+) -> Vec<FieldError> {
     errors
         .into_iter()
         .map(|e| {
@@ -121,8 +199,8 @@ fn form_field_errors(errors: Vec<FieldError>) -> Vec<FieldError> {
                 FieldError::new("questions", format!("line {}: {}", n + 1, e.message))
             } else if f.starts_with("questions") {
                 FieldError::new("questions", e.message)
-            } else if f.starts_with("targeting") {
-                FieldError::new("percentage", e.message)
+            } else if let Some(field) = targeting::form_field(f, attr_rows, url_rows) {
+                FieldError::new(field, e.message)
             } else {
                 e
             }
@@ -130,46 +208,109 @@ fn form_field_errors(errors: Vec<FieldError>) -> Vec<FieldError> {
         .collect()
 }
 
-fn render(viewer: &Viewer, app: &App, form: Option<&Form>, errors: &[FieldError]) -> Markup {
-    let v = |name: &str| form.map(|f| f.get(name).to_owned()).unwrap_or_default();
-    let kind = form.map_or("nps", |f| f.get("type"));
-    let percentage = form.map_or("100".to_owned(), |f| f.get("percentage").to_owned());
+/// The page the builder serves: a new survey, or the edit of a saved one.
+#[derive(Clone, Copy)]
+enum Mode<'a> {
+    New,
+    Edit(&'a Survey),
+}
+
+impl Mode<'_> {
+    /// Type and questions change only in draft (`Survey::apply`).
+    fn questions_editable(self) -> bool {
+        match self {
+            Mode::New => true,
+            Mode::Edit(s) => s.status == SurveyStatus::Draft,
+        }
+    }
+}
+
+/// Type, title and the question lines (or, past draft, the questions read-only).
+fn basics(mode: Mode<'_>, d: &Draft, errors: &[FieldError]) -> Markup {
     let q_err = errors
         .iter()
         .filter(|e| e.field == "questions")
         .collect::<Vec<_>>();
     let type_err = error_for(errors, "type");
-    let content = html! {
-        section.card aria-labelledby="new-survey" {
-            h2 #new-survey { "New survey" }
-            (form_errors(errors, &["title", "type", "questions", "percentage"]))
-            form method="post" action=(format!("/dashboard/apps/{}/surveys", app.id)) novalidate {
-                (csrf_field(&viewer.session.csrf))
-                div.row {
-                    div.field.invalid[type_err.is_some()] {
-                        label for="f-type" { "Type" }
-                        select #f-type name="type" {
-                            @for t in SurveyType::ALL { option value=(t.name()) selected[t.name() == kind] { (t.name().to_uppercase()) } }
-                        }
-                        @if let Some(m) = type_err { p.field-error { (m) } }
-                    }
-                    (field("Title", "title", "text", &v("title"), errors, html! {}))
-                    (field("Visitors asked (%)", "percentage", "number", &percentage, errors, html! {}))
+    let editable = mode.questions_editable();
+    html! {
+        div.row {
+            div.field.invalid[type_err.is_some()] {
+                label for="f-type" { "Type" }
+                select #f-type name="type" disabled[!editable] aria-describedby=[(!editable).then_some("f-type-hint")] {
+                    @for t in SurveyType::ALL { option value=(t.name()) selected[t.name() == d.kind] { (t.name().to_uppercase()) } }
                 }
-                div.field.invalid[!q_err.is_empty()] {
-                    label for="f-questions" { "Questions" }
-                    p.hint #f-questions-hint { "One per line: " code { "type: question" } ", with " code { "[option; option]" } " after a choice question. Types: scale, rating, single_choice, multiple_choice, text. Leave blank for the type's preset questions." }
-                    textarea #f-questions name="questions" aria-describedby="f-questions-hint" placeholder=(preset(SurveyType::Nps)) { (v("questions")) }
-                    @for e in &q_err { p.field-error { (e.message) } }
-                }
-                button.button.primary type="submit" { "Create draft" }
+                @if let Some(m) = type_err { p.field-error { (m) } }
+            }
+            (field("Title", "title", "text", &d.title, errors, html! {}))
+        }
+        @if editable {
+            div.field.invalid[!q_err.is_empty()] {
+                label for="f-questions" { "Questions" }
+                p.hint #f-questions-hint { "One per line: " code { "type: question" } ", with " code { "[option; option]" } " after a choice question. Types: scale, rating, single_choice, multiple_choice, text. Leave blank for the type's preset questions." }
+                textarea #f-questions name="questions" aria-describedby="f-questions-hint" placeholder=(preset(SurveyType::Nps)) { (d.questions) }
+                @for e in &q_err { p.field-error { (e.message) } }
+            }
+        } @else {
+            div.field {
+                p.hint #f-type-hint { "Type and questions can change only while the survey is a draft." }
+                ol.question-list { @for l in d.questions.lines() { li { code { (l) } } } }
+                input type="hidden" name="preview-type" value=(d.kind);
+                input type="hidden" name="preview-questions" value=(d.questions);
             }
         }
+    }
+}
+
+fn render(viewer: &Viewer, app: &App, mode: Mode<'_>, d: &Draft, errors: &[FieldError]) -> Markup {
+    let base = format!("/dashboard/apps/{}/surveys", app.id);
+    let (heading, action, submit) = match mode {
+        Mode::New => ("New survey", base.clone(), "Create draft"),
+        Mode::Edit(s) => (
+            "Edit survey",
+            format!("{base}/{}/edit", s.id),
+            "Save changes",
+        ),
+    };
+    let shown: Vec<String> = errors
+        .iter()
+        .map(|e| e.field.clone())
+        .filter(|f| {
+            ["title", "type", "questions", "percentage", "attrs", "urls"].contains(&f.as_str())
+                || f.starts_with("attr-")
+                || f.starts_with("url-")
+        })
+        .collect();
+    let shown: Vec<&str> = shown.iter().map(String::as_str).collect();
+    let content = html! {
+        div.builder {
+            section.card aria-labelledby="survey-form-h" {
+                h2 #survey-form-h { (heading) }
+                (form_errors(errors, &shown))
+                form #survey-form method="post" action=(action) novalidate {
+                    (csrf_field(&viewer.session.csrf))
+                    (basics(mode, d, errors))
+                    (targeting::render(&d.rules, errors))
+                    button.button.primary type="submit" { (submit) }
+                }
+            }
+            aside.card.preview aria-labelledby="preview-h" data-survey-preview=(format!("{base}/preview")) {
+                h2 #preview-h { "Preview" }
+                p.hint { "The popover as visitors see it, redrawn as you type." }
+                div.preview-host {}
+                noscript { p.muted { "The preview needs JavaScript." } }
+            }
+        }
+        script src="/sdk/v1/analytics.js" data-preview="" defer {}
+    };
+    let title = match mode {
+        Mode::New => "New survey".to_owned(),
+        Mode::Edit(s) => format!("Edit {}", s.title),
     };
     let shell = Shell {
         viewer,
         section: Section::Surveys,
-        title: "New survey",
+        title: &title,
         app: Some(app),
     };
     shell.render(html! {}, content)
@@ -182,7 +323,13 @@ pub async fn new(
     path: web::Path<String>,
 ) -> Result<HttpResponse, PageError> {
     let app = load_app(&state, &path).await?;
-    Ok(layout::ok(render(&viewer, &app, None, &[])))
+    Ok(layout::ok(render(
+        &viewer,
+        &app,
+        Mode::New,
+        &Draft::blank(),
+        &[],
+    )))
 }
 
 /// `POST /dashboard/apps/{id}/surveys`: creates a draft and opens its page.
@@ -195,14 +342,17 @@ pub async fn create(
 ) -> Result<HttpResponse, PageError> {
     let form = session::posted(&req, payload, &viewer, FORM_LIMIT).await?;
     let app = load_app(&state, &path).await?;
-    let survey = body(&form)
-        .and_then(|b| SurveyPatch::parse(&b, true))
-        .and_then(|p| p.into_survey());
+    let draft = Draft::from_form(&form);
+    let (body, attr_rows, url_rows) = match body(&draft, true) {
+        Ok(b) => b,
+        Err(errors) => return Ok(invalid(&viewer, &app, Mode::New, &draft, errors)),
+    };
+    let survey = SurveyPatch::parse(&body, true).and_then(|p| p.into_survey());
     let survey = match survey {
         Ok(s) => s,
         Err(errors) => {
-            let page = render(&viewer, &app, Some(&form), &form_field_errors(errors));
-            return Ok(layout::html_response(&mut HttpResponse::BadRequest(), page));
+            let errors = form_field_errors(errors, &attr_rows, &url_rows);
+            return Ok(invalid(&viewer, &app, Mode::New, &draft, errors));
         }
     };
     let (a, s) = (app.id.clone(), survey.clone());
@@ -214,6 +364,147 @@ pub async fn create(
     )))
 }
 
+/// 400 with the form as typed and its errors.
+fn invalid(
+    viewer: &Viewer,
+    app: &App,
+    mode: Mode<'_>,
+    d: &Draft,
+    errors: Vec<FieldError>,
+) -> HttpResponse {
+    let page = render(viewer, app, mode, d, &errors);
+    layout::html_response(&mut HttpResponse::BadRequest(), page)
+}
+
+/// The survey of the path, refused (409) once closed: nothing of it can change then.
+async fn editable(state: &AppState, app: &str, id: &str) -> Result<Survey, PageError> {
+    let (a, i) = (app.to_owned(), id.to_owned());
+    let survey = state
+        .store
+        .run(move |db| store::get(db, &a, &i))
+        .await?
+        .ok_or_else(|| PageError::not_found("survey"))?;
+    if survey.status == SurveyStatus::Closed {
+        return Err(ApiError::conflict("a closed survey cannot be edited").into());
+    }
+    Ok(survey)
+}
+
+/// `GET /dashboard/apps/{id}/surveys/{survey}/edit`: the builder, filled in.
+pub async fn edit_form(
+    state: web::Data<AppState>,
+    viewer: Viewer,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, PageError> {
+    let (app_id, id) = path.into_inner();
+    let app = load_app(&state, &app_id).await?;
+    let survey = editable(&state, &app.id, &id).await?;
+    let draft = Draft::from_survey(&survey);
+    Ok(layout::ok(render(
+        &viewer,
+        &app,
+        Mode::Edit(&survey),
+        &draft,
+        &[],
+    )))
+}
+
+/// `POST /dashboard/apps/{id}/surveys/{survey}/edit`: a PATCH of title and targeting, and of
+/// type and questions when the form sends them changed (only a draft's form has them; on a
+/// live survey the store refuses them, 409, as the API does).
+pub async fn edit(
+    state: web::Data<AppState>,
+    viewer: Viewer,
+    req: HttpRequest,
+    path: web::Path<(String, String)>,
+    payload: web::Payload,
+) -> Result<HttpResponse, PageError> {
+    let form = session::posted(&req, payload, &viewer, FORM_LIMIT).await?;
+    let (app_id, id) = path.into_inner();
+    let app = load_app(&state, &app_id).await?;
+    let survey = editable(&state, &app.id, &id).await?;
+    let mut draft = Draft::from_form(&form);
+    let saved = Draft::from_survey(&survey);
+    // Lines left as they were keep the saved questions as they are (ids, required, ranges).
+    let questions = !form.all("type").is_empty()
+        && (draft.kind != saved.kind || draft.questions.trim() != saved.questions.trim());
+    if form.all("type").is_empty() {
+        draft.kind = saved.kind;
+        draft.questions = saved.questions;
+    }
+    let mode = Mode::Edit(&survey);
+    let (body, attr_rows, url_rows) = match body(&draft, questions) {
+        Ok(b) => b,
+        Err(errors) => return Ok(invalid(&viewer, &app, mode, &draft, errors)),
+    };
+    let patch = match SurveyPatch::parse(&body, false) {
+        Ok(p) => p,
+        Err(e) => {
+            let errors = form_field_errors(e, &attr_rows, &url_rows);
+            return Ok(invalid(&viewer, &app, mode, &draft, errors));
+        }
+    };
+    let (a, i) = (app.id.clone(), id.clone());
+    let done = state
+        .store
+        .run(move |db| Ok(store::update(db, &a, &i, &patch)))
+        .await?;
+    match done {
+        Ok(_) => {}
+        Err(SurveyError::Invalid(e)) => {
+            let errors = form_field_errors(e, &attr_rows, &url_rows);
+            return Ok(invalid(&viewer, &app, mode, &draft, errors));
+        }
+        Err(e) => return Err(ApiError::from(e).into()),
+    }
+    tracing::info!(app_id = %app.id, survey_id = %id, user_id = %viewer.user.id, "survey edited from the dashboard");
+    Ok(layout::see_other(&format!(
+        "/dashboard/apps/{}/surveys/{id}",
+        app.id
+    )))
+}
+
+/// What the preview draws for a form: the survey as the widget would get it, from the lines
+/// that read as questions (a line still being typed is left out, not an error).
+fn preview_json(form: &Form) -> Value {
+    let mut d = Draft::from_form(form);
+    if form.all("type").is_empty() {
+        d.kind = form.get("preview-type").to_owned();
+        d.questions = form.get("preview-questions").to_owned();
+    }
+    let questions: Vec<Value> = d
+        .lines()
+        .lines()
+        .filter_map(|l| question(l.trim()))
+        .enumerate()
+        .map(|(i, mut q)| {
+            q["id"] = json!(format!("q{}", i + 1));
+            q
+        })
+        .collect();
+    let title = match d.title.trim() {
+        "" => "Untitled survey",
+        t => t,
+    };
+    json!({"id": "preview", "title": title, "type": d.kind, "questions": questions})
+}
+
+/// `POST /dashboard/apps/{id}/surveys/preview`: the builder's form, as the survey the preview
+/// draws (JSON).
+pub async fn preview(
+    state: web::Data<AppState>,
+    viewer: Viewer,
+    req: HttpRequest,
+    path: web::Path<String>,
+    payload: web::Payload,
+) -> Result<HttpResponse, PageError> {
+    let form = session::posted(&req, payload, &viewer, FORM_LIMIT).await?;
+    load_app(&state, &path).await?;
+    Ok(HttpResponse::Ok()
+        .insert_header((actix_web::http::header::CACHE_CONTROL, "no-store"))
+        .json(preview_json(&form)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,8 +514,8 @@ mod tests {
         for kind in SurveyType::ALL {
             let form =
                 Form::from_pairs(&[("type", kind.name()), ("title", "T"), ("percentage", "50")]);
-            let made = body(&form)
-                .and_then(|b| SurveyPatch::parse(&b, true))
+            let made = body(&Draft::from_form(&form), true)
+                .and_then(|(b, _, _)| SurveyPatch::parse(&b, true))
                 .and_then(|p| p.into_survey());
             let s = made.unwrap_or_else(|e| panic!("{}: {e:?}", kind.name()));
             assert_eq!(s.kind, kind);
@@ -242,5 +533,63 @@ mod tests {
             json!([{"id": "dark_mode", "label": "Dark mode"}, {"id": "api", "label": "The API"}])
         );
         assert!(question("no colon here").is_none());
+    }
+
+    #[test]
+    fn a_saved_survey_fills_the_form_that_makes_it_again() {
+        let form = Form::from_pairs(&[
+            ("type", "poll"),
+            ("title", "Next?"),
+            (
+                "questions",
+                "multiple_choice: Which? [Dark mode; api=The API]\nsingle_choice: And? [A; B]",
+            ),
+            ("percentage", "40"),
+            ("attr-key", "plan"),
+            ("attr-op", "equals"),
+            ("attr-value", "pro"),
+            ("url-op", "startsWith"),
+            ("url-value", "https://shop.example/"),
+        ]);
+        let made = body(&Draft::from_form(&form), true)
+            .and_then(|(b, _, _)| SurveyPatch::parse(&b, true))
+            .and_then(|p| p.into_survey())
+            .unwrap();
+        let again = Draft::from_survey(&made);
+        assert_eq!(
+            again.questions,
+            "multiple_choice: Which? [Dark mode; api=The API]\nsingle_choice: And? [A; B]"
+        );
+        let remade = body(&again, true)
+            .and_then(|(b, _, _)| SurveyPatch::parse(&b, true))
+            .and_then(|p| p.into_survey())
+            .unwrap();
+        assert_eq!(
+            (remade.questions, remade.targeting),
+            (made.questions, made.targeting)
+        );
+    }
+
+    #[test]
+    fn the_preview_shows_the_lines_that_read_as_questions_or_the_preset() {
+        let form = Form::from_pairs(&[("type", "csat"), ("title", ""), ("questions", "")]);
+        let p = preview_json(&form);
+        assert_eq!(p["title"], "Untitled survey");
+        assert_eq!(p["questions"][0]["type"], "rating");
+        assert_eq!(p["questions"][1]["id"], "q2");
+        let form = Form::from_pairs(&[
+            ("type", "poll"),
+            ("title", "T"),
+            ("questions", "single_choice: Pick [A; B]\nhalf typed"),
+        ]);
+        let p = preview_json(&form);
+        assert_eq!(p["questions"].as_array().unwrap().len(), 1);
+        assert_eq!(p["questions"][0]["options"][1]["label"], "B");
+        // A live survey's form has no type or questions inputs, only their hidden copies.
+        let form = Form::from_pairs(&[
+            ("preview-type", "open"),
+            ("preview-questions", "text: Why?"),
+        ]);
+        assert_eq!(preview_json(&form)["questions"][0]["text"], "Why?");
     }
 }

@@ -1,8 +1,10 @@
 //! The Surveys pages of an app: the list by status (tabs), and a survey's page: its legal
 //! moves as buttons (`SurveyStatus::next`, posted with CSRF to `surveys::store::transition`,
-//! so the plan's `active_surveys` holds here as on the API), its score and each question's
-//! distribution as SVG bars (`surveys::model::summarize`), the responses (paged) and their CSV
-//! (`surveys::model::csv_header` / `csv_line`, the API export's rows, for a signed-in member).
+//! so the plan's `active_surveys` holds here as on the API), Edit until it is closed
+//! (`survey_form.rs`), its score, the score over time and each question's distribution as SVG
+//! (`surveys::model::summarize`, `survey_results.rs`), the responses (filtered, paged) and
+//! their CSV (`surveys::model::csv_header` / `csv_line`, the API export's rows, with the
+//! table's filters, for a signed-in member).
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use maud::{html, Markup};
@@ -13,12 +15,14 @@ use super::charts;
 use super::error::PageError;
 use super::layout::{self, csrf_field, thousands, when, Section, Shell};
 use super::session::{self, Viewer, FORM_LIMIT};
+use super::survey_results::{self as results, Filters, ResultsQuery};
 use crate::api::ApiError;
 use crate::config::Quota;
 use crate::state::AppState;
 use crate::surveys::model::{self, QuestionSummary, Summary, Survey, SurveyResponse, SurveyStatus};
 use crate::surveys::store;
 use crate::tenants::App;
+use crate::validation::FieldError;
 
 /// Responses per page of the responses table.
 const PAGE: usize = 25;
@@ -144,6 +148,9 @@ fn moves(viewer: &Viewer, app: &App, s: &Survey) -> Markup {
         (_, SurveyStatus::Draft) => "Back to draft",
     };
     html! {
+        @if s.status != SurveyStatus::Closed {
+            a.button href=(format!("/dashboard/apps/{}/surveys/{}/edit", app.id, s.id)) { "Edit" }
+        }
         @for to in s.status.next() {
             form method="post" action=(format!("/dashboard/apps/{}/surveys/{}/transition", app.id, s.id)) {
                 (csrf_field(&viewer.session.csrf))
@@ -215,17 +222,37 @@ fn answer_text(s: &Survey, r: &SurveyResponse) -> String {
         .join(" · ")
 }
 
-fn responses_table(app: &App, s: &Survey, responses: &[SurveyResponse], page: usize) -> Markup {
+/// The table's filters and page: what its links keep.
+struct Shown<'a> {
+    query: &'a ResultsQuery,
+    errors: &'a [FieldError],
+    page: usize,
+}
+
+fn responses_table(app: &App, s: &Survey, responses: &[SurveyResponse], shown: &Shown) -> Markup {
+    let page = shown.page;
     let pages = responses.len().div_ceil(PAGE).max(1);
     let base = format!("/dashboard/apps/{}/surveys/{}", app.id, s.id);
+    let filters = results::query_string(shown.query);
+    let and = if filters.is_empty() {
+        String::new()
+    } else {
+        format!("&{filters}")
+    };
+    let csv = if filters.is_empty() {
+        format!("{base}/responses.csv")
+    } else {
+        format!("{base}/responses.csv?{filters}")
+    };
     html! {
         section.card aria-labelledby="responses" {
             div.card-head {
                 h2 #responses { "Responses" }
-                a.button href=(format!("{base}/responses.csv")) download { "Export CSV" }
+                a.button href=(csv) download { "Export CSV" }
             }
+            (results::filters_form(&base, s, shown.query, shown.errors))
             @if responses.is_empty() {
-                p.muted { "No responses yet." }
+                p.muted { @if filters.is_empty() { "No responses yet." } @else { "No responses match these filters." } }
             } @else {
                 div.table-wrap { table {
                     thead { tr { th scope="col" { "When" } th scope="col" { "Visitor" } th scope="col" { "Done" } th.num scope="col" { "Score" } th scope="col" { "Answers" } } }
@@ -238,9 +265,9 @@ fn responses_table(app: &App, s: &Survey, responses: &[SurveyResponse], page: us
                     } } }
                 } }
                 nav.pager aria-label="Responses pages" {
-                    @if page > 0 { a href=(format!("{base}?page={}", page - 1)) { "← Newer" } } @else { span {} }
-                    span.muted { "Page " (page + 1) " of " (pages) }
-                    @if page + 1 < pages { a href=(format!("{base}?page={}", page + 1)) { "Older →" } } @else { span {} }
+                    @if page > 0 { a href=(format!("{base}?page={}{and}", page - 1)) { "← Newer" } } @else { span {} }
+                    span.muted { "Page " (page + 1) " of " (pages) " · " (thousands(responses.len() as u64)) " responses" }
+                    @if page + 1 < pages { a href=(format!("{base}?page={}{and}", page + 1)) { "Older →" } } @else { span {} }
                 }
             }
         }
@@ -262,35 +289,45 @@ fn score_tiles(sum: &Summary) -> Markup {
     }
 }
 
-#[derive(Deserialize)]
-pub struct DetailQuery {
-    page: Option<usize>,
-}
-
-/// `GET /dashboard/apps/{id}/surveys/{survey}[?page=]`.
+/// `GET /dashboard/apps/{id}/surveys/{survey}[?page=&done=&min=&max=&from=&to=]`: a bad
+/// filter is a 400 with its error next to its input.
 pub async fn detail(
     state: web::Data<AppState>,
     viewer: Viewer,
     path: web::Path<(String, String)>,
-    query: web::Query<DetailQuery>,
+    query: web::Query<ResultsQuery>,
 ) -> Result<HttpResponse, PageError> {
     let (app_id, id) = path.into_inner();
     let app = load_app(&state, &app_id).await?;
     let (s, mut responses) = load(&state, &app.id, &id).await?;
     responses.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));
     let sum = model::summarize(&s, &responses);
-    let page = query
-        .page
-        .unwrap_or(0)
-        .min(responses.len().div_ceil(PAGE).saturating_sub(1));
+    let (filters, errors) = match Filters::parse(&query) {
+        Ok(f) => (f, Vec::new()),
+        Err(e) => (Filters::default(), e),
+    };
+    let listed: Vec<SurveyResponse> = responses
+        .iter()
+        .filter(|r| filters.matches(r))
+        .cloned()
+        .collect();
+    let shown = Shown {
+        query: &query,
+        errors: &errors,
+        page: query
+            .page
+            .unwrap_or(0)
+            .min(listed.len().div_ceil(PAGE).saturating_sub(1)),
+    };
     let content = html! {
         div.survey-head {
-            (badge(s.status)) span.muted { (s.kind.name()) " · " (s.targeting.percentage) "% of visitors · updated " (when(s.updated_at)) }
+            (badge(s.status)) span.muted { (s.kind.name()) " · " (s.targeting.percentage) "% of visitors" (rules_note(&s)) " · updated " (when(s.updated_at)) }
             div.actions { (moves(&viewer, &app, &s)) }
         }
         (score_tiles(&sum))
+        (results::score_chart(&s, &responses))
         @for q in &sum.questions { (question(&s, q)) }
-        (responses_table(&app, &s, &responses, page))
+        (responses_table(&app, &s, &listed, &shown))
     };
     let shell = Shell {
         viewer: &viewer,
@@ -298,7 +335,24 @@ pub async fn detail(
         title: &s.title,
         app: Some(&app),
     };
-    Ok(layout::ok(shell.render(html! {}, content)))
+    let page = shell.render(html! {}, content);
+    if errors.is_empty() {
+        Ok(layout::ok(page))
+    } else {
+        Ok(layout::html_response(&mut HttpResponse::BadRequest(), page))
+    }
+}
+
+/// How many targeting rules narrow the survey, for its header.
+fn rules_note(s: &Survey) -> String {
+    let t = &s.targeting;
+    let plural = |n: usize, what: &str| format!("{n} {what} rule{}", if n == 1 { "" } else { "s" });
+    match (t.attributes.len(), t.urls.len()) {
+        (0, 0) => String::new(),
+        (a, 0) => format!(" · {}", plural(a, "attribute")),
+        (0, u) => format!(" · {}", plural(u, "URL")),
+        (a, u) => format!(" · {}, {}", plural(a, "attribute"), plural(u, "URL")),
+    }
 }
 
 /// `POST /dashboard/apps/{id}/surveys/{survey}/transition`: `status`, one of the legal moves.
@@ -328,14 +382,25 @@ pub async fn transition(
     )))
 }
 
-/// `GET /dashboard/apps/{id}/surveys/{survey}/responses.csv`: the API export's CSV, streamed.
+/// `GET /dashboard/apps/{id}/surveys/{survey}/responses.csv`: the API export's CSV, streamed,
+/// of the responses the table's filters (same query) show.
 pub async fn export(
     state: web::Data<AppState>,
     _viewer: Viewer,
     path: web::Path<(String, String)>,
+    query: web::Query<ResultsQuery>,
 ) -> Result<HttpResponse, PageError> {
+    let filters = Filters::parse(&query).map_err(|e| {
+        PageError::bad_request(
+            e.iter()
+                .map(|e| format!("{}: {}", e.field, e.message))
+                .collect::<Vec<_>>()
+                .join("; "),
+        )
+    })?;
     let (app_id, id) = path.into_inner();
     let (survey, mut responses) = load(&state, &app_id, &id).await?;
+    responses.retain(|r| filters.matches(r));
     responses.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
     let header = model::csv_header(&survey);
     let rows = responses

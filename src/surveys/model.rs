@@ -1732,6 +1732,65 @@ pub fn summarize(survey: &Survey, responses: &[SurveyResponse]) -> Summary {
     }
 }
 
+/// One point of a score over time: the bucket's first day, its score (`None` when no response
+/// of the bucket answers the scored question) and the responses it holds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScorePoint {
+    pub start: chrono::NaiveDate,
+    pub score: Option<f64>,
+    pub responses: u64,
+}
+
+/// Responses spanning more days than this are bucketed by week instead of by day.
+pub const DAILY_SPAN_DAYS: i64 = 62;
+
+/// The score (as `summarize` computes it) per UTC day of `createdAt`, or per week (Monday
+/// first) when the responses span more than [`DAILY_SPAN_DAYS`], every bucket from the first
+/// response's to the last's present; empty for a survey without a score or without responses.
+pub fn score_over_time(survey: &Survey, responses: &[SurveyResponse]) -> Vec<ScorePoint> {
+    use chrono::{Datelike, Duration, NaiveDate};
+    let scored = matches!(
+        survey.kind,
+        SurveyType::Nps | SurveyType::Csat | SurveyType::Pmf
+    );
+    let day = |r: &SurveyResponse| r.created_at.time().date_naive();
+    let (Some(first), Some(last)) = (
+        responses.iter().map(day).min(),
+        responses.iter().map(day).max(),
+    ) else {
+        return Vec::new();
+    };
+    if !scored {
+        return Vec::new();
+    }
+    let weekly = (last - first).num_days() > DAILY_SPAN_DAYS;
+    let start_of = |d: NaiveDate| {
+        if weekly {
+            d - Duration::days(i64::from(d.weekday().num_days_from_monday()))
+        } else {
+            d
+        }
+    };
+    let step = Duration::days(if weekly { 7 } else { 1 });
+    let mut groups: std::collections::BTreeMap<NaiveDate, Vec<SurveyResponse>> =
+        std::collections::BTreeMap::new();
+    for r in responses {
+        groups.entry(start_of(day(r))).or_default().push(r.clone());
+    }
+    let mut out = Vec::new();
+    let mut at = start_of(first);
+    while at <= last {
+        let group = groups.get(&at).map_or(&[][..], Vec::as_slice);
+        out.push(ScorePoint {
+            start: at,
+            score: summarize(survey, group).score.and_then(|s| s.value),
+            responses: group.len() as u64,
+        });
+        at += step;
+    }
+    out
+}
+
 /// Deterministic sampling: the visitor's bucket in 0..10 000 for this survey (the first
 /// bytes of SHA-256 of survey id and visitor), so the same visitor is always in or out.
 pub fn bucket(survey_id: &str, visitor: &str) -> u64 {
@@ -2104,5 +2163,97 @@ mod tests {
         for r in no {
             assert!(!r.matches(&attrs), "{r:?}");
         }
+    }
+
+    fn nps_answer(day: i64, hour: i64, value: i64) -> SurveyResponse {
+        let t = Timestamp::from_micros((day * 86_400 + hour * 3_600) * 1_000_000);
+        SurveyResponse {
+            id: format!("resp_{day}_{hour}_{value}"),
+            survey_id: "s".into(),
+            user_id: None,
+            anonymous_id: "a".into(),
+            completed: true,
+            answers: vec![AnswerValue {
+                question_id: "q".into(),
+                kind: QuestionType::Scale,
+                value: json!(value),
+            }],
+            score: Some(value as f64),
+            metadata: ResponseMetadata::default(),
+            created_at: t,
+            updated_at: t,
+        }
+    }
+
+    fn nps_survey() -> Survey {
+        let mut s = survey(1, SurveyStatus::Active);
+        s.kind = SurveyType::Nps;
+        s.questions = vec![Question {
+            id: "q".into(),
+            text: "How likely?".into(),
+            kind: QuestionType::Scale,
+            options: None,
+            required: true,
+            min: Some(0),
+            max: Some(10),
+        }];
+        s
+    }
+
+    #[test]
+    fn the_score_over_time_is_bucketed_by_day_with_empty_days_kept() {
+        let s = nps_survey();
+        // Day 0: a promoter and a detractor (0); day 1: nothing; day 2: two promoters (100).
+        let rs = [
+            nps_answer(2, 9, 10),
+            nps_answer(0, 1, 10),
+            nps_answer(0, 23, 3),
+            nps_answer(2, 0, 9),
+        ];
+        let points = score_over_time(&s, &rs);
+        let day = |n: u32| chrono::NaiveDate::from_ymd_opt(1970, 1, 1 + n).unwrap();
+        assert_eq!(
+            points,
+            vec![
+                ScorePoint {
+                    start: day(0),
+                    score: Some(0.0),
+                    responses: 2
+                },
+                ScorePoint {
+                    start: day(1),
+                    score: None,
+                    responses: 0
+                },
+                ScorePoint {
+                    start: day(2),
+                    score: Some(100.0),
+                    responses: 2
+                },
+            ]
+        );
+        let mut open = s.clone();
+        open.kind = SurveyType::Open;
+        assert!(score_over_time(&open, &rs).is_empty());
+        assert!(score_over_time(&s, &[]).is_empty());
+    }
+
+    #[test]
+    fn a_long_span_is_bucketed_by_week_from_monday() {
+        // 1970-01-01 was a Thursday: its week starts on Monday 1969-12-29.
+        let rs = [
+            nps_answer(0, 0, 10),
+            nps_answer(4, 0, 0),
+            nps_answer(90, 0, 9),
+        ];
+        let points = score_over_time(&nps_survey(), &rs);
+        let monday = chrono::NaiveDate::from_ymd_opt(1969, 12, 29).unwrap();
+        assert_eq!(points.len(), 14);
+        assert_eq!(points[0].start, monday);
+        assert_eq!((points[0].score, points[0].responses), (Some(100.0), 1));
+        assert_eq!((points[1].score, points[1].responses), (Some(-100.0), 1));
+        assert_eq!(points[13].start, monday + chrono::Duration::days(91));
+        assert_eq!(points[13].score, Some(100.0));
+        assert!(points[2..13].iter().all(|p| p.score.is_none()));
     }
 }

@@ -1074,3 +1074,395 @@ async fn survey_responses_are_paged_25_at_a_time_newest_first() {
         "a page past the end shows the last"
     );
 }
+
+/// The builder's fields of a survey with two attribute rules (a blank row between them) and
+/// a URL rule.
+fn targeted(title: &str, questions: &str) -> Vec<(&'static str, String)> {
+    [
+        ("type", "poll"),
+        ("title", title),
+        ("percentage", "30"),
+        ("questions", questions),
+        ("attr-key", "plan"),
+        ("attr-op", "equals"),
+        ("attr-value", "pro"),
+        ("attr-key", ""),
+        ("attr-op", "equals"),
+        ("attr-value", ""),
+        ("attr-key", "seats"),
+        ("attr-op", "greaterThan"),
+        ("attr-value", "10"),
+        ("url-op", "startsWith"),
+        ("url-value", "https://shop.example/"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k, v.to_owned()))
+    .collect()
+}
+
+fn pairs<'a>(v: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
+    v.iter().map(|(k, v)| (*k, v.as_str())).collect()
+}
+
+#[tokio::test]
+async fn a_draft_is_edited_in_the_builder_a_live_survey_only_in_title_and_targeting() {
+    let app = spawn_app();
+    let (app_id, _) = app.create_app("pro").await;
+    let mut b = owner(&app).await;
+    let new = format!("/dashboard/apps/{app_id}/surveys/new");
+    let fields = targeted(
+        "Next feature",
+        "single_choice: Build next? [Dark mode; API]",
+    );
+    let made = b
+        .submit(
+            &new,
+            &format!("/dashboard/apps/{app_id}/surveys"),
+            &pairs(&fields),
+        )
+        .await;
+    assert_eq!(made.status, 303, "{}", made.body);
+    let url = made.location().to_owned();
+    let id = url.rsplit('/').next().unwrap().to_owned();
+    let api = format!("/apps/{app_id}/surveys/{id}");
+    let saved = app.admin(reqwest::Method::GET, &api, None).await;
+    assert_eq!(
+        saved.data()["targeting"],
+        json!({"percentage": 30.0, "attributes": [
+            {"key": "plan", "operator": "equals", "value": "pro"},
+            {"key": "seats", "operator": "greaterThan", "value": 10}],
+            "urls": [{"operator": "startsWith", "value": "https://shop.example/"}]})
+    );
+    let page = b.get(&url).await;
+    assert!(page
+        .body
+        .contains("30% of visitors · 2 attribute rules, 1 URL rule"));
+    assert!(
+        page.body.contains(&format!(r#"href="{url}/edit""#)),
+        "a draft has Edit"
+    );
+
+    let edit = format!("{url}/edit");
+    let form = b.get(&edit).await;
+    assert_eq!(form.status, 200);
+    for filled in [
+        r#"value="plan""#,
+        r#"value="seats""#,
+        r#"value="10""#,
+        r#"value="https://shop.example/""#,
+        r#"id="f-percentage" name="percentage" type="number" value="30""#,
+        "single_choice: Build next? [Dark mode; API]</textarea>",
+        r#"<option value="greaterThan" selected>"#,
+    ] {
+        assert!(form.body.contains(filled), "{filled}");
+    }
+    let mut changed = targeted(
+        "Next big feature",
+        "multiple_choice: Build next? [Dark mode; API; Apps]",
+    );
+    changed.truncate(10);
+    changed[2].1 = "50".into();
+    let saved = b.submit(&edit, &edit, &pairs(&changed)).await;
+    assert_eq!(saved.status, 303, "{}", saved.body);
+    assert_eq!(saved.location(), url);
+    let s = app.admin(reqwest::Method::GET, &api, None).await;
+    let s = s.data();
+    assert_eq!(s["title"], "Next big feature");
+    assert_eq!(s["questions"][0]["type"], "multiple_choice");
+    assert_eq!(s["questions"][0]["options"][2]["label"], "Apps");
+    assert_eq!(s["targeting"]["percentage"], 50.0);
+    assert_eq!(s["targeting"]["attributes"].as_array().unwrap().len(), 1);
+    assert_eq!(s["targeting"]["urls"], json!([]));
+
+    let page = b.get(&url).await;
+    let moved = b
+        .post(
+            &format!("{url}/transition"),
+            &[("status", "active"), ("csrf", &page.csrf())],
+        )
+        .await;
+    assert_eq!(moved.status, 303);
+    let live_form = b.get(&edit).await;
+    assert_eq!(live_form.status, 200);
+    assert!(
+        !live_form.body.contains(r#"name="questions""#),
+        "no questions input once live"
+    );
+    assert!(live_form.body.contains(r#"name="type" disabled"#));
+    assert!(live_form
+        .body
+        .contains("can change only while the survey is a draft"));
+    let retitled = b
+        .submit(
+            &edit,
+            &edit,
+            &[("title", "Live title"), ("percentage", "80")],
+        )
+        .await;
+    assert_eq!(retitled.status, 303, "{}", retitled.body);
+    let s = app.admin(reqwest::Method::GET, &api, None).await;
+    assert_eq!(
+        (&s.data()["title"], &s.data()["targeting"]["percentage"]),
+        (&json!("Live title"), &json!(80.0))
+    );
+    assert_eq!(
+        s.data()["questions"][0]["type"],
+        "multiple_choice",
+        "questions kept"
+    );
+    let refused = b
+        .submit(
+            &edit,
+            &edit,
+            &[
+                ("title", "x"),
+                ("type", "poll"),
+                ("questions", "single_choice: Q? [A; B]"),
+                ("percentage", "80"),
+            ],
+        )
+        .await;
+    assert_eq!(
+        refused.status, 409,
+        "questions of a live survey: {}",
+        refused.body
+    );
+    assert!(refused.body.contains("editable only in draft"));
+
+    let page = b.get(&url).await;
+    let closed = b
+        .post(
+            &format!("{url}/transition"),
+            &[("status", "closed"), ("csrf", &page.csrf())],
+        )
+        .await;
+    assert_eq!(closed.status, 303);
+    let page = b.get(&url).await;
+    assert!(
+        !page.body.contains(&format!(r#"href="{url}/edit""#)),
+        "closed: no Edit"
+    );
+    assert_eq!(b.get(&edit).await.status, 409);
+    let refused = b
+        .post(
+            &edit,
+            &[
+                ("title", "again"),
+                ("percentage", "10"),
+                ("csrf", &page.csrf()),
+            ],
+        )
+        .await;
+    assert_eq!(refused.status, 409);
+    assert!(refused.body.contains("a closed survey cannot be edited"));
+    let no_csrf = b.post(&edit, &[("title", "again")]).await;
+    assert_eq!(no_csrf.status, 403);
+}
+
+#[tokio::test]
+async fn targeting_errors_show_on_the_row_they_were_typed_in() {
+    let app = spawn_app();
+    let (app_id, _) = app.create_app("pro").await;
+    let mut b = owner(&app).await;
+    let new = format!("/dashboard/apps/{app_id}/surveys/new");
+    let bad = b
+        .submit(
+            &new,
+            &format!("/dashboard/apps/{app_id}/surveys"),
+            &[
+                ("type", "open"),
+                ("title", "Why"),
+                ("percentage", "0"),
+                ("questions", ""),
+                ("attr-key", ""),
+                ("attr-op", "equals"),
+                ("attr-value", ""),
+                ("attr-key", "seats"),
+                ("attr-op", "greaterThan"),
+                ("attr-value", "ten"),
+                ("url-op", "contains"),
+                ("url-value", ""),
+                ("url-op", "matches"),
+                ("url-value", "/pricing"),
+            ],
+        )
+        .await;
+    assert_eq!(bad.status, 400, "{}", bad.body);
+    let error_of = |id: &str| -> String {
+        let at = bad
+            .body
+            .find(&format!(r#"id="{id}-error""#))
+            .unwrap_or_else(|| panic!("{id}: {}", bad.body));
+        bad.body[at..].split('<').next().unwrap().to_owned()
+    };
+    let e = error_of("f-attr-1-value");
+    assert!(e.contains("must be a number, not a string"), "{e}");
+    assert!(bad
+        .body
+        .contains(r#"id="f-attr-1-value" name="attr-value" type="text" value="ten""#));
+    assert!(bad
+        .body
+        .contains(r#"aria-describedby="f-percentage-error""#));
+    let url_op = &bad.body[bad.body.find(r#"id="f-url-1-op""#).unwrap()..];
+    let url_op = &url_op[..url_op.find("</div>").unwrap()];
+    assert!(
+        url_op.contains("field-error") && url_op.contains("must be one of equals"),
+        "{url_op}"
+    );
+    assert!(
+        !bad.body.contains(r#"class="notice danger""#),
+        "every error is next to its field"
+    );
+
+    // The preview: the form as the survey the popover draws, CSRF-checked.
+    let action = format!("/dashboard/apps/{app_id}/surveys/preview");
+    let page = b.get(&new).await;
+    let shown = b
+        .post(
+            &action,
+            &[
+                ("type", "nps"),
+                ("title", ""),
+                ("questions", ""),
+                ("csrf", &page.csrf()),
+            ],
+        )
+        .await;
+    assert_eq!(shown.status, 200);
+    let s: serde_json::Value = serde_json::from_str(&shown.body).unwrap();
+    assert_eq!(s["questions"][0]["type"], "scale");
+    assert_eq!(s["title"], "Untitled survey");
+    assert_eq!(b.post(&action, &[("type", "nps")]).await.status, 403);
+}
+
+#[tokio::test]
+async fn survey_results_chart_the_score_over_time_and_filter_the_responses() {
+    let app = spawn_app();
+    let (app_id, ik) = app.create_app("pro").await;
+    let body = json!({"title": "NPS", "type": "nps", "questions": [
+        {"id": "score", "text": "How likely?", "type": "scale"},
+        {"id": "why", "text": "Why?", "type": "text", "required": false}]});
+    let made = app
+        .admin(
+            reqwest::Method::POST,
+            &format!("/apps/{app_id}/surveys"),
+            Some(body),
+        )
+        .await;
+    let id = made.data()["id"].as_str().unwrap().to_owned();
+    let api = format!("/apps/{app_id}/surveys/{id}");
+    let moved = app
+        .admin(
+            reqwest::Method::POST,
+            &format!("{api}/transition"),
+            Some(json!({"status": "active"})),
+        )
+        .await;
+    assert!(moved.status.is_success(), "{}", moved.body);
+    for (n, score, completed) in [(1, 10, true), (2, 9, false), (3, 3, true)] {
+        let r = app
+            .send(
+                reqwest::Method::POST,
+                &format!("/api/w/surveys/{id}/responses"),
+                &[("x-app-key", &ik)],
+                Some(
+                    json!({"anonymousId": format!("6f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d4e0{n}"),
+                    "completed": completed, "answers": [{"questionId": "score", "value": score}]}),
+                ),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{}", r.body);
+    }
+    let mut b = owner(&app).await;
+    let url = format!("/dashboard/apps/{app_id}/surveys/{id}");
+    let page = b.get(&url).await;
+    assert_eq!(page.status, 200);
+    let chart = &page.body[page
+        .body
+        .find(r#"id="score-over-time""#)
+        .expect("the chart")..];
+    assert!(chart.contains("NPS score over time") && chart.contains("per day"));
+    let today = chrono::Utc::now().date_naive();
+    assert!(
+        chart.contains(&format!(r#"aria-label="NPS score per day: {today} 33.3""#)),
+        "{chart}"
+    );
+    let rows = |p: &Page| p.body.matches("<td class=\"mono\">").count();
+    assert_eq!(rows(&page), 3);
+    assert_eq!(rows(&b.get(&format!("{url}?done=partial")).await), 1);
+    assert_eq!(rows(&b.get(&format!("{url}?min=9&max=10")).await), 2);
+    assert_eq!(
+        rows(&b.get(&format!("{url}?from={today}&to={today}")).await),
+        3
+    );
+    let tomorrow = today.succ_opt().unwrap();
+    let none = b.get(&format!("{url}?from={tomorrow}")).await;
+    assert!(none.body.contains("No responses match these filters."));
+    let bad = b.get(&format!("{url}?from=yesterday&done=all")).await;
+    assert_eq!(bad.status, 400);
+    assert!(
+        bad.body.contains(r#"id="f-from-error""#)
+            && bad.body.contains("must be completed or partial")
+    );
+    let filtered = b.get(&format!("{url}?done=completed&min=9")).await;
+    assert!(filtered
+        .body
+        .contains("responses.csv?done=completed&amp;min=9"));
+    let csv = b
+        .get(&format!("{url}/responses.csv?done=completed&min=9"))
+        .await;
+    assert_eq!(
+        csv.body.lines().count(),
+        2,
+        "a header and the one row: {}",
+        csv.body
+    );
+}
+
+#[tokio::test]
+async fn a_draft_edited_without_touching_its_questions_keeps_them_as_saved() {
+    let app = spawn_app();
+    let (app_id, _) = app.create_app("pro").await;
+    let body = json!({"title": "NPS", "type": "nps", "questions": [
+        {"id": "score", "text": "How likely?", "type": "scale"},
+        {"id": "why", "text": "Why?", "type": "text", "required": true}]});
+    let made = app
+        .admin(
+            reqwest::Method::POST,
+            &format!("/apps/{app_id}/surveys"),
+            Some(body),
+        )
+        .await;
+    let id = made.data()["id"].as_str().unwrap().to_owned();
+    let mut b = owner(&app).await;
+    let edit = format!("/dashboard/apps/{app_id}/surveys/{id}/edit");
+    let form = b.get(&edit).await;
+    assert!(form
+        .body
+        .contains("scale: How likely?\ntext: Why?</textarea>"));
+    let saved = b
+        .submit(
+            &edit,
+            &edit,
+            &[
+                ("type", "nps"),
+                ("title", "NPS 2"),
+                ("questions", "scale: How likely?\ntext: Why?\n"),
+                ("percentage", "100"),
+            ],
+        )
+        .await;
+    assert_eq!(saved.status, 303, "{}", saved.body);
+    let s = app
+        .admin(
+            reqwest::Method::GET,
+            &format!("/apps/{app_id}/surveys/{id}"),
+            None,
+        )
+        .await;
+    assert_eq!(s.data()["title"], "NPS 2");
+    assert_eq!(
+        s.data()["questions"][1],
+        json!({"id": "why", "text": "Why?", "type": "text", "required": true})
+    );
+}

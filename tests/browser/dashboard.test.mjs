@@ -1,7 +1,8 @@
 // The dashboard in headless Chromium against the real server, every flow as a person would
 // click it: first-owner setup, apps, keys (used on the API), the CSRF refusal, a CSV import of
 // 1 000 contacts with 3 bad rows, the contacts table and edit, a member without keys, sign-out
-// and sign-in, the traffic charts, a survey moved and its results, the ideas board. Screenshots of every page, light and dark, go to
+// and sign-in, the traffic charts, a survey moved and its results, a survey built with targeting
+// and the live preview, edited, answered and charted over time, the ideas board. Screenshots of every page, light and dark, go to
 // $SCREENSHOT_DIR/dashboard-<page>-<light|dark>.png.
 //
 // Started by tests/interop/browser.rs (`the_dashboard_in_headless_chromium`), which passes
@@ -220,6 +221,88 @@ test('a survey is activated by its button, answered, and its score, bars and res
   assert.match(await page.locator('.survey-head').innerText(), /draft[\s\S]*poll · 25% of visitors/);
   await page.getByRole('link', { name: 'Surveys' }).click();
   await shoot(page, 'surveys');
+});
+
+// The popover the builder's preview draws (the tracker's own, in its shadow root).
+const popover = (p) => p.locator('.preview-host .c');
+async function previewShows(p, heading, what) {
+  await waitFor(async () => (await popover(p).count()) === 1
+    && (await popover(p).locator('h2').innerText()) === heading, what);
+}
+
+test('a survey is built with targeting and a live preview, edited as a draft, answered, and its score charted over time', async () => {
+  await page.goto(`${BASE}/dashboard/apps/${shared.appId}/surveys/new`);
+  // The preset NPS question: an 11-step scale from 0 to 10.
+  await previewShows(page, 'How likely are you to recommend us to a friend?', 'the NPS preset in the preview');
+  assert.equal(await popover(page).locator('.s button').count(), 11);
+  assert.equal(await popover(page).getAttribute('role'), 'dialog');
+  await page.getByLabel('Type').selectOption('poll');
+  await page.getByLabel('Title').fill('Plans');
+  await page.getByLabel('Questions').fill('single_choice: Which plan fits you? [Starter; Growth; Scale]\ntext: Anything else?');
+  await previewShows(page, 'Which plan fits you?', 'the poll question in the preview');
+  assert.deepEqual(await popover(page).locator('label').allInnerTexts(), ['Starter', 'Growth', 'Scale']);
+  assert.equal(await popover(page).locator('.t').innerText(), 'Plans');
+  assert.match(await popover(page).locator('.f').innerText(), /Question 1 of 2/);
+  await page.getByLabel('Type').selectOption('csat');
+  await page.getByLabel('Title').fill('Checkout');
+  await page.getByLabel('Questions').fill('rating: How was checkout?\ntext: What could we do better?');
+  await previewShows(page, 'How was checkout?', 'the rating question in the preview');
+  assert.equal(await popover(page).locator('.s button').count(), 5);
+  assert.ok(await page.getByLabel('Questions').evaluate((e) => e === document.activeElement), 'the preview leaves the focus in the form');
+  await page.getByLabel('Visitors asked (%)').fill('30');
+  await page.getByLabel('Attribute rule 1: key').fill('plan');
+  await page.getByLabel('Attribute rule 1: value').fill('pro');
+  await page.getByRole('button', { name: 'Add attribute rule' }).click();
+  await page.getByLabel('Attribute rule 2: key').fill('seats');
+  await page.getByLabel('Attribute rule 2: operator').selectOption('greaterThan');
+  await page.getByLabel('Attribute rule 2: value').fill('ten');
+  await page.getByLabel('URL rule 1: operator').selectOption('startsWith');
+  await page.getByLabel('URL rule 1: value').fill('https://shop.example/');
+  await page.getByRole('button', { name: 'Create draft' }).click();
+  // The API's error comes back on the row it was typed in, with the row's values kept.
+  await waitFor(async () => (await page.locator('#f-attr-1-value-error').count()) === 1, 'the error of rule 2');
+  assert.match(await page.locator('#f-attr-1-value-error').innerText(), /must be a number/);
+  assert.equal(await page.getByLabel('Attribute rule 2: key').inputValue(), 'seats');
+  await previewShows(page, 'How was checkout?', 'the preview of the form sent back');
+  await page.getByLabel('Attribute rule 2: value').fill('10');
+  await shoot(page, 'survey-builder');
+  await page.getByRole('button', { name: 'Create draft' }).click();
+  await waitFor(async () => (await page.locator('h1').innerText()) === 'Checkout', 'the new draft');
+  assert.match(await page.locator('.survey-head').innerText(), /csat · 30% of visitors · 2 attribute rules, 1 URL rule/);
+  const id = page.url().split('/').pop();
+
+  await page.getByRole('link', { name: 'Edit' }).click();
+  assert.equal(await page.getByLabel('Attribute rule 2: value').inputValue(), '10');
+  assert.equal(await page.getByLabel('URL rule 1: value').inputValue(), 'https://shop.example/');
+  await previewShows(page, 'How was checkout?', 'the saved survey in the preview');
+  await page.getByLabel('Title').fill('Checkout CSAT');
+  await page.getByLabel('Questions').fill('rating: How easy was checkout?\ntext: What could we do better?');
+  await previewShows(page, 'How easy was checkout?', 'the edited question in the preview');
+  await page.getByRole('button', { name: 'Save changes' }).click();
+  await waitFor(async () => (await page.locator('h1').innerText()) === 'Checkout CSAT', 'the edited draft');
+  await page.getByRole('button', { name: 'Activate' }).click();
+  await waitFor(async () => (await page.locator('.survey-head button').allInnerTexts()).join() === 'Pause,Close', 'the live moves');
+
+  for (const [i, value] of [5, 4, 2].entries()) {
+    const r = await fetch(`${BASE}/api/w/surveys/${id}/responses`, {
+      method: 'POST', headers: { 'content-type': 'application/json', 'x-app-key': shared.ik },
+      body: JSON.stringify({ anonymousId: `6f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d5f${String(10 + i)}`,
+        answers: [{ questionId: 'q1', value }, { questionId: 'q2', value: `answer ${i}` }] }),
+    });
+    assert.equal(r.status, 201, await r.text());
+  }
+  await page.reload();
+  assert.equal(await page.locator('#survey-score strong').innerText(), '66.7');
+  const overTime = page.locator('#score-over-time svg[role="img"]');
+  assert.match(await overTime.getAttribute('aria-label'), /^CSAT score per day: \d{4}-\d\d-\d\d 66\.7$/);
+  assert.equal(await page.locator('#score-over-time circle.point').count(), 1);
+  assert.equal(await page.locator('.card:has(#responses) tbody tr').count(), 3);
+  await page.getByLabel('Score from').fill('4');
+  await page.getByRole('button', { name: 'Filter' }).click();
+  await waitFor(async () => new URL(page.url()).searchParams.get('min') === '4', 'the filtered page');
+  assert.equal(await page.locator('.card:has(#responses) tbody tr').count(), 2);
+  assert.match(await page.getByRole('link', { name: 'Export CSV' }).getAttribute('href'), /responses\.csv\?min=4$/);
+  await shoot(page, 'survey-results');
 });
 
 test('ideas sit in their status columns, most voted first, and move with the select on their card', async () => {
