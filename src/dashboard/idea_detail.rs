@@ -258,7 +258,7 @@ fn voters(ctx: &Ctx) -> Markup {
 fn comment_form(ctx: &Ctx, parent: Option<&str>) -> Markup {
     let key = parent.map_or("comment".to_owned(), |p| format!("reply-{p}"));
     let errors = Failed::errors(&ctx.failed, &key);
-    let id = format!("f-{key}");
+    let id = format!("f-{key}-content");
     let err = error_for(errors, "content");
     let label = if parent.is_some() { "Reply" } else { "Comment" };
     html! {

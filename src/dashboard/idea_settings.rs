@@ -285,7 +285,7 @@ fn item_body(form: &Form, part: Option<Part>) -> Result<Map<String, Value>, Vec<
     let mut body = Map::new();
     let has = |name: &str| !form.all(name).is_empty();
     body.insert("name".into(), json!(form.get("name")));
-    if has("color") && part.is_some() {
+    if has("color") && matches!(part, Some(Part::Statuses | Part::Tags)) {
         let c = form.get("color").trim();
         let v = if c.is_empty() && part == Some(Part::Tags) {
             Value::Null
