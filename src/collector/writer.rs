@@ -472,6 +472,7 @@ impl Writer {
             );
             match file.close() {
                 Ok(closed) => files.push(Encoded {
+                    app_id: app.clone(),
                     path,
                     rows: closed.rows,
                     bytes: closed.bytes.into(),

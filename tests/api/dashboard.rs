@@ -1410,3 +1410,69 @@ async fn ideas_settings_add_a_status_that_becomes_a_column_with_refusals_next_to
     let all = b.get(&settings).await;
     assert!(all.body.contains(r#"value="Billing""#) && all.body.contains(r#"value="ui""#));
 }
+
+#[tokio::test]
+async fn the_traffic_page_lists_the_lake_files_written_for_the_app() {
+    // Files close within 100 ms of their first row, so the upload follows at once.
+    let app = spawn_app_with(|s| s.collector.max_file_age_ms = 100);
+    let (app_id, ik) = app.create_app("pro").await;
+    let (other_id, other_ik) = app.create_app("pro").await;
+    let mut b = owner(&app).await;
+    let url = format!("/dashboard/apps/{app_id}/traffic");
+    let before = b.get(&url).await;
+    assert!(before
+        .body
+        .contains("No file written for this app in the last 24 hours"));
+    send_known_traffic(&app, &ik).await;
+    let other = json!({"type": "track", "event": "Elsewhere", "messageId": "msg_other_1",
+        "anonymousId": "6f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d4e09"});
+    let r = app
+        .collect(&other_ik, crate::collector::batch(vec![other]))
+        .await;
+    assert_eq!(r.counts(), (1, 0, 0));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let table = loop {
+        let page = b.get(&url).await;
+        assert_eq!(page.status, 200);
+        // Two visitors may land on two shards: wait until the files hold all 6 rows.
+        if let Some(at) = page.body.find(r#"<table id="lake-files">"#) {
+            let table = page.body[at..].split("</table>").next().unwrap().to_owned();
+            let rows: u64 = table
+                .split(r#"<td class="num">"#)
+                .skip(1)
+                .map(|s| s.split('<').next().unwrap().parse::<u64>().unwrap())
+                .sum();
+            if rows == 6 {
+                break table;
+            }
+        }
+        let listed = &page.body[page.body.find("lake-files-title").unwrap()..];
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not all rows listed: {listed}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    let paths: Vec<&str> = table
+        .split("<code>")
+        .skip(1)
+        .map(|s| s.split("</code>").next().unwrap())
+        .collect();
+    assert!(!paths.is_empty() && paths.len() <= 2, "{paths:?}");
+    for p in &paths {
+        assert!(p.starts_with(&format!("events/app_id={app_id}/dt=")), "{p}");
+        assert!(p.ends_with(".parquet"));
+        let on_disk = app.data_dir.join("lake").join(p);
+        let size = std::fs::metadata(&on_disk)
+            .expect("the listed file exists")
+            .len();
+        assert!(
+            table.contains(&format!(r#"title="{size} bytes""#)),
+            "{p}: {size} bytes"
+        );
+    }
+    assert!(
+        !table.contains(&other_id),
+        "another app's files are not listed"
+    );
+}
