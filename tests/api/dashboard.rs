@@ -1476,3 +1476,78 @@ async fn the_traffic_page_lists_the_lake_files_written_for_the_app() {
         "another app's files are not listed"
     );
 }
+
+#[tokio::test]
+async fn an_idea_is_edited_on_its_page_with_topic_and_tags_and_errors_next_to_fields() {
+    let app = spawn_app();
+    let (app_id, _) = app.create_app("pro").await;
+    let key = app
+        .create_key(&app_id, &["ideas:read", "ideas:write"])
+        .await
+        .1;
+    let idea = idea_with_votes(&app, &key, "Faster search", &[]).await;
+    let mut b = owner(&app).await;
+    let settings = format!("/dashboard/apps/{app_id}/ideas/settings");
+    let page = b.get(&settings).await;
+    let prefix = format!("/dashboard/apps/{app_id}/ideas/boards/");
+    let at = page.body.find(&format!(r#"action="{prefix}"#)).unwrap() + 8 + prefix.len();
+    let board = &page.body[at..at + 24];
+    for (part, name) in [("topics", "Search"), ("tags", "speed"), ("tags", "ui")] {
+        let r = b
+            .submit(
+                &settings,
+                &format!("{prefix}{board}/{part}"),
+                &[("name", name)],
+            )
+            .await;
+        assert_eq!(r.status, 303, "{}", r.body);
+    }
+    let url = format!("/dashboard/apps/{app_id}/ideas/{idea}");
+    let page = b.get(&url).await;
+    let value_of = |label: &str| -> String {
+        let at = page.body.find(label).unwrap_or_else(|| panic!("{label}"));
+        page.body[..at]
+            .rsplit("value=\"")
+            .next()
+            .unwrap()
+            .split('"')
+            .next()
+            .unwrap()
+            .to_owned()
+    };
+    let (topic, speed) = (value_of(">Search</option"), value_of("> speed</label"));
+    let status = value_of(">Planned</option");
+    let bad = b
+        .submit(&url, &url, &[("title", "x"), ("statusId", &status)])
+        .await;
+    assert_eq!(bad.status, 400);
+    assert!(bad.body.contains(r#"id="f-title-error""#), "{}", bad.body);
+    assert!(
+        bad.body.contains(r#"value="x""#),
+        "the form keeps what was typed"
+    );
+    let fields = [
+        ("title", "Faster full-text search"),
+        ("description", "Results in under 100 ms."),
+        ("statusId", status.as_str()),
+        ("topicId", topic.as_str()),
+        ("tagIds", speed.as_str()),
+    ];
+    let saved = b.submit(&url, &url, &fields).await;
+    assert_eq!(saved.status, 303, "{}", saved.body);
+    let api = app
+        .api(
+            &key,
+            reqwest::Method::GET,
+            &format!("/api/v1/ideas/{idea}"),
+            None,
+        )
+        .await;
+    let d = api.data();
+    assert_eq!(d["title"], "Faster full-text search");
+    assert_eq!(d["description"], "Results in under 100 ms.");
+    assert_eq!(d["status"]["name"], "Planned");
+    assert_eq!(d["topic"]["name"], "Search");
+    assert_eq!(d["tags"][0]["name"], "speed");
+    assert_eq!(d["tags"].as_array().unwrap().len(), 1);
+}
