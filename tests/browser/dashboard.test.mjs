@@ -170,6 +170,10 @@ test('the traffic page charts the events the collector received, by type, with i
   await page.locator('details.figures summary').first().click();
   assert.ok(await page.getByRole('table').first().isVisible(), 'the figures open as a table');
   await page.locator('details.figures summary').first().click();
+  // The uploader records each file before the rollups it carries: the files show too.
+  const files = await page.locator('#lake-files tbody tr').allInnerTexts();
+  assert.ok(files.length >= 1, 'the lake files of the last 24 hours are listed');
+  assert.ok(files.every((f) => f.includes(`events/app_id=${shared.appId}/dt=`)), files.join('\n'));
   await shoot(page, 'traffic');
   await page.setViewportSize({ width: 390, height: 844 });
   await shoot(page, 'traffic-phone');
