@@ -111,8 +111,8 @@ fn item_inputs(ctx: &Ctx, part: Part, key: &str, row: Option<&Row>) -> Markup {
     let v = |name: &str, stored: &str| Failed::value(&ctx.failed, key, name, stored);
     let what = part.item();
     let name_label = match row {
-        Some(r) => format!("Name of {what} {}", r.name),
-        None => format!("New {what} name"),
+        Some(r) => html! { "Name" span.sr-only { " of " (what) " " (r.name) } },
+        None => html! { "New " (what) " name" },
     };
     let color = match (part, row) {
         (Part::Statuses, None) => Some("#9ca3af"),
@@ -122,12 +122,12 @@ fn item_inputs(ctx: &Ctx, part: Part, key: &str, row: Option<&Row>) -> Markup {
     let kind = row.and_then(|r| r.kind).unwrap_or(StatusKind::Open);
     let kind_id = format!("f-{key}-kind");
     html! {
-        (field_with_id(&format!("f-{key}-name"), &name_label, "name", "text", &v("name", row.map_or("", |r| r.name)), errors, html! {}))
+        (field_with_id(&format!("f-{key}-name"), name_label, "name", "text", &v("name", row.map_or("", |r| r.name)), errors, html! {}))
         @if let Some(c) = color {
             @if part == Part::Statuses {
                 (field_with_id(&format!("f-{key}-color"), "Colour", "color", "color", &v("color", c), errors, html! {}))
             } @else {
-                (field_with_id(&format!("f-{key}-color"), "Colour (#rrggbb, optional)", "color", "text", &v("color", c), errors, html! {}))
+                (field_with_id(&format!("f-{key}-color"), html! { "Colour" span.muted { " (optional)" } }, "color", "text", &v("color", c), errors, html! {}))
             }
         }
         @if part == Part::Statuses {
@@ -202,7 +202,7 @@ fn boards_section(ctx: &Ctx) -> Markup {
                     li aria-label=(format!("board {}", b.board.name)) {
                         form.settings-row method="post" action=(format!("{base}/{}", b.board.id)) novalidate {
                             (csrf_field(&ctx.viewer.session.csrf))
-                            (field_with_id(&format!("f-{key}-name"), &format!("Name of board {}", b.board.name), "name", "text",
+                            (field_with_id(&format!("f-{key}-name"), html! { "Name" span.sr-only { " of board " (b.board.name) } }, "name", "text",
                                 &Failed::value(&ctx.failed, &key, "name", &b.board.name), Failed::errors(&ctx.failed, &key), html! {}))
                             button.button type="submit" { "Rename" span.sr-only { " " (b.board.name) } }
                         }

@@ -245,10 +245,11 @@ pub fn field(
     )
 }
 
-/// `field` with its own element id, for pages with several forms holding the same names.
+/// `field` with its own element id, for pages with several forms holding the same names; the
+/// label may be markup (a visible word and a screen-reader remainder).
 pub fn field_with_id(
     id: &str,
-    label: &str,
+    label: impl maud::Render,
     name: &str,
     kind: &str,
     value: &str,
