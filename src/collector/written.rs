@@ -60,7 +60,9 @@ pub fn record(db: &sled::Db, files: &[(String, WrittenFile)]) -> Result<(), sled
     })
     .map_err(|e| match e {
         sled::transaction::TransactionError::Storage(e) => e,
-        sled::transaction::TransactionError::Abort(()) => unreachable!("never aborted"),
+        sled::transaction::TransactionError::Abort(()) => {
+            sled::Error::Unsupported("lake_files transaction aborted".into())
+        }
     })?;
     let cutoff = Timestamp::from_micros(Timestamp::now().micros() - KEEP_HOURS * 3_600_000_000);
     let mut apps: Vec<&str> = files.iter().map(|(a, _)| a.as_str()).collect();
