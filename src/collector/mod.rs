@@ -27,6 +27,7 @@ pub mod uploader;
 pub mod usage;
 pub mod wal;
 pub mod writer;
+pub mod written;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};

@@ -5,7 +5,8 @@
 //! traffic rollups (once per LSN: `rollup/store.rs`), writes the files' messageId fingerprints
 //! as a dedupe run, flushes sled (profiles), writes the checkpoint (the last LSN now in the lake),
 //! clears
-//! the intent and trims the WAL. Every failure is retried with the collector's one backoff rule
+//! the intent and trims the WAL. It also records the files it put (`written.rs`) for the
+//! dashboard. Every failure is retried with the collector's one backoff rule
 //! (`retry.rs`), while the WAL keeps the events.
 //!
 //! At start, before any flush, the paths of an unfinished intent are deleted: the WAL still
@@ -23,6 +24,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 
 use super::metrics::ShardCounters;
 use super::retry::{retry, Backoff, Shutdown};
+use super::written::{self, WrittenFile};
 use super::{dedupe, rollup, wal};
 use crate::storage::files::write_atomic;
 
@@ -164,6 +166,7 @@ impl Running {
                     })
                 }
             }
+            written::forget(&self.u.db, &[line])?;
             tracing::info!(
                 shard = self.u.index,
                 path = line,
@@ -215,6 +218,21 @@ impl Running {
             self.u.counters.files_written.inc();
             self.u.counters.rows_written.inc_by(f.rows as u64);
         }
+        // The dashboard's list of recent files; forgotten again if this flush is undone.
+        let at = crate::ids::Timestamp::now();
+        let record: Vec<(String, WrittenFile)> = files
+            .iter()
+            .map(|f| {
+                let file = WrittenFile {
+                    path: f.path.to_string(),
+                    rows: f.rows as u64,
+                    bytes: f.bytes.len() as u64,
+                    written_at: at,
+                };
+                (f.app_id.clone(), file)
+            })
+            .collect();
+        written::record(&self.u.db, &record)?;
         // Exactly once: skipped when the shard's rollup LSN already covers the job.
         rollup::store::apply(&self.u.db, self.u.index, job.last_lsn, &job.rollup)?;
         self.u
@@ -233,8 +251,9 @@ impl Running {
     }
 }
 
-/// A closed lake file: where it goes, its Parquet bytes, its rows.
+/// A closed lake file: its app, where it goes, its Parquet bytes, its rows.
 pub struct Encoded {
+    pub app_id: String,
     pub path: Path,
     pub bytes: bytes::Bytes,
     pub rows: usize,
@@ -315,6 +334,7 @@ mod tests {
         Upload {
             last_lsn,
             files: vec![Encoded {
+                app_id: "app".into(),
                 path: Path::from(path),
                 bytes,
                 rows,

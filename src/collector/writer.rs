@@ -472,6 +472,7 @@ impl Writer {
             );
             match file.close() {
                 Ok(closed) => files.push(Encoded {
+                    app_id: app.to_string(),
                     path,
                     rows: closed.rows,
                     bytes: closed.bytes.into(),

@@ -1,7 +1,9 @@
 //! The Ideas page of an app: a board's ideas in columns by status (the board's order and
 //! colours; the colour is an SVG `fill`, so the CSP needs no inline style), each card with its
 //! votes and a select that posts the new status (CSRF) through `ideas::store::update`, which
-//! keeps the status history like the API.
+//! keeps the status history like the API. A card's title opens the idea (`idea_detail.rs`);
+//! the boards, statuses, topics and tags are set up on `idea_settings.rs`. `Failed` is the
+//! posted form those two pages show again with its errors.
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use maud::{html, Markup};
@@ -18,6 +20,7 @@ use crate::ideas::model::{IdeaPatch, IdeaView};
 use crate::ideas::store::{self, Filter, Sort, SortField};
 use crate::state::AppState;
 use crate::tenants::App;
+use crate::validation::FieldError;
 
 /// The most ideas the board shows (most voted first).
 const MAX_IDEAS: usize = 1000;
@@ -35,7 +38,39 @@ pub struct BoardQuery {
     board: Option<String>,
 }
 
-fn dot(color: &str) -> Markup {
+/// A posted form refused with field errors, shown again in place: `key` names which form of
+/// the page it was (several forms hold the same field names).
+pub struct Failed<'a> {
+    pub key: String,
+    pub form: &'a session::Form,
+    pub errors: Vec<FieldError>,
+}
+
+impl Failed<'_> {
+    /// The errors of form `key` (none when another form failed).
+    pub fn errors<'b>(failed: &'b Option<Failed<'_>>, key: &str) -> &'b [FieldError] {
+        match failed {
+            Some(f) if f.key == key => &f.errors,
+            _ => &[],
+        }
+    }
+
+    /// What form `key` shows in `name`: the posted value after a refusal, else `stored`.
+    pub fn value(failed: &Option<Failed<'_>>, key: &str, name: &str, stored: &str) -> String {
+        match failed {
+            Some(f) if f.key == key && !f.form.all(name).is_empty() => f.form.get(name).to_owned(),
+            _ => stored.to_owned(),
+        }
+    }
+}
+
+/// The board's page, or one board of it.
+pub fn board_url(app: &str, board: &str) -> String {
+    format!("/dashboard/apps/{app}/ideas?board={board}")
+}
+
+/// A small round swatch of a status colour (an SVG `fill`: no inline style).
+pub fn dot(color: &str) -> Markup {
     html! {
         svg.dot viewBox="0 0 10 10" aria-hidden="true" focusable="false" {
             circle cx="5" cy="5" r="5" fill=(color) {}
@@ -49,7 +84,7 @@ fn card(viewer: &Viewer, app: &App, board: &BoardRecord, idea: &IdeaView) -> Mar
         li.idea {
             div.idea-head {
                 span.votes title="Votes" { strong { (thousands(idea.vote_count)) } small { "votes" } }
-                h3 { (idea.title) }
+                h3 { a href=(format!("/dashboard/apps/{}/ideas/{}", app.id, idea.id)) { (idea.title) } }
             }
             form.move method="post" action=(format!("/dashboard/apps/{}/ideas/{}/status", app.id, idea.id)) {
                 (csrf_field(&viewer.session.csrf))
@@ -134,7 +169,12 @@ pub async fn board(
         title: "Ideas",
         app: Some(&app),
     };
-    Ok(layout::ok(shell.render(html! {}, content)))
+    let settings = format!(
+        "/dashboard/apps/{}/ideas/settings?board={}",
+        app.id, board.board.id
+    );
+    let actions = html! { a.button href=(settings) { "Board settings" } };
+    Ok(layout::ok(shell.render(actions, content)))
 }
 
 /// `POST /dashboard/apps/{id}/ideas/{idea}/status`: `status`, a status id of the idea's board.
@@ -159,8 +199,5 @@ pub async fn move_idea(
         .await?
         .map_err(ApiError::from)?;
     tracing::info!(app_id = %app.id, idea_id = %id, status = %moved.status.name, user_id = %viewer.user.id, "idea moved from the dashboard");
-    Ok(layout::see_other(&format!(
-        "/dashboard/apps/{}/ideas?board={}",
-        app.id, moved.board_id
-    )))
+    Ok(layout::see_other(&board_url(&app.id, &moved.board_id)))
 }

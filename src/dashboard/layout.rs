@@ -234,7 +234,28 @@ pub fn field(
     errors: &[FieldError],
     extra: Markup,
 ) -> Markup {
-    let id = format!("f-{name}");
+    field_with_id(
+        &format!("f-{name}"),
+        label,
+        name,
+        kind,
+        value,
+        errors,
+        extra,
+    )
+}
+
+/// `field` with its own element id, for pages with several forms holding the same names; the
+/// label may be markup (a visible word and a screen-reader remainder).
+pub fn field_with_id(
+    id: &str,
+    label: impl maud::Render,
+    name: &str,
+    kind: &str,
+    value: &str,
+    errors: &[FieldError],
+    extra: Markup,
+) -> Markup {
     let err = error_for(errors, name);
     let err_id = format!("{id}-error");
     html! {

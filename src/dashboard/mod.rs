@@ -5,8 +5,8 @@
 //! `session.rs` (cookie, `Viewer`, forms and CSRF) -> `layout.rs` (shell, nav, form pieces)
 //! -> one file per page: `auth.rs` (setup, sign-in, sign-out), `apps.rs`, `keys.rs`,
 //! `team.rs`, `contacts.rs`, `import.rs` (CSV in), `traffic.rs` (charts from `charts.rs`), `surveys.rs` (with
-//! `survey_form.rs`, the builder, `survey_targeting.rs` and
-//! `survey_results.rs`), `ideas.rs`, with
+//! `survey_form.rs`, the builder, `survey_targeting.rs` and `survey_results.rs`), `ideas.rs`
+//! (the board) with `idea_detail.rs` and `idea_settings.rs`, with
 //! `csv.rs` and `error.rs` (`PageError`).
 //!
 //! These routes are not part of the public API: they are wired outside the documented
@@ -18,6 +18,8 @@ pub mod charts;
 pub mod contacts;
 pub mod csv;
 pub mod error;
+pub mod idea_detail;
+pub mod idea_settings;
 pub mod ideas;
 pub mod import;
 pub mod keys;
@@ -101,9 +103,50 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             )
             .route("/ideas", web::get().to(ideas::first))
             .route("/apps/{id}/ideas", web::get().to(ideas::board))
+            // Before `/apps/{id}/ideas/{idea}`, which would take `settings` and `boards` as ids.
+            .route(
+                "/apps/{id}/ideas/settings",
+                web::get().to(idea_settings::settings),
+            )
+            .route(
+                "/apps/{id}/ideas/boards",
+                web::post().to(idea_settings::create_board),
+            )
+            .route(
+                "/apps/{id}/ideas/boards/{board}",
+                web::post().to(idea_settings::rename_board),
+            )
+            .route(
+                "/apps/{id}/ideas/boards/{board}/{part}",
+                web::post().to(idea_settings::add_item),
+            )
+            .route(
+                "/apps/{id}/ideas/boards/{board}/{part}/{item}",
+                web::post().to(idea_settings::update_item),
+            )
+            .route(
+                "/apps/{id}/ideas/boards/{board}/{part}/{item}/delete",
+                web::post().to(idea_settings::delete_item),
+            )
+            .route(
+                "/apps/{id}/ideas/{idea}",
+                web::get().to(idea_detail::detail),
+            )
+            .route(
+                "/apps/{id}/ideas/{idea}",
+                web::post().to(idea_detail::update),
+            )
             .route(
                 "/apps/{id}/ideas/{idea}/status",
                 web::post().to(ideas::move_idea),
+            )
+            .route(
+                "/apps/{id}/ideas/{idea}/comments",
+                web::post().to(idea_detail::add_comment),
+            )
+            .route(
+                "/apps/{id}/ideas/{idea}/merge",
+                web::post().to(idea_detail::merge_idea),
             )
             .route("/team", web::get().to(team::list))
             .route("/team", web::post().to(team::create))

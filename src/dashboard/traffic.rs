@@ -1,7 +1,9 @@
 //! The Traffic page of an app: events per hour over the last 48 hours and per day over the
 //! last 30 days by type, visitors per day, the share of identified visitors, and the top pages
 //! and events. Read through `analytics::store::traffic` (the rollups), never from the lake;
-//! charts from `charts.rs`, each with its figures in a table under it.
+//! charts from `charts.rs`, each with its figures in a table under it. Under them, the lake
+//! files written for the app in the last 24 hours (path, rows, size, time), newest first, from
+//! the uploaders' record (`collector::written`): no listing of the object store, no file read.
 
 use actix_web::{web, HttpResponse};
 use maud::{html, Markup};
@@ -14,7 +16,9 @@ use super::session::Viewer;
 use crate::analytics::model::{Interval, Point, Traffic, Window};
 use crate::analytics::store;
 use crate::collector::rollup::HOUR_MICROS;
+use crate::collector::written::{self, WrittenFile};
 use crate::collector::Collector;
+use crate::ids::Timestamp;
 use crate::state::AppState;
 use crate::tenants::App;
 
@@ -23,6 +27,9 @@ const HOURS: i64 = 48;
 const DAYS: i64 = 30;
 /// The event types, in the order of the series (and of the palette).
 const TYPES: [&str; 4] = ["page", "track", "identify", "group"];
+/// The lake files listed: written in the last `FILE_HOURS`, at most `MAX_FILES`, newest first.
+const FILE_HOURS: i64 = 24;
+const MAX_FILES: usize = 200;
 
 /// `GET /dashboard/traffic`: the traffic of the first app (or the Apps page when there is none).
 pub async fn first(state: web::Data<AppState>, _viewer: Viewer) -> Result<HttpResponse, PageError> {
@@ -167,7 +174,61 @@ fn stats(t: &Traffic) -> Markup {
     }
 }
 
-fn render(viewer: &Viewer, app: &App, hours: &Traffic, days: &Traffic) -> Markup {
+/// 1536 as "1.5 KiB".
+fn size(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut v = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while v >= 1024.0 && unit < UNITS.len() - 1 {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{v:.1} {}", UNITS[unit])
+}
+
+fn files_table(files: &[WrittenFile]) -> Markup {
+    let rows: u64 = files.iter().map(|f| f.rows).sum();
+    let bytes: u64 = files.iter().map(|f| f.bytes).sum();
+    html! {
+        section.card aria-labelledby="lake-files-title" {
+            h2 #lake-files-title { "Lake files, last " (FILE_HOURS) " hours" }
+            @if files.is_empty() {
+                p.muted #lake-files { "No file written for this app in the last " (FILE_HOURS) " hours." }
+            } @else {
+                p.hint {
+                    (thousands(files.len() as u64)) " files, " (thousands(rows)) " rows, " (size(bytes))
+                    @if files.len() == MAX_FILES { " (the newest " (MAX_FILES) ")" }
+                    ". Parquet, one file per shard flush and hour."
+                }
+                div.table-wrap {
+                    table #lake-files {
+                        thead { tr { th { "Path" } th.num { "Rows" } th.num { "Size" } th { "Written" } } }
+                        tbody {
+                            @for f in files {
+                                tr {
+                                    td.name { code { (f.path) } }
+                                    td.num { (thousands(f.rows)) }
+                                    td.num title=(format!("{} bytes", f.bytes)) { (size(f.bytes)) }
+                                    td { (f.written_at.time().format("%Y-%m-%d %H:%M:%S UTC")) }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn render(
+    viewer: &Viewer,
+    app: &App,
+    (hours, days): (&Traffic, &Traffic),
+    files: &[WrittenFile],
+) -> Markup {
     let pages: Vec<(&str, u64)> = days
         .top_pages
         .iter()
@@ -188,6 +249,7 @@ fn render(viewer: &Viewer, app: &App, hours: &Traffic, days: &Traffic) -> Markup
             (top_table("top-events", "Top events", "Event", &events))
         }
         p.hint { "Hours and days are UTC and follow when the server received each event." }
+        (files_table(files))
     };
     let shell = Shell {
         viewer,
@@ -208,9 +270,17 @@ pub async fn page(
     let app = load_app(&state, &path).await?;
     let (h, d) = windows(collector.clock.now_micros());
     let id = app.id.clone();
-    let (hours, days) = state
+    let now = Timestamp::now();
+    let since = Timestamp::from_micros(now.micros() - FILE_HOURS * HOUR_MICROS);
+    let (hours, days, files) = state
         .store
-        .run(move |db| Ok((store::traffic(db, &id, &h)?, store::traffic(db, &id, &d)?)))
+        .run(move |db| {
+            Ok((
+                store::traffic(db, &id, &h)?,
+                store::traffic(db, &id, &d)?,
+                written::recent(db, &id, since, MAX_FILES)?,
+            ))
+        })
         .await?;
-    Ok(layout::ok(render(&viewer, &app, &hours, &days)))
+    Ok(layout::ok(render(&viewer, &app, (&hours, &days), &files)))
 }

@@ -1466,3 +1466,480 @@ async fn a_draft_edited_without_touching_its_questions_keeps_them_as_saved() {
         json!({"id": "why", "text": "Why?", "type": "text", "required": true})
     );
 }
+
+/// Creates an idea through the API with voters `voters`; answers its id.
+async fn idea_with_votes(app: &TestApp, key: &str, title: &str, voters: &[&str]) -> String {
+    let author = json!({"id": "user_1", "name": "User 1", "email": "user1@example.com"});
+    let made = app
+        .api(
+            key,
+            reqwest::Method::POST,
+            "/api/v1/ideas",
+            Some(json!({"title": title, "author": author})),
+        )
+        .await;
+    assert_eq!(made.status, 201, "{}", made.body);
+    let id = made.data()["id"].as_str().unwrap().to_owned();
+    for v in voters {
+        let voter =
+            json!({"id": v, "name": format!("Voter {v}"), "email": format!("{v}@example.com")});
+        let path = format!("/api/v1/ideas/{id}/votes");
+        let r = app
+            .api(
+                key,
+                reqwest::Method::POST,
+                &path,
+                Some(json!({"voter": voter})),
+            )
+            .await;
+        assert!(r.status.is_success(), "{}", r.body);
+    }
+    id
+}
+
+/// The id after `#comment-` in a redirect.
+fn comment_id(page: &Page) -> String {
+    page.location()
+        .split("#comment-")
+        .nth(1)
+        .unwrap()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn an_idea_page_nests_replies_marks_internal_comments_and_merges_votes() {
+    let app = spawn_app();
+    let (app_id, _) = app.create_app("pro").await;
+    let key = app
+        .create_key(&app_id, &["ideas:read", "ideas:write", "votes:write"])
+        .await
+        .1;
+    let dark = idea_with_votes(&app, &key, "Dark mode", &["v1", "v2"]).await;
+    let night = idea_with_votes(&app, &key, "Night theme please", &["v2", "v3"]).await;
+    let mut b = owner(&app).await;
+    let board = b.get(&format!("/dashboard/apps/{app_id}/ideas")).await;
+    let url = format!("/dashboard/apps/{app_id}/ideas/{dark}");
+    assert!(board
+        .body
+        .contains(&format!(r#"<a href="{url}">Dark mode</a>"#)));
+    let page = b.get(&url).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("Voter v1") && page.body.contains("Voter v2"));
+    let action = format!("{url}/comments");
+    let refused = b.post(&action, &[("content", "no token")]).await;
+    assert_eq!(refused.status, 403);
+    let empty = b.submit(&url, &action, &[("content", " ")]).await;
+    assert_eq!(empty.status, 400);
+    assert!(
+        empty.body.contains(r#"id="f-comment-content-error""#),
+        "{}",
+        empty.body
+    );
+    let top = b.submit(&url, &action, &[("content", "Top comment")]).await;
+    assert_eq!(top.status, 303, "{}", top.body);
+    let top = comment_id(&top);
+    let reply = b
+        .submit(
+            &url,
+            &action,
+            &[
+                ("content", "Internal reply"),
+                ("parentId", &top),
+                ("internal", "true"),
+            ],
+        )
+        .await;
+    assert_eq!(reply.status, 303, "{}", reply.body);
+    let reply = comment_id(&reply);
+    let deeper = b
+        .submit(
+            &url,
+            &action,
+            &[("content", "Answer to the note"), ("parentId", &reply)],
+        )
+        .await;
+    let deeper = comment_id(&deeper);
+    let page = b.get(&url).await;
+    let body = &page.body;
+    let nested = |parent: &str, child: &str, class: &str| {
+        let at = body.find(&format!(r#"id="comment-{parent}""#)).unwrap();
+        let rest = &body[at..];
+        let child_at = rest.find(&format!(r#"id="comment-{child}""#)).unwrap();
+        // The child opens a nested list right after its parent's article.
+        let between = &rest[..child_at];
+        assert!(
+            between.ends_with(&format!(
+                r#"</article><ol class="thread"><li><article class="{class}" "#
+            )),
+            "{child} nested under {parent}: {between}"
+        );
+    };
+    nested(&top, &reply, "comment internal");
+    nested(&reply, &deeper, "comment");
+    let internal = &body[body.find(&format!(r#"id="comment-{reply}""#)).unwrap()..];
+    let internal = internal.split("</header>").next().unwrap();
+    assert!(internal.contains(r#"<span class="badge internal-mark">Internal</span>"#));
+    assert!(
+        !body[body.find(&format!(r#"id="comment-{top}""#)).unwrap()..]
+            .split("</header>")
+            .next()
+            .unwrap()
+            .contains("Internal</span>")
+    );
+    let api = app
+        .api(
+            &key,
+            reqwest::Method::GET,
+            &format!("/api/v1/ideas/{dark}/comments"),
+            None,
+        )
+        .await;
+    let seen: Vec<&str> = api
+        .data()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        seen,
+        ["Top comment", "Answer to the note"],
+        "the internal one is not public"
+    );
+
+    let other = format!("/dashboard/apps/{app_id}/ideas/{night}");
+    let search = b.get(&format!("{other}?q=DARK")).await;
+    assert_eq!(search.status, 200);
+    let results = &search.body[search.body.find(r#"id="merge-results""#).unwrap()..];
+    assert!(results.contains(&format!(r#"name="into" value="{dark}""#)));
+    assert!(
+        !results.contains(&format!(r#"value="{night}""#)),
+        "not itself"
+    );
+    let none = b.get(&format!("{other}?q=zebra")).await;
+    assert!(none.body.contains("matches “zebra”"));
+    let merged = b
+        .submit(&other, &format!("{other}/merge"), &[("into", &dark)])
+        .await;
+    assert_eq!(merged.status, 303, "{}", merged.body);
+    assert_eq!(merged.location(), format!("{url}?merged={night}"));
+    let target = b.get(merged.location()).await;
+    assert!(target
+        .body
+        .contains("“Night theme please” was merged into this idea"));
+    assert!(target
+        .body
+        .contains(r#"id="vote-count" title="Votes"><strong>3</strong>"#));
+    assert!(target.body.contains("Voter v3"), "the voter moved");
+    let api = app
+        .api(
+            &key,
+            reqwest::Method::GET,
+            &format!("/api/v1/ideas/{night}"),
+            None,
+        )
+        .await;
+    assert_eq!(api.data()["status"]["name"], "Duplicate");
+    assert_eq!(api.data()["mergedIntoId"], dark.as_str());
+    let again = b
+        .submit(&other, &format!("{other}/merge"), &[("into", &dark)])
+        .await;
+    assert_eq!(again.status, 409);
+}
+
+#[tokio::test]
+async fn ideas_settings_add_a_status_that_becomes_a_column_with_refusals_next_to_fields() {
+    let app = spawn_app();
+    let (app_id, _) = app.create_app("pro").await;
+    let key = app
+        .create_key(&app_id, &["ideas:read", "ideas:write"])
+        .await
+        .1;
+    let idea = idea_with_votes(&app, &key, "Faster search", &[]).await;
+    let mut b = owner(&app).await;
+    let settings = format!("/dashboard/apps/{app_id}/ideas/settings");
+    let page = b.get(&settings).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    let prefix = format!("/dashboard/apps/{app_id}/ideas/boards/");
+    let at = page.body.find(&format!(r#"action="{prefix}"#)).unwrap() + 8 + prefix.len();
+    let board = page.body[at..at + 24].to_owned();
+    let statuses = format!("{prefix}{board}/statuses");
+    let fields = [
+        ("name", "Shipped"),
+        ("color", "#123456"),
+        ("kind", "closed"),
+        ("position", "2"),
+    ];
+    let added = b.submit(&settings, &statuses, &fields).await;
+    assert_eq!(added.status, 303, "{}", added.body);
+    assert!(added.location().ends_with("#statuses"));
+    let columns = b.get(&format!("/dashboard/apps/{app_id}/ideas")).await;
+    let names: Vec<&str> = columns
+        .body
+        .split("<span class=\"count\">")
+        .map(|s| s.rsplit("</svg>").next().unwrap())
+        .take(4)
+        .collect();
+    assert_eq!(
+        &names[..3],
+        ["Open", "Under review", "Shipped"],
+        "{names:?}"
+    );
+    assert!(columns.body.contains(r##"fill="#123456""##), "its colour");
+    let taken = b
+        .submit(
+            &settings,
+            &statuses,
+            &[("name", "planned"), ("color", "red")],
+        )
+        .await;
+    assert_eq!(taken.status, 400);
+    let error = |page: &Page, id: &str| -> String {
+        let at = page
+            .body
+            .find(&format!(r#"id="{id}-error">"#))
+            .unwrap_or_else(|| panic!("{id}: {}", page.body));
+        page.body[at..]
+            .split('>')
+            .nth(1)
+            .unwrap()
+            .split('<')
+            .next()
+            .unwrap()
+            .to_owned()
+    };
+    assert!(error(&taken, "f-new-statuses-color").contains("#rrggbb"));
+    let taken = b
+        .submit(
+            &settings,
+            &statuses,
+            &[("name", "planned"), ("color", "#aabbcc")],
+        )
+        .await;
+    assert!(error(&taken, "f-new-statuses-name").contains("exists"));
+    assert!(
+        taken.body.contains(r#"value="planned""#),
+        "the form keeps what was typed"
+    );
+    // A status in use is not deleted; the refusal sits next to its row.
+    let shipped = b.get(&settings).await;
+    let at = shipped
+        .body
+        .find(">Save<span class=\"sr-only\"> Shipped")
+        .unwrap();
+    let action = shipped.body[..at]
+        .rsplit(r#"action=""#)
+        .next()
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap()
+        .to_owned();
+    let status_id = action.rsplit('/').next().unwrap().to_owned();
+    let move_to = format!("/dashboard/apps/{app_id}/ideas/{idea}/status");
+    let moved = b
+        .submit(&settings, &move_to, &[("status", &status_id)])
+        .await;
+    assert_eq!(moved.status, 303);
+    let kept = b.submit(&settings, &format!("{action}/delete"), &[]).await;
+    assert_eq!(kept.status, 400);
+    assert!(error(&kept, &format!("f-statuses-{status_id}-name")).contains("used by 1"));
+    let renamed = b
+        .submit(
+            &settings,
+            &action,
+            &[
+                ("name", "Released"),
+                ("color", "#123456"),
+                ("kind", "closed"),
+                ("position", "2"),
+            ],
+        )
+        .await;
+    assert_eq!(renamed.status, 303, "{}", renamed.body);
+    for (part, name) in [("topics", "Billing"), ("tags", "ui")] {
+        let r = b
+            .submit(
+                &settings,
+                &format!("{prefix}{board}/{part}"),
+                &[("name", name), ("color", "")],
+            )
+            .await;
+        assert_eq!(r.status, 303, "{part}: {}", r.body);
+    }
+    let made = b
+        .submit(
+            &settings,
+            &format!("/dashboard/apps/{app_id}/ideas/boards"),
+            &[("name", "Roadmap")],
+        )
+        .await;
+    assert_eq!(made.status, 303, "{}", made.body);
+    let roadmap = b.get(made.location()).await;
+    assert!(roadmap
+        .body
+        .contains("Statuses, topics and tags of <strong>Roadmap</strong>"));
+    let api = app
+        .api(&key, reqwest::Method::GET, "/api/v1/boards", None)
+        .await;
+    let boards: Vec<&str> = api
+        .data()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(boards, ["Feedback", "Roadmap"]);
+    let api = app
+        .api(
+            &key,
+            reqwest::Method::GET,
+            &format!("/api/v1/ideas/{idea}"),
+            None,
+        )
+        .await;
+    assert_eq!(api.data()["status"]["name"], "Released");
+    let all = b.get(&settings).await;
+    assert!(all.body.contains(r#"value="Billing""#) && all.body.contains(r#"value="ui""#));
+}
+
+#[tokio::test]
+async fn the_traffic_page_lists_the_lake_files_written_for_the_app() {
+    // Files close within 100 ms of their first row, so the upload follows at once.
+    let app = spawn_app_with(|s| s.collector.max_file_age_ms = 100);
+    let (app_id, ik) = app.create_app("pro").await;
+    let (other_id, other_ik) = app.create_app("pro").await;
+    let mut b = owner(&app).await;
+    let url = format!("/dashboard/apps/{app_id}/traffic");
+    let before = b.get(&url).await;
+    assert!(before
+        .body
+        .contains("No file written for this app in the last 24 hours"));
+    send_known_traffic(&app, &ik).await;
+    let other = json!({"type": "track", "event": "Elsewhere", "messageId": "msg_other_1",
+        "anonymousId": "6f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d4e09"});
+    let r = app
+        .collect(&other_ik, crate::collector::batch(vec![other]))
+        .await;
+    assert_eq!(r.counts(), (1, 0, 0));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let table = loop {
+        let page = b.get(&url).await;
+        assert_eq!(page.status, 200);
+        // Two visitors may land on two shards: wait until the files hold all 6 rows.
+        if let Some(at) = page.body.find(r#"<table id="lake-files">"#) {
+            let table = page.body[at..].split("</table>").next().unwrap().to_owned();
+            let rows: u64 = table
+                .split(r#"<td class="num">"#)
+                .skip(1)
+                .map(|s| s.split('<').next().unwrap().parse::<u64>().unwrap())
+                .sum();
+            if rows == 6 {
+                break table;
+            }
+        }
+        let listed = &page.body[page.body.find("lake-files-title").unwrap()..];
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not all rows listed: {listed}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    let paths: Vec<&str> = table
+        .split("<code>")
+        .skip(1)
+        .map(|s| s.split("</code>").next().unwrap())
+        .collect();
+    assert!(!paths.is_empty() && paths.len() <= 2, "{paths:?}");
+    for p in &paths {
+        assert!(p.starts_with(&format!("events/app_id={app_id}/dt=")), "{p}");
+        assert!(p.ends_with(".parquet"));
+        let on_disk = app.data_dir.join("lake").join(p);
+        let size = std::fs::metadata(&on_disk)
+            .expect("the listed file exists")
+            .len();
+        assert!(
+            table.contains(&format!(r#"title="{size} bytes""#)),
+            "{p}: {size} bytes"
+        );
+    }
+    assert!(
+        !table.contains(&other_id),
+        "another app's files are not listed"
+    );
+}
+
+#[tokio::test]
+async fn an_idea_is_edited_on_its_page_with_topic_and_tags_and_errors_next_to_fields() {
+    let app = spawn_app();
+    let (app_id, _) = app.create_app("pro").await;
+    let key = app
+        .create_key(&app_id, &["ideas:read", "ideas:write"])
+        .await
+        .1;
+    let idea = idea_with_votes(&app, &key, "Faster search", &[]).await;
+    let mut b = owner(&app).await;
+    let settings = format!("/dashboard/apps/{app_id}/ideas/settings");
+    let page = b.get(&settings).await;
+    let prefix = format!("/dashboard/apps/{app_id}/ideas/boards/");
+    let at = page.body.find(&format!(r#"action="{prefix}"#)).unwrap() + 8 + prefix.len();
+    let board = &page.body[at..at + 24];
+    for (part, name) in [("topics", "Search"), ("tags", "speed"), ("tags", "ui")] {
+        let r = b
+            .submit(
+                &settings,
+                &format!("{prefix}{board}/{part}"),
+                &[("name", name)],
+            )
+            .await;
+        assert_eq!(r.status, 303, "{}", r.body);
+    }
+    let url = format!("/dashboard/apps/{app_id}/ideas/{idea}");
+    let page = b.get(&url).await;
+    let value_of = |label: &str| -> String {
+        let at = page.body.find(label).unwrap_or_else(|| panic!("{label}"));
+        page.body[..at]
+            .rsplit("value=\"")
+            .next()
+            .unwrap()
+            .split('"')
+            .next()
+            .unwrap()
+            .to_owned()
+    };
+    let (topic, speed) = (value_of(">Search</option"), value_of("> speed</label"));
+    let status = value_of(">Planned</option");
+    let bad = b
+        .submit(&url, &url, &[("title", "x"), ("statusId", &status)])
+        .await;
+    assert_eq!(bad.status, 400);
+    assert!(bad.body.contains(r#"id="f-title-error""#), "{}", bad.body);
+    assert!(
+        bad.body.contains(r#"value="x""#),
+        "the form keeps what was typed"
+    );
+    let fields = [
+        ("title", "Faster full-text search"),
+        ("description", "Results in under 100 ms."),
+        ("statusId", status.as_str()),
+        ("topicId", topic.as_str()),
+        ("tagIds", speed.as_str()),
+    ];
+    let saved = b.submit(&url, &url, &fields).await;
+    assert_eq!(saved.status, 303, "{}", saved.body);
+    let api = app
+        .api(
+            &key,
+            reqwest::Method::GET,
+            &format!("/api/v1/ideas/{idea}"),
+            None,
+        )
+        .await;
+    let d = api.data();
+    assert_eq!(d["title"], "Faster full-text search");
+    assert_eq!(d["description"], "Results in under 100 ms.");
+    assert_eq!(d["status"]["name"], "Planned");
+    assert_eq!(d["topic"]["name"], "Search");
+    assert_eq!(d["tags"][0]["name"], "speed");
+    assert_eq!(d["tags"].as_array().unwrap().len(), 1);
+}

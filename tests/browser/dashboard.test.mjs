@@ -2,7 +2,9 @@
 // click it: first-owner setup, apps, keys (used on the API), the CSRF refusal, a CSV import of
 // 1 000 contacts with 3 bad rows, the contacts table and edit, a member without keys, sign-out
 // and sign-in, the traffic charts, a survey moved and its results, a survey built with targeting
-// and the live preview, edited, answered and charted over time, the ideas board. Screenshots of every page, light and dark, go to
+// and the live preview, edited, answered and charted over time, the ideas board, an idea's
+// page (a comment, an internal reply nested under it, a merge found by search) and the ideas
+// settings (a new status that becomes a column). Screenshots of every page, light and dark, go to
 // $SCREENSHOT_DIR/dashboard-<page>-<light|dark>.png.
 //
 // Started by tests/interop/browser.rs (`the_dashboard_in_headless_chromium`), which passes
@@ -169,6 +171,10 @@ test('the traffic page charts the events the collector received, by type, with i
   await page.locator('details.figures summary').first().click();
   assert.ok(await page.getByRole('table').first().isVisible(), 'the figures open as a table');
   await page.locator('details.figures summary').first().click();
+  // The uploader records each file before the rollups it carries: the files show too.
+  const files = await page.locator('#lake-files tbody tr').allInnerTexts();
+  assert.ok(files.length >= 1, 'the lake files of the last 24 hours are listed');
+  assert.ok(files.every((f) => f.includes(`events/app_id=${shared.appId}/dt=`)), files.join('\n'));
   await shoot(page, 'traffic');
   await page.setViewportSize({ width: 390, height: 844 });
   await shoot(page, 'traffic-phone');
@@ -335,6 +341,68 @@ test('ideas sit in their status columns, most voted first, and move with the sel
   }
   assert.deepEqual(await open.locator('h3').allInnerTexts(), ['Single sign-on']);
   await shoot(page, 'ideas');
+  shared.ideasKey = key;
+});
+
+test('an idea opens from the board: a comment, an internal reply nested under it, then merged into an idea found by search', async () => {
+  const voted = await fetch(`${BASE}/api/v1/ideas/${new URL(await page.getByRole('link', { name: 'Single sign-on' }).getAttribute('href'), BASE).pathname.split('/').pop()}/votes`, {
+    method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': shared.ideasKey },
+    body: JSON.stringify({ voter: { id: 'voter_sso', name: 'Sam', email: 'sam@example.com' } }),
+  });
+  assert.equal(voted.status, 201, 'a voter Slack integration lacks');
+  await page.getByRole('link', { name: 'Single sign-on' }).click();
+  await page.waitForURL(/\/ideas\/[0-9a-f]{24}$/);
+  assert.equal(await page.locator('h1').innerText(), 'Single sign-on');
+  await page.getByLabel('Comment', { exact: true }).fill('Enterprise customers ask for this every week.');
+  await page.getByRole('button', { name: 'Add comment' }).click();
+  const top = page.locator('article.comment', { hasText: 'Enterprise customers' });
+  await waitFor(async () => (await top.count()) === 1, 'the comment');
+  await top.locator('summary', { hasText: 'Reply' }).click();
+  await top.getByLabel('Reply', { exact: true }).fill('Okta first: two of them use it.');
+  await top.getByLabel(/Internal/).check();
+  await top.getByRole('button', { name: 'Post reply' }).click();
+  const reply = page.locator('ol.thread ol.thread article.comment.internal');
+  await waitFor(async () => (await reply.count()) === 1, 'the internal reply nested under the comment');
+  assert.match(await reply.innerText(), /Internal[\s\S]*Okta first/);
+  assert.equal(await page.locator('article.comment.internal', { hasText: 'Enterprise customers' }).count(), 0, 'only the reply is internal');
+  await shoot(page, 'idea');
+  await page.getByLabel('Find the idea to merge into').fill('slack');
+  await page.getByRole('button', { name: 'Search' }).click();
+  assert.deepEqual(await page.locator('#merge-results li a').allInnerTexts(), ['Slack integration']);
+  await shoot(page, 'idea-merge-search');
+  await page.getByRole('button', { name: 'Merge into Slack integration' }).click();
+  await waitFor(async () => (await page.locator('h1').innerText()) === 'Slack integration', 'the target idea');
+  assert.match(await page.locator('[role=status]').innerText(), /“Single sign-on” was merged into this idea/);
+  assert.equal(await page.locator('#vote-count strong').innerText(), '9', '8 votes and the voter it lacked');
+  assert.equal(await page.locator('ol.thread ol.thread article.comment.internal').count(), 1, 'the thread moved with it');
+  await shoot(page, 'idea-merged');
+});
+
+test('the ideas settings add a status, refuse a taken name next to its field, and the board shows the new column', async () => {
+  await page.getByRole('link', { name: '← Board' }).click();
+  await page.getByRole('link', { name: 'Board settings' }).click();
+  await page.waitForURL(/\/ideas\/settings\?board=/);
+  await page.getByLabel('New status name').fill('Planned');
+  await page.getByRole('button', { name: 'Add status' }).click();
+  await waitFor(async () => (await page.locator('#f-new-statuses-name-error').count()) === 1, 'the error next to the name');
+  assert.match(await page.locator('#f-new-statuses-name-error').innerText(), /exists/);
+  await page.getByLabel('New status name').fill('Shipped');
+  await page.locator('#f-new-statuses-color').fill('#0f766e');
+  await page.locator('#f-new-statuses-kind').selectOption('closed');
+  await page.locator('#f-new-statuses-position').fill('4');
+  await page.getByRole('button', { name: 'Add status' }).click();
+  await waitFor(async () => (await page.getByRole('listitem', { name: 'status Shipped' }).count()) === 1, 'the new status');
+  await page.getByLabel('New topic name').fill('Security');
+  await page.getByRole('button', { name: 'Add topic' }).click();
+  await waitFor(async () => (await page.getByRole('listitem', { name: 'topic Security' }).count()) === 1, 'the new topic');
+  await page.getByLabel('New tag name').fill('enterprise');
+  await page.getByRole('button', { name: 'Add tag' }).click();
+  await waitFor(async () => (await page.getByRole('listitem', { name: 'tag enterprise' }).count()) === 1, 'the new tag');
+  await shoot(page, 'idea-settings');
+  await page.getByRole('link', { name: '← Board' }).click();
+  const headings = await page.locator('section.column h2').allInnerTexts();
+  assert.match(headings[4], /^Shipped/, headings.join(' | '));
+  await shoot(page, 'ideas-new-column');
 });
 
 test('a key is created with permission checkboxes, shown once, works on the API, and its permissions change', async () => {

@@ -20,7 +20,7 @@ const MANIFEST = process.env.TRIBUTARY_MANIFEST;
 const SHOTS = process.env.SCREENSHOT_DIR;
 
 if (!BASE || !APP_KEY || !MANIFEST) {
-  throw new Error('run the browser tests through `cargo nextest run --test api browser` (or tests/run): TRIBUTARY_BASE, TRIBUTARY_APP_KEY and TRIBUTARY_MANIFEST are missing');
+  throw new Error('run the browser tests through `cargo nextest run --test interop browser` (or tests/run): TRIBUTARY_BASE, TRIBUTARY_APP_KEY and TRIBUTARY_MANIFEST are missing');
 }
 
 export const CHROMIUM = '/usr/bin/chromium';

@@ -80,27 +80,23 @@ fn read_manifest(path: &Path) -> Manifest {
     m
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn the_browser_tracker_in_headless_chromium() {
+/// Runs one file of `tests/browser` with node's test runner against the server at
+/// `TRIBUTARY_BASE` (in `env`), with the admin token and the screenshot directory; fails with
+/// node's report when any of its tests fails.
+async fn node_test(file: &'static str, env: Vec<(&'static str, String)>) {
     if let Some(what) = missing() {
         panic!("browser tests cannot run: {what}; run tests/run once (it installs chromium and tests/browser/node_modules)");
     }
-    let mut app = spawn_app_with(slow_files);
-    let (_, key) = app.create_app("enterprise").await;
-    let manifest = app.data_dir.join("browser-manifest.jsonl");
-    let (base, manifest_path) = (app.base.clone(), manifest.clone());
     let out = tokio::task::spawn_blocking(move || {
         Command::new("node")
             .args([
                 "--test",
                 "--test-concurrency=1",
                 "--test-timeout=120000",
-                "tracker.test.mjs",
+                file,
             ])
             .current_dir(browser_dir())
-            .env("TRIBUTARY_BASE", base)
-            .env("TRIBUTARY_APP_KEY", key)
-            .env("TRIBUTARY_MANIFEST", manifest_path)
+            .envs(env)
             .env("TRIBUTARY_ADMIN_TOKEN", ADMIN_TOKEN)
             .env("SCREENSHOT_DIR", screenshot_dir())
             .output()
@@ -115,10 +111,25 @@ async fn the_browser_tracker_in_headless_chromium() {
     );
     assert!(
         out.status.success(),
-        "node --test tests/browser failed:\n{report}"
+        "node --test tests/browser/{file} failed:\n{report}"
     );
     println!("{report}");
+}
 
+#[tokio::test(flavor = "multi_thread")]
+async fn the_browser_tracker_in_headless_chromium() {
+    let mut app = spawn_app_with(slow_files);
+    let (_, key) = app.create_app("enterprise").await;
+    let manifest = app.data_dir.join("browser-manifest.jsonl");
+    node_test(
+        "tracker.test.mjs",
+        vec![
+            ("TRIBUTARY_BASE", app.base.clone()),
+            ("TRIBUTARY_APP_KEY", key),
+            ("TRIBUTARY_MANIFEST", manifest.display().to_string()),
+        ],
+    )
+    .await;
     app.stop().await;
     let lake = read_local(&app.data_dir.join("lake"));
     let m = read_manifest(&manifest);
@@ -153,38 +164,35 @@ async fn the_browser_tracker_in_headless_chromium() {
 /// server and saves screenshots of every page, light and dark, under `target/screenshots/`.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_dashboard_in_headless_chromium() {
-    if let Some(what) = missing() {
-        panic!("browser tests cannot run: {what}; run tests/run once (it installs chromium and tests/browser/node_modules)");
-    }
     // Files (and the rollups with them) flush within 100 ms, so traffic shows at once.
     let mut app = spawn_app_with(|s| s.collector.max_file_age_ms = 100);
-    let base = app.base.clone();
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new("node")
-            .args([
-                "--test",
-                "--test-concurrency=1",
-                "--test-timeout=120000",
-                "dashboard.test.mjs",
-            ])
-            .current_dir(browser_dir())
-            .env("TRIBUTARY_BASE", base)
-            .env("TRIBUTARY_ADMIN_TOKEN", ADMIN_TOKEN)
-            .env("SCREENSHOT_DIR", screenshot_dir())
-            .output()
-            .expect("node runs")
-    })
-    .await
-    .unwrap();
-    let report = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success(),
-        "node --test tests/browser/dashboard.test.mjs failed:\n{report}"
-    );
-    println!("{report}");
+    node_test(
+        "dashboard.test.mjs",
+        vec![("TRIBUTARY_BASE", app.base.clone())],
+    )
+    .await;
+    app.stop().await;
+}
+
+/// The survey popover of the tracker in headless Chromium: `tests/browser/surveys.test.mjs`
+/// answers one survey of each type with the keyboard, checks the answers and scores through
+/// the API, that nothing completed or dismissed shows again, targeting and `surveys(false)`,
+/// and saves screenshots of each popover under `target/screenshots/`.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_survey_popover_in_headless_chromium() {
+    // The tests make their own app, key and surveys through the admin API; the harness wants
+    // an app key and a manifest all the same (these tests write none).
+    let mut app = spawn_app();
+    let (_, key) = app.create_app("enterprise").await;
+    let manifest = app.data_dir.join("browser-manifest.jsonl");
+    node_test(
+        "surveys.test.mjs",
+        vec![
+            ("TRIBUTARY_BASE", app.base.clone()),
+            ("TRIBUTARY_APP_KEY", key),
+            ("TRIBUTARY_MANIFEST", manifest.display().to_string()),
+        ],
+    )
+    .await;
     app.stop().await;
 }
