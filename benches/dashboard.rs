@@ -7,7 +7,11 @@
 //! - `dashboard/contacts_page_by_score`: sorted by score, a page deep in (cursor);
 //! - `dashboard/contacts_page_status`: filtered by a status that a third of the contacts have;
 //! - `dashboard/contacts_page_search`: a search that matches 11 contacts, so the walk reads
-//!   every contact of the app (the known limit of filters checked during the index walk).
+//!   every contact of the app (the known limit of filters checked during the index walk);
+//! - `dashboard/traffic_page`: the Traffic page over a month of rollups (30 days of hourly and
+//!   daily buckets, 2 000 pages and 60 event names per day so the top-1000 sketches are full,
+//!   40 000 visitors a day) and 200 lake files of the last day: its two windows, the files and
+//!   the HTML with five SVG charts.
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -15,10 +19,14 @@ use std::time::Instant;
 use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::json;
 use tributary::accounts::{Role, Session, User};
+use tributary::collector::rollup::{self, store as rollups, HOUR_MICROS};
+use tributary::collector::written::{self, WrittenFile};
+use tributary::collector::{Event, EventType};
 use tributary::contacts::model::{ContactPatch, Mode};
 use tributary::contacts::store;
 use tributary::dashboard::contacts::{load, render};
 use tributary::dashboard::session::Viewer;
+use tributary::dashboard::traffic;
 use tributary::ids::{object_id, Timestamp};
 use tributary::tenants::{App, Plan};
 
@@ -43,6 +51,50 @@ fn fill(db: &sled::Db, app: &str) {
         store::batch(db, app, &items, false, None).expect("batch");
     }
     eprintln!("{CONTACTS} contacts stored in {:?}", started.elapsed());
+}
+
+/// A month of traffic, one flush per hour, and the last day's lake files.
+fn fill_traffic(db: &sled::Db, app: &str, now: i64) {
+    let started = Instant::now();
+    let first_hour = now.div_euclid(HOUR_MICROS) - 30 * 24;
+    let mut n = 0u64;
+    for (lsn, hour) in (first_hour..=first_hour + 30 * 24).enumerate() {
+        let mut delta = rollup::Delta::default();
+        for i in 0..300u64 {
+            n += 1;
+            let visitor = format!("6f1c2d3e-4b5a-4c6d-8e7f-{:012x}", (n * 7919) % 40_000);
+            let mut e = Event::example(app, &format!("msg_{n}"), &visitor, hour * HOUR_MICROS);
+            e.received_at = hour * HOUR_MICROS + (i as i64) * 1000;
+            e.page_path = Some(format!("/docs/page-{}", (n * 31) % 2000));
+            if i % 3 == 0 {
+                e.kind = EventType::Track;
+                e.event = Some(format!("Event {}", n % 60));
+            }
+            if i % 10 == 0 {
+                e.user_id = Some(format!("user_{}", n % 5000));
+            }
+            delta.add(&e);
+        }
+        rollups::apply(db, 0, lsn as u64 + 1, &delta).expect("rollups applied");
+    }
+    let files: Vec<_> = (0..200)
+        .map(|i| {
+            let at = Timestamp::from_micros(now - i * 400_000_000);
+            let path = format!("events/app_id={app}/date=x/hour=y/part-{i:05}.parquet");
+            let file = WrittenFile {
+                path,
+                rows: 16_384,
+                bytes: 1_200_000,
+                written_at: at,
+            };
+            (app.to_owned(), file)
+        })
+        .collect();
+    written::record(db, &files).expect("files recorded");
+    eprintln!(
+        "a month of rollups ({n} events) stored in {:?}",
+        started.elapsed()
+    );
 }
 
 fn viewer() -> Viewer {
@@ -108,6 +160,14 @@ fn pages(c: &mut Criterion) {
             })
         });
     }
+    let now = Timestamp::now().micros();
+    fill_traffic(&db, &app.id, now);
+    g.bench_function("traffic_page", |b| {
+        b.iter(|| {
+            let loaded = traffic::load(&db, &app.id, black_box(now)).expect("traffic");
+            black_box(traffic::render(&who, &app, &loaded).into_string())
+        })
+    });
     g.finish();
 }
 

@@ -20,6 +20,7 @@ use crate::collector::written::{self, WrittenFile};
 use crate::collector::Collector;
 use crate::ids::Timestamp;
 use crate::state::AppState;
+use crate::storage::StoreError;
 use crate::tenants::App;
 
 /// Hours of the hourly chart, days of the daily one.
@@ -223,12 +224,9 @@ fn files_table(files: &[WrittenFile]) -> Markup {
     }
 }
 
-fn render(
-    viewer: &Viewer,
-    app: &App,
-    (hours, days): (&Traffic, &Traffic),
-    files: &[WrittenFile],
-) -> Markup {
+/// The page.
+pub fn render(viewer: &Viewer, app: &App, loaded: &Loaded) -> Markup {
+    let Loaded { hours, days, files } = loaded;
     let pages: Vec<(&str, u64)> = days
         .top_pages
         .iter()
@@ -268,19 +266,29 @@ pub async fn page(
     path: web::Path<String>,
 ) -> Result<HttpResponse, PageError> {
     let app = load_app(&state, &path).await?;
-    let (h, d) = windows(collector.clock.now_micros());
-    let id = app.id.clone();
-    let now = Timestamp::now();
-    let since = Timestamp::from_micros(now.micros() - FILE_HOURS * HOUR_MICROS);
-    let (hours, days, files) = state
-        .store
-        .run(move |db| {
-            Ok((
-                store::traffic(db, &id, &h)?,
-                store::traffic(db, &id, &d)?,
-                written::recent(db, &id, since, MAX_FILES)?,
-            ))
-        })
-        .await?;
-    Ok(layout::ok(render(&viewer, &app, (&hours, &days), &files)))
+    let (id, now) = (app.id.clone(), collector.clock.now_micros());
+    let loaded = state.store.run(move |db| load(db, &id, now)).await?;
+    Ok(layout::ok(render(&viewer, &app, &loaded)))
+}
+
+/// What the page shows of an app at `now_micros`.
+pub struct Loaded {
+    /// The last 48 hours, by hour.
+    hours: Traffic,
+    /// The last 30 days, by day.
+    days: Traffic,
+    /// The lake files of the last 24 hours, newest first.
+    files: Vec<WrittenFile>,
+}
+
+/// Reads the page's figures: two rollup windows and the recent files, a bounded number of
+/// keys whatever the traffic (`benches/dashboard.rs` times it with a month of rollups).
+pub fn load(db: &sled::Db, app: &str, now_micros: i64) -> Result<Loaded, StoreError> {
+    let (h, d) = windows(now_micros);
+    let since = Timestamp::from_micros(now_micros - FILE_HOURS * HOUR_MICROS);
+    Ok(Loaded {
+        hours: store::traffic(db, app, &h)?,
+        days: store::traffic(db, app, &d)?,
+        files: written::recent(db, app, since, MAX_FILES)?,
+    })
 }
