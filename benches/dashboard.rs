@@ -11,7 +11,9 @@
 //! - `dashboard/traffic_page`: the Traffic page over a month of rollups (30 days of hourly and
 //!   daily buckets, 2 000 pages and 60 event names per day so the top-1000 sketches are full,
 //!   40 000 visitors a day) and 200 lake files of the last day: its two windows, the files and
-//!   the HTML with five SVG charts.
+//!   the HTML with five SVG charts;
+//! - `dashboard/survey_page`: a CSAT survey's page with 10 000 responses (all of them read): the
+//!   summary, the score per day, each question's chart and the first page of responses.
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -26,9 +28,16 @@ use tributary::contacts::model::{ContactPatch, Mode};
 use tributary::contacts::store;
 use tributary::dashboard::contacts::{load, render};
 use tributary::dashboard::session::Viewer;
-use tributary::dashboard::traffic;
+use tributary::dashboard::survey_results::ResultsQuery;
+use tributary::dashboard::{surveys as survey_page, traffic};
 use tributary::ids::{object_id, Timestamp};
+use tributary::surveys::model::{ResponseDraft, ResponseMetadata, SurveyPatch, SurveyStatus};
+use tributary::surveys::store as surveys;
 use tributary::tenants::{App, Plan};
+
+// The server's allocator, so the figures are the server's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const CONTACTS: u64 = 100_000;
 const STATUSES: [&str; 3] = ["new", "customer", "qualified"];
@@ -95,6 +104,34 @@ fn fill_traffic(db: &sled::Db, app: &str, now: i64) {
         "a month of rollups ({n} events) stored in {:?}",
         started.elapsed()
     );
+}
+
+/// A CSAT survey with `n` completed responses; answers its id.
+fn fill_survey(db: &sled::Db, app: &str, n: u64) -> String {
+    let started = Instant::now();
+    let body = json!({"title": "Checkout", "type": "csat", "questions": [
+        {"id": "sat", "text": "How was checkout?", "type": "rating", "required": true},
+        {"id": "why", "text": "What could we do better?", "type": "text"}
+    ]});
+    let patch = SurveyPatch::parse(body.as_object().expect("object"), true).expect("valid");
+    let survey = patch.into_survey().expect("a survey");
+    surveys::create(db, app, &survey).expect("created");
+    surveys::transition(db, app, &survey.id, SurveyStatus::Active, None).expect("active");
+    for i in 0..n {
+        let draft = ResponseDraft {
+            anonymous_id: format!("6f1c2d3e-4b5a-4c6d-8e7f-{i:012x}"),
+            user_id: None,
+            answers: vec![
+                ("sat".into(), json!(1 + i % 5)),
+                ("why".into(), json!(format!("answer {i}"))),
+            ],
+            completed: true,
+            metadata: ResponseMetadata::default(),
+        };
+        surveys::respond(db, app, &survey.id, &draft, "2026-11", None).expect("response");
+    }
+    eprintln!("{n} survey responses stored in {:?}", started.elapsed());
+    survey.id
 }
 
 fn viewer() -> Viewer {
@@ -166,6 +203,18 @@ fn pages(c: &mut Criterion) {
         b.iter(|| {
             let loaded = traffic::load(&db, &app.id, black_box(now)).expect("traffic");
             black_box(traffic::render(&who, &app, &loaded).into_string())
+        })
+    });
+    let survey = fill_survey(&db, &app.id, 10_000);
+    let query = ResultsQuery::default();
+    g.bench_function("survey_page", |b| {
+        b.iter(|| {
+            let s = surveys::get(&db, &app.id, &survey)
+                .expect("read")
+                .expect("survey");
+            let responses = surveys::responses(&db, &app.id, &survey).expect("responses");
+            let (page, _) = survey_page::results_page(&who, &app, &s, responses, &query);
+            black_box(page.into_string())
         })
     });
     g.finish();

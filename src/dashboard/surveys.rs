@@ -229,7 +229,7 @@ struct Shown<'a> {
     page: usize,
 }
 
-fn responses_table(app: &App, s: &Survey, responses: &[SurveyResponse], shown: &Shown) -> Markup {
+fn responses_table(app: &App, s: &Survey, responses: &[&SurveyResponse], shown: &Shown) -> Markup {
     let page = shown.page;
     let pages = responses.len().div_ceil(PAGE).max(1);
     let base = format!("/dashboard/apps/{}/surveys/{}", app.id, s.id);
@@ -299,20 +299,33 @@ pub async fn detail(
 ) -> Result<HttpResponse, PageError> {
     let (app_id, id) = path.into_inner();
     let app = load_app(&state, &app_id).await?;
-    let (s, mut responses) = load(&state, &app.id, &id).await?;
+    let (s, responses) = load(&state, &app.id, &id).await?;
+    let (page, valid) = results_page(&viewer, &app, &s, responses, &query);
+    if valid {
+        Ok(layout::ok(page))
+    } else {
+        Ok(layout::html_response(&mut HttpResponse::BadRequest(), page))
+    }
+}
+
+/// A survey's page from its responses: score, score over time, each question, and the
+/// filtered page of responses; `false` when the filters had errors (shown next to them).
+pub fn results_page(
+    viewer: &Viewer,
+    app: &App,
+    s: &Survey,
+    mut responses: Vec<SurveyResponse>,
+    query: &ResultsQuery,
+) -> (Markup, bool) {
     responses.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));
-    let sum = model::summarize(&s, &responses);
-    let (filters, errors) = match Filters::parse(&query) {
+    let sum = model::summarize(s, &responses);
+    let (filters, errors) = match Filters::parse(query) {
         Ok(f) => (f, Vec::new()),
         Err(e) => (Filters::default(), e),
     };
-    let listed: Vec<SurveyResponse> = responses
-        .iter()
-        .filter(|r| filters.matches(r))
-        .cloned()
-        .collect();
+    let listed: Vec<&SurveyResponse> = responses.iter().filter(|r| filters.matches(r)).collect();
     let shown = Shown {
-        query: &query,
+        query,
         errors: &errors,
         page: query
             .page
@@ -321,26 +334,21 @@ pub async fn detail(
     };
     let content = html! {
         div.survey-head {
-            (badge(s.status)) span.muted { (s.kind.name()) " · " (s.targeting.percentage) "% of visitors" (rules_note(&s)) " · updated " (when(s.updated_at)) }
-            div.actions { (moves(&viewer, &app, &s)) }
+            (badge(s.status)) span.muted { (s.kind.name()) " · " (s.targeting.percentage) "% of visitors" (rules_note(s)) " · updated " (when(s.updated_at)) }
+            div.actions { (moves(viewer, app, s)) }
         }
         (score_tiles(&sum))
-        (results::score_chart(&s, &responses))
-        @for q in &sum.questions { (question(&s, q)) }
-        (responses_table(&app, &s, &listed, &shown))
+        (results::score_chart(s, &responses))
+        @for q in &sum.questions { (question(s, q)) }
+        (responses_table(app, s, &listed, &shown))
     };
     let shell = Shell {
-        viewer: &viewer,
+        viewer,
         section: Section::Surveys,
         title: &s.title,
-        app: Some(&app),
+        app: Some(app),
     };
-    let page = shell.render(html! {}, content);
-    if errors.is_empty() {
-        Ok(layout::ok(page))
-    } else {
-        Ok(layout::html_response(&mut HttpResponse::BadRequest(), page))
-    }
+    (shell.render(html! {}, content), errors.is_empty())
 }
 
 /// How many targeting rules narrow the survey, for its header.

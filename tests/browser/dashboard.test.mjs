@@ -49,12 +49,14 @@ async function waitFor(check, what, ms = 15000) {
   }
 }
 
-// The page in light and in dark, full length.
+// The page in light and in dark, full length, from the top (so the sticky sidebar is drawn
+// where a visitor first sees it).
 async function shoot(p, name) {
   if (!SHOTS) return;
   fs.mkdirSync(SHOTS, { recursive: true });
   for (const colorScheme of ['light', 'dark']) {
     await p.emulateMedia({ colorScheme });
+    await p.evaluate(() => window.scrollTo(0, 0));
     await p.screenshot({ path: path.join(SHOTS, `dashboard-${name}-${colorScheme}.png`), fullPage: true });
   }
   await p.emulateMedia({ colorScheme: 'light' });
