@@ -101,26 +101,33 @@ fn with_tape<R>(
         static SCRATCH: RefCell<(Buffers, Tape<'static>)> =
             RefCell::new((Buffers::new(16 * 1024), Tape::null()));
     }
-    let to_error = |e: simd_json::Error| match e.error() {
+    // The kept tape's nodes borrow nothing between requests: it is emptied (`reset`) before it
+    // goes back, and given the body's lifetime for the time of one parse.
+    SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
+        Ok(mut kept) => {
+            let (buffers, tape) = &mut *kept;
+            let mut current = Tape(std::mem::take(&mut tape.0)).reset();
+            let out = fill(body, len, buffers, &mut current, f);
+            tape.0 = current.reset().0;
+            out
+        }
+        Err(_) => fill(body, len, &mut Buffers::new(len), &mut Tape(Vec::new()), f),
+    })
+}
+
+/// One parse of `body[..len]` into `tape`, then `f` over it.
+fn fill<'de, R>(
+    body: &'de mut [u8],
+    len: usize,
+    buffers: &mut Buffers,
+    tape: &mut Tape<'de>,
+    f: impl FnOnce(&Tape<'_>) -> R,
+) -> Result<R, BodyError> {
+    simd_json::fill_tape_padded(body, len, buffers, tape).map_err(|e| match e.error() {
         simd_json::ErrorType::InvalidNumber => BodyError::NumberOutOfRange(e.to_string()),
         _ => BodyError::NotJson(e.to_string()),
-    };
-    SCRATCH.with(|scratch| {
-        let mut scratch = scratch.try_borrow_mut().ok();
-        let (mut buffers, mut tape) = match scratch.as_deref_mut() {
-            Some((b, t)) => (
-                std::mem::replace(b, Buffers::new(0)),
-                std::mem::replace(t, Tape::null()).reset(),
-            ),
-            None => (Buffers::new(len), Tape::null().reset()),
-        };
-        let parsed = simd_json::fill_tape_padded(body, len, &mut buffers, &mut tape);
-        let out = parsed.map(|()| f(&tape)).map_err(to_error);
-        if let Some((b, t)) = scratch.as_deref_mut() {
-            (*b, *t) = (buffers, tape.reset());
-        }
-        out
-    })
+    })?;
+    Ok(f(tape))
 }
 
 /// Reads the batch-level fields of a parsed body.
