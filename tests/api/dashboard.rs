@@ -722,15 +722,7 @@ async fn a_survey_moves_by_its_legal_buttons_and_shows_its_score_responses_and_c
     let body = json!({"title": "How are we doing", "type": "nps", "questions": [
         {"id": "score", "text": "How likely are you to recommend us?", "type": "scale"},
         {"id": "why", "text": "Why?", "type": "text", "required": false}]});
-    let made = app
-        .admin(
-            reqwest::Method::POST,
-            &format!("/apps/{app_id}/surveys"),
-            Some(body),
-        )
-        .await;
-    assert_eq!(made.status, 201, "{}", made.body);
-    let id = made.data()["id"].as_str().unwrap().to_owned();
+    let id = create_survey(&app, &app_id, body).await;
     let mut b = owner(&app).await;
     let list = b
         .get(&format!("/dashboard/apps/{app_id}/surveys?status=draft"))
@@ -1032,14 +1024,7 @@ async fn survey_responses_are_paged_25_at_a_time_newest_first() {
     let (app_id, ik) = app.create_app("pro").await;
     let body = json!({"title": "Quick one", "type": "open",
         "questions": [{"id": "say", "text": "Anything?", "type": "text"}]});
-    let made = app
-        .admin(
-            reqwest::Method::POST,
-            &format!("/apps/{app_id}/surveys"),
-            Some(body),
-        )
-        .await;
-    let id = made.data()["id"].as_str().unwrap().to_owned();
+    let id = create_survey(&app, &app_id, body).await;
     let live = app
         .admin(
             reqwest::Method::POST,
@@ -1335,13 +1320,8 @@ async fn targeting_errors_show_on_the_row_they_were_typed_in() {
     assert_eq!(b.post(&action, &[("type", "nps")]).await.status, 403);
 }
 
-#[tokio::test]
-async fn survey_results_chart_the_score_over_time_and_filter_the_responses() {
-    let app = spawn_app();
-    let (app_id, ik) = app.create_app("pro").await;
-    let body = json!({"title": "NPS", "type": "nps", "questions": [
-        {"id": "score", "text": "How likely?", "type": "scale"},
-        {"id": "why", "text": "Why?", "type": "text", "required": false}]});
+/// Creates a survey through the admin API; answers its id.
+async fn create_survey(app: &TestApp, app_id: &str, body: serde_json::Value) -> String {
     let made = app
         .admin(
             reqwest::Method::POST,
@@ -1349,7 +1329,18 @@ async fn survey_results_chart_the_score_over_time_and_filter_the_responses() {
             Some(body),
         )
         .await;
-    let id = made.data()["id"].as_str().unwrap().to_owned();
+    assert_eq!(made.status, 201, "{}", made.body);
+    made.data()["id"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn survey_results_chart_the_score_over_time_and_filter_the_responses() {
+    let app = spawn_app();
+    let (app_id, ik) = app.create_app("pro").await;
+    let body = json!({"title": "NPS", "type": "nps", "questions": [
+        {"id": "score", "text": "How likely?", "type": "scale"},
+        {"id": "why", "text": "Why?", "type": "text", "required": false}]});
+    let id = create_survey(&app, &app_id, body).await;
     let api = format!("/apps/{app_id}/surveys/{id}");
     let moved = app
         .admin(
@@ -1426,14 +1417,7 @@ async fn a_draft_edited_without_touching_its_questions_keeps_them_as_saved() {
     let body = json!({"title": "NPS", "type": "nps", "questions": [
         {"id": "score", "text": "How likely?", "type": "scale"},
         {"id": "why", "text": "Why?", "type": "text", "required": true}]});
-    let made = app
-        .admin(
-            reqwest::Method::POST,
-            &format!("/apps/{app_id}/surveys"),
-            Some(body),
-        )
-        .await;
-    let id = made.data()["id"].as_str().unwrap().to_owned();
+    let id = create_survey(&app, &app_id, body).await;
     let mut b = owner(&app).await;
     let edit = format!("/dashboard/apps/{app_id}/surveys/{id}/edit");
     let form = b.get(&edit).await;
