@@ -9,6 +9,7 @@ use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::errors::ParquetError;
 use parquet::file::properties::WriterProperties;
+use parquet::schema::types::ColumnPath;
 
 use super::event::{Cell, ColumnKind, Event};
 
@@ -109,12 +110,20 @@ impl RowBuilder {
 /// builders; the rows before them are already Parquet, compressed.
 pub const ROW_GROUP_ROWS: usize = 16_384;
 
+/// Columns whose values are (nearly) unique per row: a dictionary would only cost hashing
+/// and bytes, so they are written plain (then zstd).
+const UNIQUE_COLUMNS: [&str; 4] = ["message_id", "timestamp", "original_timestamp", "sent_at"];
+
 fn writer_properties() -> Result<WriterProperties, ParquetError> {
-    Ok(WriterProperties::builder()
+    let mut props = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(3)?))
         .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
         .set_created_by("tributary".into())
-        .build())
+        .set_statistics_enabled(parquet::file::properties::EnabledStatistics::Chunk);
+    for name in UNIQUE_COLUMNS {
+        props = props.set_column_dictionary_enabled(ColumnPath::from(name), false);
+    }
+    Ok(props.build())
 }
 
 /// Encodes a batch as one Parquet file (zstd).
@@ -263,5 +272,43 @@ mod tests {
         assert_eq!(reader.metadata().num_row_groups(), 4);
         let rows: usize = reader.build().unwrap().map(|b| b.unwrap().num_rows()).sum();
         assert_eq!(rows, n as usize);
+    }
+
+    #[test]
+    fn unique_columns_are_plain_and_every_chunk_keeps_min_and_max() {
+        let mut b = RowBuilder::default();
+        for i in 0..100 {
+            b.append(&sample(i));
+        }
+        let bytes = encode_parquet(&b.finish()).unwrap();
+        let meta = parquet::file::serialized_reader::SerializedFileReader::new(bytes::Bytes::from(
+            bytes,
+        ))
+        .map(|r| parquet::file::reader::FileReader::metadata(&r).clone())
+        .unwrap();
+        let group = meta.row_group(0);
+        let chunk = |name: &str| {
+            group
+                .columns()
+                .iter()
+                .find(|c| c.column_path().string() == name)
+                .unwrap()
+        };
+        for name in UNIQUE_COLUMNS {
+            assert!(chunk(name).dictionary_page_offset().is_none(), "{name}");
+        }
+        // Repeated values (one visitor, one page) keep their dictionary.
+        assert!(chunk("page_url").dictionary_page_offset().is_some());
+        // Row groups can be skipped by time: each chunk has its min and max.
+        let stats = chunk("timestamp").statistics().unwrap();
+        assert_eq!(
+            (stats.min_bytes_opt(), stats.max_bytes_opt()),
+            (
+                Some(&1_700_000_000_000_000i64.to_le_bytes()[..]),
+                Some(&1_700_000_000_000_099i64.to_le_bytes()[..])
+            )
+        );
+        // No page index: page statistics cost more than they save on files of this size.
+        assert!(chunk("timestamp").column_index_offset().is_none());
     }
 }
