@@ -281,11 +281,10 @@ mod tests {
             b.append(&sample(i));
         }
         let bytes = encode_parquet(&b.finish()).unwrap();
-        let meta = parquet::file::serialized_reader::SerializedFileReader::new(bytes::Bytes::from(
-            bytes,
-        ))
-        .map(|r| parquet::file::reader::FileReader::metadata(&r).clone())
-        .unwrap();
+        let meta =
+            parquet::file::serialized_reader::SerializedFileReader::new(bytes::Bytes::from(bytes))
+                .map(|r| parquet::file::reader::FileReader::metadata(&r).clone())
+                .unwrap();
         let group = meta.row_group(0);
         let chunk = |name: &str| {
             group

@@ -82,12 +82,12 @@ pub struct Collector {
     shutdown: Arc<Shutdown>,
 }
 
-/// The number of shards `collector.shards` asks for (0: one per CPU core).
+/// The number of shards `collector.shards` asks for (0: one per two CPU cores, at least one).
+/// The HTTP workers take more than half of the CPU at saturation (BENCHMARKS.md): on 2 cores one
+/// shard takes as many events per second as two, with 11% less CPU per event and less memory.
 fn shard_count(configured: usize) -> usize {
     match configured {
-        0 => std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(2),
+        0 => std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1)),
         n => n,
     }
 }
@@ -96,6 +96,17 @@ fn shard_count(configured: usize) -> usize {
 /// generations.
 pub fn dedupe_filter_bytes(dedupe_memory_mb: usize, shards: usize) -> usize {
     (dedupe_memory_mb << 20) / (shards.max(1) * dedupe::GENERATIONS as usize)
+}
+
+/// The dedupe filter of a shard beyond `collector.shards`, which only replays its WAL.
+const RETIRED_FILTER_BYTES: usize = 64 * 1024;
+
+/// How many shard directories exist from index `n` on (`wal/shard-<i>`, `i >= n`, counted
+/// until the first missing index): shards of an earlier, larger `collector.shards`.
+fn retired_shards(data_dir: &Path, n: usize) -> usize {
+    (n..)
+        .take_while(|&i| shard_dir(data_dir, i).is_dir())
+        .count()
 }
 
 /// The directory of shard `index`: its WAL, checkpoint, intent and dedupe files.
@@ -125,13 +136,17 @@ impl Collector {
         let c = &settings.collector;
         let n = shard_count(c.shards);
         let budget = budget::Budget::new(c, n).map_err(CollectorError::Config)?;
+        // Directories of shards beyond `n` (the count was lowered): started too, so their WALs
+        // replay into the lake, then stopped at once; they take no new events.
+        let retired = retired_shards(&settings.storage.data_dir, n);
+        let total = n + retired;
         let shutdown = Arc::new(Shutdown::default());
+        let metrics = Metrics::new(total);
         let mut queues = Vec::with_capacity(n);
-        let metrics = Metrics::new(n);
-        let mut starting = Vec::with_capacity(n);
-        let mut uploaders = Vec::with_capacity(n);
+        let mut starting = Vec::with_capacity(total);
+        let mut uploaders = Vec::with_capacity(total);
         let failed = |shard| move |source| CollectorError::Shard { shard, source };
-        for index in 0..n {
+        for index in 0..total {
             let dir = shard_dir(&settings.storage.data_dir, index);
             let counters = Arc::new(metrics.shards[index].clone());
             let (up_tx, up_rx) = bounded(1);
@@ -157,7 +172,12 @@ impl Collector {
                 max_bytes: c.max_file_bytes.max(1),
                 max_memory: budget.file_bytes,
                 max_age: Duration::from_millis(c.max_file_age_ms.max(1)),
-                dedupe_filter_bytes: budget.filter_bytes,
+                // A retired shard takes no events: its filters only serve its replay.
+                dedupe_filter_bytes: if index < n {
+                    budget.filter_bytes
+                } else {
+                    RETIRED_FILTER_BYTES
+                },
             };
             let (tx, rx) = bounded(c.queue_batches.max(1));
             let w = writer::spawn(
@@ -170,9 +190,19 @@ impl Collector {
                 rx,
             );
             starting.push(w.map_err(failed(index))?);
-            queues.push(tx);
+            if index < n {
+                queues.push(tx);
+            } else {
+                tracing::info!(
+                    shard = index,
+                    shards = n,
+                    "shard beyond collector.shards: its WAL is replayed, then it stops"
+                );
+                // The writer serves its queue after the replay: `Stop` is its first message.
+                let _ = tx.send(writer::Msg::Stop);
+            }
         }
-        let mut threads = Vec::with_capacity(2 * n);
+        let mut threads = Vec::with_capacity(2 * total);
         let mut failure = None;
         for (index, s) in starting.into_iter().enumerate() {
             match s.wait() {

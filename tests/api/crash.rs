@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::binary::{start, Rng};
+use crate::binary::{start, start_with, Rng};
 use crate::collector::{batch, ANON};
-use crate::helpers::ADMIN_TOKEN;
+use crate::helpers::{anon, ADMIN_TOKEN};
 use crate::lake;
 
 fn events(batch_no: u64) -> Vec<Value> {
@@ -189,4 +189,90 @@ async fn kill_9_at_random_moments_loses_and_duplicates_nothing_acknowledged() {
         acked.len(),
         ids.len()
     );
+}
+
+/// Lowering `collector.shards` after a crash: the shard that is no longer configured still
+/// replays its write-ahead log into the lake, and the remaining shard serves on.
+#[tokio::test]
+async fn a_lowered_shard_count_still_replays_every_shards_wal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let client = reqwest::Client::new();
+    // Files never close on their own: every acknowledged event is in a WAL only.
+    let mut server = start_with(
+        tmp.path(),
+        &[
+            ("TRIBUTARY__COLLECTOR__MAX_FILE_AGE_MS", "600000"),
+            ("TRIBUTARY__COLLECTOR__MAX_FILE_ROWS", "100000"),
+        ],
+    );
+    let created: Value = client
+        .post(format!("{}/admin/v1/apps", server.base))
+        .bearer_auth(ADMIN_TOKEN)
+        .json(&json!({"name": "shards", "plan": "enterprise"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let key = created["data"]["integrationKey"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let send = |base: String, from: usize| {
+        let (client, key) = (client.clone(), key.clone());
+        async move {
+            // One visitor per event: both shards get some.
+            let evs: Vec<Value> = (from..from + 20)
+                .map(|i| {
+                    json!({"type": "page", "anonymousId": anon(&format!("v{i}")),
+                           "messageId": format!("msg_shard_{i}")})
+                })
+                .collect();
+            let r = client
+                .post(format!("{base}/api/w/analytics/collect"))
+                .header("x-app-key", &key)
+                .json(&batch(evs))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 200);
+            let body: Value = r.json().await.unwrap();
+            assert_eq!(body["data"]["accepted"], 20, "{body}");
+        }
+    };
+    send(server.base.clone(), 0).await;
+    let wal = |i: usize| tmp.path().join("wal").join(format!("shard-{i}"));
+    assert!(wal(0).is_dir() && wal(1).is_dir());
+    server.kill_9();
+
+    let mut server = start_with(
+        tmp.path(),
+        &[
+            ("TRIBUTARY__COLLECTOR__SHARDS", "1"),
+            ("TRIBUTARY__COLLECTOR__MAX_FILE_AGE_MS", "150"),
+        ],
+    );
+    send(server.base.clone(), 20).await;
+    let want: HashSet<String> = (0..40).map(|i| format!("msg_shard_{i}")).collect();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let ids: HashSet<String> = lake::read_local(&tmp.path().join("lake"))
+            .message_ids()
+            .into_iter()
+            .collect();
+        if ids == want {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the lake holds {} of the 40 events; missing {:?}",
+            ids.len(),
+            want.difference(&ids).take(5).collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    server.terminate().await;
+    let ids = lake::read_local(&tmp.path().join("lake")).message_ids();
+    assert_eq!(ids.len(), 40, "each event once");
 }

@@ -87,6 +87,8 @@ pub fn test_settings(data_dir: &std::path::Path) -> Settings {
     let mut s = Settings::load(None).expect("default settings load");
     s.server.bind = "127.0.0.1:0".into();
     s.server.workers = 2;
+    // Two shards whatever the machine, so every test crosses shards as a bigger box would.
+    s.collector.shards = 2;
     s.server.shutdown_timeout_secs = 5;
     s.storage.data_dir = data_dir.to_path_buf();
     s.admin_token = Some(ADMIN_TOKEN.into());
