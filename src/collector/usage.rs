@@ -14,10 +14,11 @@ pub const TREE: &str = "usage";
 
 /// `YYYY-MM` of a timestamp in µs.
 pub fn month_of(micros: i64) -> String {
-    chrono::DateTime::from_timestamp_micros(micros)
+    use chrono::Datelike;
+    let day = chrono::DateTime::from_timestamp_micros(micros)
         .unwrap_or_default()
-        .format("%Y-%m")
-        .to_string()
+        .date_naive();
+    format!("{:04}-{:02}", day.year(), day.month())
 }
 
 fn key(app: &str, month: &str) -> Vec<u8> {
@@ -86,5 +87,19 @@ impl Meter {
             .expect("meter lock")
             .entry((app.to_owned(), month.to_owned()))
             .or_insert(0) += n;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::month_of;
+
+    #[test]
+    fn a_month_is_its_utc_year_and_month() {
+        assert_eq!(month_of(0), "1970-01");
+        // 2026-12-31T23:59:59.999999Z, then the next microsecond.
+        assert_eq!(month_of(1_798_761_599_999_999), "2026-12");
+        assert_eq!(month_of(1_798_761_600_000_000), "2027-01");
+        assert_eq!(month_of(-1), "1969-12");
     }
 }

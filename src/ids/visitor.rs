@@ -9,5 +9,6 @@ pub fn canonical_anonymous_id(s: &str) -> Result<String, &'static str> {
     if u.is_nil() || u.is_max() {
         return Err("must not be the nil or max UUID");
     }
-    Ok(u.hyphenated().to_string())
+    let mut buf = [0u8; uuid::fmt::Hyphenated::LENGTH];
+    Ok(u.hyphenated().encode_lower(&mut buf).to_owned())
 }
