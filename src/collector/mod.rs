@@ -241,11 +241,18 @@ impl Collector {
 
     /// Hands the events to their shards and waits until they are durable.
     pub async fn submit(&self, events: Vec<Event>) -> Result<Committed, SubmitError> {
-        let mut per_shard: Vec<Vec<Event>> = (0..self.queues.len()).map(|_| Vec::new()).collect();
-        for e in events {
-            let i = self.shard_of(&e);
-            per_shard[i].push(e);
-        }
+        let per_shard: Vec<Vec<Event>> = if self.queues.len() == 1 {
+            // One shard (the default on 2 cores): the batch goes as it is, not moved event by event.
+            vec![events]
+        } else {
+            let mut per_shard: Vec<Vec<Event>> =
+                (0..self.queues.len()).map(|_| Vec::new()).collect();
+            for e in events {
+                let i = self.shard_of(&e);
+                per_shard[i].push(e);
+            }
+            per_shard
+        };
         let mut waiting = Vec::new();
         let mut overloaded = false;
         for (i, events) in per_shard
