@@ -98,6 +98,32 @@ pub fn dedupe_filter_bytes(dedupe_memory_mb: usize, shards: usize) -> usize {
     (dedupe_memory_mb << 20) / (shards.max(1) * dedupe::GENERATIONS as usize)
 }
 
+/// What the writer of shard `index` is given; a `retired` shard (beyond `collector.shards`)
+/// takes no events, so its filters only serve its replay.
+fn writer_config(
+    settings: &Settings,
+    budget: &budget::Budget,
+    index: usize,
+    retired: bool,
+) -> writer::WriterConfig {
+    let c = &settings.collector;
+    writer::WriterConfig {
+        index,
+        node_id: c.node_id.clone(),
+        dir: shard_dir(&settings.storage.data_dir, index),
+        prefix: settings.lake.prefix.clone(),
+        max_rows: c.max_file_rows.max(1),
+        max_bytes: c.max_file_bytes.max(1),
+        max_memory: budget.file_bytes,
+        max_age: Duration::from_millis(c.max_file_age_ms.max(1)),
+        dedupe_filter_bytes: if retired {
+            RETIRED_FILTER_BYTES
+        } else {
+            budget.filter_bytes
+        },
+    }
+}
+
 /// The dedupe filter of a shard beyond `collector.shards`, which only replays its WAL.
 const RETIRED_FILTER_BYTES: usize = 64 * 1024;
 
@@ -153,7 +179,7 @@ impl Collector {
             let ids = dedupe::Index::open(&dir, clock.now_micros()).map_err(failed(index))?;
             let uploader = Uploader {
                 index,
-                dir: dir.clone(),
+                dir,
                 db: db.clone(),
                 dedupe: ids.clone(),
                 store: lake.clone(),
@@ -163,25 +189,9 @@ impl Collector {
                 backoff: Backoff::default(),
             };
             uploaders.push(uploader::spawn(uploader, up_rx).map_err(failed(index))?);
-            let cfg = writer::WriterConfig {
-                index,
-                node_id: c.node_id.clone(),
-                dir,
-                prefix: settings.lake.prefix.clone(),
-                max_rows: c.max_file_rows.max(1),
-                max_bytes: c.max_file_bytes.max(1),
-                max_memory: budget.file_bytes,
-                max_age: Duration::from_millis(c.max_file_age_ms.max(1)),
-                // A retired shard takes no events: its filters only serve its replay.
-                dedupe_filter_bytes: if index < n {
-                    budget.filter_bytes
-                } else {
-                    RETIRED_FILTER_BYTES
-                },
-            };
             let (tx, rx) = bounded(c.queue_batches.max(1));
             let w = writer::spawn(
-                cfg,
+                writer_config(settings, &budget, index, index >= n),
                 db.clone(),
                 clock.clone(),
                 counters.clone(),

@@ -79,6 +79,24 @@ impl Rng {
 }
 
 impl Server {
+    /// Creates an app on the enterprise plan through the admin API; returns its integration key.
+    pub async fn create_app(&self, client: &reqwest::Client, name: &str) -> String {
+        let created: serde_json::Value = client
+            .post(format!("{}/admin/v1/apps", self.base))
+            .bearer_auth(ADMIN_TOKEN)
+            .json(&serde_json::json!({"name": name, "plan": "enterprise"}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        created["data"]["integrationKey"]
+            .as_str()
+            .expect("an integration key")
+            .to_owned()
+    }
+
     /// SIGKILL, and waits for the process to be gone.
     pub fn kill_9(&mut self) {
         self.child.kill().expect("SIGKILL");

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 
 use crate::binary::{start, start_with, Rng};
 use crate::collector::{batch, ANON};
-use crate::helpers::{anon, ADMIN_TOKEN};
+use crate::helpers::anon;
 use crate::lake;
 
 fn events(batch_no: u64) -> Vec<Value> {
@@ -38,20 +38,7 @@ async fn kill_9_at_random_moments_loses_and_duplicates_nothing_acknowledged() {
         .unwrap();
 
     let mut server = start(tmp.path());
-    let created: Value = client
-        .post(format!("{}/admin/v1/apps", server.base))
-        .bearer_auth(ADMIN_TOKEN)
-        .json(&json!({"name": "crash", "plan": "enterprise"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let key = created["data"]["integrationKey"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let key = server.create_app(&client, "crash").await;
 
     let acked: Arc<Mutex<HashSet<String>>> = Arc::default();
     let sent: Arc<Mutex<HashSet<String>>> = Arc::default();
@@ -205,20 +192,7 @@ async fn a_lowered_shard_count_still_replays_every_shards_wal() {
             ("TRIBUTARY__COLLECTOR__MAX_FILE_ROWS", "100000"),
         ],
     );
-    let created: Value = client
-        .post(format!("{}/admin/v1/apps", server.base))
-        .bearer_auth(ADMIN_TOKEN)
-        .json(&json!({"name": "shards", "plan": "enterprise"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let key = created["data"]["integrationKey"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let key = server.create_app(&client, "shards").await;
     let send = |base: String, from: usize| {
         let (client, key) = (client.clone(), key.clone());
         async move {
