@@ -82,13 +82,16 @@ pub struct Collector {
     shutdown: Arc<Shutdown>,
 }
 
-/// The number of shards `collector.shards` asks for (0: one per two CPU cores, at least one).
-/// The HTTP workers take more than half of the CPU at saturation (BENCHMARKS.md): on 2 cores one
-/// shard takes as many events per second as two, with 11% less CPU per event and less memory.
-fn shard_count(configured: usize) -> usize {
-    match configured {
-        0 => std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1)),
-        n => n,
+/// The number of shards `collector.shards` asks for. 0 is automatic: as many as the data
+/// directory already has (an upgrade never reshards, so a retry still meets its messageId's
+/// shard), else one per two CPU cores, at least one. The HTTP workers take more than half of
+/// the CPU at saturation (BENCHMARKS.md): on 2 cores one shard takes as many events per second
+/// as two, with 11% less CPU per event and less memory.
+fn shard_count(configured: usize, data_dir: &Path) -> usize {
+    match (configured, shard_dirs_from(data_dir, 0)) {
+        (0, 0) => std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1)),
+        (0, existing) => existing,
+        (n, _) => n,
     }
 }
 
@@ -128,8 +131,9 @@ fn writer_config(
 const RETIRED_FILTER_BYTES: usize = 64 * 1024;
 
 /// How many shard directories exist from index `n` on (`wal/shard-<i>`, `i >= n`, counted
-/// until the first missing index): shards of an earlier, larger `collector.shards`.
-fn retired_shards(data_dir: &Path, n: usize) -> usize {
+/// until the first missing index). From `collector.shards` on, they are shards of an earlier,
+/// larger count: retired.
+fn shard_dirs_from(data_dir: &Path, n: usize) -> usize {
     (n..)
         .take_while(|&i| shard_dir(data_dir, i).is_dir())
         .count()
@@ -160,11 +164,11 @@ impl Collector {
         clock: Arc<dyn Clock>,
     ) -> Result<Collector, CollectorError> {
         let c = &settings.collector;
-        let n = shard_count(c.shards);
+        let n = shard_count(c.shards, &settings.storage.data_dir);
         let budget = budget::Budget::new(c, n).map_err(CollectorError::Config)?;
         // Directories of shards beyond `n` (the count was lowered): started too, so their WALs
         // replay into the lake, then stopped at once; they take no new events.
-        let retired = retired_shards(&settings.storage.data_dir, n);
+        let retired = shard_dirs_from(&settings.storage.data_dir, n);
         let total = n + retired;
         let shutdown = Arc::new(Shutdown::default());
         let metrics = Metrics::new(total);
@@ -350,6 +354,20 @@ mod tests {
             .map(|i| shard_of("a", &format!("v{i}"), 4))
             .collect();
         assert_eq!(spread.len(), 4);
+    }
+
+    #[test]
+    fn automatic_shards_keep_what_the_data_dir_has_and_a_lower_count_retires_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        assert_eq!(shard_count(0, dir.path()), (cores / 2).max(1));
+        for i in 0..3 {
+            std::fs::create_dir_all(shard_dir(dir.path(), i)).unwrap();
+        }
+        assert_eq!(shard_count(0, dir.path()), 3);
+        assert_eq!(shard_count(1, dir.path()), 1);
+        assert_eq!(shard_dirs_from(dir.path(), 1), 2);
+        assert_eq!(shard_dirs_from(dir.path(), 3), 0);
     }
 
     #[tokio::test]
