@@ -13,7 +13,8 @@
 # Tributary at half its saturation rate for p99, prints its peak RSS (VmHWM), stops it
 # (SIGTERM: everything flushed) and checks that the lake holds exactly the acknowledged events.
 #
-# Soak mode: Tributary alone at a fixed rate for --minutes, RSS every 30 s; then kill -9, a
+# Soak mode: Tributary alone at a fixed rate for --minutes, RSS every 30 s; then 150 s quiet
+# (RSS every 15 s: memory goes back after a quiet minute); then kill -9, a
 # restart timed until it answers, a retry of a batch sent at minute 1 (expects 10 duplicates),
 # and a lake check (every acknowledged event once, that batch's events once).
 #
@@ -139,6 +140,13 @@ soakline=$(cat "$work/soak.txt")
 echo "load: $soakline"
 awk 'NR > 4 {if (min == "" || $1 < min) min = $1; if ($1 > max) max = $1} END {
   printf "RSS after minute 2: min %d MB, max %d MB, spread %.1f%%\n", min / 1024, max / 1024, (max - min) * 100 / max }' "$work/rss.txt"
+# Quiet: the allocator keeps freed memory while traffic flows and gives it back once the
+# collector has been idle for collector.release_memory_after_idle_secs (60 s).
+echo "== quiet: RSS every 15 s for 150 s"
+for i in $(seq 15 15 150); do
+  sleep 15
+  echo "quiet t=${i}s rss=$(( $(awk '/VmRSS/ {print $2}' "/proc/$tpid/status") / 1024 )) MB"
+done
 kill -9 "$tpid"; wait "$tpid" 2>/dev/null || true
 t0=$(date +%s%N)
 start_tributary "$work/data"

@@ -146,6 +146,7 @@ pub struct CollectorSettings {
     pub shutdown_upload_timeout_ms: u64,
     pub dedupe_memory_mb: usize,
     pub max_memory_mb: usize,
+    pub release_memory_after_idle_secs: u64,
 }
 
 /// Where the lake lives.

@@ -12,6 +12,7 @@ pub mod contacts;
 pub mod dashboard;
 pub mod ideas;
 pub mod ids;
+pub mod memory;
 pub mod profiles;
 pub mod sdk;
 pub mod startup;

@@ -81,22 +81,8 @@ fn run_client(f: impl std::future::Future<Output = Result<(), String>>) -> std::
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// mimalloc's `purge_delay` option (`mi_option_purge_delay` in mimalloc.h, v2).
-const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
-
-/// Freed memory is returned to the system after 30 s unused instead of 10 ms: the collector
-/// reuses its buffers every few seconds (row groups, files), and returning and re-faulting them
-/// made RSS swing by a third and cost latency (BENCHMARKS.md: 10 ms, 5 s, 30 s and never
-/// compared in the soak). Idle memory still goes back. `MIMALLOC_PURGE_DELAY` overrides.
-fn tune_allocator() {
-    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
-        // SAFETY: sets a documented runtime option; no pointer is passed.
-        unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 30_000) };
-    }
-}
-
 fn main() -> std::process::ExitCode {
-    tune_allocator();
+    tributary::memory::configure_allocator();
     tributary::telemetry::init();
     let cli = Cli::parse();
     match cli.command {

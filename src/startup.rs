@@ -253,6 +253,20 @@ fn spawn_key_uses(store: Store, access: web::Data<Access>) -> tokio::task::JoinH
     })
 }
 
+/// Lets the calling HTTP worker give its free memory back when the collector is idle (see
+/// `memory`). Called from the app factory, which runs once on each worker's own thread.
+fn release_memory_when_idle() {
+    if let Some(worker) = actix_rt::Arbiter::try_current() {
+        worker.spawn(async {
+            let mut every = actix_web::rt::time::interval(crate::memory::poll());
+            loop {
+                every.tick().await;
+                crate::memory::release_if_idle(crate::memory::Thread::Http);
+            }
+        });
+    }
+}
+
 /// The HTTP server's workers, timeouts and connection limits (`[server]` of the settings).
 struct ConnectionLimits {
     workers: usize,
@@ -304,6 +318,9 @@ impl Application {
             path: data_dir.display().to_string(),
             cause,
         })?;
+        crate::memory::set_idle(Duration::from_secs(
+            settings.collector.release_memory_after_idle_secs,
+        ));
         let (store, threads) = Store::open(
             &data_dir.join("db"),
             settings.storage.store_threads,
@@ -349,6 +366,7 @@ impl Application {
         let running = collector.clone();
         let kept_access = access.clone();
         let server = HttpServer::new(move || {
+            release_memory_when_idle();
             let doc = doc.clone();
             let app = App::new()
                 .into_utoipa_app()

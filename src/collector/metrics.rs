@@ -166,6 +166,11 @@ impl Metrics {
             "Events or requests refused, by reason",
             edge.rejected.clone(),
         );
+        r.register(
+            "idle_memory_releases",
+            "Times a thread gave its free memory back after the collector went quiet, by thread",
+            crate::memory::RELEASES.clone(),
+        );
         let shards = ShardFamilies::register(r).handles(shards);
         Metrics {
             registry,

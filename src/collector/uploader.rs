@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::Receiver;
+use crossbeam_channel::{Receiver, RecvTimeoutError};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 
@@ -94,8 +94,17 @@ pub fn spawn(uploader: Uploader, jobs: Receiver<Upload>) -> std::io::Result<Join
                 failed: false,
             };
             running.undo_unfinished();
-            for job in jobs.iter() {
-                running.upload(job);
+            loop {
+                match jobs.recv_timeout(crate::memory::poll()) {
+                    Ok(job) => {
+                        running.upload(job);
+                        crate::memory::note_activity();
+                    }
+                    Err(RecvTimeoutError::Timeout) => {
+                        crate::memory::release_if_idle(crate::memory::Thread::Uploader)
+                    }
+                    Err(RecvTimeoutError::Disconnected) => return,
+                }
             }
         })
 }

@@ -203,7 +203,10 @@ impl Writer {
     pub fn run(mut self, rx: Receiver<Msg>) {
         loop {
             let stop = match rx.recv_timeout(self.wait()) {
-                Ok(first) => self.take_group(first, &rx),
+                Ok(first) => {
+                    crate::memory::note_activity();
+                    self.take_group(first, &rx)
+                }
                 Err(RecvTimeoutError::Timeout) => false,
                 Err(RecvTimeoutError::Disconnected) => true,
             };
@@ -217,6 +220,7 @@ impl Writer {
             }
             self.seen.roll(self.clock.now_micros());
             self.seen.poll_rebuilt();
+            crate::memory::release_if_idle(crate::memory::Thread::Writer);
             if stop {
                 tracing::info!(shard = self.cfg.index, "shard writer stopped");
                 return;
@@ -496,6 +500,7 @@ impl Writer {
 
     fn flush(&mut self) -> std::io::Result<()> {
         if let Some(job) = self.take_files()? {
+            crate::memory::note_activity();
             if self.uploads.send(job).is_err() {
                 return Err(std::io::Error::other("uploader stopped"));
             }

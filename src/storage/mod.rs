@@ -13,7 +13,7 @@ pub mod idempotency;
 use std::path::Path;
 use std::thread::JoinHandle;
 
-use crossbeam_channel::{bounded, Sender, TrySendError};
+use crossbeam_channel::{bounded, RecvTimeoutError, Sender, TrySendError};
 
 type Job = Box<dyn FnOnce(&sled::Db) + Send + 'static>;
 
@@ -71,9 +71,13 @@ impl Store {
                 let db = db.clone();
                 std::thread::Builder::new()
                     .name(format!("store-{i}"))
-                    .spawn(move || {
-                        for job in rx.iter() {
-                            job(&db);
+                    .spawn(move || loop {
+                        match rx.recv_timeout(crate::memory::poll()) {
+                            Ok(job) => job(&db),
+                            Err(RecvTimeoutError::Timeout) => {
+                                crate::memory::release_if_idle(crate::memory::Thread::Store)
+                            }
+                            Err(RecvTimeoutError::Disconnected) => return,
                         }
                     })
                     .expect("spawn store thread")

@@ -566,3 +566,80 @@ async fn rotating_the_integration_key_revokes_the_old_one() {
     .await
     .assert_error(404, "NOT_FOUND");
 }
+
+/// The release counters of `GET /metrics`, by thread kind.
+async fn idle_releases(
+    client: &reqwest::Client,
+    base: &str,
+) -> std::collections::HashMap<String, f64> {
+    let text = client
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .filter_map(|l| l.strip_prefix("tributary_collector_idle_memory_releases_total{thread=\""))
+        .filter_map(|l| {
+            let (thread, rest) = l.split_once('"')?;
+            Some((thread.to_owned(), rest.rsplit(' ').next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Polls until the release counters read `want` for each kind of thread (30 s at most).
+async fn releases_reach(client: &reqwest::Client, base: &str, want: f64) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let want: std::collections::HashMap<String, f64> = ["writer", "uploader", "store", "http"]
+        .into_iter()
+        .map(|k| (k.to_owned(), want))
+        .collect();
+    loop {
+        let now = idle_releases(client, base).await;
+        if now == want {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "want {want:?} idle releases within 30 s, have {now:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn every_thread_gives_memory_back_once_per_quiet_period() {
+    // Two of each: shard writers, their uploaders, store threads, HTTP workers.
+    let tmp = tempfile::tempdir().unwrap();
+    let mut server = crate::binary::start_with(
+        tmp.path(),
+        &[
+            ("TRIBUTARY__COLLECTOR__RELEASE_MEMORY_AFTER_IDLE_SECS", "2"),
+            ("TRIBUTARY__STORAGE__STORE_THREADS", "2"),
+            ("TRIBUTARY__SERVER__WORKERS", "2"),
+        ],
+    );
+    let client = reqwest::Client::new();
+    let key = server.create_app(&client, "idle").await;
+    // Quiet since the start: each thread gives back what starting took, once.
+    releases_reach(&client, &server.base, 2.0).await;
+    let send = |label: &'static str| {
+        client
+            .post(format!("{}/api/w/analytics/collect", server.base))
+            .header("x-app-key", &key)
+            .json(&tracks(label, 10))
+            .send()
+    };
+    assert_eq!(send("a").await.unwrap().status(), 200);
+    // The batch (and its file, flushed 150 ms later, and upload) restart every idle clock.
+    releases_reach(&client, &server.base, 4.0).await;
+    // Once per quiet period: more quiet (over twice the idle time and the 2 s poll) gives
+    // nothing back twice.
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    releases_reach(&client, &server.base, 4.0).await;
+    assert_eq!(send("b").await.unwrap().status(), 200);
+    releases_reach(&client, &server.base, 6.0).await;
+    server.terminate().await;
+}
