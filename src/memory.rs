@@ -75,7 +75,8 @@ pub fn configure_allocator() {
 
 /// Sets how long the collector must be quiet before threads give memory back (at start).
 pub fn set_idle(idle: Duration) {
-    IDLE_MS.store(idle.as_millis() as u64, Ordering::Relaxed);
+    let ms = u64::try_from(idle.as_millis()).unwrap_or(u64::MAX);
+    IDLE_MS.store(ms, Ordering::Relaxed);
 }
 
 fn idle() -> Duration {
