@@ -10,13 +10,20 @@
 //! The rule here instead:
 //! - **Under load**, freed memory is kept for [`PURGE_DELAY`] (an hour) and reused. RSS sits at
 //!   the high-water mark of the load, which `collector.max_memory_mb` and the fixed pools bound
-//!   (ARCHITECTURE.md, "Memory"); after a spike, the excess goes back within the hour.
-//! - **When idle**, it goes back: once no batch was taken, no file written and no upload made
-//!   for `collector.release_memory_after_idle_secs` (60 s; see [`note_activity`]), the writer,
-//!   uploader, store and HTTP worker threads each call [`release_if_idle`] on their next
-//!   wake-up (at most 10 s later). That frees the pages the thread still holds and purges the
-//!   arenas at once (`mi_collect(true)`); pages are held per thread, so each thread does it
-//!   for itself. `tributary_collector_idle_memory_releases_total` counts them by thread kind.
+//!   (ARCHITECTURE.md, "Memory budget"). Under steady load the arenas' purge still comes, once
+//!   an hour, with the same drop and refault as before; after a spike, the excess goes back
+//!   within the hour.
+//! - **When idle**, it goes back: once no batch was committed, no file flushed and no upload
+//!   made for `collector.release_memory_after_idle_secs` (60 s; see [`note_activity`]), the
+//!   writer, uploader, store and HTTP worker threads each call [`release_if_idle`] on their
+//!   next pass (at most 10 s later), once per quiet period. With the defaults that is about two
+//!   minutes after the last batch: the last open file is flushed when its oldest row is
+//!   `collector.max_file_age_ms` old, and that work restarts the quiet period.
+//! - A release (`mi_collect(true)`) frees the pages the calling thread still holds (retired
+//!   pages, blocks other threads freed into its pages), which only that thread can do, and
+//!   then purges every arena of the process; releases take turns, because mimalloc skips a
+//!   purge while another runs. `tributary_collector_idle_memory_releases_total` counts them by
+//!   thread kind.
 //!
 //! `MIMALLOC_PURGE_DELAY` in the environment overrides the delay (milliseconds; `-1` never
 //! purges, not even when idle).
@@ -95,6 +102,10 @@ pub fn note_activity() {
 
 /// Returns the calling thread's free memory to the system now.
 pub fn release() {
+    // mimalloc lets one thread purge the arenas at a time and skips the others: take turns,
+    // so no release is lost to another one running. A poisoned lock guards nothing.
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     // SAFETY: collects the calling thread's own heap; takes no pointer.
     unsafe { libmimalloc_sys::mi_collect(true) };
 }

@@ -97,14 +97,15 @@ pub fn spawn(uploader: Uploader, jobs: Receiver<Upload>) -> std::io::Result<Join
             loop {
                 match jobs.recv_timeout(crate::memory::poll()) {
                     Ok(job) => {
+                        // Work from start to end: a slow upload is not a quiet period.
+                        crate::memory::note_activity();
                         running.upload(job);
                         crate::memory::note_activity();
                     }
-                    Err(RecvTimeoutError::Timeout) => {
-                        crate::memory::release_if_idle(crate::memory::Thread::Uploader)
-                    }
+                    Err(RecvTimeoutError::Timeout) => {}
                     Err(RecvTimeoutError::Disconnected) => return,
                 }
+                crate::memory::release_if_idle(crate::memory::Thread::Uploader);
             }
         })
 }

@@ -204,8 +204,9 @@ impl Writer {
         loop {
             let stop = match rx.recv_timeout(self.wait()) {
                 Ok(first) => {
+                    let stop = self.take_group(first, &rx);
                     crate::memory::note_activity();
-                    self.take_group(first, &rx)
+                    stop
                 }
                 Err(RecvTimeoutError::Timeout) => false,
                 Err(RecvTimeoutError::Disconnected) => true,

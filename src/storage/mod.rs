@@ -74,11 +74,10 @@ impl Store {
                     .spawn(move || loop {
                         match rx.recv_timeout(crate::memory::poll()) {
                             Ok(job) => job(&db),
-                            Err(RecvTimeoutError::Timeout) => {
-                                crate::memory::release_if_idle(crate::memory::Thread::Store)
-                            }
+                            Err(RecvTimeoutError::Timeout) => {}
                             Err(RecvTimeoutError::Disconnected) => return,
                         }
+                        crate::memory::release_if_idle(crate::memory::Thread::Store);
                     })
                     .expect("spawn store thread")
             })

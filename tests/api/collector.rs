@@ -616,7 +616,7 @@ async fn every_thread_gives_memory_back_once_per_quiet_period() {
     let mut server = crate::binary::start_with(
         tmp.path(),
         &[
-            ("TRIBUTARY__COLLECTOR__RELEASE_MEMORY_AFTER_IDLE_SECS", "2"),
+            ("TRIBUTARY__COLLECTOR__RELEASE_MEMORY_AFTER_IDLE_SECS", "3"),
             ("TRIBUTARY__STORAGE__STORE_THREADS", "2"),
             ("TRIBUTARY__SERVER__WORKERS", "2"),
         ],
@@ -635,9 +635,9 @@ async fn every_thread_gives_memory_back_once_per_quiet_period() {
     assert_eq!(send("a").await.unwrap().status(), 200);
     // The batch (and its file, flushed 150 ms later, and upload) restart every idle clock.
     releases_reach(&client, &server.base, 4.0).await;
-    // Once per quiet period: more quiet (over twice the idle time and the 2 s poll) gives
-    // nothing back twice.
-    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    // Once per quiet period: more quiet (over the idle time and the 3 s poll) gives nothing
+    // back twice.
+    tokio::time::sleep(std::time::Duration::from_secs(7)).await;
     releases_reach(&client, &server.base, 4.0).await;
     assert_eq!(send("b").await.unwrap().status(), 200);
     releases_reach(&client, &server.base, 6.0).await;
