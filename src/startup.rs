@@ -310,23 +310,29 @@ fn sweep_dashboard_sessions(store: &Store) -> Result<(), StartError> {
     Ok(())
 }
 
+/// Creates the data directory if needed and opens sled in it (`<data-dir>/db`).
+fn open_store(settings: &Settings) -> Result<(Store, StoreThreads), StartError> {
+    let data_dir = &settings.storage.data_dir;
+    std::fs::create_dir_all(data_dir).map_err(|cause| StartError::DataDir {
+        path: data_dir.display().to_string(),
+        cause,
+    })?;
+    Ok(Store::open(
+        &data_dir.join("db"),
+        settings.storage.store_threads,
+        settings.storage.store_queue,
+        settings.storage.cache_mb << 20,
+    )?)
+}
+
 impl Application {
     /// Opens the store and binds the listener; the server does not run until `run_until_stopped`.
     pub fn build(settings: Settings) -> Result<Application, StartError> {
         let data_dir = settings.storage.data_dir.clone();
-        std::fs::create_dir_all(&data_dir).map_err(|cause| StartError::DataDir {
-            path: data_dir.display().to_string(),
-            cause,
-        })?;
         crate::memory::set_idle(Duration::from_secs(
             settings.collector.release_memory_after_idle_secs,
         ));
-        let (store, threads) = Store::open(
-            &data_dir.join("db"),
-            settings.storage.store_threads,
-            settings.storage.store_queue,
-            settings.storage.cache_mb << 20,
-        )?;
+        let (store, threads) = open_store(&settings)?;
         let registry = Registry::load(store.db_for_startup())?;
         crate::tenants::store::index_api_keys(store.db_for_startup())?;
         let sweeper = idempotency_sweeps(&store, &settings)?;
