@@ -476,15 +476,7 @@ async fn metrics_count_what_the_collector_did() {
     app.collect(&ik, tracks("m", 10)).await;
     app.collect(&ik, batch(vec![track("m0"), json!({"type": "nope"})]))
         .await;
-    let text = app
-        .client
-        .get(format!("{}/metrics", app.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = metrics_text(&app.client, &app.base).await;
     let sum = |name: &str| -> f64 {
         text.lines()
             .filter(|l| l.starts_with(&format!("tributary_collector_{name}")))
@@ -567,20 +559,20 @@ async fn rotating_the_integration_key_revokes_the_old_one() {
     .assert_error(404, "NOT_FOUND");
 }
 
+/// The OpenMetrics text of `GET /metrics`.
+async fn metrics_text(client: &reqwest::Client, base: &str) -> String {
+    let answer = client.get(format!("{base}/metrics")).send().await.unwrap();
+    answer.text().await.unwrap()
+}
+
 /// The release counters of `GET /metrics`, by thread kind.
 async fn idle_releases(
     client: &reqwest::Client,
     base: &str,
 ) -> std::collections::HashMap<String, f64> {
-    let text = client
-        .get(format!("{base}/metrics"))
-        .send()
+    metrics_text(client, base)
         .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
+        .lines()
         .filter_map(|l| l.strip_prefix("tributary_collector_idle_memory_releases_total{thread=\""))
         .filter_map(|l| {
             let (thread, rest) = l.split_once('"')?;
