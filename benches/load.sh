@@ -14,7 +14,7 @@
 # (SIGTERM: everything flushed) and checks that the lake holds exactly the acknowledged events.
 #
 # Soak mode: Tributary alone at a fixed rate for --minutes, RSS every 30 s; then 150 s quiet
-# (RSS every 15 s: memory goes back after a quiet minute); then kill -9, a
+# (RSS every 15 s: memory goes back about two minutes after the last batch); then kill -9, a
 # restart timed until it answers, a retry of a batch sent at minute 1 (expects 10 duplicates),
 # and a lake check (every acknowledged event once, that batch's events once).
 #
@@ -141,7 +141,8 @@ echo "load: $soakline"
 awk 'NR > 4 {if (min == "" || $1 < min) min = $1; if ($1 > max) max = $1} END {
   printf "RSS after minute 2: min %d MB, max %d MB, spread %.1f%%\n", min / 1024, max / 1024, (max - min) * 100 / max }' "$work/rss.txt"
 # Quiet: the allocator keeps freed memory while traffic flows and gives it back once the
-# collector has been idle for collector.release_memory_after_idle_secs (60 s).
+# collector has been idle for collector.release_memory_after_idle_secs (60 s), counted from the
+# last file flush (up to collector.max_file_age_ms after the last batch).
 echo "== quiet: RSS every 15 s for 150 s"
 for i in $(seq 15 15 150); do
   sleep 15
