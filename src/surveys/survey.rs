@@ -1,0 +1,264 @@
+//! A survey as a typed value (interface §2.1-2.2, api.md §4): its type, its questions and
+//! their options, and the status machine. No sled, no HTTP.
+
+use serde::{Deserialize, Serialize};
+
+use super::targeting::Targeting;
+use crate::ids::Timestamp;
+
+/// The most questions a survey holds.
+pub const MAX_QUESTIONS: usize = 50;
+/// The most options a choice question holds.
+pub const MAX_OPTIONS: usize = 50;
+
+/// The PMF question's fixed option ids (api.md §4), labels free.
+pub const PMF_OPTIONS: [&str; 3] = [
+    "very_disappointed",
+    "somewhat_disappointed",
+    "not_disappointed",
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SurveyType {
+    Nps,
+    Csat,
+    Pmf,
+    Open,
+    Poll,
+}
+
+impl SurveyType {
+    pub const ALL: [SurveyType; 5] = [
+        SurveyType::Nps,
+        SurveyType::Csat,
+        SurveyType::Pmf,
+        SurveyType::Open,
+        SurveyType::Poll,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SurveyType::Nps => "nps",
+            SurveyType::Csat => "csat",
+            SurveyType::Pmf => "pmf",
+            SurveyType::Open => "open",
+            SurveyType::Poll => "poll",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<SurveyType> {
+        SurveyType::ALL.into_iter().find(|t| t.name() == s)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SurveyStatus {
+    Draft,
+    Active,
+    Paused,
+    Closed,
+}
+
+impl SurveyStatus {
+    pub const ALL: [SurveyStatus; 4] = [
+        SurveyStatus::Draft,
+        SurveyStatus::Active,
+        SurveyStatus::Paused,
+        SurveyStatus::Closed,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SurveyStatus::Draft => "draft",
+            SurveyStatus::Active => "active",
+            SurveyStatus::Paused => "paused",
+            SurveyStatus::Closed => "closed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<SurveyStatus> {
+        SurveyStatus::ALL.into_iter().find(|t| t.name() == s)
+    }
+
+    /// The moves out of this status (api.md §4): draft -> active; active <-> paused; active
+    /// or paused -> closed; closed is terminal. A self-move is not a move.
+    pub fn next(self) -> &'static [SurveyStatus] {
+        match self {
+            SurveyStatus::Draft => &[SurveyStatus::Active],
+            SurveyStatus::Active => &[SurveyStatus::Paused, SurveyStatus::Closed],
+            SurveyStatus::Paused => &[SurveyStatus::Active, SurveyStatus::Closed],
+            SurveyStatus::Closed => &[],
+        }
+    }
+
+    /// Active and paused surveys hold a slot of the plan's `active_surveys` (a paused survey
+    /// can resume); closing frees it.
+    pub fn holds_slot(self) -> bool {
+        matches!(self, SurveyStatus::Active | SurveyStatus::Paused)
+    }
+}
+
+/// Why a move is refused: the message names the allowed moves.
+pub fn illegal_move(from: SurveyStatus, to: SurveyStatus) -> String {
+    let allowed: Vec<&str> = from.next().iter().map(|s| s.name()).collect();
+    let allowed = if allowed.is_empty() {
+        "none (closed is final)".to_owned()
+    } else {
+        allowed.join(", ")
+    };
+    format!(
+        "a {} survey cannot move to {}; allowed: {allowed}",
+        from.name(),
+        to.name()
+    )
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum QuestionType {
+    Rating,
+    Scale,
+    SingleChoice,
+    MultipleChoice,
+    Text,
+}
+
+impl QuestionType {
+    pub const ALL: [QuestionType; 5] = [
+        QuestionType::Rating,
+        QuestionType::Scale,
+        QuestionType::SingleChoice,
+        QuestionType::MultipleChoice,
+        QuestionType::Text,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            QuestionType::Rating => "rating",
+            QuestionType::Scale => "scale",
+            QuestionType::SingleChoice => "single_choice",
+            QuestionType::MultipleChoice => "multiple_choice",
+            QuestionType::Text => "text",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<QuestionType> {
+        QuestionType::ALL.into_iter().find(|t| t.name() == s)
+    }
+
+    pub fn is_choice(self) -> bool {
+        matches!(
+            self,
+            QuestionType::SingleChoice | QuestionType::MultipleChoice
+        )
+    }
+
+    /// The default range of a numeric question (scale 0..10, rating 1..5).
+    pub fn default_range(self) -> Option<(i64, i64)> {
+        match self {
+            QuestionType::Scale => Some((0, 10)),
+            QuestionType::Rating => Some((1, 5)),
+            _ => None,
+        }
+    }
+}
+
+/// A choice: `{"id": "opt_a", "label": "Very disappointed"}`; ids stay stable when labels change.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct QuestionOption {
+    pub id: String,
+    pub label: String,
+}
+
+/// One question (interface §2.2). `options` only on choice questions, `min`/`max` only on
+/// rating and scale questions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Question {
+    pub id: String,
+    pub text: String,
+    #[serde(rename = "type")]
+    pub kind: QuestionType,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<Vec<QuestionOption>>,
+    pub required: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<i64>,
+}
+
+/// A survey (interface §2.1), as stored and as answered.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Survey {
+    pub id: String,
+    /// The board the survey belongs to, `null` when none.
+    pub board_id: Option<String>,
+    pub title: String,
+    #[serde(rename = "type")]
+    pub kind: SurveyType,
+    pub status: SurveyStatus,
+    pub questions: Vec<Question>,
+    pub targeting: Targeting,
+    pub response_count: u64,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+impl Survey {
+    /// Moves to `to` (409 with the allowed moves otherwise).
+    pub fn move_to(&mut self, to: SurveyStatus) -> Result<(), String> {
+        if !self.status.next().contains(&to) {
+            return Err(illegal_move(self.status, to));
+        }
+        self.status = to;
+        self.updated_at = Timestamp::now();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    #[test]
+    fn transitions_follow_the_machine() {
+        use SurveyStatus::*;
+        let legal = [
+            (Draft, Active),
+            (Active, Paused),
+            (Paused, Active),
+            (Active, Closed),
+            (Paused, Closed),
+        ];
+        for from in SurveyStatus::ALL {
+            for to in SurveyStatus::ALL {
+                assert_eq!(
+                    from.next().contains(&to),
+                    legal.contains(&(from, to)),
+                    "{from:?} -> {to:?}"
+                );
+            }
+        }
+        assert!(illegal_move(Draft, Closed).contains("allowed: active"));
+        assert!(illegal_move(Closed, Active).contains("none"));
+    }
+
+    pub(crate) fn survey(n: i64, status: SurveyStatus) -> Survey {
+        let t = Timestamp::from_micros(n * 1_000_000);
+        Survey {
+            id: format!("{n:024x}"),
+            board_id: None,
+            title: "t".into(),
+            kind: SurveyType::Open,
+            status,
+            questions: vec![],
+            targeting: Targeting::default(),
+            response_count: 0,
+            created_at: t,
+            updated_at: t,
+        }
+    }
+}
