@@ -3,37 +3,34 @@
 //! (`accounts/`); pages read and write through the same stores as the API.
 //!
 //! `session.rs` (cookie, `Viewer`, forms and CSRF) -> `layout.rs` (shell, nav, form pieces)
-//! -> one file per page: `auth.rs` (setup, sign-in, sign-out), `apps.rs`, `keys.rs`,
-//! `team.rs`, `contacts.rs`, `import.rs` (CSV in), `traffic.rs` (charts from `charts.rs`), `surveys.rs` (with
-//! `survey_form.rs`, the builder, `survey_targeting.rs` and `survey_results.rs`), `ideas.rs`
-//! (the board) with `idea_detail.rs` and `idea_settings.rs`, with
-//! `csv.rs` and `error.rs` (`PageError`).
+//! -> one folder per section: `account/` (setup, sign-in, the team), `apps/` (apps, keys),
+//! `contacts/` (table, CSV in), `surveys/` (list, builder, targeting, results), `ideas/`
+//! (board, an idea, settings), and `traffic.rs` (charts from `charts.rs`), with `csv.rs` and
+//! `error.rs` (`PageError`).
 //!
 //! These routes are not part of the public API: they are wired outside the documented
 //! services, so `/openapi.json` (and schemathesis) never sees them.
 
+pub mod account;
 pub mod apps;
-pub mod auth;
 pub mod charts;
 pub mod contacts;
 pub mod csv;
 pub mod error;
-pub mod idea_detail;
-pub mod idea_settings;
 pub mod ideas;
-pub mod import;
-pub mod keys;
 pub mod layout;
 pub mod session;
-pub mod survey_form;
-pub mod survey_results;
-pub mod survey_targeting;
 pub mod surveys;
-pub mod team;
 pub mod traffic;
 pub mod viewer;
 
 use actix_web::{web, Scope};
+
+use account::{auth, team};
+use apps::keys;
+use contacts::{import, table as contacts_table};
+use ideas::{board, detail as idea_detail, settings as idea_settings};
+use surveys::{form as survey_form, list as surveys_list};
 
 pub use session::Dashboard;
 
@@ -55,10 +52,13 @@ fn account_routes(scope: Scope) -> Scope {
         .route("/sign-in", web::get().to(auth::sign_in_form))
         .route("/sign-in", web::post().to(auth::sign_in))
         .route("/sign-out", web::post().to(auth::sign_out))
-        .route("/apps", web::get().to(apps::list))
-        .route("/apps", web::post().to(apps::create))
-        .route("/apps/{id}/plan", web::post().to(apps::change_plan))
-        .route("/apps/{id}/integration-key", web::post().to(apps::rotate))
+        .route("/apps", web::get().to(apps::list::list))
+        .route("/apps", web::post().to(apps::list::create))
+        .route("/apps/{id}/plan", web::post().to(apps::list::change_plan))
+        .route(
+            "/apps/{id}/integration-key",
+            web::post().to(apps::list::rotate),
+        )
         .route("/keys", web::get().to(keys::first))
         .route("/apps/{id}/keys", web::get().to(keys::list))
         .route("/apps/{id}/keys", web::post().to(keys::create))
@@ -71,18 +71,21 @@ fn account_routes(scope: Scope) -> Scope {
 /// Contacts (table, detail, CSV in and out) and traffic.
 fn contact_and_traffic_routes(scope: Scope) -> Scope {
     scope
-        .route("/contacts", web::get().to(contacts::first))
-        .route("/apps/{id}/contacts", web::get().to(contacts::list))
-        .route("/apps/{id}/contacts.csv", web::get().to(contacts::export))
+        .route("/contacts", web::get().to(contacts_table::first))
+        .route("/apps/{id}/contacts", web::get().to(contacts_table::list))
+        .route(
+            "/apps/{id}/contacts.csv",
+            web::get().to(contacts_table::export),
+        )
         .route("/apps/{id}/contacts/import", web::get().to(import::start))
         .route("/apps/{id}/contacts/import", web::post().to(import::submit))
         .route(
             "/apps/{id}/contacts/{contact}",
-            web::get().to(contacts::detail),
+            web::get().to(contacts_table::detail),
         )
         .route(
             "/apps/{id}/contacts/{contact}",
-            web::post().to(contacts::update),
+            web::post().to(contacts_table::update),
         )
         .route("/traffic", web::get().to(traffic::first))
         .route("/apps/{id}/traffic", web::get().to(traffic::page))
@@ -91,8 +94,8 @@ fn contact_and_traffic_routes(scope: Scope) -> Scope {
 /// Surveys: list, builder, preview, results, moves, CSV.
 fn survey_routes(scope: Scope) -> Scope {
     scope
-        .route("/surveys", web::get().to(surveys::first))
-        .route("/apps/{id}/surveys", web::get().to(surveys::list))
+        .route("/surveys", web::get().to(surveys_list::first))
+        .route("/apps/{id}/surveys", web::get().to(surveys_list::list))
         .route("/apps/{id}/surveys", web::post().to(survey_form::create))
         .route("/apps/{id}/surveys/new", web::get().to(survey_form::new))
         .route(
@@ -109,23 +112,23 @@ fn survey_routes(scope: Scope) -> Scope {
         )
         .route(
             "/apps/{id}/surveys/{survey}",
-            web::get().to(surveys::detail),
+            web::get().to(surveys_list::detail),
         )
         .route(
             "/apps/{id}/surveys/{survey}/transition",
-            web::post().to(surveys::transition),
+            web::post().to(surveys_list::transition),
         )
         .route(
             "/apps/{id}/surveys/{survey}/responses.csv",
-            web::get().to(surveys::export),
+            web::get().to(surveys_list::export),
         )
 }
 
 /// Ideas: the board, an idea's page, the board settings.
 fn idea_routes(scope: Scope) -> Scope {
     scope
-        .route("/ideas", web::get().to(ideas::first))
-        .route("/apps/{id}/ideas", web::get().to(ideas::board))
+        .route("/ideas", web::get().to(board::first))
+        .route("/apps/{id}/ideas", web::get().to(board::board))
         // Before `/apps/{id}/ideas/{idea}`, which would take `settings` and `boards` as ids.
         .route(
             "/apps/{id}/ideas/settings",
@@ -161,7 +164,7 @@ fn idea_routes(scope: Scope) -> Scope {
         )
         .route(
             "/apps/{id}/ideas/{idea}/status",
-            web::post().to(ideas::move_idea),
+            web::post().to(board::move_idea),
         )
         .route(
             "/apps/{id}/ideas/{idea}/comments",

@@ -8,7 +8,7 @@
 use actix_web::{web, HttpResponse};
 use maud::{html, Markup};
 
-use super::apps::{all_apps, load_app};
+use super::apps::list::{all_apps, load_app};
 use super::charts::{self, Series};
 use super::error::PageError;
 use super::layout::{self, thousands, Section, Shell};

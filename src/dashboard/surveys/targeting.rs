@@ -1,4 +1,4 @@
-//! The targeting part of the survey builder (`survey_form.rs`): the share of visitors asked,
+//! The targeting part of the survey builder (`form.rs`): the share of visitors asked,
 //! the attribute rules (key, operator, value; all must hold) and the URL rules (operator,
 //! value; one must hold) as rows of inputs. Blank rows are skipped; the rows that remain
 //! become the API's `targeting` object (`surveys::model::Targeting`), and the API's errors
@@ -7,8 +7,8 @@
 use maud::{html, Markup};
 use serde_json::{json, Value};
 
-use super::layout::{error_for, field};
-use super::session::Form;
+use crate::dashboard::layout::{error_for, field};
+use crate::dashboard::session::Form;
 use crate::surveys::model::{AttributeRule, Operator, Targeting, UrlOperator, UrlRule};
 use crate::validation::FieldError;
 

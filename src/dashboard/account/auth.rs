@@ -5,12 +5,14 @@ use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse};
 use maud::{html, Markup};
 
-use super::error::PageError;
-use super::layout::{self, csrf_field, field, form_errors};
-use super::session::{self, Dashboard, Viewer, CSRF_COOKIE, SESSION_COOKIE, SIGN_INS_PER_MINUTE};
 use crate::accounts::model::{self, session_key, NewUser, Role};
 use crate::accounts::store::{self, AccountError};
 use crate::accounts::Session;
+use crate::dashboard::error::PageError;
+use crate::dashboard::layout::{self, csrf_field, field, form_errors};
+use crate::dashboard::session::{
+    self, Dashboard, Viewer, CSRF_COOKIE, SESSION_COOKIE, SIGN_INS_PER_MINUTE,
+};
 use crate::ids::Timestamp;
 use crate::state::AppState;
 use crate::tenants::Access;

@@ -8,8 +8,8 @@ use chrono::NaiveDate;
 use maud::{html, Markup};
 use serde::Deserialize;
 
-use super::charts;
-use super::layout::{error_for, field, thousands};
+use crate::dashboard::charts;
+use crate::dashboard::layout::{error_for, field, thousands};
 use crate::ids::Timestamp;
 use crate::surveys::model::{
     score_over_time, ResponseFilter, Survey, SurveyResponse, SurveyType, DAILY_SPAN_DAYS,

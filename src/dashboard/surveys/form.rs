@@ -1,5 +1,5 @@
 //! The survey builder, new and edit: a type (its preset questions when the questions are left
-//! blank), a title, the questions as lines of text, and the targeting (`survey_targeting.rs`:
+//! blank), a title, the questions as lines of text, and the targeting (`targeting.rs`:
 //! share of visitors, attribute rules, URL rules). The form becomes the API's create or PATCH
 //! body and goes through `SurveyPatch::parse` and `into_survey` / `surveys::store::update`
 //! (the same checks, type conventions and edit rules as the admin API: questions and type
@@ -12,12 +12,12 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use maud::{html, Markup};
 use serde_json::{json, Map, Value};
 
-use super::apps::load_app;
-use super::error::PageError;
-use super::layout::{self, csrf_field, error_for, field, form_errors, Section, Shell};
-use super::session::{self, Form, Viewer, FORM_LIMIT};
-use super::survey_targeting::{self as targeting, Rules};
+use super::targeting::{self, Rules};
 use crate::api::ApiError;
+use crate::dashboard::apps::list::load_app;
+use crate::dashboard::error::PageError;
+use crate::dashboard::layout::{self, csrf_field, error_for, field, form_errors, Section, Shell};
+use crate::dashboard::session::{self, Form, Viewer, FORM_LIMIT};
 use crate::state::AppState;
 use crate::surveys::model::{Question, Survey, SurveyPatch, SurveyStatus, SurveyType};
 use crate::surveys::store::{self, SurveyError};

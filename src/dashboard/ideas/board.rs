@@ -1,21 +1,21 @@
 //! The Ideas page of an app: a board's ideas in columns by status (the board's order and
 //! colours; the colour is an SVG `fill`, so the CSP needs no inline style), each card with its
 //! votes and a select that posts the new status (CSRF) through `ideas::store::update`, which
-//! keeps the status history like the API. A card's title opens the idea (`idea_detail.rs`);
-//! the boards, statuses, topics and tags are set up on `idea_settings.rs`. `Failed` is the
+//! keeps the status history like the API. A card's title opens the idea (`detail.rs`);
+//! the boards, statuses, topics and tags are set up on `settings.rs`. `Failed` is the
 //! posted form those two pages show again with its errors.
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use maud::{html, Markup};
 use serde::Deserialize;
 
-use super::apps::{all_apps, load_app};
-use super::error::PageError;
-use super::layout::{self, csrf_field, thousands, Section, Shell};
-use super::session::{self, Viewer, FORM_LIMIT};
 use crate::api::ApiError;
 use crate::boards::model::BoardRecord;
 use crate::boards::store as boards;
+use crate::dashboard::apps::list::{all_apps, load_app};
+use crate::dashboard::error::PageError;
+use crate::dashboard::layout::{self, csrf_field, thousands, Section, Shell};
+use crate::dashboard::session::{self, Viewer, FORM_LIMIT};
 use crate::ideas::model::{IdeaPatch, IdeaView};
 use crate::ideas::store::{self, Filter, Sort, SortField};
 use crate::state::AppState;

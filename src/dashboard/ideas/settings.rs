@@ -10,15 +10,17 @@ use maud::{html, Markup};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::apps::load_app;
-use super::error::PageError;
-use super::ideas::{board_url, dot, Failed};
-use super::layout::{self, csrf_field, error_for, field_with_id, form_errors, Section, Shell};
-use super::session::{self, Form, Viewer, FORM_LIMIT};
+use super::board::{board_url, dot, Failed};
 use crate::api::ApiError;
 use crate::boards::model::{BoardRecord, ItemPatch, Part, StatusKind};
 use crate::boards::store::{self as boards, BoardError, Change};
 use crate::config::Quota;
+use crate::dashboard::apps::list::load_app;
+use crate::dashboard::error::PageError;
+use crate::dashboard::layout::{
+    self, csrf_field, error_for, field_with_id, form_errors, Section, Shell,
+};
+use crate::dashboard::session::{self, Form, Viewer, FORM_LIMIT};
 use crate::state::AppState;
 use crate::tenants::App;
 use crate::validation::FieldError;

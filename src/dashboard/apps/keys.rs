@@ -5,10 +5,12 @@
 use actix_web::{web, HttpRequest, HttpResponse};
 use maud::{html, Markup};
 
-use super::apps::{all_apps, load_app};
-use super::error::PageError;
-use super::layout::{self, csrf_field, field, form_errors, secret_box, when, Section, Shell};
-use super::session::{self, Form, Viewer, FORM_LIMIT};
+use crate::dashboard::apps::list::{all_apps, load_app};
+use crate::dashboard::error::PageError;
+use crate::dashboard::layout::{
+    self, csrf_field, field, form_errors, secret_box, when, Section, Shell,
+};
+use crate::dashboard::session::{self, Form, Viewer, FORM_LIMIT};
 use crate::ids::Timestamp;
 use crate::state::AppState;
 use crate::tenants::model::new_key;

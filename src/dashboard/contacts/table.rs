@@ -8,16 +8,16 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use maud::{html, Markup};
 use serde_json::{Map, Value};
 
-use super::apps::{all_apps, load_app};
-use super::csv;
-use super::error::PageError;
-use super::layout::{
-    self, csrf_field, error_for, field, form_errors, thousands, when, Section, Shell,
-};
-use super::session::{self, Viewer, FORM_LIMIT};
 use crate::contacts::http::{parse_list, ListQuery};
 use crate::contacts::model::{Contact, ContactPatch, Mode, Source, Status};
 use crate::contacts::store::{self, ContactError, Cursor, Filter, Sort};
+use crate::dashboard::apps::list::{all_apps, load_app};
+use crate::dashboard::csv;
+use crate::dashboard::error::PageError;
+use crate::dashboard::layout::{
+    self, csrf_field, error_for, field, form_errors, thousands, when, Section, Shell,
+};
+use crate::dashboard::session::{self, Viewer, FORM_LIMIT};
 use crate::state::AppState;
 use crate::storage::StoreError;
 use crate::tenants::App;

@@ -1,8 +1,8 @@
 //! The Surveys pages of an app: the list by status (tabs), and a survey's page: its legal
 //! moves as buttons (`SurveyStatus::next`, posted with CSRF to `surveys::store::transition`,
 //! so the plan's `active_surveys` holds here as on the API), Edit until it is closed
-//! (`survey_form.rs`), its score, the score over time and each question's distribution as SVG
-//! (`surveys::model::summarize`, `survey_results.rs`), the responses (filtered, paged) and
+//! (`form.rs`), its score, the score over time and each question's distribution as SVG
+//! (`surveys::model::summarize`, `results.rs`), the responses (filtered, paged) and
 //! their CSV (`surveys::model::csv_header` / `csv_line`, the API export's rows, with the
 //! table's filters, for a signed-in member).
 
@@ -10,14 +10,14 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use maud::{html, Markup};
 use serde::Deserialize;
 
-use super::apps::{all_apps, load_app};
-use super::charts;
-use super::error::PageError;
-use super::layout::{self, csrf_field, thousands, when, Section, Shell};
-use super::session::{self, Viewer, FORM_LIMIT};
-use super::survey_results::{self as results, Filters, ResultsQuery};
+use super::results::{self, Filters, ResultsQuery};
 use crate::api::ApiError;
 use crate::config::Quota;
+use crate::dashboard::apps::list::{all_apps, load_app};
+use crate::dashboard::charts;
+use crate::dashboard::error::PageError;
+use crate::dashboard::layout::{self, csrf_field, thousands, when, Section, Shell};
+use crate::dashboard::session::{self, Viewer, FORM_LIMIT};
 use crate::state::AppState;
 use crate::surveys::model::{self, QuestionSummary, Summary, Survey, SurveyResponse, SurveyStatus};
 use crate::surveys::store;

@@ -4,10 +4,12 @@
 use actix_web::{web, HttpRequest, HttpResponse};
 use maud::{html, Markup};
 
-use super::error::PageError;
-use super::layout::{self, csrf_field, field, form_errors, secret_box, usage_bar, Section, Shell};
-use super::session::{self, Viewer, FORM_LIMIT};
 use crate::config::{PlanLimits, Quota};
+use crate::dashboard::error::PageError;
+use crate::dashboard::layout::{
+    self, csrf_field, field, form_errors, secret_box, usage_bar, Section, Shell,
+};
+use crate::dashboard::session::{self, Viewer, FORM_LIMIT};
 use crate::ids::{self, Timestamp};
 use crate::state::AppState;
 use crate::tenants::model::new_key;

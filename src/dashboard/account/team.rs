@@ -4,11 +4,11 @@
 use actix_web::{web, HttpRequest, HttpResponse};
 use maud::{html, Markup};
 
-use super::error::PageError;
-use super::layout::{self, csrf_field, field, form_errors, when, Section, Shell};
-use super::session::{self, Viewer, FORM_LIMIT};
 use crate::accounts::model::{NewUser, Role};
 use crate::accounts::store::{self, AccountError};
+use crate::dashboard::error::PageError;
+use crate::dashboard::layout::{self, csrf_field, field, form_errors, when, Section, Shell};
+use crate::dashboard::session::{self, Viewer, FORM_LIMIT};
 use crate::state::AppState;
 use crate::validation::FieldError;
 
