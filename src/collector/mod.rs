@@ -1,7 +1,7 @@
 //! The analytics collector: `POST /api/w/analytics/collect` to a durable Parquet lake.
 //!
 //! ```text
-//! http (auth, limits, simd-json parse, validate, enrich)        collector/http.rs, decode.rs
+//! http (auth, limits, simd-json parse, validate, enrich)        collector/http.rs, decode/
 //!   -> route by hash(app, anonymousId) over bounded queues       Collector::submit (mod.rs)
 //!   -> shard writer: dedupe, WAL append + fsync, reply            writer.rs, wal.rs, dedupe/
 //!   -> open Parquet files per (app, hour), row group by group     columns.rs (from event.rs)

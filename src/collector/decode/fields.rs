@@ -1,0 +1,336 @@
+//! The readers of an event's fields: each reads one value from the tape, checks it (type,
+//! length, shape) and records a rejection naming the field, so every bad field is reported.
+
+use std::cell::RefCell;
+
+use simd_json::prelude::*;
+use simd_json::tape::{Object, Value};
+
+use super::time::{parse_time, MAX_TIME, MIN_TIME};
+use super::Rejected;
+use crate::collector::event::EventType;
+use crate::ids::canonical_anonymous_id;
+
+const MAX_ID_CHARS: usize = 200;
+const MAX_TEXT_CHARS: usize = 2048;
+
+fn is_null(v: &Value<'_, '_>) -> bool {
+    v.as_null().is_some()
+}
+
+pub(super) struct Checker {
+    pub(super) index: usize,
+    pub(super) errors: Vec<Rejected>,
+}
+
+impl Checker {
+    /// Whether `field` was already reported (so a required-field check does not repeat it).
+    fn failed(&self, field: &str) -> bool {
+        self.errors.iter().any(|e| e.field == field)
+    }
+
+    pub(super) fn fail(&mut self, field: &str, message: impl Into<String>) {
+        self.errors.push(Rejected {
+            index: self.index,
+            field: field.to_owned(),
+            message: message.into(),
+            too_large: false,
+        });
+    }
+
+    /// An optional string of at most `max` characters, borrowed from the body.
+    fn str<'i>(&mut self, v: Option<Value<'_, 'i>>, field: &str, max: usize) -> Option<&'i str> {
+        let v = v.filter(|v| !is_null(v))?;
+        match v.into_string() {
+            // A string of at most `max` bytes has at most `max` characters.
+            Some(s) if s.len() <= max || s.chars().count() <= max => Some(s),
+            Some(_) => {
+                self.fail(field, format!("must be at most {max} characters"));
+                None
+            }
+            None => {
+                self.fail(field, "must be a string");
+                None
+            }
+        }
+    }
+
+    /// An optional string of at most `max` characters.
+    fn text(&mut self, v: Option<Value<'_, '_>>, field: &str, max: usize) -> Option<String> {
+        self.str(v, field, max).map(str::to_owned)
+    }
+
+    /// An optional id: a non-empty string, with `prefix` when given.
+    fn id(&mut self, v: Option<Value<'_, '_>>, field: &str, prefix: &str) -> Option<String> {
+        let s = self.str(v, field, MAX_ID_CHARS)?;
+        if s.is_empty() || !s.starts_with(prefix) || s.len() == prefix.len() {
+            let shape = if prefix.is_empty() {
+                "a non-empty string".to_owned()
+            } else {
+                format!("a string starting with {prefix}")
+            };
+            self.fail(field, format!("must be {shape}"));
+            return None;
+        }
+        if s.chars().any(char::is_control) {
+            self.fail(field, "must not contain control characters");
+            return None;
+        }
+        Some(s.to_owned())
+    }
+
+    /// An ISO 8601 time from 2000-01-01 to 2099-12-31 (UTC).
+    pub(super) fn time(&mut self, v: Option<Value<'_, '_>>, field: &str) -> Option<i64> {
+        let s = self.str(v, field, 64)?;
+        match parse_time(s) {
+            None => {
+                self.fail(field, "must be an ISO 8601 timestamp with a time zone");
+                None
+            }
+            Some(t) if !(MIN_TIME..MAX_TIME).contains(&t) => {
+                self.fail(field, "must be between 2000-01-01 and 2099-12-31");
+                None
+            }
+            t => t,
+        }
+    }
+
+    /// An optional object, encoded back to JSON text.
+    pub(super) fn object_json(&mut self, v: Option<Value<'_, '_>>, field: &str) -> Option<String> {
+        let v = v.filter(|v| !is_null(v))?;
+        if v.as_object().is_some() {
+            return with_json_scratch(|out| {
+                // Writing to a Vec cannot fail.
+                let _ = v.write(out);
+            });
+        }
+        self.fail(field, "must be an object");
+        None
+    }
+}
+
+fn is_locale(s: &str) -> bool {
+    let mut parts = s.split(['-', '_']);
+    let lang = parts.next().unwrap_or("");
+    (2..=3).contains(&lang.len())
+        && lang.chars().all(|c| c.is_ascii_alphabetic())
+        && parts.all(|p| (2..=8).contains(&p.len()) && p.chars().all(|c| c.is_ascii_alphanumeric()))
+}
+
+fn is_timezone(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/_-+".contains(c))
+        && s.starts_with(|c: char| c.is_ascii_alphabetic())
+}
+
+/// The event's `context`: known shapes get their own columns; the rest stays as JSON text.
+#[derive(Default)]
+pub(super) struct Context {
+    /// url, path, title, referrer.
+    pub(super) page: [Option<String>; 4],
+    pub(super) device_type: Option<String>,
+    pub(super) locale: Option<String>,
+    pub(super) timezone: Option<String>,
+    /// width, height.
+    pub(super) screen: [Option<i32>; 2],
+    pub(super) rest: Option<String>,
+}
+
+/// The keys of `context` that have columns (or that the server sets: ip, userAgent).
+const CONTEXT_KEYS: [&str; 7] = [
+    "page",
+    "device",
+    "locale",
+    "timezone",
+    "screen",
+    "ip",
+    "userAgent",
+];
+
+/// The values of `keys` in `object`, in one pass (the last of a repeated key).
+pub(super) fn pick<'t, 'i, const N: usize>(
+    object: &Object<'t, 'i>,
+    keys: &[&str; N],
+) -> [Option<Value<'t, 'i>>; N] {
+    let mut out = [None; N];
+    for (k, v) in object.iter() {
+        if let Some(i) = keys.iter().position(|key| *key == k) {
+            out[i] = Some(v);
+        }
+    }
+    out
+}
+
+/// JSON text written by `write` into a buffer kept per thread, then copied out at its exact
+/// size: no reallocation as it grows, no spare capacity held by the event. `None` if nothing
+/// was written.
+fn with_json_scratch(write: impl FnOnce(&mut Vec<u8>)) -> Option<String> {
+    thread_local! {
+        static JSON: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    }
+    JSON.with(|scratch| {
+        let mut owned = Vec::new();
+        let mut kept = scratch.try_borrow_mut();
+        let out = kept.as_deref_mut().unwrap_or(&mut owned);
+        out.clear();
+        write(out);
+        let text = std::str::from_utf8(out)
+            .ok()
+            .filter(|t| !t.is_empty())
+            .map(str::to_owned);
+        // A rare huge object does not stay as this thread's scratch space.
+        if out.capacity() > 64 * 1024 {
+            *out = Vec::new();
+        }
+        text
+    })
+}
+
+/// The members of `object` whose keys are not in `known`, as a JSON object (None if none).
+fn rest_json(object: &Object<'_, '_>, known: &[&str]) -> Option<String> {
+    with_json_scratch(|out| {
+        for (k, v) in object.iter().filter(|(k, _)| !known.contains(k)) {
+            out.push(if out.is_empty() { b'{' } else { b',' });
+            // Writing to a Vec cannot fail.
+            let _ = serde_json::to_writer(&mut *out, k);
+            out.push(b':');
+            let _ = v.write(&mut *out);
+        }
+        if !out.is_empty() {
+            out.push(b'}');
+        }
+    })
+}
+
+impl Checker {
+    /// An optional object: its view, or None (and an error unless absent or null).
+    fn object<'t, 'i>(&mut self, v: Option<Value<'t, 'i>>, field: &str) -> Option<Object<'t, 'i>> {
+        let v = v.filter(|v| !is_null(v))?;
+        let o = v.as_object();
+        if o.is_none() {
+            self.fail(field, "must be an object");
+        }
+        o
+    }
+
+    pub(super) fn context(&mut self, v: Option<Value<'_, '_>>) -> Context {
+        let mut out = Context::default();
+        let Some(ctx) = self.object(v, "context") else {
+            return out;
+        };
+        let [page, device, locale, timezone, screen, _, _] = pick(&ctx, &CONTEXT_KEYS);
+        if let Some(p) = page.and_then(|p| self.object(Some(p), "context.page")) {
+            const FIELDS: [&str; 4] = [
+                "context.page.url",
+                "context.page.path",
+                "context.page.title",
+                "context.page.referrer",
+            ];
+            let values = pick(&p, &["url", "path", "title", "referrer"]);
+            for ((slot, v), field) in out.page.iter_mut().zip(values).zip(FIELDS) {
+                *slot = self.text(v, field, MAX_TEXT_CHARS);
+            }
+        }
+        if let Some(d) = device.and_then(|d| self.object(Some(d), "context.device")) {
+            out.device_type = self.text(d.get("type"), "context.device.type", 64);
+        }
+        out.locale = self.text(locale, "context.locale", 35);
+        if out.locale.as_deref().is_some_and(|l| !is_locale(l)) {
+            self.fail(
+                "context.locale",
+                "must be a language-region tag such as en-US",
+            );
+        }
+        out.timezone = self.text(timezone, "context.timezone", 64);
+        if out.timezone.as_deref().is_some_and(|t| !is_timezone(t)) {
+            self.fail(
+                "context.timezone",
+                "must be an IANA zone name such as Europe/Paris",
+            );
+        }
+        if let Some(s) = screen.and_then(|s| self.object(Some(s), "context.screen")) {
+            const SCREEN: [(&str, &str); 2] = [
+                ("width", "context.screen.width"),
+                ("height", "context.screen.height"),
+            ];
+            for (slot, (key, field)) in out.screen.iter_mut().zip(SCREEN) {
+                match s.get(key).map(|v| v.as_i64()) {
+                    None => {}
+                    Some(Some(n)) if (0..=100_000).contains(&n) => *slot = Some(n as i32),
+                    Some(_) => self.fail(field, "must be an integer from 0 to 100000"),
+                }
+            }
+        }
+        out.rest = rest_json(&ctx, &CONTEXT_KEYS);
+        out
+    }
+}
+
+/// The identifiers of an event as sent.
+pub(super) struct RawIds<'t, 'i> {
+    pub(super) message_id: Option<Value<'t, 'i>>,
+    pub(super) anonymous_id: Option<Value<'t, 'i>>,
+    pub(super) user_id: Option<Value<'t, 'i>>,
+    pub(super) session_id: Option<Value<'t, 'i>>,
+    pub(super) event: Option<Value<'t, 'i>>,
+    pub(super) group_id: Option<Value<'t, 'i>>,
+}
+
+/// The identifiers of an event, checked against the requirements of its type.
+pub(super) struct Ids {
+    pub(super) message_id: Option<String>,
+    pub(super) anonymous_id: Option<String>,
+    pub(super) user_id: Option<String>,
+    pub(super) session_id: Option<String>,
+    pub(super) event: Option<String>,
+    pub(super) group_id: Option<String>,
+}
+
+impl Checker {
+    pub(super) fn ids(&mut self, kind: Option<EventType>, raw: RawIds<'_, '_>) -> Ids {
+        let message_id = self.id(raw.message_id, "messageId", "msg_");
+        let anonymous_id =
+            self.str(raw.anonymous_id, "anonymousId", 64).and_then(
+                |a| match canonical_anonymous_id(a) {
+                    Ok(a) => Some(a),
+                    Err(m) => {
+                        self.fail("anonymousId", m);
+                        None
+                    }
+                },
+            );
+        let user_id = self.id(raw.user_id, "userId", "");
+        if anonymous_id.is_none()
+            && user_id.is_none()
+            && !self.failed("anonymousId")
+            && !self.failed("userId")
+        {
+            self.fail("anonymousId", "anonymousId or userId is required");
+        }
+        let session_id = self.id(raw.session_id, "sessionId", "ses_");
+        let event = self.text(raw.event, "event", MAX_ID_CHARS);
+        if kind == Some(EventType::Track)
+            && event.as_deref().is_none_or(|e| e.trim().is_empty())
+            && !self.failed("event")
+        {
+            self.fail("event", "is required for track: the event name");
+        }
+        let group_id = self.id(raw.group_id, "groupId", "");
+        if kind == Some(EventType::Group) && group_id.is_none() && !self.failed("groupId") {
+            self.fail("groupId", "is required for group");
+        }
+        if kind == Some(EventType::Identify) && user_id.is_none() && !self.failed("userId") {
+            self.fail("userId", "is required for identify");
+        }
+        Ids {
+            message_id,
+            anonymous_id,
+            user_id,
+            session_id,
+            event,
+            group_id,
+        }
+    }
+}
