@@ -9,6 +9,7 @@ pub mod clock;
 pub mod collector;
 pub mod config;
 pub mod contacts;
+pub mod csv;
 pub mod dashboard;
 pub mod ideas;
 pub mod ids;

@@ -5,7 +5,7 @@
 //! `session.rs` (cookie, `Viewer`, forms and CSRF) -> `layout.rs` (shell, nav, form pieces)
 //! -> one folder per section: `account/` (setup, sign-in, the team), `apps/` (apps, keys),
 //! `contacts/` (table, CSV in), `surveys/` (list, builder, targeting, results), `ideas/`
-//! (board, an idea, settings), and `traffic.rs` (charts from `charts.rs`), with `csv.rs` and
+//! (board, an idea, settings), and `traffic.rs` (charts from `charts.rs`), with
 //! `error.rs` (`PageError`).
 //!
 //! These routes are not part of the public API: they are wired outside the documented
@@ -15,7 +15,6 @@ pub mod account;
 pub mod apps;
 pub mod charts;
 pub mod contacts;
-pub mod csv;
 pub mod error;
 pub mod ideas;
 pub mod layout;

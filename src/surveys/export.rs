@@ -1,28 +1,10 @@
-//! A survey's responses as CSV (the API's `responses.csv` and the dashboard's export).
+//! A survey's responses as CSV rows (the API's `responses.csv` and the dashboard's export),
+//! written by `crate::csv`.
 
 use serde_json::Value;
 
 use super::response::SurveyResponse;
 use super::survey::{Question, QuestionType, Survey};
-
-/// One CSV field (RFC 4180): quoted when it holds a comma, a quote or a line break.
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\r', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_owned()
-    }
-}
-
-fn csv_row<'a>(cells: impl IntoIterator<Item = &'a str>) -> String {
-    let mut line = cells
-        .into_iter()
-        .map(csv_field)
-        .collect::<Vec<_>>()
-        .join(",");
-    line.push_str("\r\n");
-    line
-}
 
 /// The CSV header: `responseId,createdAt,updatedAt,completed,userId,anonymousId`, then one
 /// column per question titled by its text.
@@ -35,7 +17,7 @@ pub fn csv_header(survey: &Survey) -> String {
         "userId",
         "anonymousId",
     ];
-    csv_row(
+    crate::csv::row(
         fixed
             .into_iter()
             .chain(survey.questions.iter().map(|q| q.text.as_str())),
@@ -43,7 +25,8 @@ pub fn csv_header(survey: &Survey) -> String {
 }
 
 /// One response as a CSV row: choices as their labels (a multiple choice joined by `; `),
-/// numbers and text as given, an unanswered question empty.
+/// numbers and text as given, an unanswered question empty; formula cells defused like every
+/// CSV's (`crate::csv::row`).
 pub fn csv_line(survey: &Survey, r: &SurveyResponse) -> String {
     let label = |q: &Question, id: &str| {
         q.options
@@ -77,6 +60,5 @@ pub fn csv_line(survey: &Survey, r: &SurveyResponse) -> String {
         r.user_id.clone().unwrap_or_default(),
         r.anonymous_id.clone(),
     ];
-    let cells: Vec<String> = fixed.into_iter().chain(answers).collect();
-    csv_row(cells.iter().map(String::as_str))
+    crate::csv::row(fixed.into_iter().chain(answers))
 }

@@ -502,6 +502,27 @@ async fn a_csv_of_1000_contacts_is_imported_and_its_3_bad_rows_reported() {
 }
 
 #[tokio::test]
+async fn an_import_takes_10_000_rows_and_says_so_when_given_one_more() {
+    let app = spawn_app();
+    let mut b = owner(&app).await;
+    let (app_id, _) = app.create_app("pro").await;
+    let import = format!("/dashboard/apps/{app_id}/contacts/import");
+    let full = contacts_csv(10_000, &[]);
+    let preview = b.submit(&import, &import, &[("csv", &full)]).await;
+    assert_eq!(preview.status, 200);
+    assert!(preview.body.contains("10\u{202f}000 rows"));
+    let over = contacts_csv(10_001, &[]);
+    let refused = b.submit(&import, &import, &[("csv", &over)]).await;
+    assert_eq!(refused.status, 400);
+    assert!(
+        refused
+            .body
+            .contains("more than 10000 rows after the heading line"),
+        "the limit the hint names, not 10001"
+    );
+}
+
+#[tokio::test]
 async fn the_contacts_table_filters_sorts_pages_and_exports_the_filter() {
     let app = spawn_app();
     let mut b = owner(&app).await;
@@ -807,6 +828,65 @@ async fn a_survey_moves_by_its_legal_buttons_and_shows_its_score_responses_and_c
         .get(&format!("{url}/responses.csv"))
         .await;
     assert_eq!(signed_out.status, 303, "the CSV needs a session");
+}
+
+#[tokio::test]
+async fn the_dashboards_survey_export_is_the_apis_with_formulas_defused() {
+    let app = spawn_app();
+    let (app_id, ik) = app.create_app("pro").await;
+    let body = json!({"title": "NPS", "type": "nps", "questions": [
+        {"id": "score", "text": "How likely?", "type": "scale"},
+        {"id": "why", "text": "@Why?", "type": "text", "required": false}]});
+    let id = create_survey(&app, &app_id, body).await;
+    let api = format!("/apps/{app_id}/surveys/{id}");
+    let active = json!({"status": "active"});
+    let moved = app
+        .admin(
+            reqwest::Method::POST,
+            &format!("{api}/transition"),
+            Some(active),
+        )
+        .await;
+    assert_eq!(moved.status, 200, "{}", moved.body);
+    let answers = json!([{"questionId": "score", "value": 9},
+        {"questionId": "why", "value": "=HYPERLINK(\"http://evil\",\"x\")"}]);
+    let posted = json!({"anonymousId": anon("evil"), "userId": "=1+2", "answers": answers});
+    let r = app
+        .send(
+            reqwest::Method::POST,
+            &format!("/api/w/surveys/{id}/responses"),
+            &[("x-app-key", &ik)],
+            Some(posted),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let mut b = owner(&app).await;
+    let page = b
+        .get(&format!(
+            "/dashboard/apps/{app_id}/surveys/{id}/responses.csv"
+        ))
+        .await;
+    assert_eq!(page.status, 200);
+    let (_, key) = app.create_key(&app_id, &["responses:read"]).await;
+    let from_api = app
+        .client
+        .get(format!("{}/api/v1/surveys/{id}/responses.csv", app.base))
+        .header("x-api-key", &key)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(page.body, from_api, "one writer for both exports");
+    let lines: Vec<&str> = page.body.lines().collect();
+    assert!(lines[0].ends_with(",How likely?,'@Why?"), "{}", lines[0]);
+    assert!(
+        lines[1].contains(",'=1+2,")
+            && lines[1].ends_with(",9,\"'=HYPERLINK(\"\"http://evil\"\",\"\"x\"\")\""),
+        "{}",
+        lines[1]
+    );
 }
 
 #[tokio::test]

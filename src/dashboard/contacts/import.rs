@@ -11,8 +11,8 @@ use super::table::{json_value, FIELDS};
 use crate::config::Quota;
 use crate::contacts::model::{ContactPatch, Mode};
 use crate::contacts::store::{self, BatchOutcome, ContactError};
+use crate::csv;
 use crate::dashboard::apps::list::load_app;
-use crate::dashboard::csv;
 use crate::dashboard::error::PageError;
 use crate::dashboard::layout::{self, csrf_field, form_errors, thousands, Section, Shell};
 use crate::dashboard::session::{self, Form, Viewer};
@@ -280,7 +280,7 @@ pub async fn submit(
     let form = session::posted(&req, payload, &viewer, IMPORT_LIMIT).await?;
     let app = load_app(&state, &path).await?;
     let text = form.get("csv");
-    let rows = match csv::parse(text, MAX_ROWS + 1) {
+    let rows = match csv::parse(text, MAX_ROWS) {
         Ok(rows) if rows.len() >= 2 => rows,
         Ok(_) => {
             return again(

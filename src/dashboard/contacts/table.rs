@@ -11,8 +11,8 @@ use serde_json::{Map, Value};
 use crate::contacts::http::{parse_list, ListQuery};
 use crate::contacts::model::{Contact, ContactPatch, Mode, Source, Status};
 use crate::contacts::store::{self, ContactError, Cursor, Filter, Sort};
+use crate::csv;
 use crate::dashboard::apps::list::{all_apps, load_app};
-use crate::dashboard::csv;
 use crate::dashboard::error::PageError;
 use crate::dashboard::layout::{
     self, csrf_field, error_for, field, form_errors, thousands, when, Section, Shell,
@@ -413,7 +413,7 @@ fn export_row(c: &Contact) -> String {
         c.created_at.to_string(),
         c.updated_at.to_string(),
     ];
-    csv::row(cells.iter().map(String::as_str))
+    csv::row(&cells)
 }
 
 /// The current value of an editable field, as the form shows it.
