@@ -11,6 +11,7 @@ pub mod config;
 pub mod contacts;
 pub mod csv;
 pub mod dashboard;
+pub mod fields;
 pub mod ideas;
 pub mod ids;
 pub mod memory;

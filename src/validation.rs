@@ -57,20 +57,39 @@ pub fn only_fields(body: &Map<String, Value>, allowed: &[&str], errors: &mut Vec
     }
 }
 
-/// Trims and lowercases an e-mail address and checks its shape (`local@domain.tld`).
+/// Normalises an e-mail address and checks its shape (`local@domain.tld`), so that every way of
+/// writing one address gives one string (the unique key of a contact):
+///
+/// - the local part in NFKC, lowercased (`ｋate` is `kate`, `ﬁ` is `fi`, `ſ` is `s`);
+/// - the domain in its IDNA ASCII form (UTS #46: `exámple.com` is `xn--exmple-qta.com`, as is
+///   `EXÁMPLE.com`); a domain that has none (`a@-x.com`, `a@xn--zz.com`) is refused.
+///
+/// Addresses stored before this rule were trimmed and lowercased only, which is the same string
+/// for every ASCII address; one stored with a non-ASCII domain or a compatibility character keeps
+/// that form (it is found again under it, not under the new form) until its e-mail is written
+/// again.
 pub fn normalize_email(raw: &str) -> Result<String, &'static str> {
-    let email = raw.trim().to_lowercase();
-    if email.is_empty() {
+    use unicode_normalization::UnicodeNormalization;
+    let raw = raw.trim();
+    if raw.is_empty() {
         return Err("must not be empty");
     }
+    if raw.chars().count() > 254 {
+        return Err("must be at most 254 characters");
+    }
+    let Some((local, domain)) = raw.rsplit_once('@') else {
+        return Err("must be a valid e-mail address");
+    };
+    let local: String = local.nfkc().flat_map(char::to_lowercase).nfkc().collect();
+    let Ok(domain) = idna::domain_to_ascii(domain) else {
+        return Err("must be a valid e-mail address: its domain has no IDNA form");
+    };
+    let email = format!("{local}@{domain}");
     if email.len() > 254 {
         return Err("must be at most 254 characters");
     }
-    let Some((local, domain)) = email.rsplit_once('@') else {
-        return Err("must be a valid e-mail address");
-    };
     let local_ok = !local.is_empty()
-        && local.len() <= 64
+        && local.chars().count() <= 64
         && !local.starts_with('.')
         && !local.ends_with('.')
         && !local.contains("..")
@@ -84,14 +103,67 @@ pub fn normalize_email(raw: &str) -> Result<String, &'static str> {
                 && l.len() <= 63
                 && !l.starts_with('-')
                 && !l.ends_with('-')
-                && l.chars().all(|c| c.is_alphanumeric() || c == '-')
+                && l.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-')
         })
-        && labels
-            .last()
-            .is_some_and(|tld| tld.chars().all(char::is_alphabetic) || tld.starts_with("xn--"));
+        && labels.last().is_some_and(|tld| {
+            tld.bytes().all(|c| c.is_ascii_alphabetic()) || tld.starts_with("xn--")
+        });
     if local_ok && domain_ok {
         Ok(email)
     } else {
         Err("must be a valid e-mail address")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::normalize_email;
+
+    #[test]
+    fn every_form_of_one_address_is_one_string() {
+        let same = [
+            "kate.jose@example.com",
+            " Kate.Jose@EXAMPLE.com ",
+            "\u{ff4b}ate.jose@example.com",
+            "kate.jose@\u{ff45}xample.com",
+        ];
+        for raw in same {
+            assert_eq!(
+                normalize_email(raw).unwrap(),
+                "kate.jose@example.com",
+                "{raw}"
+            );
+        }
+        let idn = normalize_email("kate.jose@ex\u{e1}mple.com").unwrap();
+        assert_eq!(idn, "kate.jose@xn--exmple-qta.com");
+        assert_eq!(
+            normalize_email("kate.jose@xn--exmple-qta.com").unwrap(),
+            idn
+        );
+        assert_eq!(
+            normalize_email("kate.jose@EXA\u{301}MPLE.com").unwrap(),
+            idn
+        );
+        assert_eq!(
+            normalize_email("\u{17f}am@example.com").unwrap(),
+            "sam@example.com"
+        );
+        assert_eq!(
+            normalize_email("\u{fb01}n@example.com").unwrap(),
+            "fin@example.com"
+        );
+    }
+
+    #[test]
+    fn what_cannot_be_normalised_is_refused() {
+        for bad in [
+            "a@xn--zz.com",
+            "a@-x.com",
+            "a@b.c\u{0}m",
+            "a\u{0}@b.co",
+            "a@b..co",
+        ] {
+            assert!(normalize_email(bad).is_err(), "{bad:?}");
+        }
     }
 }

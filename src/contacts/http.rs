@@ -10,6 +10,7 @@ use super::model::{self, Contact, ContactPatch, Mode, Source, Status};
 use super::store::{self, BatchOutcome, ContactError, Cursor, Filter, Sort, SortField};
 use crate::api::{self, ApiError, FieldError, Pagination};
 use crate::config::Quota;
+use crate::fields::{names, request_body, Body, Field, Kind, NameSet};
 use crate::ids::Timestamp;
 use crate::state::AppState;
 use crate::storage::idempotency::StoredAnswer;
@@ -197,7 +198,9 @@ pub fn parse_list(
         emails: errors
             .values("email", &q.email)
             .iter()
-            .map(|e| e.to_lowercase())
+            .map(|e| {
+                model::Email::parse(e).map_or_else(|_| e.to_lowercase(), |e| e.as_str().into())
+            })
             .collect(),
         company_ids: errors.values("companyId", &q.company_id),
         q: errors.text("q", &q.q),
@@ -297,166 +300,78 @@ pub fn document_rules(doc: &mut Value) {
     }
 }
 
-fn custom_fields_schema() -> utoipa::openapi::Schema {
-    use utoipa::openapi::schema::{ObjectBuilder, SchemaType, Type};
-    let value = ObjectBuilder::new()
-        .schema_type(
-            [Type::String, Type::Number, Type::Boolean, Type::Null]
-                .into_iter()
-                .collect::<SchemaType>(),
-        )
-        .max_length(Some(1000));
-    let name = ObjectBuilder::new()
-        .schema_type(Type::String)
-        .pattern(Some("^[^\\u0000-\\u001f\\u007f-\\u009f]{1,64}$"));
-    ObjectBuilder::new()
-        .schema_type(
-            [Type::Object, Type::Null]
-                .into_iter()
-                .collect::<SchemaType>(),
-        )
-        .property_names(Some(name))
-        .additional_properties(Some(value))
-        .into()
+request_body! {
+    /// The body of a create: `email` is required; unknown and read-only fields are refused.
+    ContactInput = model::CONTACT, Mode::Create
 }
 
-/// The body of a create (documentation only: bodies are parsed by `ContactPatch::parse`, which
-/// reports every bad field; unknown fields are refused).
-#[derive(Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-#[allow(dead_code)]
-struct ContactInput {
-    /// A valid address, unique in the app; trimmed and lowercased. The pattern shows the
-    /// usual form; any address with a local part of 1 to 64 characters and a domain of dotted
-    /// letter-digit labels is accepted.
-    #[schema(
-        pattern = "^[A-Za-z0-9_+-]{1,20}(\\.[A-Za-z0-9_+-]{1,20}){0,2}@[A-Za-z0-9]{1,20}(-[A-Za-z0-9]{1,20})?(\\.[A-Za-z0-9]{1,20}){0,2}\\.[A-Za-z]{2,10}$"
-    )]
-    email: String,
-    /// 1 to 64 letters, digits, `_` or `-`.
-    #[schema(pattern = "^[A-Za-z0-9_-]{1,64}$")]
-    company_id: Option<String>,
-    #[schema(pattern = "^\\s*[^\\u0000-\\u001f\\u007f-\\u009f]{0,100}\\s*$")]
-    first_name: Option<String>,
-    #[schema(pattern = "^\\s*[^\\u0000-\\u001f\\u007f-\\u009f]{0,100}\\s*$")]
-    last_name: Option<String>,
-    #[schema(pattern = "^\\s*[^\\u0000-\\u001f\\u007f-\\u009f]{0,200}\\s*$")]
-    company: Option<String>,
-    /// Digits, spaces and `+ - ( ) . x /`.
-    #[schema(pattern = "^\\s*([0-9 +().x/-]{0,20}[0-9][0-9 +().x/-]{0,19})?\\s*$")]
-    phone: Option<String>,
-    #[schema(pattern = "^\\s*[^\\u0000-\\u001f\\u007f-\\u009f]{0,200}\\s*$")]
-    job_title: Option<String>,
-    #[schema(pattern = "^\\s*[^\\u0000-\\u001f\\u007f-\\u009f]{0,2048}\\s*$")]
-    website: Option<String>,
-    /// May hold line breaks.
-    #[schema(pattern = "^\\s*[^\\u0000-\\u0008\\u000b-\\u001f\\u007f-\\u009f]{0,1000}\\s*$")]
-    address: Option<String>,
-    #[schema(pattern = "^\\s*[^\\u0000-\\u001f\\u007f-\\u009f]{0,200}\\s*$")]
-    city: Option<String>,
-    #[schema(pattern = "^\\s*[^\\u0000-\\u001f\\u007f-\\u009f]{0,100}\\s*$")]
-    country: Option<String>,
-    /// Default `api`; cannot be cleared.
-    #[schema(nullable = false)]
-    source: Option<Source>,
-    /// Default `new`; cannot be cleared.
-    #[schema(nullable = false)]
-    status: Option<Status>,
-    /// At most 50 tags of 1 to 64 printable characters, no comma.
-    #[schema(max_items = 50, inline)]
-    tags: Option<Vec<Tag>>,
-    #[schema(minimum = 0, maximum = 100)]
-    score: Option<i64>,
-    email_verified: Option<bool>,
-    unsubscribed: Option<bool>,
-    gdpr_consent: Option<bool>,
-    /// Flat: at most 50 keys (once merged) of 1 to 64 printable characters; values string (at
-    /// most 1000 characters), number, boolean or null (null removes the key).
-    #[schema(schema_with = custom_fields_schema)]
-    custom_fields: Option<Map<String, Value>>,
+request_body! {
+    /// The body of a PATCH: a JSON Merge Patch of the contact's fields (absent = unchanged,
+    /// null = cleared; email, status and source cannot be cleared).
+    ContactChanges = model::CONTACT, Mode::Patch
 }
 
-/// The body of a PATCH: a JSON Merge Patch of the contact's fields (absent = unchanged, null =
-/// cleared; email, status and source cannot be cleared). Documentation only, as `ContactInput`.
-#[derive(Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-#[allow(dead_code)]
-struct ContactChanges {
-    /// As on create; cannot be cleared.
-    #[schema(
-        pattern = "^[A-Za-z0-9_+-]{1,20}(\\.[A-Za-z0-9_+-]{1,20}){0,2}@[A-Za-z0-9]{1,20}(-[A-Za-z0-9]{1,20})?(\\.[A-Za-z0-9]{1,20}){0,2}\\.[A-Za-z]{2,10}$",
-        nullable = false
-    )]
-    email: Option<String>,
-    /// 1 to 64 letters, digits, `_` or `-`.
-    #[schema(pattern = "^[A-Za-z0-9_-]{1,64}$")]
-    company_id: Option<String>,
-    #[schema(pattern = "^\\s*[^\\u0000-\\u001f\\u007f-\\u009f]{0,100}\\s*$")]
-    first_name: Option<String>,
-    #[schema(pattern = "^\\s*[^\\u0000-\\u001f\\u007f-\\u009f]{0,100}\\s*$")]
-    last_name: Option<String>,
-    #[schema(pattern = "^\\s*[^\\u0000-\\u001f\\u007f-\\u009f]{0,200}\\s*$")]
-    company: Option<String>,
-    /// Digits, spaces and `+ - ( ) . x /`.
-    #[schema(pattern = "^\\s*([0-9 +().x/-]{0,20}[0-9][0-9 +().x/-]{0,19})?\\s*$")]
-    phone: Option<String>,
-    #[schema(pattern = "^\\s*[^\\u0000-\\u001f\\u007f-\\u009f]{0,200}\\s*$")]
-    job_title: Option<String>,
-    #[schema(pattern = "^\\s*[^\\u0000-\\u001f\\u007f-\\u009f]{0,2048}\\s*$")]
-    website: Option<String>,
-    /// May hold line breaks.
-    #[schema(pattern = "^\\s*[^\\u0000-\\u0008\\u000b-\\u001f\\u007f-\\u009f]{0,1000}\\s*$")]
-    address: Option<String>,
-    #[schema(pattern = "^\\s*[^\\u0000-\\u001f\\u007f-\\u009f]{0,200}\\s*$")]
-    city: Option<String>,
-    #[schema(pattern = "^\\s*[^\\u0000-\\u001f\\u007f-\\u009f]{0,100}\\s*$")]
-    country: Option<String>,
-    /// Default `api`; cannot be cleared.
-    #[schema(nullable = false)]
-    source: Option<Source>,
-    /// Default `new`; cannot be cleared.
-    #[schema(nullable = false)]
-    status: Option<Status>,
-    /// At most 50 tags of 1 to 64 printable characters, no comma.
-    #[schema(max_items = 50, inline)]
-    tags: Option<Vec<Tag>>,
-    #[schema(minimum = 0, maximum = 100)]
-    score: Option<i64>,
-    email_verified: Option<bool>,
-    unsubscribed: Option<bool>,
-    gdpr_consent: Option<bool>,
-    /// Flat: at most 50 keys (once merged) of 1 to 64 printable characters; values string (at
-    /// most 1000 characters), number, boolean or null (null removes the key).
-    #[schema(schema_with = custom_fields_schema)]
-    custom_fields: Option<Map<String, Value>>,
+request_body! {
+    /// The body of a batch.
+    BatchInput = BATCH, Mode::Create
 }
 
-/// The body of a batch (documentation only).
-#[derive(Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-#[allow(dead_code)]
-struct BatchInput {
+names! {
     /// `create` (default) or `upsert` (by e-mail).
-    #[schema(nullable = false)]
-    mode: Option<BatchMode>,
-    /// Contacts shaped as `ContactInput`. Each item is checked on its own: an invalid item is
-    /// reported in its result (`result: error`), never as a 400 for the whole batch.
-    #[schema(value_type = Vec<Object>, min_items = 1, max_items = 100)]
-    contacts: Vec<Map<String, Value>>,
+    BatchMode { Create = "create", Upsert = "upsert" }
 }
 
-/// A tag: 1 to 64 printable characters (trimmed), no comma.
-#[derive(Deserialize, ToSchema)]
-#[schema(value_type = String, pattern = "^\\s*[^,\\s\\u0000-\\u001f\\u007f-\\u009f]([^,\\u0000-\\u001f\\u007f-\\u009f]{0,62}[^,\\s\\u0000-\\u001f\\u007f-\\u009f])?\\s*$")]
-#[allow(dead_code)]
-struct Tag(String);
+static BATCH: Body = Body::new(
+    "BatchInput",
+    "",
+    &[
+        Field::new("mode", Kind::Names(NameSet::of::<BatchMode>())),
+        Field::new(
+            "contacts",
+            Kind::Custom {
+                parse: batch_items,
+                schema: batch_items_schema,
+                hint: "an array of contacts",
+            },
+        )
+        .required()
+        .doc(
+            "Contacts shaped as `ContactInput`. Each item is checked on its own: an invalid item \
+             is reported in its result (`result: error`), never as a 400 for the whole batch.",
+        ),
+    ],
+);
 
-#[derive(Deserialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-#[allow(dead_code)]
-enum BatchMode {
-    Create,
-    Upsert,
+/// 1 to [`MAX_BATCH`] objects (each checked later, on its own).
+fn batch_items(at: &str, v: &Value) -> Result<Value, Vec<FieldError>> {
+    let one = |m: String| vec![FieldError::new(at, m)];
+    let Value::Array(items) = v else {
+        return Err(one("is required: an array of contacts".into()));
+    };
+    if items.is_empty() {
+        return Err(one("must hold at least one contact".into()));
+    }
+    if items.len() > MAX_BATCH {
+        return Err(one(format!("must hold at most {MAX_BATCH} contacts")));
+    }
+    let errors: Vec<FieldError> = (items.iter().enumerate())
+        .filter(|(_, item)| !item.is_object())
+        .map(|(i, _)| FieldError::new(format!("{at}[{i}]"), "must be an object"))
+        .collect();
+    if errors.is_empty() {
+        Ok(v.clone())
+    } else {
+        Err(errors)
+    }
+}
+
+fn batch_items_schema() -> utoipa::openapi::RefOr<utoipa::openapi::Schema> {
+    use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, Type};
+    ArrayBuilder::new()
+        .items(ObjectBuilder::new().schema_type(Type::Object))
+        .min_items(Some(1))
+        .max_items(Some(MAX_BATCH))
+        .into()
 }
 
 /// Create a contact. `email` is required and unique per app. Honors `Idempotency-Key`.
@@ -580,64 +495,13 @@ type BatchItems = Vec<Result<ContactPatch, Vec<FieldError>>>;
 
 /// `{"mode": "create"|"upsert", "contacts": [...]}`.
 fn parse_batch(fields: &Map<String, Value>) -> Result<(bool, BatchItems), ApiError> {
-    let mut errors = Vec::new();
-    let upsert = match fields.get("mode") {
-        None => false,
-        Some(Value::String(m)) if m == "create" => false,
-        Some(Value::String(m)) if m == "upsert" => true,
-        Some(_) => {
-            errors.push(FieldError::new("mode", "must be create or upsert"));
-            false
-        }
-    };
-    let items: Vec<&Map<String, Value>> = match fields.get("contacts") {
-        Some(Value::Array(items)) if items.is_empty() => {
-            errors.push(FieldError::new(
-                "contacts",
-                "must hold at least one contact",
-            ));
-            Vec::new()
-        }
-        Some(Value::Array(items)) if items.len() > MAX_BATCH => {
-            errors.push(FieldError::new(
-                "contacts",
-                format!("must hold at most {MAX_BATCH} contacts"),
-            ));
-            Vec::new()
-        }
-        Some(Value::Array(items)) => items
-            .iter()
-            .enumerate()
-            .filter_map(|(i, v)| match v {
-                Value::Object(m) => Some(m),
-                _ => {
-                    errors.push(FieldError::new(
-                        format!("contacts[{i}]"),
-                        "must be an object",
-                    ));
-                    None
-                }
-            })
-            .collect(),
-        _ => {
-            errors.push(FieldError::new(
-                "contacts",
-                "is required: an array of contacts",
-            ));
-            Vec::new()
-        }
-    };
-    if let Some(unknown) = fields.keys().find(|k| *k != "mode" && *k != "contacts") {
-        errors.push(FieldError::new(
-            unknown.clone(),
-            "is not a batch field (mode, contacts)",
-        ));
-    }
-    if !errors.is_empty() {
-        return Err(ApiError::validation(errors));
-    }
-    let items = items
-        .iter()
+    let parsed = BATCH
+        .parse(fields, Mode::Create)
+        .map_err(ApiError::validation)?;
+    let upsert = parsed.name("mode") == Some(BatchMode::Upsert);
+    let items = (parsed.get("contacts").and_then(Value::as_array).into_iter())
+        .flatten()
+        .filter_map(Value::as_object)
         .map(|item| ContactPatch::parse(item, Mode::Create))
         .collect();
     Ok((upsert, items))

@@ -8,50 +8,19 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+pub use crate::fields::Mode;
+use crate::fields::{names, Body, Field, Kind, NameSet, Parsed, Shape, Text, Unknown, EMAIL};
 use crate::ids::Timestamp;
-use crate::validation::{check_text, normalize_email, type_name, FieldError};
+use crate::validation::{normalize_email, type_name, FieldError};
 
 pub const MAX_TAGS: usize = 50;
 pub const MAX_TAG_CHARS: usize = 64;
 pub const MAX_CUSTOM_FIELDS: usize = 50;
 pub const MAX_SCORE: i64 = 100;
 
-/// Declares a closed set of names: the enum, its serde names, `ALL`, `name()` and `parse()`.
-macro_rules! names {
-    ($(#[$meta:meta])* $name:ident { $($variant:ident = $text:literal),+ $(,)? }) => {
-        $(#[$meta])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
-        // The names are the variants in snake_case; `rename_all` says so to utoipa, which does
-        // not read the `rename` literals through this macro.
-        #[serde(rename_all = "snake_case")]
-        pub enum $name {
-            $(#[serde(rename = $text)] $variant),+
-        }
-
-        impl $name {
-            pub const ALL: &'static [$name] = &[$($name::$variant),+];
-
-            pub fn name(self) -> &'static str {
-                match self {
-                    $($name::$variant => $text),+
-                }
-            }
-
-            pub fn parse(s: &str) -> Option<$name> {
-                $name::ALL.iter().copied().find(|v| v.name() == s)
-            }
-
-            /// The names, comma-separated, for error messages.
-            pub fn names() -> String {
-                $name::ALL.iter().map(|v| v.name()).collect::<Vec<_>>().join(", ")
-            }
-        }
-    };
-}
-
 names! {
     /// Where a contact stands in the pipeline.
-    Status {
+    pub Status {
         New = "new",
         Contacted = "contacted",
         Interested = "interested",
@@ -65,7 +34,7 @@ names! {
 
 names! {
     /// Where a contact came from.
-    Source {
+    pub Source {
         Manual = "manual",
         Import = "import",
         Prospection = "prospection",
@@ -132,19 +101,6 @@ pub struct Contact {
     pub updated_at: Timestamp,
 }
 
-/// Optional free-text fields: (JSON name, maximum characters).
-const TEXT_FIELDS: [(&str, usize); 9] = [
-    ("firstName", 100),
-    ("lastName", 100),
-    ("company", 200),
-    ("phone", 40),
-    ("jobTitle", 200),
-    ("website", 2048),
-    ("address", 1000),
-    ("city", 200),
-    ("country", 100),
-];
-
 const READ_ONLY: [&str; 5] = ["id", "appId", "type", "createdAt", "updatedAt"];
 
 impl Contact {
@@ -202,19 +158,19 @@ pub enum Rejection {
     NeedsConsent,
 }
 
-/// Whether a body creates a contact or merge-patches one (RFC 7396).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    Create,
-    Patch,
-}
-
 /// One field of a merge patch: `Set` a value, or `Clear` it (`null`). Absent fields are `None`
 /// where a `Change` is optional.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Change<T> {
     Set(T),
     Clear,
+}
+
+impl<T> Change<T> {
+    /// `None` (a `null` the kit passed through) is `Clear`.
+    fn of(v: Option<T>) -> Change<T> {
+        v.map_or(Change::Clear, Change::Set)
+    }
 }
 
 /// A validated body: every field it sets or clears, typed. Built by [`ContactPatch::parse`],
@@ -239,154 +195,163 @@ pub struct ContactPatch {
     pub text: Vec<(&'static str, Change<String>)>,
 }
 
-fn bool_change(value: &Value) -> Result<Change<bool>, String> {
-    match value {
-        Value::Bool(b) => Ok(Change::Set(*b)),
-        Value::Null => Ok(Change::Clear),
-        other => Err(format!("must be a boolean, not {}", type_name(other))),
-    }
+static COMPANY_ID: Shape = Shape {
+    pattern: "^[A-Za-z0-9_-]{1,64}$",
+    parse: |s| {
+        let ok = !s.is_empty()
+            && s.len() <= 64
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        ok.then(|| s.to_owned())
+            .ok_or_else(|| "must be 1 to 64 letters, digits, '_' or '-'".into())
+    },
+    hint: "1 to 64 letters, digits, '_' or '-'",
+};
+
+static PHONE: Shape = Shape {
+    pattern: "^\\s*([0-9 +().x/-]{0,20}[0-9][0-9 +().x/-]{0,19})?\\s*$",
+    parse: |v| {
+        let ok = v.chars().any(|c| c.is_ascii_digit())
+            && v.chars()
+                .all(|c| c.is_ascii_digit() || " +-().x/".contains(c));
+        ok.then(|| v.to_owned())
+            .ok_or_else(|| "must be a phone number: digits, spaces and + - ( ) . x /".into())
+    },
+    hint: "a phone number",
+};
+
+/// A tag: no comma (a comma separates tags in the list's `tag` filter).
+static TAG: Shape = Shape {
+    pattern: "^\\s*[^,\\s\\u0000-\\u001f\\u007f-\\u009f]([^,\\u0000-\\u001f\\u007f-\\u009f]{0,62}[^,\\s\\u0000-\\u001f\\u007f-\\u009f])?\\s*$",
+    parse: |t| match t.contains(',') {
+        true => Err("must not contain a comma (a comma separates tags in the tag filter)".into()),
+        false => Ok(t.to_owned()),
+    },
+    hint: "1 to 64 characters, no comma",
+};
+
+static TAG_ITEM: Kind = Kind::Text(Text::line(1, MAX_TAG_CHARS).shaped(&TAG));
+
+const fn text(name: &'static str, max: usize) -> Field {
+    Field::text(name, Text::line(0, max)).nullable()
 }
 
-fn company_id(value: &Value) -> Result<Change<String>, String> {
-    match value {
-        Value::Null => Ok(Change::Clear),
-        Value::String(s)
-            if !s.is_empty()
-                && s.len() <= 64
-                && s.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') =>
-        {
-            Ok(Change::Set(s.clone()))
-        }
-        Value::String(_) => Err("must be 1 to 64 letters, digits, '_' or '-'".into()),
-        other => Err(format!("must be a string, not {}", type_name(other))),
-    }
-}
-
-fn named<T: Copy>(
-    value: &Value,
-    mode: Mode,
-    parse: fn(&str) -> Option<T>,
-    names: String,
-) -> Result<T, String> {
-    match value {
-        Value::String(s) => parse(s).ok_or_else(|| format!("must be one of: {names}")),
-        Value::Null if mode == Mode::Patch => Err("cannot be cleared".into()),
-        _ => Err(format!("must be one of: {names}")),
-    }
-}
-
-fn score(value: &Value) -> Result<Change<i64>, String> {
-    match value {
-        Value::Null => Ok(Change::Clear),
-        // JSON has one number type: 77.0 is the integer 77 (as JSON Schema says too).
-        Value::Number(n) => match n
-            .as_i64()
-            .or_else(|| n.as_f64().filter(|f| f.fract() == 0.0).map(|f| f as i64))
-        {
-            Some(s) if (0..=MAX_SCORE).contains(&s) => Ok(Change::Set(s)),
-            _ => Err(format!("must be an integer from 0 to {MAX_SCORE}")),
-        },
-        other => Err(format!("must be an integer, not {}", type_name(other))),
-    }
-}
-
-fn text(field: &str, max: usize, value: &Value) -> Result<Change<String>, String> {
-    match value {
-        Value::Null => Ok(Change::Clear),
-        Value::String(s) => match check_text(s, max, field == "address")? {
-            v if v.is_empty() => Ok(Change::Clear),
-            v if field == "phone" && !is_phone(&v) => {
-                Err("must be a phone number: digits, spaces and + - ( ) . x /".into())
-            }
-            v => Ok(Change::Set(v)),
-        },
-        other => Err(format!("must be a string, not {}", type_name(other))),
-    }
-}
-
-fn is_phone(v: &str) -> bool {
-    v.chars().any(|c| c.is_ascii_digit())
-        && v.chars()
-            .all(|c| c.is_ascii_digit() || " +-().x/".contains(c))
-}
+/// The fields of a contact's body: the create (`ContactInput`) and the merge patch
+/// (`ContactChanges`). A text that is empty once trimmed clears the field, as `null` does.
+pub static CONTACT: Body = Body {
+    unknown: Unknown::RefuseWith("is not a contact field"),
+    ..Body::new(
+        "Contact",
+        "",
+        &[
+            Field::new("email", Kind::Shape(&EMAIL)).required().doc(
+                "A valid address, unique in the app; normalised (NFKC, lowercased, the domain in \
+                 its ASCII form). The pattern shows the usual form; any address with a local part \
+                 of 1 to 64 characters and a domain of dotted letter-digit labels is accepted.",
+            ),
+            Field::new("companyId", Kind::Shape(&COMPANY_ID))
+                .nullable()
+                .doc("1 to 64 letters, digits, `_` or `-`."),
+            text("firstName", 100),
+            text("lastName", 100),
+            text("company", 200),
+            Field::text("phone", Text::line(0, 40).shaped(&PHONE))
+                .nullable()
+                .doc("Digits, spaces and `+ - ( ) . x /`."),
+            text("jobTitle", 200),
+            text("website", 2048),
+            Field::text("address", Text::lines(0, 1000))
+                .nullable()
+                .doc("May hold line breaks."),
+            text("city", 200),
+            text("country", 100),
+            Field::new("source", Kind::Names(NameSet::of::<Source>()))
+                .doc("Default `api`; cannot be cleared."),
+            Field::new("status", Kind::Names(NameSet::of::<Status>()))
+                .doc("Default `new`; cannot be cleared."),
+            Field::new(
+                "tags",
+                Kind::List {
+                    item: &TAG_ITEM,
+                    max: MAX_TAGS,
+                    noun: "tags",
+                },
+            )
+            .nullable()
+            .doc("At most 50 tags of 1 to 64 printable characters, no comma; `null` empties the list."),
+            Field::new("score", Kind::Integer { min: 0, max: MAX_SCORE })
+                .nullable()
+                .doc("0 to 100; `null` sets 0."),
+            Field::new("emailVerified", Kind::Bool).nullable(),
+            Field::new("unsubscribed", Kind::Bool).nullable(),
+            Field::new("gdprConsent", Kind::Bool).nullable(),
+            Field::new(
+                "customFields",
+                Kind::Custom {
+                    parse: custom_fields,
+                    schema: custom_fields_schema,
+                    hint: "an object",
+                },
+            )
+            .nullable()
+            .doc(
+                "Flat: at most 50 keys (once merged) of 1 to 64 printable characters; values \
+                 string (at most 1000 characters), number, boolean or null (null removes the key).",
+            ),
+        ],
+    )
+};
 
 impl ContactPatch {
-    /// Checks every field of `body`. On create `email` is required and `null` for status or
-    /// source is an unknown value; on patch `null` clears a field (email, status and source
-    /// cannot be cleared).
+    /// Checks every field of `body` ([`CONTACT`]). On create `email` is required and `null` for
+    /// status or source is an unknown value; on patch `null` clears a field (email, status and
+    /// source cannot be cleared). Read-only fields are refused (`type: "contact"` is accepted).
     pub fn parse(body: &Map<String, Value>, mode: Mode) -> Result<ContactPatch, Vec<FieldError>> {
-        let mut patch = ContactPatch::default();
         let mut errors = Vec::new();
-        if mode == Mode::Create && !body.contains_key("email") {
-            errors.push(FieldError::new("email", "is required"));
-        }
-        for (field, value) in body {
-            if let Err(e) = patch.parse_field(field, value, mode) {
-                errors.extend(e);
+        let read_only = |k: &String| READ_ONLY.contains(&k.as_str());
+        let parsed = if body.keys().any(read_only) {
+            for (k, v) in body.iter().filter(|(k, _)| read_only(k)) {
+                if !(k == "type" && v == "contact") {
+                    errors.push(FieldError::new(k.clone(), "is read-only"));
+                }
             }
-        }
-        if errors.is_empty() {
-            Ok(patch)
+            let rest = body.iter().filter(|(k, _)| !read_only(k));
+            CONTACT.parse(&rest.map(|(k, v)| (k.clone(), v.clone())).collect(), mode)
         } else {
-            Err(errors)
+            CONTACT.parse(body, mode)
+        };
+        match parsed {
+            Ok(p) if errors.is_empty() => Ok(ContactPatch::from_parsed(&p)),
+            Ok(_) => Err(errors),
+            Err(e) => {
+                errors.extend(e);
+                Err(errors)
+            }
         }
     }
 
-    fn parse_field(&mut self, f: &str, value: &Value, mode: Mode) -> Result<(), Vec<FieldError>> {
-        let one = |message: String| vec![FieldError::new(f, message)];
-        if READ_ONLY.contains(&f) {
-            return match (f, value.as_str()) {
-                ("type", Some("contact")) => Ok(()),
-                _ => Err(one("is read-only".into())),
-            };
+    fn from_parsed(p: &Parsed) -> ContactPatch {
+        let text = CONTACT
+            .fields
+            .iter()
+            .filter(|f| matches!(f.kind, Kind::Text(_)))
+            .filter_map(|f| Some((f.name, Change::of(p.text(f.name)?))))
+            .collect();
+        ContactPatch {
+            email: p.string("email").map(Email),
+            company_id: p.text("companyId").map(Change::of),
+            source: p.name("source"),
+            status: p.name("status"),
+            tags: p.strings("tags").map(Change::of),
+            score: p.integer("score").map(Change::of),
+            email_verified: p.bool("emailVerified").map(Change::of),
+            unsubscribed: p.bool("unsubscribed").map(Change::of),
+            gdpr_consent: p.bool("gdprConsent").map(Change::of),
+            custom_fields: p
+                .get("customFields")
+                .map(|v| Change::of(v.as_object().cloned())),
+            text,
         }
-        match f {
-            "email" => match value {
-                Value::String(s) => self.email = Some(Email::parse(s).map_err(|m| one(m.into()))?),
-                Value::Null => return Err(one("cannot be cleared".into())),
-                other => return Err(one(format!("must be a string, not {}", type_name(other)))),
-            },
-            "companyId" => self.company_id = Some(company_id(value).map_err(one)?),
-            "source" => {
-                self.source = Some(named(value, mode, Source::parse, Source::names()).map_err(one)?)
-            }
-            "status" => {
-                self.status = Some(named(value, mode, Status::parse, Status::names()).map_err(one)?)
-            }
-            "tags" => {
-                self.tags = Some(match value {
-                    Value::Null => Change::Clear,
-                    Value::Array(items) => Change::Set(check_tags(items).map_err(|e| vec![e])?),
-                    other => {
-                        return Err(one(format!(
-                            "must be an array of strings, not {}",
-                            type_name(other)
-                        )))
-                    }
-                })
-            }
-            "score" => self.score = Some(score(value).map_err(one)?),
-            "emailVerified" => self.email_verified = Some(bool_change(value).map_err(one)?),
-            "unsubscribed" => self.unsubscribed = Some(bool_change(value).map_err(one)?),
-            "gdprConsent" => self.gdpr_consent = Some(bool_change(value).map_err(one)?),
-            "customFields" => {
-                self.custom_fields = Some(match value {
-                    Value::Null => Change::Clear,
-                    Value::Object(patch) => Change::Set(check_custom_fields(patch)?),
-                    other => {
-                        return Err(one(format!("must be an object, not {}", type_name(other))))
-                    }
-                })
-            }
-            _ => {
-                let Some(&(name, max)) = TEXT_FIELDS.iter().find(|(name, _)| *name == f) else {
-                    return Err(one("is not a contact field".into()));
-                };
-                self.text.push((name, text(name, max, value).map_err(one)?));
-            }
-        }
-        Ok(())
     }
 
     /// Applies the patch to `contact`, with the status rules of api.md §5: becoming
@@ -482,47 +447,15 @@ pub fn apply(
         .apply(contact, mode)
 }
 
-fn check_tags(items: &[Value]) -> Result<Vec<String>, FieldError> {
-    if items.len() > MAX_TAGS {
-        return Err(FieldError::new(
-            "tags",
-            format!("must hold at most {MAX_TAGS} tags"),
-        ));
-    }
-    let mut tags: Vec<String> = Vec::with_capacity(items.len());
-    for (i, item) in items.iter().enumerate() {
-        let field = format!("tags[{i}]");
-        let Value::String(s) = item else {
-            return Err(FieldError::new(
-                field,
-                format!("must be a string, not {}", type_name(item)),
-            ));
-        };
-        let t = s.trim();
-        if t.is_empty() || t.chars().count() > MAX_TAG_CHARS || t.chars().any(char::is_control) {
-            return Err(FieldError::new(
-                field,
-                format!("must be 1 to {MAX_TAG_CHARS} printable characters"),
-            ));
-        }
-        if t.contains(',') {
-            return Err(FieldError::new(
-                field,
-                "must not contain a comma (a comma separates tags in the tag filter)",
-            ));
-        }
-        if !tags.iter().any(|x| x == t) {
-            tags.push(t.to_owned());
-        }
-    }
-    Ok(tags)
-}
-
 /// Checks the keys and values of a `customFields` patch (the count is checked once merged).
-fn check_custom_fields(patch: &Map<String, Value>) -> Result<Map<String, Value>, Vec<FieldError>> {
+fn custom_fields(at: &str, v: &Value) -> Result<Value, Vec<FieldError>> {
+    let Value::Object(patch) = v else {
+        let m = format!("must be an object, not {}", type_name(v));
+        return Err(vec![FieldError::new(at, m)]);
+    };
     let mut errors = Vec::new();
     for (key, value) in patch {
-        let field = format!("customFields.{key}");
+        let field = format!("{at}.{key}");
         if key.is_empty() || key.chars().count() > 64 || key.chars().any(char::is_control) {
             errors.push(FieldError::new(
                 field,
@@ -551,10 +484,33 @@ fn check_custom_fields(patch: &Map<String, Value>) -> Result<Map<String, Value>,
         ));
     }
     if errors.is_empty() {
-        Ok(patch.clone())
+        Ok(v.clone())
     } else {
         Err(errors)
     }
+}
+
+fn custom_fields_schema() -> utoipa::openapi::RefOr<utoipa::openapi::Schema> {
+    use utoipa::openapi::schema::{ObjectBuilder, SchemaType, Type};
+    let value = ObjectBuilder::new()
+        .schema_type(
+            [Type::String, Type::Number, Type::Boolean, Type::Null]
+                .into_iter()
+                .collect::<SchemaType>(),
+        )
+        .max_length(Some(1000));
+    let name = ObjectBuilder::new()
+        .schema_type(Type::String)
+        .pattern(Some("^[^\\u0000-\\u001f\\u007f-\\u009f]{1,64}$"));
+    ObjectBuilder::new()
+        .schema_type(
+            [Type::Object, Type::Null]
+                .into_iter()
+                .collect::<SchemaType>(),
+        )
+        .property_names(Some(name))
+        .additional_properties(Some(value))
+        .into()
 }
 
 #[cfg(test)]

@@ -1082,3 +1082,57 @@ async fn sort_with_a_plus_is_ascending_whether_or_not_the_plus_is_encoded() {
         .await;
     assert_eq!(a.data()[0]["score"], 30);
 }
+
+#[tokio::test]
+async fn every_way_of_writing_one_address_is_the_same_contact() {
+    let app = spawn_app();
+    let key = app.contacts_key("pro").await;
+    let first = app
+        .create_contact(&key, json!({"email": "kate.jose@ex\u{e1}mple.com"}))
+        .await;
+    assert_eq!(first.status.as_u16(), 201, "{}", first.body);
+    assert_eq!(first.data()["email"], "kate.jose@xn--exmple-qta.com");
+    // Fullwidth letters, the punycode domain, a decomposed accent: the same address.
+    for same in [
+        "\u{ff4b}ate.jose@ex\u{e1}mple.com",
+        "kate.jose@xn--exmple-qta.com",
+        "KATE.JOSE@EXA\u{301}MPLE.COM",
+    ] {
+        let again = app.create_contact(&key, json!({ "email": same })).await;
+        again.assert_error(409, "CONFLICT");
+        assert_eq!(again.fields(), ["email"], "{same}");
+    }
+    // The long s and the fi ligature are their letters.
+    let sam = app
+        .create_contact(&key, json!({"email": "sam.fisher@example.com"}))
+        .await;
+    assert_eq!(sam.status.as_u16(), 201, "{}", sam.body);
+    for same in [
+        "\u{17f}am.fisher@example.com",
+        "sam.\u{fb01}sher@example.com",
+    ] {
+        let again = app.create_contact(&key, json!({ "email": same })).await;
+        again.assert_error(409, "CONFLICT");
+    }
+    // The filter finds the contact under any of its forms.
+    let found = app
+        .api(
+            &key,
+            Method::GET,
+            "/acq/v1/contacts?email=kate.jose@ex%C3%A1mple.com",
+            None,
+        )
+        .await;
+    assert_eq!(
+        found.data().as_array().map(Vec::len),
+        Some(1),
+        "{}",
+        found.body
+    );
+    // A domain with no IDNA form is a clear 400.
+    let bad = app
+        .create_contact(&key, json!({"email": "kate@xn--zz.com"}))
+        .await;
+    bad.assert_error(400, "VALIDATION_ERROR");
+    assert_eq!(bad.fields(), ["email"]);
+}

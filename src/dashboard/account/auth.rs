@@ -197,7 +197,10 @@ pub async fn sign_in(
     payload: web::Payload,
 ) -> Result<HttpResponse, PageError> {
     let form = session::posted_anonymous(&req, payload).await?;
-    let email = form.get("email").trim().to_lowercase();
+    // Accounts are stored under the normal form of their address (`normalize_email`).
+    let raw = form.get("email");
+    let email =
+        crate::validation::normalize_email(raw).unwrap_or_else(|_| raw.trim().to_lowercase());
     let ip = req
         .peer_addr()
         .map(|a| a.ip().to_string())
