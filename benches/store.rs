@@ -17,6 +17,7 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use serde_json::{json, Map, Value};
 use tributary::contacts::model::{ContactPatch, Mode};
 use tributary::contacts::store::{self, Filter, Sort, SortField};
+use tributary::storage::cursor::Walk;
 
 /// Opened as the service opens it (`Store::open`).
 fn open_db(dir: &Path) -> sled::Db {
@@ -111,9 +112,10 @@ fn read(c: &mut Criterion) {
     g.throughput(Throughput::Elements(20));
     g.bench_function("list_20_of_1000", |b| {
         b.iter(|| {
-            let (page, next) = store::list(&db, &app, &filter, sort, 20, None).expect("list");
-            assert_eq!(page.len(), 20);
-            assert!(next.is_some());
+            let walk = Walk::new(20, None).descending(sort.descending);
+            let page = store::list(&db, &app, &filter, sort.field, walk).expect("list");
+            assert_eq!(page.items.len(), 20);
+            assert!(page.next.is_some());
             black_box(page)
         })
     });

@@ -1,5 +1,5 @@
 //! The HTTP layer's shared pieces: the request-context middleware, success envelopes, body
-//! parsing, pagination parameters.
+//! parsing; pagination in `page.rs`.
 //!
 //! Architecture invariant: only `api/` and the resource handlers know HTTP and JSON envelopes;
 //! stores speak typed Rust values.
@@ -10,6 +10,7 @@ pub mod deadline;
 pub mod error;
 pub mod idempotency;
 pub mod openapi;
+pub mod page;
 pub mod ratelimit;
 pub mod request_id;
 
@@ -21,6 +22,7 @@ use serde::Serialize;
 use crate::storage::idempotency::StoredAnswer;
 pub use context::request_context;
 pub use error::{ApiError, ErrorCode, FieldError};
+pub use page::{page_limit, Listed, PageQuery, PageRequest, Pagination};
 pub use request_id::current as current_request_id;
 
 #[derive(Serialize)]
@@ -36,15 +38,6 @@ struct Envelope<'a, T: Serialize> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pagination: Option<&'a Pagination>,
     meta: Meta,
-}
-
-/// `pagination` of a list answer.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Pagination {
-    pub limit: usize,
-    pub next_cursor: Option<String>,
-    pub has_more: bool,
 }
 
 fn envelope<T: Serialize>(
@@ -150,17 +143,6 @@ pub async fn json_body(
     let raw = read_body(payload, limit).await?;
     let fields = json_object(req, &raw)?;
     Ok((raw, fields))
-}
-
-/// `limit` and `cursor` of every list: limit 1..=100, default 20.
-pub fn page_limit(limit: Option<&str>) -> Result<usize, FieldError> {
-    match limit {
-        None => Ok(20),
-        Some(s) => match s.parse::<usize>() {
-            Ok(n @ 1..=100) => Ok(n),
-            _ => Err(FieldError::new("limit", "must be an integer from 1 to 100")),
-        },
-    }
 }
 
 /// Error handlers for actix's own extractors, so their failures use the envelope too.

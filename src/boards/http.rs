@@ -8,9 +8,10 @@ use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::model::{Board, BoardRecord, IdeaStatus, ItemPatch, Part, StatusKind, Tag, Topic};
 use super::store::{self, BoardError, Change};
-use crate::api::{self, ApiError, Deleted, Pagination};
+use crate::api::{self, ApiError, Deleted, PageQuery};
 use crate::config::Quota;
 use crate::state::AppState;
+use crate::storage::cursor;
 use crate::tenants::{Admin, Permission, Principal};
 
 /// The admin routes, under `/admin/v1`.
@@ -258,45 +259,12 @@ async fn create_board(
     Ok(api::created(&loc, &record.board))
 }
 
-#[derive(Debug, Deserialize, IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub struct PageQuery {
-    /// 1..100, default 20.
-    limit: Option<String>,
-    /// `pagination.nextCursor` of the previous page.
-    cursor: Option<String>,
-}
-
-/// One page of boards, oldest first; the cursor is the last board's id.
-fn page(boards: Vec<BoardRecord>, q: &PageQuery) -> Result<HttpResponse, ApiError> {
-    let limit = api::page_limit(q.limit.as_deref()).map_err(|e| ApiError::validation(vec![e]))?;
-    let start = match &q.cursor {
-        None => 0,
-        Some(c) => match boards.iter().position(|b| &b.board.id == c) {
-            Some(i) => i + 1,
-            None => {
-                return Err(ApiError::field(
-                    "cursor",
-                    "malformed, or not a board of this app",
-                ))
-            }
-        },
-    };
-    let rest: Vec<Board> = boards.into_iter().skip(start).map(|b| b.board).collect();
-    let has_more = rest.len() > limit;
-    let page = &rest[..rest.len().min(limit)];
-    let next_cursor = has_more
-        .then(|| page.last().map(|b| b.id.clone()))
-        .flatten();
-    Ok(api::list(
-        page,
-        &Pagination {
-            limit,
-            next_cursor,
-            has_more,
-        },
-    ))
+/// One page of boards, oldest first (board ids sort by creation).
+fn page(boards: Vec<BoardRecord>, q: &PageQuery, app: &str) -> Result<HttpResponse, ApiError> {
+    let page = q.in_order(b'b', app)?;
+    let boards = boards.into_iter().map(|b| b.board).collect();
+    let found = cursor::page_sorted(boards, |b: &Board| b.id.clone().into_bytes(), page.walk());
+    Ok(page.answer(&found))
 }
 
 /// List an app's boards, oldest first (the default board first).
@@ -311,7 +279,12 @@ async fn list_boards_admin(
 ) -> Result<HttpResponse, ApiError> {
     let app = app.into_inner();
     crate::tenants::http::app_plan(&state, &app).await?;
-    page(state.store.run(move |db| store::all(db, &app)).await?, &q)
+    let a = app.clone();
+    page(
+        state.store.run(move |db| store::all(db, &a)).await?,
+        &q,
+        &app,
+    )
 }
 
 /// Get one board.
@@ -590,7 +563,11 @@ async fn list_boards(
 ) -> Result<HttpResponse, ApiError> {
     who.require(Permission::IdeasRead)?;
     let app = who.app_id.clone();
-    page(state.store.run(move |db| store::all(db, &app)).await?, &q)
+    page(
+        state.store.run(move |db| store::all(db, &app)).await?,
+        &q,
+        &who.app_id,
+    )
 }
 
 #[derive(Debug, Deserialize, IntoParams)]

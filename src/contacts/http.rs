@@ -7,12 +7,13 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::model::{self, Contact, ContactPatch, Mode, Source, Status};
-use super::store::{self, BatchOutcome, ContactError, Cursor, Filter, Sort, SortField};
-use crate::api::{self, ApiError, FieldError, Pagination};
+use super::store::{self, BatchOutcome, ContactError, Filter, Sort, SortField};
+use crate::api::{self, ApiError, FieldError, Listed, PageQuery, PageRequest};
 use crate::config::Quota;
 use crate::fields::{names, request_body, Body, Field, Kind, NameSet};
 use crate::ids::Timestamp;
 use crate::state::AppState;
+use crate::storage::cursor;
 use crate::storage::idempotency::StoredAnswer;
 use crate::tenants::{Permission, Principal};
 
@@ -89,11 +90,6 @@ pub struct ListQuery {
     /// ascending. Default `-createdAt`.
     #[param(pattern = "^[-+ ]?(createdAt|updatedAt|score|lastName|email)$")]
     sort: Option<String>,
-    /// 1..100, default 20.
-    #[param(value_type = Option<i64>, minimum = 1, maximum = 100)]
-    limit: Option<String>,
-    /// `pagination.nextCursor` of the previous page.
-    cursor: Option<String>,
 }
 
 /// The comma-separated values of a filter; `Err` when the parameter or one of its values is
@@ -187,9 +183,9 @@ fn parse_sort(raw: Option<&str>) -> Result<Sort, String> {
 }
 
 pub fn parse_list(
-    q: &ListQuery,
+    q: &Listed<ListQuery>,
     app: &str,
-) -> Result<(Filter, Sort, usize, Option<Cursor>), ApiError> {
+) -> Result<(Filter, Sort, PageRequest), ApiError> {
     let mut errors = QueryErrors::default();
     let filter = Filter {
         statuses: errors.names("status", &q.status, Status::parse, Status::names()),
@@ -210,20 +206,10 @@ pub fn parse_list(
         updated_after: errors.time("updatedAfter", &q.updated_after),
     };
     let sort = errors.check("sort", parse_sort(q.sort.as_deref()));
-    let limit = errors.check(
-        "limit",
-        api::page_limit(q.limit.as_deref()).map_err(|e| e.message),
-    );
-    let cursor = match (&q.cursor, sort) {
-        (Some(raw), Some(sort)) => errors.check(
-            "cursor",
-            store::decode_cursor(raw, sort, app)
-                .ok_or_else(|| "malformed, or made for another sort order".to_owned()),
-        ),
-        _ => None,
-    };
-    match (sort, limit) {
-        (Some(sort), Some(limit)) if errors.0.is_empty() => Ok((filter, sort, limit, cursor)),
+    let listing = sort.map(|s| s.listing(app));
+    let page = q.page.parse(listing, cursor::ends_with_id, &mut errors.0);
+    match (sort, page) {
+        (Some(sort), Some(page)) if errors.0.is_empty() => Ok((filter, sort, page)),
         _ => Err(ApiError::validation(errors.0)),
     }
 }
@@ -232,7 +218,7 @@ pub fn parse_list(
 #[utoipa::path(
     tag = "contacts",
     security(("api_key" = [])),
-    params(ListQuery),
+    params(ListQuery, PageQuery),
     responses(
         (status = 200, description = "A page of contacts", body = Vec<Contact>),
         (status = 400, description = "Invalid filter, sort, limit or cursor"),
@@ -243,21 +229,16 @@ pub fn parse_list(
 async fn list_contacts(
     who: Principal,
     state: web::Data<AppState>,
-    query: web::Query<ListQuery>,
+    query: Listed<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
     who.require(Permission::ContactsRead)?;
-    let (filter, sort, limit, cursor) = parse_list(&query, &who.app_id)?;
-    let app = who.app_id.clone();
-    let (page, next) = state
+    let (filter, sort, page) = parse_list(&query, &who.app_id)?;
+    let (app, asked) = (who.app_id.clone(), page.clone());
+    let found = state
         .store
-        .run(move |db| store::list(db, &app, &filter, sort, limit, cursor.as_ref()))
+        .run(move |db| store::list(db, &app, &filter, sort.field, asked.walk()))
         .await?;
-    let pagination = Pagination {
-        limit,
-        has_more: next.is_some(),
-        next_cursor: next.map(|c| store::encode_cursor(&c, sort, &who.app_id)),
-    };
-    Ok(api::list(&page, &pagination))
+    Ok(page.answer(&found))
 }
 
 /// Get one contact.

@@ -185,10 +185,13 @@ impl Filter {
 }
 
 pub use crate::storage::cursor::Cursor;
+use crate::storage::cursor::{self, Listing, Page, Walk};
 
-/// A page's cursor for the client.
-pub fn encode_cursor(c: &Cursor, sort: Sort, app: &str) -> String {
-    c.encode(sort.field.tag(), sort.descending, app)
+impl Sort {
+    /// What this order's cursors are bound to in `app`'s list (entries end with the id).
+    pub fn listing(self, app: &str) -> Listing {
+        Listing::new(self.field.tag(), self.descending, app)
+    }
 }
 
 /// `None` for a malformed cursor, or one made for another sort order or another app.
@@ -373,70 +376,22 @@ pub fn delete(db: &sled::Db, app: &str, id: &str) -> Result<(), ContactError> {
     Ok(())
 }
 
-/// One page of a sorted, filtered walk, and the cursor of its last item when more follow.
+/// One page of a walk of the index of `field`, filtered. The walk's budget bounds the index
+/// entries read: when it runs out before the page is full, the page is short (`cut`) and the
+/// cursor continues the walk, so a selective filter answers in bounded time, a part of the app
+/// at a time.
 pub fn list(
     db: &sled::Db,
     app: &str,
     filter: &Filter,
-    sort: Sort,
-    limit: usize,
-    after: Option<&Cursor>,
-) -> Result<(Vec<Contact>, Option<Cursor>), StoreError> {
-    list_within(db, app, filter, sort, limit, after, usize::MAX).map(|(page, next, _)| (page, next))
-}
-
-/// As [`list`], reading at most `budget` index entries. When the budget runs out before the
-/// page is full, the page is short and the cursor continues the walk after the last entry read
-/// (the third value is then `true`): a selective filter answers in bounded time, a part of
-/// the app at a time.
-pub fn list_within(
-    db: &sled::Db,
-    app: &str,
-    filter: &Filter,
-    sort: Sort,
-    limit: usize,
-    after: Option<&Cursor>,
-    budget: usize,
-) -> Result<(Vec<Contact>, Option<Cursor>, bool), StoreError> {
+    field: SortField,
+    walk: Walk,
+) -> Result<Page<Contact>, StoreError> {
     let tree = db.open_tree(TREE)?;
-    let prefix = index_prefix(app, sort.field);
-    let mut end = prefix.clone();
-    *end.last_mut().expect("prefix is not empty") += 1;
-    let start_bound = |c: &Cursor| [prefix.as_slice(), c.entry()].concat();
-    let entries: Box<dyn Iterator<Item = sled::Result<(sled::IVec, sled::IVec)>>> =
-        match (after, sort.descending) {
-            (None, false) => Box::new(tree.range(prefix.clone()..end)),
-            (None, true) => Box::new(tree.range(prefix.clone()..end).rev()),
-            (Some(c), false) => Box::new(tree.range((
-                std::ops::Bound::Excluded(start_bound(c)),
-                std::ops::Bound::Excluded(end),
-            ))),
-            (Some(c), true) => Box::new(tree.range(prefix.clone()..start_bound(c)).rev()),
-        };
-    let mut page = Vec::with_capacity(limit);
-    let mut last = None;
-    let mut read: Option<sled::IVec> = None;
-    for (scanned, entry) in entries.enumerate() {
-        let (key, _) = entry?;
-        if scanned == budget {
-            let stop = read.map(|k| Cursor::new(k[prefix.len()..].to_vec()));
-            return Ok((page, stop, true));
-        }
-        let suffix = &key[prefix.len()..];
-        let id =
-            std::str::from_utf8(&suffix[suffix.len().saturating_sub(24)..]).unwrap_or_default();
-        let found = load(&tree, app, id)?;
-        read = Some(key.clone());
-        let Some(c) = found.filter(|c| filter.matches(c)) else {
-            continue;
-        };
-        if page.len() == limit {
-            return Ok((page, last, false));
-        }
-        last = Some(Cursor::new(suffix.to_vec()));
-        page.push(c);
-    }
-    Ok((page, None, false))
+    cursor::page(&tree, &index_prefix(app, field), walk, |entry, _| {
+        let id = std::str::from_utf8(&entry[entry.len().saturating_sub(24)..]).unwrap_or_default();
+        Ok(load(&tree, app, id)?.filter(|c| filter.matches(c)))
+    })
 }
 
 /// Finds a contact of `app` by e-mail.
@@ -540,18 +495,18 @@ mod tests {
         };
         let (mut found, mut after, mut stops) = (Vec::new(), None, 0);
         loop {
-            let (page, next, partial) =
-                list_within(&db, "app", &filter, sort, 3, after.as_ref(), 7).unwrap();
-            found.extend(page.into_iter().map(|c| c.score));
-            stops += usize::from(partial);
-            match next {
+            let walk = Walk::new(3, after.as_ref()).budget(7);
+            let page = list(&db, "app", &filter, sort.field, walk).unwrap();
+            found.extend(page.items.into_iter().map(|c| c.score));
+            stops += usize::from(page.cut);
+            match page.next {
                 Some(n) => after = Some(n),
                 None => break,
             }
         }
         assert_eq!(found, [0, 10, 20, 30, 40]);
         assert!(stops >= 5, "the budget stopped the walk {stops} times");
-        let (all, next) = list(&db, "app", &filter, sort, 10, None).unwrap();
-        assert_eq!((all.len(), next.is_none()), (5, true));
+        let all = list(&db, "app", &filter, sort.field, Walk::new(10, None)).unwrap();
+        assert_eq!((all.items.len(), all.next.is_none()), (5, true));
     }
 }

@@ -8,7 +8,7 @@ use super::model::{
 };
 use super::store::{
     abort, board_tx, child_key, child_prefix, history_tx, load, load_tx, page, retrying, scan,
-    unchanged_tx, usage_tx, write_tx, IdeaError, Page, Tx, TREE,
+    unchanged_tx, usage_tx, write_tx, IdeaError, Page, Tx, Walk, TREE,
 };
 use crate::boards::model::StatusKind;
 use crate::ids::{self, Timestamp};
@@ -143,21 +143,13 @@ pub fn votes(
     db: &sled::Db,
     app: &str,
     idea_id: &str,
-    after: Option<&str>,
-    limit: usize,
+    walk: Walk,
 ) -> Result<Option<Page<Vote>>, StoreError> {
     if load(db, app, idea_id)?.is_none() {
         return Ok(None);
     }
     let tree = db.open_tree(TREE)?;
-    page(
-        &tree,
-        &child_prefix(b'v', app, idea_id),
-        after,
-        limit,
-        |_| true,
-    )
-    .map(Some)
+    page(&tree, &child_prefix(b'v', app, idea_id), walk, |_| true).map(Some)
 }
 
 fn count_comment(idea: &mut Idea, c: &Comment, delta: i64) {
@@ -275,15 +267,14 @@ pub fn comments(
     app: &str,
     idea_id: &str,
     moderator: bool,
-    after: Option<&str>,
-    limit: usize,
+    walk: Walk,
 ) -> Result<Option<Page<Comment>>, StoreError> {
     if load(db, app, idea_id)?.is_none() {
         return Ok(None);
     }
     let tree = db.open_tree(TREE)?;
     let keep = |c: &Comment| moderator || !c.internal;
-    page(&tree, &child_prefix(b'c', app, idea_id), after, limit, keep).map(Some)
+    page(&tree, &child_prefix(b'c', app, idea_id), walk, keep).map(Some)
 }
 
 /// Merges idea `source` into `target` (api.md §6): the target gains the voters it lacked, the
@@ -420,9 +411,9 @@ mod tests {
                 .count();
             assert_eq!(v.vote_count as usize, want_votes);
             assert_eq!(v.comment_count as usize, want_comments);
-            let records = votes(db, app, id, None, 100).unwrap().unwrap().0;
+            let records = votes(db, app, id, Walk::new(100, None)).unwrap().unwrap().items;
             assert_eq!(records.len(), want_votes);
-            let all = comments(db, app, id, true, None, 100).unwrap().unwrap().0;
+            let all = comments(db, app, id, true, Walk::new(100, None)).unwrap().unwrap().items;
             assert_eq!(
                 all.len(),
                 m.comments.values().filter(|(i, _)| i == id).count()

@@ -11,11 +11,10 @@ use super::engagement;
 use super::model::{
     self, fold, Comment, CommentDraft, IdeaDraft, IdeaPatch, IdeaView, StatusChange, Vote,
 };
-use super::store::{self, Cursor, Filter, IdeaError, Sort, SortField};
-use crate::api::{self, ApiError, Deleted, ErrorCode, FieldError, Pagination};
+use super::store::{self, Filter, IdeaError, Sort, SortField};
+use crate::api::{self, ApiError, Deleted, ErrorCode, FieldError, Listed, PageQuery, PageRequest};
 use crate::boards::BoardRecord;
 use crate::config::Quota;
-use crate::ids;
 use crate::state::AppState;
 use crate::storage::idempotency::StoredAnswer;
 use crate::tenants::{Permission, Principal};
@@ -74,10 +73,6 @@ pub struct ListQuery {
     /// `commentCount`, `-updatedAt`, `updatedAt` or `trending`. Trending ranks by
     /// `Σ over votes of 2^(-age_hours / 72)`: each vote's weight halves every three days.
     sort: Option<String>,
-    /// 1..100, default 20.
-    limit: Option<String>,
-    /// `pagination.nextCursor` of the previous page.
-    cursor: Option<String>,
 }
 
 fn split(v: &Option<String>) -> Vec<String> {
@@ -119,10 +114,10 @@ fn check_ids(
 
 /// The filter, sort, limit and cursor of a list; ids are checked against the app's boards.
 fn parse_list(
-    q: &ListQuery,
+    q: &Listed<ListQuery>,
     app: &str,
     boards: &[BoardRecord],
-) -> Result<(Filter, Sort, usize, Option<Cursor>), ApiError> {
+) -> Result<(Filter, Sort, PageRequest), ApiError> {
     let mut errors = Vec::new();
     let filter = Filter {
         board_ids: split(&q.board_id),
@@ -154,29 +149,17 @@ fn parse_list(
     let sort = parse_sort(q.sort.as_deref())
         .map_err(|m| errors.push(FieldError::new("sort", m)))
         .ok();
-    let limit = api::page_limit(q.limit.as_deref())
-        .map_err(|e| errors.push(e))
-        .ok();
-    let cursor = match (&q.cursor, sort) {
-        (Some(raw), Some(sort)) => store::decode_cursor(raw, sort, app)
-            .ok_or_else(|| {
-                errors.push(FieldError::new(
-                    "cursor",
-                    "malformed, or made for another sort order",
-                ))
-            })
-            .ok(),
-        _ => None,
-    };
-    match (sort, limit) {
-        (Some(sort), Some(limit)) if errors.is_empty() => Ok((filter, sort, limit, cursor)),
+    let listing = sort.map(|s| s.listing(app));
+    let page = q.page.parse(listing, store::valid_entry, &mut errors);
+    match (sort, page) {
+        (Some(sort), Some(page)) if errors.is_empty() => Ok((filter, sort, page)),
         _ => Err(ApiError::validation(errors)),
     }
 }
 
 /// List ideas, filtered and sorted, one page at a time (cursor pagination).
 #[utoipa::path(
-    tag = "ideas", security(("api_key" = [])), params(ListQuery),
+    tag = "ideas", security(("api_key" = [])), params(ListQuery, PageQuery),
     responses(
         (status = 200, description = "A page of ideas", body = Vec<IdeaView>),
         (status = 400, description = "Invalid filter, sort, limit or cursor"),
@@ -187,7 +170,7 @@ fn parse_list(
 async fn list_ideas(
     who: Principal,
     state: web::Data<AppState>,
-    query: web::Query<ListQuery>,
+    query: Listed<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
     who.require(Permission::IdeasRead)?;
     let app = who.app_id.clone();
@@ -195,18 +178,13 @@ async fn list_ideas(
         .store
         .run(move |db| crate::boards::store::all(db, &app))
         .await?;
-    let (filter, sort, limit, cursor) = parse_list(&query, &who.app_id, &boards)?;
-    let app = who.app_id.clone();
-    let (page, next) = state
+    let (filter, sort, page) = parse_list(&query, &who.app_id, &boards)?;
+    let (app, asked) = (who.app_id.clone(), page.clone());
+    let found = state
         .store
-        .run(move |db| store::list(db, &app, &filter, sort, limit, cursor.as_ref()))
+        .run(move |db| store::list(db, &app, &filter, sort.field, asked.walk()))
         .await?;
-    let pagination = Pagination {
-        limit,
-        has_more: next.is_some(),
-        next_cursor: next.map(|c| store::encode_cursor(&c, sort, &who.app_id)),
-    };
-    Ok(api::list(&page, &pagination))
+    Ok(page.answer(&found))
 }
 
 // The request bodies, for the document only: bodies are parsed in `model` (`IdeaDraft::parse`,
@@ -547,45 +525,17 @@ async fn delete_idea(
     Ok(api::deleted(gone))
 }
 
-#[derive(Debug, Deserialize, IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub struct PageQuery {
-    /// 1..100, default 20.
-    limit: Option<String>,
-    /// `pagination.nextCursor` of the previous page.
-    cursor: Option<String>,
+/// The page of one of an idea's lists (`tag`: votes, comments, history), its cursors bound to
+/// the idea.
+pub fn child_page(q: &PageQuery, tag: u8, app: &str, idea: &str) -> Result<PageRequest, ApiError> {
+    q.in_order(tag, &format!("{app}/{idea}"))
 }
 
-impl PageQuery {
-    fn parse(&self) -> Result<(usize, Option<String>), ApiError> {
-        let limit = api::page_limit(self.limit.as_deref());
-        let cursor = match &self.cursor {
-            Some(c) if !ids::is_object_id(c) => Err(FieldError::new("cursor", "malformed cursor")),
-            c => Ok(c.clone()),
-        };
-        match (limit, cursor) {
-            (Ok(l), Ok(c)) => Ok((l, c)),
-            (l, c) => Err(ApiError::validation(
-                l.err().into_iter().chain(c.err()).collect(),
-            )),
-        }
-    }
-}
-
-fn child_page<T: serde::Serialize>(
-    found: Option<(Vec<T>, Option<String>)>,
-    limit: usize,
+fn child_answer<T: serde::Serialize>(
+    page: &PageRequest,
+    found: Option<store::Page<T>>,
 ) -> Result<HttpResponse, ApiError> {
-    let (items, next) = found.ok_or_else(|| ApiError::not_found("idea"))?;
-    Ok(api::list(
-        &items,
-        &Pagination {
-            limit,
-            has_more: next.is_some(),
-            next_cursor: next,
-        },
-    ))
+    Ok(page.answer(&found.ok_or_else(|| ApiError::not_found("idea"))?))
 }
 
 /// An idea's status changes, oldest first (`ideas:read`).
@@ -599,13 +549,14 @@ async fn status_history(
     q: web::Query<PageQuery>,
 ) -> Result<HttpResponse, ApiError> {
     who.require(Permission::IdeasRead)?;
-    let (limit, after) = q.parse()?;
     let (app, id) = (who.app_id.clone(), id.into_inner());
+    let page = child_page(&q, b'h', &app, &id)?;
+    let asked = page.clone();
     let found = state
         .store
-        .run(move |db| store::history(db, &app, &id, after.as_deref(), limit))
+        .run(move |db| store::history(db, &app, &id, asked.walk()))
         .await?;
-    child_page(found, limit)
+    child_answer(&page, found)
 }
 
 /// Merge the idea into `intoId` (`ideas:moderate`): votes are unioned without counting a voter
@@ -704,13 +655,14 @@ async fn list_votes(
     q: web::Query<PageQuery>,
 ) -> Result<HttpResponse, ApiError> {
     who.require(Permission::IdeasRead)?;
-    let (limit, after) = q.parse()?;
     let (app, id) = (who.app_id.clone(), id.into_inner());
+    let page = child_page(&q, b'v', &app, &id)?;
+    let asked = page.clone();
     let found = state
         .store
-        .run(move |db| engagement::votes(db, &app, &id, after.as_deref(), limit))
+        .run(move |db| engagement::votes(db, &app, &id, asked.walk()))
         .await?;
-    child_page(found, limit)
+    child_answer(&page, found)
 }
 
 /// Remove a vote (`votes:write`).
@@ -790,14 +742,15 @@ async fn list_comments(
     q: web::Query<PageQuery>,
 ) -> Result<HttpResponse, ApiError> {
     who.require(Permission::IdeasRead)?;
-    let (limit, after) = q.parse()?;
     let moderator = who.require(Permission::IdeasModerate).is_ok();
     let (app, id) = (who.app_id.clone(), id.into_inner());
+    let page = child_page(&q, b'c', &app, &id)?;
+    let asked = page.clone();
     let found = state
         .store
-        .run(move |db| engagement::comments(db, &app, &id, moderator, after.as_deref(), limit))
+        .run(move |db| engagement::comments(db, &app, &id, moderator, asked.walk()))
         .await?;
-    child_page(found, limit)
+    child_answer(&page, found)
 }
 
 /// Edit a comment's content (`comments:write` and the same `author.id`, or `ideas:moderate`).

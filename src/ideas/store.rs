@@ -65,9 +65,6 @@ impl From<TransactionError<IdeaError>> for IdeaError {
     }
 }
 
-/// A page of child records and the cursor (last child id) when more follow.
-pub type Page<T> = (Vec<T>, Option<String>);
-
 pub type Tx<T> = Result<T, ConflictableTransactionError<IdeaError>>;
 
 pub fn abort<T>(e: IdeaError) -> Tx<T> {
@@ -186,18 +183,20 @@ impl Filter {
     }
 }
 
-pub use crate::storage::cursor::Cursor;
+use crate::storage::cursor::{self, Listing};
+pub use crate::storage::cursor::{Cursor, Page, Walk};
 
-/// A page's cursor for the client.
-pub fn encode_cursor(c: &Cursor, sort: Sort, app: &str) -> String {
-    c.encode(sort.field.tag(), sort.descending, app)
+impl Sort {
+    /// What this order's cursors are bound to in `app`'s list (entries: 8 bytes of the sort
+    /// key, then the id).
+    pub fn listing(self, app: &str) -> Listing {
+        Listing::new(self.field.tag(), self.descending, app)
+    }
 }
 
-/// `None` for a malformed cursor, or one made for another sort order or another app.
-pub fn decode_cursor(s: &str, sort: Sort, app: &str) -> Option<Cursor> {
-    Cursor::decode(s, sort.field.tag(), sort.descending, app, |rest| {
-        rest.len() == 32 && std::str::from_utf8(&rest[8..]).is_ok_and(ids::is_object_id)
-    })
+/// Whether a cursor's entry can be one of the idea indexes'.
+pub fn valid_entry(entry: &[u8]) -> bool {
+    entry.len() == 32 && cursor::ends_with_id(entry)
 }
 
 fn index_prefix(app: &str, field: SortField) -> Vec<u8> {
@@ -480,94 +479,42 @@ pub fn delete(db: &sled::Db, app: &str, id: &str) -> Result<(), IdeaError> {
     Ok(())
 }
 
-type Entries = Box<dyn Iterator<Item = sled::Result<(IVec, IVec)>>>;
-
-fn walk(tree: &sled::Tree, prefix: &[u8], sort: Sort, after: Option<&Cursor>) -> Entries {
-    use std::ops::Bound::{Excluded, Included};
-    let mut end = prefix.to_vec();
-    *end.last_mut().expect("prefix is not empty") += 1;
-    let from = |c: &Cursor| [prefix, c.entry()].concat();
-    match (after, sort.descending) {
-        (None, false) => Box::new(tree.range(prefix.to_vec()..end)),
-        (None, true) => Box::new(tree.range(prefix.to_vec()..end).rev()),
-        (Some(c), false) => Box::new(tree.range((Excluded(from(c)), Excluded(end)))),
-        (Some(c), true) => Box::new(
-            tree.range((Included(prefix.to_vec()), Excluded(from(c))))
-                .rev(),
-        ),
-    }
-}
-
-/// One page of a sorted, filtered walk, and the cursor of its last item when more follow.
+/// One page of a walk of the index of `field`, filtered.
 pub fn list(
     db: &sled::Db,
     app: &str,
     filter: &Filter,
-    sort: Sort,
-    limit: usize,
-    after: Option<&Cursor>,
-) -> Result<(Vec<IdeaView>, Option<Cursor>), StoreError> {
+    field: SortField,
+    walk: Walk,
+) -> Result<Page<IdeaView>, StoreError> {
     let boards: Vec<BoardRecord> = boards::all(db, app)?;
     let tree = db.open_tree(TREE)?;
-    let prefix = index_prefix(app, sort.field);
-    let mut page = Vec::with_capacity(limit);
-    let mut last = None;
-    for entry in walk(&tree, &prefix, sort, after) {
-        let (key, _) = entry?;
-        let suffix = &key[prefix.len()..];
-        let id =
-            std::str::from_utf8(&suffix[suffix.len().saturating_sub(24)..]).unwrap_or_default();
+    cursor::page(&tree, &index_prefix(app, field), walk, |entry, _| {
+        let id = std::str::from_utf8(&entry[entry.len().saturating_sub(24)..]).unwrap_or_default();
         let rkey = record_key(app, id);
         let Some(bytes) = tree.get(&rkey)? else {
-            continue;
+            return Ok(None);
         };
         let idea: Idea = decode(&rkey, &bytes)?;
-        if !filter.matches(&idea) {
-            continue;
-        }
-        if page.len() == limit {
-            return Ok((page, last));
-        }
-        let Some(board) = boards.iter().find(|b| b.board.id == idea.board_id) else {
-            continue;
-        };
-        last = Some(Cursor::new(suffix.to_vec()));
-        page.push(idea.view(board));
-    }
-    Ok((page, None))
+        let board = boards.iter().find(|b| b.board.id == idea.board_id);
+        Ok(board
+            .filter(|_| filter.matches(&idea))
+            .map(|b| idea.view(b)))
+    })
 }
 
-/// One page of the JSON records under `prefix` in key (creation) order after child id
-/// `after`, keeping those `keep` accepts; the next cursor is the last child id.
+/// One page of the JSON records under `prefix` in key (creation) order, keeping those `keep`
+/// accepts; the cursors' entries are the child ids.
 pub fn page<T: serde::de::DeserializeOwned>(
     tree: &sled::Tree,
     prefix: &[u8],
-    after: Option<&str>,
-    limit: usize,
+    walk: Walk,
     keep: impl Fn(&T) -> bool,
 ) -> Result<Page<T>, StoreError> {
-    use std::ops::Bound::{Excluded, Included};
-    let mut end = prefix.to_vec();
-    end.push(0xff);
-    let start = match after {
-        Some(a) => Excluded([prefix, a.as_bytes()].concat()),
-        None => Included(prefix.to_vec()),
-    };
-    let mut out = Vec::with_capacity(limit);
-    let mut last = None;
-    for kv in tree.range((start, Excluded(end))) {
-        let (k, v) = kv?;
-        let item: T = decode(&k, &v)?;
-        if !keep(&item) {
-            continue;
-        }
-        if out.len() == limit {
-            return Ok((out, last));
-        }
-        last = Some(String::from_utf8_lossy(&k[prefix.len()..]).into_owned());
-        out.push(item);
-    }
-    Ok((out, None))
+    cursor::page(tree, prefix, walk, |entry, value| {
+        let item: T = decode(&[prefix, entry].concat(), value)?;
+        Ok(keep(&item).then_some(item))
+    })
 }
 
 /// An idea's status history, oldest first.
@@ -575,14 +522,13 @@ pub fn history(
     db: &sled::Db,
     app: &str,
     id: &str,
-    after: Option<&str>,
-    limit: usize,
+    walk: Walk,
 ) -> Result<Option<Page<StatusChange>>, StoreError> {
     if load(db, app, id)?.is_none() {
         return Ok(None);
     }
     let tree = db.open_tree(TREE)?;
-    page(&tree, &child_prefix(b'h', app, id), after, limit, |_| true).map(Some)
+    page(&tree, &child_prefix(b'h', app, id), walk, |_| true).map(Some)
 }
 
 /// Number of ideas of `app`.

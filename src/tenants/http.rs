@@ -8,7 +8,7 @@ use utoipa_actix_web::service_config::ServiceConfig;
 use super::auth::{Access, Admin};
 use super::model::{new_key, App, KeyKind, KeyRecord, KeyView, Permission, Plan};
 use super::store;
-use crate::api::{self, ApiError, FieldError, Pagination};
+use crate::api::{self, ApiError, FieldError, PageQuery};
 use crate::ids::{self, Timestamp};
 use crate::state::AppState;
 use crate::validation::only_fields;
@@ -223,29 +223,6 @@ async fn create_app(
     ))
 }
 
-#[derive(serde::Deserialize, utoipa::IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-struct PageQuery {
-    /// 1..100, default 20.
-    #[param(value_type = Option<i64>, minimum = 1, maximum = 100)]
-    limit: Option<String>,
-    /// `pagination.nextCursor` of the previous page.
-    #[param(pattern = "^[0-9a-f]{24}$")]
-    cursor: Option<String>,
-}
-
-/// The page size and the id to continue after (cursors are ids, which sort by creation).
-fn page(q: &PageQuery) -> Result<(usize, Option<String>), ApiError> {
-    let limit = api::page_limit(q.limit.as_deref()).map_err(|e| ApiError::validation(vec![e]))?;
-    let after = match &q.cursor {
-        Some(c) if ids::is_object_id(c) => Some(c.clone()),
-        Some(_) => return Err(ApiError::field("cursor", "malformed cursor")),
-        None => None,
-    };
-    Ok((limit, after))
-}
-
 /// List apps, oldest first.
 #[utoipa::path(tag = "admin", security(("admin_token" = [])), params(PageQuery), responses((status = 200, body = Vec<App>)))]
 #[get("/apps")]
@@ -254,24 +231,13 @@ async fn list_apps(
     state: web::Data<AppState>,
     q: web::Query<PageQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    let (limit, after) = page(&q)?;
-    let (apps, more) = state
+    let page = q.in_order(b'a', "")?;
+    let asked = page.clone();
+    let apps = state
         .store
-        .run(move |db| store::list_apps(db, after.as_deref(), limit))
+        .run(move |db| store::list_apps(db, asked.walk()))
         .await?;
-    let next = if more {
-        apps.last().map(|a| a.id.clone())
-    } else {
-        None
-    };
-    Ok(api::list(
-        &apps,
-        &Pagination {
-            limit,
-            next_cursor: next,
-            has_more: more,
-        },
-    ))
+    Ok(page.answer(&apps))
 }
 
 async fn existing_app(state: &AppState, id: String) -> Result<App, ApiError> {
@@ -428,22 +394,14 @@ async fn list_keys(
     app_id: web::Path<String>,
     q: web::Query<PageQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    let (limit, after) = page(&q)?;
     let app = existing_app(&state, app_id.into_inner()).await?;
-    let (keys, more) = state
+    let page = q.in_order(b'k', &app.id)?;
+    let asked = page.clone();
+    let keys = state
         .store
-        .run(move |db| store::list_api_keys(db, &app.id, after.as_deref(), limit))
+        .run(move |db| store::list_api_keys(db, &app.id, asked.walk()))
         .await?;
-    let next = more.then(|| keys.last().map(|k| k.id.clone())).flatten();
-    let keys: Vec<KeyView> = keys.iter().map(KeyView::from).collect();
-    Ok(api::list(
-        &keys,
-        &Pagination {
-            limit,
-            next_cursor: next,
-            has_more: more,
-        },
-    ))
+    Ok(page.answer(&keys.map(|k| KeyView::from(&k))))
 }
 
 async fn change_key(

@@ -4,10 +4,9 @@
 //! other (a PATCH racing a revocation cannot bring the key back). Each write is flushed before
 //! it returns.
 
-use std::ops::Bound;
-
 use super::model::{App, KeyKind, KeyRecord};
 use crate::ids::Timestamp;
+use crate::storage::cursor::{self, Page, Walk};
 use crate::storage::{decode, encode, StoreError};
 
 const APPS: &str = "apps";
@@ -63,26 +62,11 @@ pub fn create_app(db: &sled::Db, app: &App, key: &KeyRecord) -> Result<(), Store
     Ok(())
 }
 
-/// One page of apps in id (creation) order after `after`, and whether more follow.
-pub fn list_apps(
-    db: &sled::Db,
-    after: Option<&str>,
-    limit: usize,
-) -> Result<(Vec<App>, bool), StoreError> {
-    let tree = db.open_tree(APPS)?;
-    let start = match after {
-        Some(a) => Bound::Excluded(a.as_bytes()),
-        None => Bound::Unbounded,
-    };
-    let mut apps = Vec::with_capacity(limit);
-    for kv in tree.range::<&[u8], _>((start, Bound::Unbounded)) {
-        let (k, v) = kv?;
-        if apps.len() == limit {
-            return Ok((apps, true));
-        }
-        apps.push(decode::<App>(&k, &v)?);
-    }
-    Ok((apps, false))
+/// One page of apps in id (creation) order.
+pub fn list_apps(db: &sled::Db, walk: Walk) -> Result<Page<App>, StoreError> {
+    cursor::page(&db.open_tree(APPS)?, b"", walk, |k, v| {
+        decode(k, v).map(Some)
+    })
 }
 
 /// Compare-and-swap loop over one record: `change` runs on the current value until the swap
@@ -207,34 +191,22 @@ pub fn modify_api_key(
     Ok(changed.map(|(_, after)| after))
 }
 
-/// One page of the API keys of `app_id` (revoked ones included) in creation order after the
-/// key `after`, and whether more follow.
+/// One page of the API keys of `app_id` (revoked ones included) in creation order.
 pub fn list_api_keys(
     db: &sled::Db,
     app_id: &str,
-    after: Option<&str>,
-    limit: usize,
-) -> Result<(Vec<KeyRecord>, bool), StoreError> {
+    walk: Walk,
+) -> Result<Page<KeyRecord>, StoreError> {
     let (index, keys) = (db.open_tree(APP_KEYS)?, db.open_tree(KEYS)?);
-    let prefix = app_key_entry(app_id, "");
-    let start = match after {
-        Some(a) => Bound::Excluded(app_key_entry(app_id, a)),
-        None => Bound::Included(prefix.clone()),
-    };
-    let end = Bound::Excluded([app_id.as_bytes(), &[1]].concat());
-    let mut page = Vec::with_capacity(limit);
-    for entry in index.range((start, end)) {
-        let (entry, _) = entry?;
-        let id = String::from_utf8_lossy(&entry[prefix.len()..]).into_owned();
-        let Some(bytes) = keys.get(&id)? else {
-            continue;
-        };
-        if page.len() == limit {
-            return Ok((page, true));
-        }
-        page.push(decode(id.as_bytes(), &bytes)?);
-    }
-    Ok((page, false))
+    cursor::page(
+        &index,
+        &app_key_entry(app_id, ""),
+        walk,
+        |id, _| match keys.get(id)? {
+            Some(bytes) => decode(id, &bytes).map(Some),
+            None => Ok(None),
+        },
+    )
 }
 
 /// Records when keys were last used (a later time wins).
@@ -278,14 +250,27 @@ mod tests {
             .unwrap();
         let (new, _) = new_key("app1", KeyKind::Api, "new", vec![]);
         insert_key(&db, &new).unwrap();
-        assert_eq!(list_api_keys(&db, "app1", None, 10).unwrap().0.len(), 1);
+        let walk = |n, after| Walk::new(n, after);
+        assert_eq!(
+            list_api_keys(&db, "app1", walk(10, None))
+                .unwrap()
+                .items
+                .len(),
+            1
+        );
         assert_eq!(index_api_keys(&db).unwrap(), 1);
         assert_eq!(index_api_keys(&db).unwrap(), 0);
-        let (page, more) = list_api_keys(&db, "app1", None, 1).unwrap();
-        assert_eq!((page[0].id.as_str(), more), (old.id.as_str(), true));
-        let (page, more) = list_api_keys(&db, "app1", Some(&old.id), 1).unwrap();
-        assert_eq!((page[0].id.as_str(), more), (new.id.as_str(), false));
-        assert!(list_api_keys(&db, "app", None, 10).unwrap().0.is_empty());
+        let first = list_api_keys(&db, "app1", walk(1, None)).unwrap();
+        assert_eq!(first.items[0].id, old.id);
+        let second = list_api_keys(&db, "app1", walk(1, first.next.as_ref())).unwrap();
+        assert_eq!(
+            (second.items[0].id.as_str(), second.next),
+            (new.id.as_str(), None)
+        );
+        assert!(list_api_keys(&db, "app", walk(10, None))
+            .unwrap()
+            .items
+            .is_empty());
     }
 
     #[test]

@@ -228,6 +228,37 @@ async fn a_patch_racing_a_revocation_never_brings_the_key_back() {
 }
 
 #[tokio::test]
+async fn a_key_cursor_is_opaque_and_bound_to_its_app() {
+    let app = spawn_app();
+    let (mine, _) = app.create_app("free").await;
+    let (other, _) = app.create_app("free").await;
+    for _ in 0..2 {
+        app.create_key(&mine, &["contacts:read"]).await;
+        app.create_key(&other, &["contacts:read"]).await;
+    }
+    let page = app
+        .admin(Method::GET, &format!("/apps/{mine}/keys?limit=1"), None)
+        .await;
+    let cursor = page.body["pagination"]["nextCursor"].as_str().unwrap();
+    let first = page.data()[0]["id"].as_str().unwrap();
+    assert_ne!(cursor, first, "a cursor is not a record id");
+    let own = app
+        .admin(Method::GET, &format!("/apps/{mine}/keys?cursor={cursor}"), None)
+        .await;
+    assert_eq!(own.status, 200, "{}", own.body);
+    let foreign = app
+        .admin(Method::GET, &format!("/apps/{other}/keys?cursor={cursor}"), None)
+        .await;
+    foreign.assert_error(400, "VALIDATION_ERROR");
+    assert_eq!(foreign.fields(), ["cursor"]);
+    // Nor does a key cursor page the app list.
+    let apps = app
+        .admin(Method::GET, &format!("/apps?cursor={cursor}"), None)
+        .await;
+    assert_eq!(apps.fields(), ["cursor"]);
+}
+
+#[tokio::test]
 async fn an_apps_keys_are_listed_alone_page_by_page_with_real_cursors() {
     let app = spawn_app();
     let (mine, _) = app.create_app("free").await;

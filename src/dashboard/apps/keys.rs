@@ -117,8 +117,10 @@ async fn render(
     let keys = state
         .store
         .run(move |db| {
-            let (keys, _) = store::list_api_keys(db, &id, None, MAX_KEYS)?;
-            keys.into_iter()
+            let keys =
+                store::list_api_keys(db, &id, crate::storage::cursor::Walk::new(MAX_KEYS, None))?;
+            keys.items
+                .into_iter()
                 .map(|k| Ok((store::last_used(db, &k.id)?, k)))
                 .collect::<Result<Vec<_>, _>>()
         })

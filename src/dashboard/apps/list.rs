@@ -31,9 +31,9 @@ pub struct AppUsage {
 pub async fn all_apps(state: &AppState) -> Result<Vec<App>, PageError> {
     Ok(state
         .store
-        .run(|db| store::list_apps(db, None, MAX_APPS))
+        .run(|db| store::list_apps(db, crate::storage::cursor::Walk::new(MAX_APPS, None)))
         .await?
-        .0)
+        .items)
 }
 
 /// Every app with its usage, read in one store call.
@@ -42,8 +42,9 @@ async fn usage(state: &AppState) -> Result<Vec<AppUsage>, PageError> {
     Ok(state
         .store
         .run(move |db| {
-            let (apps, _) = store::list_apps(db, None, MAX_APPS)?;
-            apps.into_iter()
+            let apps = store::list_apps(db, crate::storage::cursor::Walk::new(MAX_APPS, None))?;
+            apps.items
+                .into_iter()
                 .map(|app| {
                     Ok(AppUsage {
                         contacts: crate::contacts::store::count(db, &app.id)?,

@@ -8,6 +8,7 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use maud::{html, Markup};
 use serde_json::{Map, Value};
 
+use crate::api::{Listed, PageRequest};
 use crate::contacts::http::{parse_list, ListQuery};
 use crate::contacts::model::{Contact, ContactPatch, Mode, Source, Status};
 use crate::contacts::store::{self, ContactError, Cursor, Filter, Sort};
@@ -19,6 +20,7 @@ use crate::dashboard::layout::{
 };
 use crate::dashboard::session::{self, Viewer, FORM_LIMIT};
 use crate::state::AppState;
+use crate::storage::cursor::Walk;
 use crate::storage::StoreError;
 use crate::tenants::App;
 use crate::validation::FieldError;
@@ -97,15 +99,15 @@ fn encode(params: &[(String, String)]) -> String {
     serde_urlencoded::to_string(params).unwrap_or_default()
 }
 
-/// The filter, order, page size and cursor of a query, or the errors of its fields.
+/// The filter, order and page of a query, or the errors of its fields.
 fn parse(
     app: &str,
     params: &[(String, String)],
     limit: &str,
-) -> Result<(Filter, Sort, usize, Option<Cursor>), Vec<FieldError>> {
+) -> Result<(Filter, Sort, PageRequest), Vec<FieldError>> {
     let mut all = params.to_vec();
     all.push(("limit".into(), limit.into()));
-    let query = web::Query::<ListQuery>::from_query(&encode(&all))
+    let query = Listed::<ListQuery>::from_query(&encode(&all))
         .map_err(|e| vec![FieldError::new("query", e.to_string())])?;
     parse_list(&query, app).map_err(|e| e.details)
 }
@@ -252,15 +254,15 @@ pub fn load(db: &sled::Db, app: &str, query: &str) -> Result<Listing, StoreError
             partial: false,
             total: 0,
         }),
-        Ok((filter, sort, limit, cursor)) => {
-            let (page, next, partial) =
-                store::list_within(db, app, &filter, sort, limit, cursor.as_ref(), SCAN_BUDGET)?;
+        Ok((filter, sort, asked)) => {
+            let walk = asked.walk().budget(SCAN_BUDGET);
+            let found = store::list(db, app, &filter, sort.field, walk)?;
             Ok(Listing {
                 params,
                 errors: Vec::new(),
-                page,
-                partial,
-                next: next.map(|c| store::encode_cursor(&c, sort, app)),
+                next: asked.pagination(&found).next_cursor,
+                partial: found.cut,
+                page: found.items,
                 total: store::count(db, app)?,
             })
         }
@@ -338,20 +340,23 @@ pub async fn export(
 ) -> Result<HttpResponse, PageError> {
     let app = load_app(&state, &path).await?;
     let params = kept_params(req.query_string(), true);
-    let (filter, sort, _, _) = parse(&app.id, &params, "1")
+    let (filter, sort, _) = parse(&app.id, &params, "1")
         .map_err(|e| PageError::Api(crate::api::ApiError::validation(e)))?;
     let mut out = csv::row(EXPORT_COLUMNS);
     let mut cursor: Option<Cursor> = None;
     loop {
         let (id, f, after) = (app.id.clone(), filter.clone(), cursor.take());
-        let (page, next) = state
+        let found = state
             .store
-            .run(move |db| store::list(db, &id, &f, sort, EXPORT_CHUNK, after.as_ref()))
+            .run(move |db| {
+                let walk = Walk::new(EXPORT_CHUNK, after.as_ref()).descending(sort.descending);
+                store::list(db, &id, &f, sort.field, walk)
+            })
             .await?;
-        for c in &page {
+        for c in &found.items {
             out.push_str(&export_row(c));
         }
-        match next {
+        match found.next {
             Some(n) => cursor = Some(n),
             None => break,
         }

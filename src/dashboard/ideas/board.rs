@@ -17,7 +17,7 @@ use crate::dashboard::error::PageError;
 use crate::dashboard::layout::{self, csrf_field, thousands, Section, Shell};
 use crate::dashboard::session::{self, Viewer, FORM_LIMIT};
 use crate::ideas::model::{IdeaPatch, IdeaView};
-use crate::ideas::store::{self, Filter, Sort, SortField};
+use crate::ideas::store::{self, Filter, Sort, SortField, Walk};
 use crate::state::AppState;
 use crate::tenants::App;
 use crate::validation::FieldError;
@@ -146,7 +146,8 @@ pub async fn board(
                 field: SortField::VoteCount,
                 descending: true,
             };
-            let (ideas, _) = store::list(db, &id, &filter, sort, MAX_IDEAS, None)?;
+            let walk = Walk::new(MAX_IDEAS, None).descending(sort.descending);
+            let ideas = store::list(db, &id, &filter, sort.field, walk)?.items;
             Ok(Some((boards::all(db, &id)?, board, ideas)))
         })
         .await?

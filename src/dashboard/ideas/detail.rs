@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::board::{board_url, dot, Failed};
-use crate::api::ApiError;
+use crate::api::{ApiError, PageQuery};
 use crate::boards::model::BoardRecord;
 use crate::dashboard::apps::list::load_app;
 use crate::dashboard::error::PageError;
@@ -23,14 +23,15 @@ use crate::dashboard::layout::{
 use crate::dashboard::layout::{Section, Shell};
 use crate::dashboard::session::{self, Form, Viewer, FORM_LIMIT};
 use crate::ideas::engagement;
+use crate::ideas::http::child_page;
 use crate::ideas::model::{fold, Comment, CommentDraft, IdeaPatch, IdeaView, Vote};
-use crate::ideas::store::{self, Filter, IdeaError, Sort, SortField};
+use crate::ideas::store::{self, Filter, IdeaError, Sort, SortField, Walk};
 use crate::state::AppState;
 use crate::tenants::App;
 use crate::validation::FieldError;
 
-/// The most comments and voters the page shows (oldest first).
-const MAX_COMMENTS: usize = 500;
+/// Comments a page shows (oldest first; a link shows the next ones), and the most voters.
+const COMMENTS_PAGE: &str = "100";
 const MAX_VOTERS: usize = 200;
 /// The most matches the merge search lists.
 const MAX_MATCHES: usize = 20;
@@ -43,6 +44,8 @@ pub struct DetailQuery {
     q: Option<String>,
     /// The idea just merged into this one.
     merged: Option<String>,
+    /// Where the comments resume (`nextCursor` of the comments' list).
+    comments: Option<String>,
 }
 
 /// An idea with what its page shows.
@@ -51,6 +54,9 @@ struct Loaded {
     board: BoardRecord,
     voters: Vec<Vote>,
     comments: Vec<Comment>,
+    /// The cursor of the next comments, and whether this page is not the first.
+    more_comments: Option<String>,
+    later_comments: bool,
     /// Ideas of the board matching the merge search.
     matches: Vec<IdeaView>,
     /// The idea merged into this one (`?merged=`).
@@ -70,8 +76,19 @@ async fn load(state: &AppState, app: &str, id: &str, q: DetailQuery) -> Result<L
                 return Ok(None);
             };
             let idea = idea.view(&board);
-            let voters = engagement::votes(db, &app, &id, None, MAX_VOTERS)?.map(|p| p.0);
-            let comments = engagement::comments(db, &app, &id, true, None, MAX_COMMENTS)?;
+            let voters = engagement::votes(db, &app, &id, Walk::new(MAX_VOTERS, None))?;
+            // A stale or foreign cursor shows the first comments.
+            let page = [q.comments.clone(), None].into_iter().find_map(|cursor| {
+                let asked = PageQuery {
+                    limit: Some(COMMENTS_PAGE.into()),
+                    cursor,
+                };
+                child_page(&asked, b'c', &app, &id).ok()
+            });
+            let Some(page) = page else {
+                return Ok(None);
+            };
+            let comments = engagement::comments(db, &app, &id, true, page.walk())?;
             let wanted = q.q.as_deref().map(str::trim).filter(|q| !q.is_empty());
             let matches = match wanted {
                 Some(text) => {
@@ -84,8 +101,9 @@ async fn load(state: &AppState, app: &str, id: &str, q: DetailQuery) -> Result<L
                         field: SortField::VoteCount,
                         descending: true,
                     };
-                    let (found, _) = store::list(db, &app, &filter, sort, MAX_MATCHES + 1, None)?;
-                    found
+                    let walk = Walk::new(MAX_MATCHES + 1, None).descending(sort.descending);
+                    store::list(db, &app, &filter, sort.field, walk)?
+                        .items
                         .into_iter()
                         .filter(|i| i.id != id && i.merged_into_id.is_none())
                         .take(MAX_MATCHES)
@@ -102,8 +120,12 @@ async fn load(state: &AppState, app: &str, id: &str, q: DetailQuery) -> Result<L
             Ok(Some(Loaded {
                 idea,
                 board,
-                voters: voters.unwrap_or_default(),
-                comments: comments.map(|p| p.0).unwrap_or_default(),
+                voters: voters.map(|p| p.items).unwrap_or_default(),
+                more_comments: comments
+                    .as_ref()
+                    .and_then(|c| page.pagination(c).next_cursor),
+                later_comments: page.after.is_some(),
+                comments: comments.map(|p| p.items).unwrap_or_default(),
                 matches,
                 merged,
             }))
@@ -356,11 +378,18 @@ fn comments(ctx: &Ctx) -> Markup {
         kids.entry(parent).or_default().push(c);
     }
     let top = kids.get(&None).cloned().unwrap_or_default();
+    let (url, next) = (ctx.url(), ctx.l.more_comments.as_deref());
     html! {
         section.card aria-labelledby="comments" {
             h2 #comments { "Comments " span.muted { (all.len()) } }
             @if all.is_empty() { p.muted { "No comments yet." } }
             @else { (thread(ctx, &kids, &top, 0)) }
+            @if next.is_some() || ctx.l.later_comments {
+                nav.pager aria-label="Comment pages" {
+                    @if ctx.l.later_comments { a.button href=(format!("{url}#comments")) { "← First comments" } }
+                    @if let Some(n) = next { a.button href=(format!("{url}?comments={n}#comments")) { "Next comments →" } }
+                }
+            }
             h3 { "Add a comment" }
             (comment_form(ctx, None))
         }
