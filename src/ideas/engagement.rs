@@ -411,9 +411,15 @@ mod tests {
                 .count();
             assert_eq!(v.vote_count as usize, want_votes);
             assert_eq!(v.comment_count as usize, want_comments);
-            let records = votes(db, app, id, Walk::new(100, None)).unwrap().unwrap().items;
+            let records = votes(db, app, id, Walk::new(100, None))
+                .unwrap()
+                .unwrap()
+                .items;
             assert_eq!(records.len(), want_votes);
-            let all = comments(db, app, id, true, Walk::new(100, None)).unwrap().unwrap().items;
+            let all = comments(db, app, id, true, Walk::new(100, None))
+                .unwrap()
+                .unwrap()
+                .items;
             assert_eq!(
                 all.len(),
                 m.comments.values().filter(|(i, _)| i == id).count()

@@ -243,11 +243,19 @@ async fn a_key_cursor_is_opaque_and_bound_to_its_app() {
     let first = page.data()[0]["id"].as_str().unwrap();
     assert_ne!(cursor, first, "a cursor is not a record id");
     let own = app
-        .admin(Method::GET, &format!("/apps/{mine}/keys?cursor={cursor}"), None)
+        .admin(
+            Method::GET,
+            &format!("/apps/{mine}/keys?cursor={cursor}"),
+            None,
+        )
         .await;
     assert_eq!(own.status, 200, "{}", own.body);
     let foreign = app
-        .admin(Method::GET, &format!("/apps/{other}/keys?cursor={cursor}"), None)
+        .admin(
+            Method::GET,
+            &format!("/apps/{other}/keys?cursor={cursor}"),
+            None,
+        )
         .await;
     foreign.assert_error(400, "VALIDATION_ERROR");
     assert_eq!(foreign.fields(), ["cursor"]);
