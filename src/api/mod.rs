@@ -191,6 +191,18 @@ pub fn json_error(err: actix_web::error::JsonPayloadError, _req: &HttpRequest) -
     }
 }
 
+/// A body that could not be read: 408 REQUEST_TIMEOUT when it missed its deadline
+/// (`deadline.rs`), else 400 VALIDATION_ERROR on `body`. Every route reading a body by hand
+/// (this module's `read_body`, the collector's) answers through it.
+pub fn payload_error(e: actix_web::error::PayloadError) -> ApiError {
+    match e {
+        actix_web::error::PayloadError::Io(io) if io.kind() == std::io::ErrorKind::TimedOut => {
+            ApiError::new(ErrorCode::RequestTimeout, deadline::BODY_TIMEOUT)
+        }
+        other => ApiError::field("body", other.to_string()),
+    }
+}
+
 /// Reads a request body of at most `limit` bytes; a bigger one is 400 VALIDATION_ERROR (api.md §2).
 pub async fn read_body(
     mut payload: actix_web::web::Payload,
@@ -199,12 +211,7 @@ pub async fn read_body(
     use futures_util::StreamExt;
     let mut buf = bytes::BytesMut::new();
     while let Some(chunk) = payload.next().await {
-        let chunk = chunk.map_err(|e| match e {
-            actix_web::error::PayloadError::Io(io) if io.kind() == std::io::ErrorKind::TimedOut => {
-                ApiError::new(ErrorCode::RequestTimeout, deadline::BODY_TIMEOUT)
-            }
-            other => ApiError::field("body", other.to_string()),
-        })?;
+        let chunk = chunk.map_err(payload_error)?;
         if buf.len() + chunk.len() > limit {
             return Err(ApiError::field(
                 "body",

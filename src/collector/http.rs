@@ -139,7 +139,7 @@ async fn read_body(
     use futures_util::StreamExt;
     let mut raw = Vec::new();
     while let Some(chunk) = payload.next().await {
-        let chunk = chunk.map_err(|e| ApiError::field("body", e.to_string()))?;
+        let chunk = chunk.map_err(crate::api::payload_error)?;
         if raw.len() + chunk.len() > limit {
             return Err(too_large(collector, "batch", limit));
         }

@@ -19,17 +19,22 @@ enum Slow {
     StallBody,
 }
 
-/// Opens a misbehaving connection; returns when the server closed it, and what it answered.
-async fn slow_client(addr: String, key: String, how: Slow) -> (Duration, String) {
+/// The head of a POST of 100 JSON bytes to `path`, with `auth` (a header line).
+fn head(path: &str, auth: &str) -> String {
+    format!(
+        "POST {path} HTTP/1.1\r\nHost: x\r\n{auth}\r\n\
+         Content-Type: application/json\r\nContent-Length: 100\r\n\r\n"
+    )
+}
+
+/// Opens a misbehaving connection sending `head`; returns when the server closed it, and what
+/// it answered (all of it).
+async fn slow_client(addr: String, head: String, how: Slow) -> (Duration, String) {
     let started = Instant::now();
     let stream = TcpStream::connect(addr.trim_start_matches("http://"))
         .await
         .unwrap();
     let (mut rd, mut wr) = stream.into_split();
-    let head = format!(
-        "POST /acq/v1/contacts HTTP/1.1\r\nHost: x\r\nX-API-Key: {key}\r\n\
-         Content-Type: application/json\r\nContent-Length: 100\r\n\r\n"
-    );
     let writer = tokio::spawn(async move {
         let (first, rest): (Vec<u8>, Vec<u8>) = match how {
             Slow::TrickleHead => (Vec::new(), head.into_bytes()),
@@ -54,11 +59,7 @@ async fn slow_client(addr: String, key: String, how: Slow) -> (Duration, String)
     writer.abort();
     (
         started.elapsed(),
-        String::from_utf8_lossy(&answer)
-            .lines()
-            .next()
-            .unwrap_or("")
-            .to_owned(),
+        String::from_utf8_lossy(&answer).into_owned(),
     )
 }
 
@@ -73,7 +74,8 @@ async fn slow_clients_are_timed_out_and_freed_while_others_are_answered_quickly(
     let mut slow = Vec::new();
     for i in 0..90 {
         let how = [Slow::TrickleHead, Slow::TrickleBody, Slow::StallBody][i % 3];
-        let task = tokio::spawn(slow_client(app.base.clone(), key.clone(), how));
+        let head = head("/acq/v1/contacts", &format!("X-API-Key: {key}"));
+        let task = tokio::spawn(slow_client(app.base.clone(), head, how));
         slow.push((how, task));
     }
     // Meanwhile, everyone else is served at once.
@@ -90,10 +92,11 @@ async fn slow_clients_are_timed_out_and_freed_while_others_are_answered_quickly(
     );
     // Every slow connection is closed by the server soon after its timeout.
     for (how, task) in slow {
-        let (held, status) = tokio::time::timeout(Duration::from_secs(20), task)
+        let (held, answer) = tokio::time::timeout(Duration::from_secs(20), task)
             .await
             .unwrap_or_else(|_| panic!("a {how:?} connection was held for over 20 s"))
             .unwrap();
+        let status = answer.lines().next().unwrap_or("");
         assert!(held < Duration::from_secs(5), "{how:?} held for {held:?}");
         match how {
             Slow::TrickleHead => {
@@ -104,5 +107,31 @@ async fn slow_clients_are_timed_out_and_freed_while_others_are_answered_quickly(
             }
             _ => assert!(status.contains("408"), "{how:?}: {status:?}"),
         }
+    }
+}
+
+#[tokio::test]
+async fn a_body_missing_its_deadline_on_the_collector_is_408_as_on_the_api() {
+    let app = spawn_app_with(|s| s.server.body_timeout_ms = 300);
+    let (_, ik) = app.create_app("free").await;
+    let key = app.contacts_key("free").await;
+    let heads = [
+        head("/api/w/analytics/collect", &format!("X-App-Key: {ik}")),
+        head("/acq/v1/contacts", &format!("X-API-Key: {key}")),
+    ];
+    for head in heads {
+        let (held, answer) = tokio::time::timeout(
+            Duration::from_secs(20),
+            slow_client(app.base.clone(), head.clone(), Slow::StallBody),
+        )
+        .await
+        .expect("the server closes a stalled body");
+        let status = answer.lines().next().unwrap_or("");
+        assert!(status.contains("408"), "{head}: {answer}");
+        assert!(
+            answer.contains(r#""code":"REQUEST_TIMEOUT""#),
+            "{head}: {answer}"
+        );
+        assert!(held < Duration::from_secs(5), "held for {held:?}");
     }
 }
