@@ -127,6 +127,7 @@ fn fill_survey(db: &sled::Db, app: &str, n: u64) -> String {
             ],
             completed: true,
             metadata: ResponseMetadata::default(),
+            attributes: serde_json::Map::new(),
         };
         surveys::respond(db, app, &survey.id, &draft, "2026-11", None).expect("response");
     }

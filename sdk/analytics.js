@@ -285,6 +285,16 @@
     return e;
   }
   function enc(v) { return encodeURIComponent(v); }
+  // The traits a survey answer tells (as the survey list's attr.<key>): scalars the server takes.
+  function attrs() {
+    var t = getJSON('traits', {}), out = {}, n = 0, cc = /[\u0000-\u001f\u007f-\u009f]/;
+    for (var k in t) {
+      var v = t[k], ty = typeof v;
+      if (n < 50 && k.length && k.length <= 100 && !cc.test(k) && (ty === 'number' || ty === 'boolean' ||
+        (ty === 'string' && v.length <= 500 && !cc.test(v)))) { out[k] = v; n++; }
+    }
+    return out;
+  }
   function svSeen() { return getJSON('sv', {}); }
   function svMark(id, how) { if (PV) return; var m = svSeen(); m[id] = how; set('sv', JSON.stringify(m)); }
 
@@ -379,6 +389,7 @@
         metadata: { url: location.href.slice(0, 2000), device: device(), locale: nav.language || undefined }
       };
       if (get('uid')) body.userId = get('uid');
+      body.attributes = attrs();
       return (svSend = svSend.then(function () {
         return fetch(HOST + '/api/w/surveys/' + s.id + '/responses', {
           method: 'POST', body: JSON.stringify(body), headers: { 'Content-Type': 'application/json', 'X-App-Key': KEY }

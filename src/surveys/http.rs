@@ -13,7 +13,7 @@ use super::model::{
     SurveyResponse, SurveyStatus, SurveyType,
 };
 use super::store::{self, SurveyError};
-use crate::api::{self, ApiError, Deleted, FieldError, Pagination};
+use crate::api::{self, ApiError, Deleted, ErrorCode, FieldError, Pagination};
 use crate::config::Quota;
 use crate::ids::{canonical_anonymous_id, Timestamp};
 use crate::state::AppState;
@@ -51,6 +51,7 @@ impl From<SurveyError> for ApiError {
             SurveyError::NotFound => ApiError::not_found("survey"),
             SurveyError::Invalid(d) => ApiError::validation(d),
             SurveyError::Conflict(m) => ApiError::conflict(m),
+            SurveyError::Forbidden(m) => ApiError::new(ErrorCode::Forbidden, m),
             SurveyError::PlanLimit {
                 quota,
                 limit,
@@ -437,17 +438,22 @@ async fn get_survey(
 }
 
 /// Answer a survey from the widget: the visitor's first answers create their response (201),
-/// later ones update it (200; a partial response is completed this way). Every answer is
-/// checked against its question; a problem names it (`answers.<questionId>`).
+/// later ones update it (200; a partial response is completed this way). A response belongs
+/// to the anonymousId that created it (a userId never reaches another device's response). A
+/// new response needs the visitor inside the survey's targeting, as the widget's survey list
+/// computes it (sample, attribute rules over the profile's traits and `attributes`, URL rules
+/// over `metadata.url`). Every answer is checked against its question; a problem names it
+/// (`answers.<questionId>`). The user agent is the request's header (a `metadata.userAgent`
+/// is ignored).
 #[utoipa::path(
     tag = "surveys", security(("app_key" = [])), params(("id" = String, Path, description = "Survey id")),
-    request_body(content = Object, description = r#"{"anonymousId" (a UUID), "userId"?, "answers": [{"questionId", "value"}], "completed"?: true, "metadata"?: {"url", "device", "locale"}}"#),
+    request_body(content = Object, description = r#"{"anonymousId" (a UUID), "userId"?, "answers": [{"questionId", "value"}], "completed"?: true, "metadata"?: {"url", "device", "locale", "userAgent" (ignored)}, "attributes"?: {"<key>": string, number or boolean} (as attr.<key> of GET /api/w/surveys)}"#),
     responses(
         (status = 201, description = "A new response", body = SurveyResponse),
         (status = 200, description = "The visitor's response, updated", body = SurveyResponse),
         (status = 400, description = "An invalid answer or field"),
         (status = 401, description = "Missing or invalid integration key"),
-        (status = 403, description = "PLAN_LIMIT_REACHED: responses_per_month"),
+        (status = 403, description = "FORBIDDEN: a new response from a visitor outside the survey's targeting; PLAN_LIMIT_REACHED: responses_per_month"),
         (status = 404, description = "Unknown or draft survey"),
         (status = 409, description = "The survey is paused or closed")
     )

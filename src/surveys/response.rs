@@ -74,6 +74,8 @@ pub struct ResponseDraft {
     pub answers: Vec<(String, Value)>,
     pub completed: bool,
     pub metadata: ResponseMetadata,
+    /// What the widget knows of the visitor (its `attr.<key>` of the survey list).
+    pub attributes: Map<String, Value>,
 }
 
 fn short_text(
@@ -103,9 +105,13 @@ fn short_text(
     }
 }
 
+/// The most attributes a widget body carries.
+pub const MAX_ATTRIBUTES: usize = 50;
+
 impl ResponseDraft {
     /// Parses a widget body: `{"anonymousId", "userId"?, "answers": [{"questionId", "value"}],
-    /// "completed"?: true, "metadata"?: {"url", "device", "locale"}}`.
+    /// "completed"?: true, "metadata"?: {"url", "device", "locale"}, "attributes"?: {...}}`.
+    /// `metadata.userAgent` is accepted and ignored: the header's is kept (`user_agent`).
     pub fn parse(
         body: &Map<String, Value>,
         user_agent: Option<String>,
@@ -113,7 +119,14 @@ impl ResponseDraft {
         let mut errors = Vec::new();
         only_fields(
             body,
-            &["anonymousId", "userId", "answers", "completed", "metadata"],
+            &[
+                "anonymousId",
+                "userId",
+                "answers",
+                "completed",
+                "metadata",
+                "attributes",
+            ],
             &mut errors,
         );
         let anonymous_id = short_text(body, "anonymousId", "anonymousId", 200, &mut errors)
@@ -139,62 +152,10 @@ impl ResponseDraft {
                 true
             }
         };
-        let mut answers = Vec::new();
-        match body.get("answers") {
-            Some(Value::Array(items)) if items.len() <= MAX_QUESTIONS => {
-                for (i, item) in items.iter().enumerate() {
-                    let q = item.get("questionId").and_then(Value::as_str);
-                    let extra = item
-                        .as_object()
-                        .and_then(|m| m.keys().find(|k| *k != "questionId" && *k != "value"));
-                    match (q, item.get("value"), extra) {
-                        (_, _, Some(k)) => errors.push(FieldError::new(
-                            format!("answers[{i}].{k}"),
-                            "is not accepted here (questionId, value)",
-                        )),
-                        (Some(q), Some(v), None) => answers.push((q.to_owned(), v.clone())),
-                        _ => errors.push(FieldError::new(
-                            format!("answers[{i}]"),
-                            "must be an object {\"questionId\", \"value\"}",
-                        )),
-                    }
-                }
-            }
-            Some(Value::Array(_)) => errors.push(FieldError::new(
-                "answers",
-                format!("must hold at most {MAX_QUESTIONS} answers"),
-            )),
-            None => errors.push(FieldError::new("answers", "is required")),
-            Some(v) => errors.push(FieldError::new(
-                "answers",
-                format!("must be an array, not {}", type_name(v)),
-            )),
-        }
-        let mut metadata = ResponseMetadata {
-            user_agent: user_agent.map(|u| u.chars().take(1000).collect()),
-            ..ResponseMetadata::default()
-        };
-        match body.get("metadata") {
-            None | Some(Value::Null) => {}
-            Some(Value::Object(m)) => {
-                if let Some(k) = m
-                    .keys()
-                    .find(|k| !["url", "device", "locale"].contains(&k.as_str()))
-                {
-                    errors.push(FieldError::new(
-                        format!("metadata.{k}"),
-                        "is not accepted here (url, device, locale)",
-                    ));
-                }
-                metadata.url = short_text(m, "url", "metadata.url", 2000, &mut errors);
-                metadata.device = short_text(m, "device", "metadata.device", 100, &mut errors);
-                metadata.locale = short_text(m, "locale", "metadata.locale", 50, &mut errors);
-            }
-            Some(v) => errors.push(FieldError::new(
-                "metadata",
-                format!("must be an object, not {}", type_name(v)),
-            )),
-        }
+        let answers = parse_answers(body.get("answers"), &mut errors);
+        let mut metadata = parse_metadata(body.get("metadata"), &mut errors);
+        metadata.user_agent = user_agent.map(|u| u.chars().take(1000).collect());
+        let attributes = parse_attributes(body.get("attributes"), &mut errors);
         if !errors.is_empty() {
             return Err(errors);
         }
@@ -204,8 +165,124 @@ impl ResponseDraft {
             answers,
             completed,
             metadata,
+            attributes,
         })
     }
+}
+
+/// `answers`: at most [`MAX_QUESTIONS`] `{"questionId", "value"}` objects.
+fn parse_answers(v: Option<&Value>, errors: &mut Vec<FieldError>) -> Vec<(String, Value)> {
+    let mut answers = Vec::new();
+    match v {
+        Some(Value::Array(items)) if items.len() <= MAX_QUESTIONS => {
+            for (i, item) in items.iter().enumerate() {
+                let q = item.get("questionId").and_then(Value::as_str);
+                let extra = item
+                    .as_object()
+                    .and_then(|m| m.keys().find(|k| *k != "questionId" && *k != "value"));
+                match (q, item.get("value"), extra) {
+                    (_, _, Some(k)) => errors.push(FieldError::new(
+                        format!("answers[{i}].{k}"),
+                        "is not accepted here (questionId, value)",
+                    )),
+                    (Some(q), Some(v), None) => answers.push((q.to_owned(), v.clone())),
+                    _ => errors.push(FieldError::new(
+                        format!("answers[{i}]"),
+                        "must be an object {\"questionId\", \"value\"}",
+                    )),
+                }
+            }
+        }
+        Some(Value::Array(_)) => errors.push(FieldError::new(
+            "answers",
+            format!("must hold at most {MAX_QUESTIONS} answers"),
+        )),
+        None => errors.push(FieldError::new("answers", "is required")),
+        Some(v) => errors.push(FieldError::new(
+            "answers",
+            format!("must be an array, not {}", type_name(v)),
+        )),
+    }
+    answers
+}
+
+/// `metadata`: url, device and locale; a `userAgent` is ignored (the header's is kept).
+fn parse_metadata(v: Option<&Value>, errors: &mut Vec<FieldError>) -> ResponseMetadata {
+    let mut metadata = ResponseMetadata::default();
+    match v {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(m)) => {
+            let known = ["url", "device", "locale", "userAgent"];
+            if let Some(k) = m.keys().find(|k| !known.contains(&k.as_str())) {
+                errors.push(FieldError::new(
+                    format!("metadata.{k}"),
+                    "is not accepted here (url, device, locale, userAgent)",
+                ));
+            }
+            metadata.url = short_text(m, "url", "metadata.url", 2000, errors);
+            metadata.device = short_text(m, "device", "metadata.device", 100, errors);
+            metadata.locale = short_text(m, "locale", "metadata.locale", 50, errors);
+        }
+        Some(v) => errors.push(FieldError::new(
+            "metadata",
+            format!("must be an object, not {}", type_name(v)),
+        )),
+    }
+    metadata
+}
+
+/// `attributes`: what the widget knows of the visitor, as `attr.<key>` of the survey list
+/// gives it (they override the profile's traits for the targeting's attribute rules): at
+/// most [`MAX_ATTRIBUTES`] keys of 1 to 100 characters, each a string (at most 500
+/// characters), a number or a boolean.
+fn parse_attributes(v: Option<&Value>, errors: &mut Vec<FieldError>) -> Map<String, Value> {
+    let m = match v {
+        None | Some(Value::Null) => return Map::new(),
+        Some(Value::Object(m)) if m.len() <= MAX_ATTRIBUTES => m,
+        Some(Value::Object(_)) => {
+            errors.push(FieldError::new(
+                "attributes",
+                format!("must hold at most {MAX_ATTRIBUTES} attributes"),
+            ));
+            return Map::new();
+        }
+        Some(v) => {
+            errors.push(FieldError::new(
+                "attributes",
+                format!("must be an object, not {}", type_name(v)),
+            ));
+            return Map::new();
+        }
+    };
+    let mut out = Map::new();
+    for (k, v) in m {
+        let at = format!("attributes.{k}");
+        if k.is_empty() || k.chars().count() > 100 || k.chars().any(char::is_control) {
+            errors.push(FieldError::new(
+                at,
+                "the key must be 1 to 100 characters, no control characters",
+            ));
+            continue;
+        }
+        match v {
+            // Kept as given (untrimmed), as the survey list's `attr.<key>` is.
+            Value::String(s) => match check_text(s, 500, false) {
+                Ok(_) => {
+                    out.insert(k.clone(), v.clone());
+                }
+                Err(e) => errors.push(FieldError::new(at, e)),
+            },
+            Value::Number(_) | Value::Bool(_) => {
+                out.insert(k.clone(), v.clone());
+            }
+            Value::Null => {}
+            v => errors.push(FieldError::new(
+                at,
+                format!("must be a string, number or boolean, not {}", type_name(v)),
+            )),
+        }
+    }
+    out
 }
 
 /// Checks one answer's value against its question; the error message.

@@ -33,6 +33,8 @@ pub enum SurveyError {
     NotFound,
     Invalid(Vec<FieldError>),
     Conflict(String),
+    /// A visitor outside the survey's targeting: why.
+    Forbidden(String),
     PlanLimit {
         quota: Quota,
         limit: u64,
@@ -229,7 +231,11 @@ fn month_key(app: &str, month: &str) -> Vec<u8> {
 /// Stores a visitor's answers to survey `id`: a new response (counted in the survey's
 /// `responseCount` and against `limit`, the plan's `responses_per_month`, for `month`) or an
 /// update of the visitor's earlier one, in one transaction. Drafts and unknown surveys are
-/// 404, paused and closed ones 409. Answers the response and whether it is new.
+/// 404, paused and closed ones 409; a new response from a visitor outside the survey's
+/// targeting (as the widget's list would compute it from the body and the profile store) is
+/// `Forbidden`. A response belongs to the anonymousId that created it: a userId, which anyone
+/// may claim, never reaches another visitor's response. Answers the response and whether it
+/// is new.
 pub fn respond(
     db: &sled::Db,
     app: &str,
@@ -241,7 +247,19 @@ pub fn respond(
     if !ids::is_object_id(id) {
         return Err(SurveyError::NotFound);
     }
-    let visitor = model::visitor(draft.user_id.as_deref(), &draft.anonymous_id);
+    let who = Visitor {
+        anonymous_id: draft.anonymous_id.clone(),
+        user_id: draft.user_id.clone(),
+        attrs: draft.attributes.clone(),
+        url: draft.metadata.url.clone(),
+    };
+    let (visitor, traits) = identity(db, app, &who)?;
+    let anon = visitor_key(app, id, &model::visitor(None, &draft.anonymous_id));
+    // Earlier versions indexed a signed-in visitor's response by userId only.
+    let by_user = draft
+        .user_id
+        .as_deref()
+        .map(|u| visitor_key(app, id, &model::visitor(Some(u), &draft.anonymous_id)));
     let out = db.open_tree(TREE)?.transaction(|tx| {
         let mut survey = load_tx(tx, app, id)?;
         match survey.status {
@@ -254,27 +272,25 @@ pub fn respond(
                 )))
             }
         }
-        let vkey = visitor_key(app, id, &visitor);
-        // A visitor known by userId may have answered anonymously first.
-        let anon = visitor_key(app, id, &model::visitor(None, &draft.anonymous_id));
-        let found = match tx.get(&vkey)? {
-            Some(r) => Some(r),
-            None => tx.get(&anon)?,
-        };
-        let existing = match found {
-            Some(rid) => {
-                let key = [response_prefix(app, id), rid.to_vec()].concat();
-                match tx.get(&key)? {
-                    Some(v) => Some(
-                        decode::<SurveyResponse>(&key, &v)
-                            .or_else(|e| abort(SurveyError::Store(e)))?,
-                    ),
-                    None => None,
+        let mut existing = None;
+        for key in std::iter::once(&anon).chain(&by_user) {
+            let Some(rid) = tx.get(key)? else { continue };
+            let rkey = [response_prefix(app, id), rid.to_vec()].concat();
+            if let Some(v) = tx.get(&rkey)? {
+                let r = decode::<SurveyResponse>(&rkey, &v)
+                    .or_else(|e| abort(SurveyError::Store(e)))?;
+                if r.anonymous_id == draft.anonymous_id {
+                    existing = Some(r);
+                    break;
                 }
             }
-            None => None,
-        };
+        }
         let created = existing.is_none();
+        if created {
+            if let Some(why) = survey.outside(&visitor, &traits, who.url.as_deref()) {
+                return abort(SurveyError::Forbidden(why));
+            }
+        }
         let mut response = match model::respond(&survey, existing, draft) {
             Ok(r) => r,
             Err(d) => return abort(SurveyError::Invalid(d)),
@@ -298,7 +314,11 @@ pub fn respond(
         }
         let rkey = [response_prefix(app, id), response.id.as_bytes().to_vec()].concat();
         tx.insert(rkey, encode(&response))?;
-        tx.insert(vkey, response.id.as_bytes())?;
+        tx.insert(anon.as_slice(), response.id.as_bytes())?;
+        // The userId index only tells the widget's list that this user answered.
+        if let Some(key) = &by_user {
+            tx.insert(key.as_slice(), response.id.as_bytes())?;
+        }
         Ok((response, created))
     })?;
     db.flush()?;
@@ -331,18 +351,7 @@ pub struct Visitor {
 /// that the visitor has not completed.
 pub fn eligible(db: &sled::Db, app: &str, who: &Visitor) -> Result<Vec<Survey>, StoreError> {
     let anonymous_id = who.anonymous_id.as_str();
-    let user = match &who.user_id {
-        Some(u) => Some(u.to_owned()),
-        None => crate::profiles::store::user_of(db, app, anonymous_id)?,
-    };
-    let mut traits = match &user {
-        Some(u) => crate::profiles::store::get(db, app, u)?
-            .map(|p| p.traits)
-            .unwrap_or_default(),
-        None => serde_json::Map::new(),
-    };
-    traits.extend(who.attrs.clone());
-    let visitor = model::visitor(user.as_deref(), anonymous_id);
+    let (visitor, traits) = identity(db, app, who)?;
     let tree = db.open_tree(TREE)?;
     let mut out = Vec::new();
     for s in all(db, app)? {
@@ -363,4 +372,27 @@ pub fn eligible(db: &sled::Db, app: &str, who: &Visitor) -> Result<Vec<Survey>, 
         }
     }
     Ok(out)
+}
+
+/// Who the visitor is to a survey's targeting: the sampling identity (`u:<userId>`, the
+/// userId from the profile store when the request has none, else `a:<anonymousId>`) and the
+/// attributes (the user's profile traits, overridden by `who.attrs`).
+fn identity(
+    db: &sled::Db,
+    app: &str,
+    who: &Visitor,
+) -> Result<(String, serde_json::Map<String, serde_json::Value>), StoreError> {
+    let anonymous_id = who.anonymous_id.as_str();
+    let user = match &who.user_id {
+        Some(u) => Some(u.to_owned()),
+        None => crate::profiles::store::user_of(db, app, anonymous_id)?,
+    };
+    let mut traits = match &user {
+        Some(u) => crate::profiles::store::get(db, app, u)?
+            .map(|p| p.traits)
+            .unwrap_or_default(),
+        None => serde_json::Map::new(),
+    };
+    traits.extend(who.attrs.clone());
+    Ok((model::visitor(user.as_deref(), anonymous_id), traits))
 }

@@ -436,15 +436,42 @@ impl AttributeRule {
 }
 
 impl Survey {
-    /// Whether `visitor` (see [`visitor`]) with `attrs` on the page `url` is targeted: active,
-    /// in the sample, satisfying every attribute rule and, when the survey has URL rules, one
-    /// of them (a request without a URL matches none).
+    /// Whether `visitor` (see [`visitor`](super::response::visitor)) with `attrs` on the page
+    /// `url` is targeted: active, and not [`outside`](Survey::outside) the targeting.
     pub fn targets(&self, visitor: &str, attrs: &Map<String, Value>, url: Option<&str>) -> bool {
+        self.status == SurveyStatus::Active && self.outside(visitor, attrs, url).is_none()
+    }
+
+    /// Why the visitor is outside the targeting (`None`: inside): not in the sample, an
+    /// attribute rule not satisfied, or, when the survey has URL rules, none of them matching
+    /// the page (a request without a URL matches none).
+    pub fn outside(
+        &self,
+        visitor: &str,
+        attrs: &Map<String, Value>,
+        url: Option<&str>,
+    ) -> Option<String> {
         let t = &self.targeting;
-        self.status == SurveyStatus::Active
-            && sampled(&self.id, visitor, t.percentage)
-            && t.attributes.iter().all(|r| r.matches(attrs))
-            && (t.urls.is_empty() || url.is_some_and(|u| t.urls.iter().any(|r| r.matches(u))))
+        if !sampled(&self.id, visitor, t.percentage) {
+            return Some(format!(
+                "the visitor is not in the survey's sample ({}% of visitors)",
+                t.percentage
+            ));
+        }
+        if let Some(r) = t.attributes.iter().find(|r| !r.matches(attrs)) {
+            return Some(format!(
+                "the visitor's attribute {:?} does not satisfy the survey's rule ({})",
+                r.key,
+                r.operator.name()
+            ));
+        }
+        if !t.urls.is_empty() && !url.is_some_and(|u| t.urls.iter().any(|r| r.matches(u))) {
+            return Some(match url {
+                None => "the survey is shown on some pages only: metadata.url is required".into(),
+                Some(_) => "the page (metadata.url) matches none of the survey's URL rules".into(),
+            });
+        }
+        None
     }
 }
 

@@ -27,6 +27,13 @@ fn nps(title: &str) -> Value {
     })
 }
 
+/// The NPS fixture shown to every visitor (no sampling, no rule), for tests that answer it.
+fn nps_for_all(title: &str) -> Value {
+    let mut body = nps(title);
+    body["targeting"] = json!({"percentage": 100});
+    body
+}
+
 fn poll(title: &str) -> Value {
     json!({
         "title": title,
@@ -705,7 +712,7 @@ async fn surveys_survive_a_restart() {
     let app = spawn_app();
     let (app_id, ik) = app.create_app("free").await;
     let key = app.create_key(&app_id, &["surveys:read"]).await.1;
-    let s = id_of(&create(&app, &app_id, nps("NPS")).await);
+    let s = id_of(&create(&app, &app_id, nps_for_all("NPS")).await);
     moved(&app, &app_id, &s, "active").await;
     let other = id_of(&create(&app, &app_id, poll("Other")).await);
     let body =
@@ -766,7 +773,7 @@ async fn live_nps(app: &TestApp) -> (String, String, String, String) {
         .create_key(&app_id, &["surveys:read", "responses:read"])
         .await
         .1;
-    let id = id_of(&create(app, &app_id, nps("NPS")).await);
+    let id = id_of(&create(app, &app_id, nps_for_all("NPS")).await);
     moved(app, &app_id, &id, "active").await;
     (app_id, ik, key, id)
 }
@@ -847,7 +854,8 @@ async fn one_response_per_visitor_completed_later_and_counted_once() {
     assert_eq!(b.status, 201, "{}", b.body);
     assert_eq!(b.data()["userId"], "u2");
     assert_eq!(survey_count(&app, &key, &id).await, 2);
-    // The same user on another device updates their response.
+    // A response belongs to the device (anonymousId) that made it: the same userId on another
+    // device is another response.
     let c = answer(
         &app,
         &ik,
@@ -855,9 +863,9 @@ async fn one_response_per_visitor_completed_later_and_counted_once() {
         json!({"anonymousId": anon("anon-3"), "userId": "u2", "answers": [{"questionId": "score", "value": 4}]}),
     )
     .await;
-    assert_eq!(c.status, 200, "{}", c.body);
-    assert_eq!(c.data()["id"], b.data()["id"]);
-    assert_eq!(survey_count(&app, &key, &id).await, 2);
+    assert_eq!(c.status, 201, "{}", c.body);
+    assert_ne!(c.data()["id"], b.data()["id"]);
+    assert_eq!(survey_count(&app, &key, &id).await, 3);
     let list = app
         .api(
             &key,
@@ -867,7 +875,170 @@ async fn one_response_per_visitor_completed_later_and_counted_once() {
         )
         .await;
     assert_eq!(list.status, 200, "{}", list.body);
-    assert_eq!(list.data().as_array().unwrap().len(), 2);
+    assert_eq!(list.data().as_array().unwrap().len(), 3);
+}
+
+/// The responses of survey `id` given by `anonymous_id`.
+async fn responses_of(app: &TestApp, key: &str, id: &str, anonymous_id: &str) -> Vec<Value> {
+    let a = app
+        .api(
+            key,
+            Method::GET,
+            &format!("/api/v1/surveys/{id}/responses?anonymousId={anonymous_id}"),
+            None,
+        )
+        .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    a.data().as_array().unwrap().clone()
+}
+
+#[tokio::test]
+async fn a_visitor_claiming_another_users_id_cannot_replace_their_answers() {
+    let app = spawn_app();
+    let (_, ik, key, id) = live_nps(&app).await;
+    let (victim, attacker) = (anon("victim-laptop"), anon("attacker"));
+    let mine = json!({"anonymousId": victim, "userId": "victim",
+        "answers": [{"questionId": "score", "value": 10}, {"questionId": "why", "value": "Love it"}]});
+    let first = answer(&app, &ik, &id, mine).await;
+    assert_eq!(first.status, 201, "{}", first.body);
+    let forged = json!({"anonymousId": attacker, "userId": "victim",
+        "answers": [{"questionId": "score", "value": 0}, {"questionId": "why", "value": "Awful"}]});
+    let a = answer(&app, &ik, &id, forged).await;
+    assert_eq!(
+        a.status, 201,
+        "another visitor makes its own response: {}",
+        a.body
+    );
+    assert_ne!(a.data()["id"], first.data()["id"]);
+    let kept = responses_of(&app, &key, &id, &victim).await;
+    assert_eq!(kept.len(), 1);
+    assert_eq!(kept[0]["id"], first.data()["id"]);
+    assert_eq!(kept[0]["score"], 10.0);
+    assert_eq!(kept[0]["answers"][1]["value"], "Love it");
+    assert_eq!(kept[0]["anonymousId"], victim.as_str());
+    // The victim's own device still updates its response.
+    let again = json!({"anonymousId": victim, "userId": "victim",
+        "answers": [{"questionId": "why", "value": "Still love it"}]});
+    let b = answer(&app, &ik, &id, again).await;
+    assert_eq!(b.status, 200, "{}", b.body);
+    assert_eq!(b.data()["id"], first.data()["id"]);
+    assert_eq!(b.data()["score"], 10.0);
+    assert_eq!(survey_count(&app, &key, &id).await, 2);
+}
+
+#[tokio::test]
+async fn a_visitor_outside_the_targeting_cannot_answer() {
+    let app = spawn_app();
+    let (app_id, ik) = app.create_app("pro").await;
+    let key = app.create_key(&app_id, &["responses:read"]).await.1;
+    let live = |targeting: Value| {
+        let mut body = poll("Targeted");
+        body["targeting"] = targeting;
+        body
+    };
+    let pick = json!([{"questionId": "pick", "value": ["a"]}]);
+    // Sampling: a visitor the list leaves out of a quarter is refused, one it shows answers.
+    let quarter = id_of(&create(&app, &app_id, live(json!({"percentage": 25}))).await);
+    moved(&app, &app_id, &quarter, "active").await;
+    let (mut inside, mut outside) = (None, None);
+    for n in 0..64 {
+        let v = anon(&format!("sample-{n}"));
+        let shown = eligible(&app, &ik, &format!("anonymousId={v}")).await;
+        match shown.contains(&quarter) {
+            true => inside = inside.or(Some(v)),
+            false => outside = outside.or(Some(v)),
+        }
+    }
+    let (inside, outside) = (inside.unwrap(), outside.unwrap());
+    let a = answer(
+        &app,
+        &ik,
+        &quarter,
+        json!({"anonymousId": outside, "answers": pick}),
+    )
+    .await;
+    a.assert_error(403, "FORBIDDEN");
+    assert!(
+        a.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("sample"),
+        "{}",
+        a.body
+    );
+    let a = answer(
+        &app,
+        &ik,
+        &quarter,
+        json!({"anonymousId": inside, "answers": pick}),
+    )
+    .await;
+    assert_eq!(a.status, 201, "{}", a.body);
+    // An attribute rule: from the body's attributes (the list's attr.<key>).
+    let pro = json!({"percentage": 100, "attributes": [{"key": "plan", "operator": "equals", "value": "pro"}]});
+    let pro = id_of(&create(&app, &app_id, live(pro)).await);
+    moved(&app, &app_id, &pro, "active").await;
+    for attributes in [json!({}), json!({"plan": "free"})] {
+        let body = json!({"anonymousId": anon("free"), "answers": pick, "attributes": attributes});
+        answer(&app, &ik, &pro, body)
+            .await
+            .assert_error(403, "FORBIDDEN");
+    }
+    let body = json!({"anonymousId": anon("pro"), "answers": pick, "attributes": {"plan": "pro"}});
+    assert_eq!(answer(&app, &ik, &pro, body).await.status, 201);
+    // URL rules: the page the widget reports in metadata.url.
+    let pricing =
+        json!({"percentage": 100, "urls": [{"operator": "contains", "value": "/pricing"}]});
+    let pricing = id_of(&create(&app, &app_id, live(pricing)).await);
+    moved(&app, &app_id, &pricing, "active").await;
+    let on = |url: Option<&str>, completed: bool| {
+        let mut b = json!({"anonymousId": anon("reader"), "completed": completed, "answers": []});
+        if let Some(u) = url {
+            b["metadata"] = json!({"url": u});
+        }
+        b
+    };
+    for url in [None, Some("https://example.com/blog")] {
+        answer(&app, &ik, &pricing, on(url, false))
+            .await
+            .assert_error(403, "FORBIDDEN");
+    }
+    let a = answer(
+        &app,
+        &ik,
+        &pricing,
+        on(Some("https://example.com/pricing"), false),
+    )
+    .await;
+    assert_eq!(a.status, 201, "{}", a.body);
+    // An admitted visitor finishes their response from another page.
+    let mut done = on(Some("https://example.com/blog"), true);
+    done["answers"] = pick.clone();
+    let a = answer(&app, &ik, &pricing, done).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    for s in [&quarter, &pro, &pricing] {
+        let a = app
+            .api(
+                &key,
+                Method::GET,
+                &format!("/api/v1/surveys/{s}/responses"),
+                None,
+            )
+            .await;
+        assert_eq!(a.data().as_array().unwrap().len(), 1, "{s}");
+    }
+}
+
+#[tokio::test]
+async fn the_widget_takes_the_user_agent_from_the_header_not_the_body() {
+    let app = spawn_app();
+    let (_, ik, _, id) = live_nps(&app).await;
+    let body = json!({"anonymousId": anon("ua"), "answers": [{"questionId": "score", "value": 7}],
+        "metadata": {"url": "https://example.com/", "userAgent": "forged/6.6"}});
+    let a = answer(&app, &ik, &id, body).await;
+    assert_eq!(a.status, 201, "{}", a.body);
+    assert_eq!(a.data()["metadata"]["userAgent"], "widget-test/1.0");
+    assert_eq!(a.data()["metadata"]["url"], "https://example.com/");
 }
 
 #[tokio::test]
@@ -1116,7 +1287,7 @@ async fn a_cursor_walk_over_300_responses_with_filters() {
 async fn the_free_plan_takes_a_limited_number_of_responses_a_month() {
     let app = spawn_app_with(|s| s.plans.free.responses_per_month = 2);
     let (app_id, ik) = app.create_app("free").await;
-    let id = id_of(&create(&app, &app_id, nps("NPS")).await);
+    let id = id_of(&create(&app, &app_id, nps_for_all("NPS")).await);
     moved(&app, &app_id, &id, "active").await;
     let body = |n: u32| json!({"anonymousId": anon(&format!("a{n}")), "answers": [{"questionId": "score", "value": 7}]});
     assert_eq!(answer(&app, &ik, &id, body(1)).await.status, 201);
@@ -1405,8 +1576,14 @@ async fn an_identify_through_the_collector_decides_an_attribute_rule() {
     )
     .await
     .is_empty());
-    // A completed survey is not shown again; a partial one is.
-    let partial = json!({"anonymousId": anon("new"), "completed": false, "answers": []});
+    // A completed survey is not shown again; a partial one is. The widget's answer tells the
+    // attributes it listed the survey with; without them the visitor is outside the rule.
+    let unknown = json!({"anonymousId": anon("new"), "completed": false, "answers": []});
+    answer(&app, &ik, &id, unknown)
+        .await
+        .assert_error(403, "FORBIDDEN");
+    let partial = json!({"anonymousId": anon("new"), "completed": false, "answers": [],
+        "attributes": {"plan": "pro"}});
     assert_eq!(answer(&app, &ik, &id, partial).await.status, 201);
     assert_eq!(
         eligible(
@@ -1657,7 +1834,7 @@ async fn the_widget_canonicalises_the_anonymous_id_as_the_collector_does() {
         async move { eligible(app, ik, &q).await }
     };
     for form in forms {
-        assert_eq!(shown(form).await, vec![everyone.clone()], "{form}");
+        assert!(shown(form).await.contains(&everyone), "{form}");
     }
     let pick =
         json!({"anonymousId": forms[3], "answers": [{"questionId": "pick", "value": ["a"]}]});
@@ -1665,7 +1842,7 @@ async fn the_widget_canonicalises_the_anonymous_id_as_the_collector_does() {
     assert_eq!(done.status, 201, "{}", done.body);
     assert_eq!(done.data()["anonymousId"], canonical);
     for form in forms {
-        assert!(shown(form).await.is_empty(), "{form}: completed");
+        assert!(!shown(form).await.contains(&everyone), "{form}: completed");
     }
     // What the collector refuses, the widget refuses.
     for bad in [
