@@ -291,10 +291,21 @@ test('a survey is built with targeting and a live preview, edited as a draft, an
   await page.getByRole('button', { name: 'Activate' }).click();
   await waitFor(async () => (await page.locator('.survey-head button').allInnerTexts()).join() === 'Pause,Close', 'the live moves');
 
+  // Three visitors the targeting takes (30% of pro visitors with over 10 seats on the shop)
+  // answer, as the widget would: the list shows them the survey, their answers tell the same.
+  const where = 'https://shop.example/cart', attributes = { plan: 'pro', seats: 12 };
+  const visitors = [];
+  for (let n = 0; visitors.length < 3 && n < 200; n++) {
+    const anonymousId = `6f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d${String(5000 + n)}`;
+    const q = `anonymousId=${anonymousId}&url=${encodeURIComponent(where)}&attr.plan=pro&attr.seats=12`;
+    const list = await (await fetch(`${BASE}/api/w/surveys?${q}`, { headers: { 'x-app-key': shared.ik } })).json();
+    if (list.data.some((s) => s.id === id)) visitors.push(anonymousId);
+  }
+  assert.equal(visitors.length, 3, 'three visitors in the sample');
   for (const [i, value] of [5, 4, 2].entries()) {
     const r = await fetch(`${BASE}/api/w/surveys/${id}/responses`, {
       method: 'POST', headers: { 'content-type': 'application/json', 'x-app-key': shared.ik },
-      body: JSON.stringify({ anonymousId: `6f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d5f${String(10 + i)}`,
+      body: JSON.stringify({ anonymousId: visitors[i], metadata: { url: where }, attributes,
         answers: [{ questionId: 'q1', value }, { questionId: 'q2', value: `answer ${i}` }] }),
     });
     assert.equal(r.status, 201, await r.text());
