@@ -99,7 +99,7 @@ fn fill_traffic(db: &sled::Db, app: &str, now: i64) {
             (app.to_owned(), file)
         })
         .collect();
-    written::record(db, &files).expect("files recorded");
+    written::record(db, &files, Timestamp::from_micros(now)).expect("files recorded");
     eprintln!(
         "a month of rollups ({n} events) stored in {:?}",
         started.elapsed()

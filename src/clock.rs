@@ -1,12 +1,22 @@
-//! The clock: wall time for everything that records or compares "now". Production uses the
-//! system clock; tests hand in a [`ManualClock`] and move it, so time-driven behaviour (file
-//! age, day rollover) is tested without waiting.
+//! The clock: wall time for everything that records or compares "now". `Application::build`
+//! takes one and hands it to every part that reads the time (the collector, `AppState` for the
+//! handlers and the dashboard, the sweepers); stores and models take `now` as a value. The
+//! binary passes [`SystemClock`]; tests hand in a [`ManualClock`] or a [`ShiftedClock`] and
+//! move it, so time-driven behaviour (file age, day rollover, expiry) is tested without
+//! waiting.
 
 use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
+
+use crate::ids::Timestamp;
 
 pub trait Clock: Send + Sync + std::fmt::Debug {
     /// Microseconds since the Unix epoch, UTC.
     fn now_micros(&self) -> i64;
+
+    /// Now, as the time type of every record.
+    fn now(&self) -> Timestamp {
+        Timestamp::from_micros(self.now_micros())
+    }
 }
 
 /// The system's wall clock.
@@ -38,6 +48,23 @@ impl Clock for ManualClock {
     }
 }
 
+/// The system's clock moved forward by hand: it runs, so records made one after the other keep
+/// their order, and a test moves it past a deadline instead of waiting for it.
+#[derive(Debug, Default)]
+pub struct ShiftedClock(AtomicI64);
+
+impl ShiftedClock {
+    pub fn advance(&self, micros: i64) {
+        self.0.fetch_add(micros, Relaxed);
+    }
+}
+
+impl Clock for ShiftedClock {
+    fn now_micros(&self) -> i64 {
+        SystemClock.now_micros() + self.0.load(Relaxed)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -49,5 +76,16 @@ mod tests {
         c.advance(10);
         assert_eq!(c.now_micros(), 15);
         assert!(SystemClock.now_micros() > 1_700_000_000_000_000);
+    }
+
+    #[test]
+    fn a_shifted_clock_runs_and_jumps_when_told() {
+        let c = ShiftedClock::default();
+        let before = SystemClock.now_micros();
+        c.advance(3_600_000_000);
+        let shifted = c.now_micros();
+        assert!(shifted >= before + 3_600_000_000);
+        assert!(shifted < SystemClock.now_micros() + 3_601_000_000);
+        assert!(c.now().micros() >= shifted, "it runs");
     }
 }

@@ -105,7 +105,8 @@ fn main() -> std::process::ExitCode {
                 settings.storage.data_dir = d;
             }
             let result = actix_web::rt::System::new().block_on(async move {
-                let app = Application::build(settings)?;
+                let clock = std::sync::Arc::new(tributary::clock::SystemClock);
+                let app = Application::build(settings, clock)?;
                 app.run_until_stopped().await
             });
             match result {

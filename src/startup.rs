@@ -14,7 +14,7 @@ use utoipa::OpenApi;
 use utoipa_actix_web::{scope, AppExt};
 
 use crate::api::{self, ratelimit::RateLimits};
-use crate::clock::SystemClock;
+use crate::clock::Clock;
 use crate::collector::Collector;
 use crate::config::{Secret, ServerSettings, Settings};
 use crate::state::AppState;
@@ -205,9 +205,10 @@ fn describe_unannotated(doc: &mut serde_json::Value) {
 fn idempotency_sweeps(
     store: &Store,
     settings: &Settings,
+    clock: &Arc<dyn Clock>,
 ) -> Result<tokio::task::JoinHandle<()>, StartError> {
     let ttl = settings.api.idempotency_ttl_secs as i64;
-    let swept = crate::storage::idempotency::sweep(store.db_for_startup(), ttl)?;
+    let swept = crate::storage::idempotency::sweep(store.db_for_startup(), ttl, clock.now())?;
     if swept > 0 {
         tracing::info!(swept, "expired idempotency records removed");
     }
@@ -216,6 +217,7 @@ fn idempotency_sweeps(
         store.clone(),
         ttl,
         every,
+        clock.clone(),
     ))
 }
 
@@ -224,7 +226,7 @@ const KEY_USE_EVERY: Duration = Duration::from_secs(30);
 
 /// Writes the keys used since the previous call to sled; returns the time it covered up to.
 async fn record_key_uses(store: &Store, access: &Access, since: i64) -> i64 {
-    let now = crate::ids::Timestamp::now().micros();
+    let now = access.registry.clock().now_micros();
     let uses = access.registry.used_since(since);
     if uses.is_empty() {
         return now;
@@ -299,11 +301,8 @@ impl ConnectionLimits {
 }
 
 /// Removes the dashboard sessions that expired while the server was down.
-fn sweep_dashboard_sessions(store: &Store) -> Result<(), StartError> {
-    let swept = crate::accounts::store::sweep_sessions(
-        store.db_for_startup(),
-        crate::ids::Timestamp::now(),
-    )?;
+fn sweep_dashboard_sessions(store: &Store, now: crate::ids::Timestamp) -> Result<(), StartError> {
+    let swept = crate::accounts::store::sweep_sessions(store.db_for_startup(), now)?;
     if swept > 0 {
         tracing::info!(swept, "expired dashboard sessions removed");
     }
@@ -327,15 +326,16 @@ fn open_store(settings: &Settings) -> Result<(Store, StoreThreads), StartError> 
 
 impl Application {
     /// Opens the store and binds the listener; the server does not run until `run_until_stopped`.
-    pub fn build(settings: Settings) -> Result<Application, StartError> {
+    /// `clock` is every "now" of the server (the binary passes `SystemClock`).
+    pub fn build(settings: Settings, clock: Arc<dyn Clock>) -> Result<Application, StartError> {
         let data_dir = settings.storage.data_dir.clone();
         crate::memory::set_idle(Duration::from_secs(
             settings.collector.release_memory_after_idle_secs,
         ));
         let (store, threads) = open_store(&settings)?;
-        let registry = Registry::load(store.db_for_startup())?;
+        let registry = Registry::load(store.db_for_startup(), clock.clone())?;
         crate::tenants::store::index_api_keys(store.db_for_startup())?;
-        let sweeper = idempotency_sweeps(&store, &settings)?;
+        let sweeper = idempotency_sweeps(&store, &settings, &clock)?;
         let admin_token = admin_token(settings.admin_token.as_ref(), &data_dir)?;
         let lake = crate::collector::lake::open(&settings.lake, &data_dir.join("lake"))
             .map_err(crate::collector::CollectorError::from)?;
@@ -343,7 +343,7 @@ impl Application {
             &settings,
             store.db_for_startup(),
             lake,
-            Arc::new(SystemClock),
+            clock.clone(),
         )?);
         let listener =
             TcpListener::bind(&settings.server.bind).map_err(|cause| StartError::Bind {
@@ -363,10 +363,11 @@ impl Application {
         let state = web::Data::new(AppState {
             settings,
             store: store.clone(),
+            clock: clock.clone(),
         });
         let key_uses = spawn_key_uses(store.clone(), access.clone());
         let dashboard = web::Data::new(crate::dashboard::Dashboard::default());
-        sweep_dashboard_sessions(&store)?;
+        sweep_dashboard_sessions(&store, clock.now())?;
         let doc = Arc::new(openapi());
         let allowed = web::Data::new(api::allow::Allowed::from_openapi(&doc));
         let running = collector.clone();

@@ -58,12 +58,12 @@ where
     h.update([0]);
     h.update(canonical(&Value::Object(body.clone())));
     let fingerprint = hex::encode(h.finalize());
-    let ttl = state.settings.api.idempotency_ttl_secs as i64;
+    let (ttl, now) = (state.settings.api.idempotency_ttl_secs as i64, state.now());
     let (app, idem) = (app_id.to_owned(), idem.to_owned());
     let (a, k, fp) = (app.clone(), idem.clone(), fingerprint.clone());
     match state
         .store
-        .run(move |db| records::begin(db, &a, &k, &fp, ttl))
+        .run(move |db| records::begin(db, &a, &k, &fp, ttl, now))
         .await?
     {
         Begin::Started => {}
@@ -89,10 +89,10 @@ where
     let result = work().await;
     let finished = match &result {
         Ok(answer) => {
-            let answer = answer.clone();
+            let (answer, now) = (answer.clone(), state.now());
             state
                 .store
-                .run(move |db| keep(db, &app, &idem, fingerprint, answer, alive))
+                .run(move |db| keep(db, (&app, &idem), fingerprint, answer, alive, now))
                 .await
         }
         Err(_) => {
@@ -111,14 +111,14 @@ where
 /// Keeps `answer` for replay, unless a record it shows was deleted meanwhile.
 fn keep(
     db: &sled::Db,
-    app: &str,
-    idem: &str,
+    (app, idem): (&str, &str),
     fingerprint: String,
     answer: StoredAnswer,
     alive: Alive,
+    now: crate::ids::Timestamp,
 ) -> Result<(), StoreError> {
     let held = answer.holds.clone();
-    records::finish(db, app, idem, fingerprint, answer)?;
+    records::finish(db, app, idem, fingerprint, answer, now)?;
     for id in held {
         if !alive(db, app, &id)? {
             records::forget_holding(db, app, &id)?;

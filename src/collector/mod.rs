@@ -191,6 +191,7 @@ impl Collector {
                 shutdown: shutdown.clone(),
                 patience: Duration::from_millis(c.shutdown_upload_timeout_ms),
                 backoff: Backoff::default(),
+                clock: clock.clone(),
             };
             uploaders.push(uploader::spawn(uploader, up_rx).map_err(failed(index))?);
             let (tx, rx) = bounded(c.queue_batches.max(1));

@@ -26,6 +26,7 @@ use super::metrics::ShardCounters;
 use super::retry::{retry, Backoff, Shutdown};
 use super::written::{self, WrittenFile};
 use super::{dedupe, rollup, wal};
+use crate::clock::Clock;
 use crate::storage::files::write_atomic;
 
 const INTENT: &str = "intent";
@@ -78,6 +79,8 @@ pub struct Uploader {
     /// How long after the shutdown began failing work is still retried.
     pub patience: Duration,
     pub backoff: Backoff,
+    /// When a file was written (the dashboard's list of recent files).
+    pub clock: Arc<dyn Clock>,
 }
 
 /// Starts the uploader on its own thread; it ends when its writer drops the queue.
@@ -229,7 +232,7 @@ impl Running {
             self.u.counters.rows_written.inc_by(f.rows as u64);
         }
         // The dashboard's list of recent files; forgotten again if this flush is undone.
-        let at = crate::ids::Timestamp::now();
+        let at = self.u.clock.now();
         let record: Vec<(String, WrittenFile)> = files
             .iter()
             .map(|f| {
@@ -242,7 +245,7 @@ impl Running {
                 (f.app_id.clone(), file)
             })
             .collect();
-        written::record(&self.u.db, &record)?;
+        written::record(&self.u.db, &record, at)?;
         // Exactly once: skipped when the shard's rollup LSN already covers the job.
         rollup::store::apply(&self.u.db, self.u.index, job.last_lsn, &job.rollup)?;
         self.u
@@ -311,6 +314,7 @@ mod tests {
                 shutdown: Arc::default(),
                 patience: Duration::ZERO,
                 backoff: Backoff::default(),
+                clock: Arc::new(crate::clock::SystemClock),
             };
             let (tx, rx) = crossbeam_channel::bounded(jobs.len().max(1));
             for j in jobs {

@@ -46,7 +46,11 @@ fn path_key(path: &str) -> Vec<u8> {
 
 /// Records the files of one flush (`(app, file)`), in one transaction, then drops the
 /// touched apps' records older than `KEEP_HOURS`.
-pub fn record(db: &sled::Db, files: &[(String, WrittenFile)]) -> Result<(), sled::Error> {
+pub fn record(
+    db: &sled::Db,
+    files: &[(String, WrittenFile)],
+    now: Timestamp,
+) -> Result<(), sled::Error> {
     let tree = db.open_tree(TREE)?;
     tree.transaction(|tx| {
         for (app, f) in files {
@@ -64,7 +68,7 @@ pub fn record(db: &sled::Db, files: &[(String, WrittenFile)]) -> Result<(), sled
             sled::Error::Unsupported("lake_files transaction aborted".into())
         }
     })?;
-    let cutoff = Timestamp::from_micros(Timestamp::now().micros() - KEEP_HOURS * 3_600_000_000);
+    let cutoff = Timestamp::from_micros(now.micros() - KEEP_HOURS * 3_600_000_000);
     let mut apps: Vec<&str> = files.iter().map(|(a, _)| a.as_str()).collect();
     apps.dedup();
     for app in apps {
@@ -127,9 +131,9 @@ mod tests {
     fn recent_files_come_newest_first_per_app_and_old_or_forgotten_ones_go() {
         let dir = tempfile::tempdir().unwrap();
         let db = sled::Config::new().path(dir.path()).open().unwrap();
-        let now = Timestamp::now();
+        let now = Timestamp::from_micros(1_750_000_000_000_000);
         let hours_ago = |h: i64| Timestamp::from_micros(now.micros() - h * 3_600_000_000);
-        record(&db, &[("a".into(), file("x/old", hours_ago(30)))]).unwrap();
+        record(&db, &[("a".into(), file("x/old", hours_ago(30)))], now).unwrap();
         record(
             &db,
             &[
@@ -137,6 +141,7 @@ mod tests {
                 ("a".into(), file("x/2", hours_ago(1))),
                 ("b".into(), file("y/1", hours_ago(1))),
             ],
+            now,
         )
         .unwrap();
         let day = hours_ago(24);
@@ -153,7 +158,7 @@ mod tests {
         assert_eq!(recent(&db, "a", day, 1).unwrap()[0].path, "x/2");
         forget(&db, &["x/2"]).unwrap();
         assert_eq!(paths("a"), ["x/1"]);
-        record(&db, &[("a".into(), file("x/ancient", hours_ago(72)))]).unwrap();
+        record(&db, &[("a".into(), file("x/ancient", hours_ago(72)))], now).unwrap();
         assert_eq!(
             recent(&db, "a", hours_ago(100), 10).unwrap().len(),
             2,

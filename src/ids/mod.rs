@@ -96,6 +96,11 @@ impl Timestamp {
         self.0.timestamp_micros()
     }
 
+    /// Whole seconds since the Unix epoch.
+    pub fn unix_secs(self) -> i64 {
+        self.0.timestamp()
+    }
+
     pub fn from_micros(micros: i64) -> Timestamp {
         Timestamp(DateTime::from_timestamp_micros(micros).unwrap_or_default())
     }

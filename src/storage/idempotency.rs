@@ -8,11 +8,14 @@
 //! record forgets every answer that holds it (`forget_holding`): a replay never brings erased
 //! personal data back.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use super::{decode, encode, Store, StoreError};
+use crate::clock::Clock;
+use crate::ids::Timestamp;
 
 const TREE: &str = "idempotency";
 const HOLDS: &str = "idempotency_holds";
@@ -65,10 +68,11 @@ pub fn begin(
     idem: &str,
     fingerprint: &str,
     ttl: i64,
+    now: Timestamp,
 ) -> Result<Begin, StoreError> {
     let tree = db.open_tree(TREE)?;
     let key = record_key(app, idem);
-    let now = chrono::Utc::now().timestamp();
+    let now = now.unix_secs();
     loop {
         let current = tree.get(&key)?;
         if let Some(bytes) = &current {
@@ -124,10 +128,10 @@ fn remove_record(db: &sled::Db, key: &[u8]) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Deletes records older than `ttl` seconds; returns how many went.
-pub fn sweep(db: &sled::Db, ttl: i64) -> Result<usize, StoreError> {
+/// Deletes records older than `ttl` seconds at `now`; returns how many went.
+pub fn sweep(db: &sled::Db, ttl: i64, now: Timestamp) -> Result<usize, StoreError> {
     let tree = db.open_tree(TREE)?;
-    let now = chrono::Utc::now().timestamp();
+    let now = now.unix_secs();
     let mut removed = 0;
     for kv in tree.iter() {
         let (k, v) = kv?;
@@ -143,15 +147,22 @@ pub fn sweep(db: &sled::Db, ttl: i64) -> Result<usize, StoreError> {
 }
 
 /// Sweeps expired records every `every` for as long as the returned task runs (abort it
-/// before the store shuts down: it holds a `Store` handle). Runs the sweep on a store thread.
-pub fn spawn_sweeper(store: Store, ttl: i64, every: Duration) -> tokio::task::JoinHandle<()> {
+/// before the store shuts down: it holds a `Store` handle). Runs the sweep on a store thread,
+/// at `clock`'s time.
+pub fn spawn_sweeper(
+    store: Store,
+    ttl: i64,
+    every: Duration,
+    clock: Arc<dyn Clock>,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut timer = tokio::time::interval(every);
         timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         timer.tick().await;
         loop {
             timer.tick().await;
-            match store.run(move |db| sweep(db, ttl)).await {
+            let now = clock.now();
+            match store.run(move |db| sweep(db, ttl, now)).await {
                 Ok(0) => {}
                 Ok(swept) => tracing::info!(swept, "expired idempotency records removed"),
                 Err(e) => tracing::warn!(error = %e, "idempotency sweep failed"),
@@ -169,6 +180,7 @@ pub fn finish(
     idem: &str,
     fingerprint: String,
     answer: StoredAnswer,
+    now: Timestamp,
 ) -> Result<(), StoreError> {
     let key = record_key(app, idem);
     let holds = db.open_tree(HOLDS)?;
@@ -180,7 +192,7 @@ pub fn finish(
     }
     let record = encode(&Record {
         fingerprint,
-        created_unix: chrono::Utc::now().timestamp(),
+        created_unix: now.unix_secs(),
         answer: Some(answer),
     });
     db.open_tree(TREE)?.insert(&key, record)?;
@@ -210,6 +222,11 @@ pub fn forget_holding(db: &sled::Db, app: &str, id: &str) -> Result<usize, Store
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::ManualClock;
+
+    fn t0() -> Timestamp {
+        Timestamp::from_micros(1_750_000_000_000_000)
+    }
 
     fn answer(holds: &[&str]) -> StoredAnswer {
         StoredAnswer {
@@ -230,22 +247,22 @@ mod tests {
             ("k3", vec!["c3"]),
         ] {
             assert!(matches!(
-                begin(&db, "app", idem, "fp", 60).unwrap(),
+                begin(&db, "app", idem, "fp", 60, t0()).unwrap(),
                 Begin::Started
             ));
-            finish(&db, "app", idem, "fp".into(), answer(&holds)).unwrap();
+            finish(&db, "app", idem, "fp".into(), answer(&holds), t0()).unwrap();
         }
         assert_eq!(forget_holding(&db, "app", "c1").unwrap(), 2);
         assert!(matches!(
-            begin(&db, "app", "k1", "fp", 60).unwrap(),
+            begin(&db, "app", "k1", "fp", 60, t0()).unwrap(),
             Begin::Started
         ));
         assert!(matches!(
-            begin(&db, "app", "k2", "fp", 60).unwrap(),
+            begin(&db, "app", "k2", "fp", 60, t0()).unwrap(),
             Begin::Started
         ));
         assert!(matches!(
-            begin(&db, "app", "k3", "fp", 60).unwrap(),
+            begin(&db, "app", "k3", "fp", 60, t0()).unwrap(),
             Begin::Replay(_)
         ));
         // k2's other hold went with its record.
@@ -258,11 +275,13 @@ mod tests {
         let (store, threads) = Store::open(dir.path(), 1, 16, 8 << 20).unwrap();
         let db = store.db_for_startup().clone();
         assert!(matches!(
-            begin(&db, "app", "k", "fp", 1).unwrap(),
+            begin(&db, "app", "k", "fp", 1, t0()).unwrap(),
             Begin::Started
         ));
-        finish(&db, "app", "k", "fp".into(), answer(&["c1"])).unwrap();
-        let sweeper = spawn_sweeper(store.clone(), 1, Duration::from_millis(50));
+        finish(&db, "app", "k", "fp".into(), answer(&["c1"]), t0()).unwrap();
+        // A second later on the sweeper's clock, the record is a second old: expired.
+        let clock = Arc::new(ManualClock::at(t0().micros() + 1_000_000));
+        let sweeper = spawn_sweeper(store.clone(), 1, Duration::from_millis(50), clock);
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while !db.open_tree(TREE).unwrap().is_empty() || !db.open_tree(HOLDS).unwrap().is_empty() {
             assert!(

@@ -11,6 +11,7 @@ use subtle::ConstantTimeEq;
 
 use super::model::{App, KeyKind, KeyRecord, Permission, Plan};
 use super::store;
+use crate::clock::Clock;
 use crate::ids;
 use crate::storage::StoreError;
 
@@ -33,16 +34,21 @@ struct LiveKey {
 }
 
 /// The in-memory view of apps and live (unrevoked) keys.
-#[derive(Default)]
 pub struct Registry {
     keys: RwLock<HashMap<String, Arc<LiveKey>>>,
     plans: RwLock<HashMap<String, Plan>>,
+    /// When a key authenticates (its last use).
+    clock: Arc<dyn Clock>,
 }
 
 impl Registry {
     /// Loads every app and unrevoked key from sled (start-up only).
-    pub fn load(db: &sled::Db) -> Result<Registry, StoreError> {
-        let reg = Registry::default();
+    pub fn load(db: &sled::Db, clock: Arc<dyn Clock>) -> Result<Registry, StoreError> {
+        let reg = Registry {
+            keys: RwLock::default(),
+            plans: RwLock::default(),
+            clock,
+        };
         for app in store::all_apps(db)? {
             reg.set_app(&app);
         }
@@ -86,6 +92,11 @@ impl Registry {
             None => plans.remove(id),
         };
         Ok(())
+    }
+
+    /// The clock a key's last use is read from.
+    pub fn clock(&self) -> &dyn Clock {
+        &*self.clock
     }
 
     pub fn plan_of(&self, app_id: &str) -> Option<Plan> {
@@ -132,7 +143,7 @@ impl Registry {
         }
         let plan = self.plan_of(&live.app_id)?;
         live.last_used
-            .store(crate::ids::Timestamp::now().micros(), Ordering::Relaxed);
+            .store(self.clock.now_micros(), Ordering::Relaxed);
         Some(Authenticated {
             key_id: id.to_owned(),
             app_id: live.app_id.clone(),

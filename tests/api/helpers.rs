@@ -1,10 +1,12 @@
 //! `spawn_app()`: the real server on port 0 with a temporary data directory, plus typed helpers.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
+use tributary::clock::ShiftedClock;
 use tributary::config::Settings;
 use tributary::startup::Application;
 
@@ -25,6 +27,8 @@ pub struct TestApp {
     pub base: String,
     pub client: reqwest::Client,
     pub data_dir: PathBuf,
+    /// The server's clock: a test moves it forward instead of waiting.
+    pub clock: Arc<ShiftedClock>,
     handle: Option<actix_web::dev::ServerHandle>,
     thread: Option<std::thread::JoinHandle<()>>,
     _tmp: Option<tempfile::TempDir>,
@@ -108,16 +112,26 @@ pub fn spawn_app_with(tweak: impl FnOnce(&mut Settings)) -> TestApp {
 
 /// Starts a server over an existing data dir (used to restart).
 pub fn start(data_dir: PathBuf, tweak: impl FnOnce(&mut Settings)) -> TestApp {
+    start_on(data_dir, tweak, Arc::default())
+}
+
+/// Starts a server over `data_dir` whose time is `clock`.
+fn start_on(
+    data_dir: PathBuf,
+    tweak: impl FnOnce(&mut Settings),
+    clock: Arc<ShiftedClock>,
+) -> TestApp {
     let mut settings = test_settings(&data_dir);
     tweak(&mut settings);
     let (tx, rx) = std::sync::mpsc::channel();
+    let server_clock = clock.clone();
     let thread = std::thread::spawn(move || {
         actix_web::rt::System::new().block_on(async move {
             // After a restart, the previous server's worker threads may hold the store (and
             // its lock) for a moment after they stopped: poll until it is free.
             let deadline = std::time::Instant::now() + Duration::from_secs(20);
             let app = loop {
-                match Application::build(settings.clone()) {
+                match Application::build(settings.clone(), server_clock.clone()) {
                     Ok(app) => break app,
                     Err(e)
                         if format!("{e:?}").contains("could not acquire lock")
@@ -142,6 +156,7 @@ pub fn start(data_dir: PathBuf, tweak: impl FnOnce(&mut Settings)) -> TestApp {
             .build()
             .unwrap(),
         data_dir,
+        clock,
         handle: Some(handle),
         thread: Some(thread),
         _tmp: None,
@@ -161,11 +176,11 @@ impl TestApp {
         }
     }
 
-    /// Stops and starts again over the same data dir.
+    /// Stops and starts again over the same data dir, on the same clock.
     pub async fn restart(mut self) -> TestApp {
         self.stop().await;
         let tmp = self._tmp.take();
-        let mut next = start(self.data_dir.clone(), |_| {});
+        let mut next = start_on(self.data_dir.clone(), |_| {}, self.clock.clone());
         next._tmp = tmp;
         next
     }
