@@ -72,6 +72,13 @@ impl Checker {
             self.fail(field, format!("must be {shape}"));
             return None;
         }
+        self.plain(Some(s), field)
+    }
+
+    /// `s` unless it holds a control character (C0, DEL or C1: NUL, ESC, line breaks...),
+    /// which a name, an id or a path never holds.
+    fn plain(&mut self, s: Option<&str>, field: &str) -> Option<String> {
+        let s = s?;
         if s.chars().any(char::is_control) {
             self.fail(field, "must not contain control characters");
             return None;
@@ -229,8 +236,13 @@ impl Checker {
                 "context.page.referrer",
             ];
             let values = pick(&p, &["url", "path", "title", "referrer"]);
-            for ((slot, v), field) in out.page.iter_mut().zip(values).zip(FIELDS) {
-                *slot = self.text(v, field, MAX_TEXT_CHARS);
+            for (i, ((slot, v), field)) in out.page.iter_mut().zip(values).zip(FIELDS).enumerate() {
+                let s = self.str(v, field, MAX_TEXT_CHARS);
+                // The path, like a name, holds no control character.
+                *slot = match i {
+                    1 => self.plain(s, field),
+                    _ => s.map(str::to_owned),
+                };
             }
         }
         if let Some(d) = device.and_then(|d| self.object(Some(d), "context.device")) {
@@ -310,7 +322,8 @@ impl Checker {
             self.fail("anonymousId", "anonymousId or userId is required");
         }
         let session_id = self.id(raw.session_id, "sessionId", "ses_");
-        let event = self.text(raw.event, "event", MAX_ID_CHARS);
+        let event = self.str(raw.event, "event", MAX_ID_CHARS);
+        let event = self.plain(event, "event");
         if kind == Some(EventType::Track)
             && event.as_deref().is_none_or(|e| e.trim().is_empty())
             && !self.failed("event")

@@ -456,6 +456,47 @@ mod tests {
     }
 
     #[test]
+    fn control_characters_in_an_event_name_or_a_page_path_refuse_that_event() {
+        let page = |path: &str| {
+            serde_json::json!({"type": "page", "anonymousId": ANON,
+                "context": {"page": {"path": path, "title": "Tab\there"}}})
+        };
+        let track =
+            |name: &str| serde_json::json!({"type": "track", "event": name, "anonymousId": ANON});
+        let batch = serde_json::json!({"batch": [
+            track("sign\u{0}up"),
+            track("\u{1b}[31mred"),
+            track("next\u{85}line"),
+            track("del\u{7f}"),
+            page("/a\u{0}b"),
+            page("/a\nb"),
+            track("Signed up"),
+            page("/pricing?plan=pro"),
+        ]});
+        let (events, rejected) = run(&batch.to_string()).unwrap();
+        let fields: Vec<(usize, &str, &str)> = rejected
+            .iter()
+            .map(|r| (r.index, r.field.as_str(), r.message.as_str()))
+            .collect();
+        let control = "must not contain control characters";
+        assert_eq!(
+            fields,
+            [
+                (0, "event", control),
+                (1, "event", control),
+                (2, "event", control),
+                (3, "event", control),
+                (4, "context.page.path", control),
+                (5, "context.page.path", control),
+            ]
+        );
+        assert_eq!(events.len(), 2);
+        assert_eq!(events[0].event.as_deref(), Some("Signed up"));
+        assert_eq!(events[1].page_path.as_deref(), Some("/pricing?plan=pro"));
+        assert_eq!(events[1].page_title.as_deref(), Some("Tab\there"));
+    }
+
+    #[test]
     fn bodies_that_are_not_batches_are_refused_whole() {
         assert!(matches!(run("{"), Err(BodyError::NotJson(_))));
         assert!(matches!(
