@@ -21,6 +21,7 @@ use std::time::Instant;
 use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::json;
 use tributary::accounts::{Role, Session, User};
+use tributary::clock::{Clock, SystemClock};
 use tributary::collector::rollup::{self, store as rollups, HOUR_MICROS};
 use tributary::collector::written::{self, WrittenFile};
 use tributary::collector::{Event, EventType};
@@ -57,7 +58,7 @@ fn fill(db: &sled::Db, app: &str) {
                 ContactPatch::parse(v.as_object().expect("object"), Mode::Create)
             })
             .collect();
-        store::batch(db, app, &items, false, None).expect("batch");
+        store::batch(db, app, &items, false, None, SystemClock.now()).expect("batch");
     }
     eprintln!("{CONTACTS} contacts stored in {:?}", started.elapsed());
 }
@@ -136,7 +137,7 @@ fn fill_survey(db: &sled::Db, app: &str, n: u64) -> String {
 }
 
 fn viewer() -> Viewer {
-    let now = Timestamp::now();
+    let now = SystemClock.now();
     let user = User {
         id: object_id(),
         email: "owner@example.com".into(),
@@ -160,7 +161,7 @@ fn pages(c: &mut Criterion) {
         .mode(sled::Mode::HighThroughput)
         .open()
         .expect("open sled");
-    let now = Timestamp::now();
+    let now = SystemClock.now();
     let app = App {
         id: object_id(),
         name: "Bench".into(),
@@ -198,7 +199,7 @@ fn pages(c: &mut Criterion) {
             })
         });
     }
-    let now = Timestamp::now().micros();
+    let now = SystemClock.now().micros();
     fill_traffic(&db, &app.id, now);
     g.bench_function("traffic_page", |b| {
         b.iter(|| {

@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use serde_json::{json, Map, Value};
+use tributary::clock::{Clock, SystemClock};
 use tributary::contacts::model::{ContactPatch, Mode};
 use tributary::contacts::store::{self, Filter, Sort, SortField};
 use tributary::storage::cursor::Walk;
@@ -68,7 +69,7 @@ fn create(c: &mut Criterion) {
     g.bench_function("create", |b| {
         b.iter(|| {
             let n = next.fetch_add(1, Ordering::Relaxed);
-            let contact = store::build(&app, &lead(n)).expect("valid body");
+            let contact = store::build(&app, &lead(n), SystemClock.now()).expect("valid body");
             store::create(&db, &contact, None).expect("created");
             black_box(contact)
         })
@@ -83,7 +84,7 @@ fn read(c: &mut Criterion) {
     let app = tributary::ids::object_id();
     // `batch` flushes once for the lot, so seeding 1000 contacts is quick.
     let bodies: Vec<_> = (0..1000).map(|n| Ok(lead(n))).collect();
-    let ids: Vec<String> = store::batch(&db, &app, &bodies, false, None)
+    let ids: Vec<String> = store::batch(&db, &app, &bodies, false, None, SystemClock.now())
         .expect("seeded")
         .into_iter()
         .map(|o| match o {
@@ -142,7 +143,7 @@ fn vote(c: &mut Criterion) {
                 name: None,
                 email: Some(format!("voter{n}@example.com")),
             };
-            let at = tributary::ids::Timestamp::now();
+            let at = SystemClock.now();
             black_box(engagement::vote(&db, &app, &idea.id, &voter, at).expect("vote"))
         })
     });

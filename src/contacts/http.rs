@@ -386,7 +386,7 @@ async fn create_contact(
         store::exists,
         || async {
             let patch = ContactPatch::parse(&fields, Mode::Create).map_err(ApiError::validation)?;
-            let contact = store::build(&who.app_id, &patch)?;
+            let contact = store::build(&who.app_id, &patch, state.now())?;
             let stored = contact.clone();
             state
                 .store
@@ -427,9 +427,10 @@ async fn update_contact(
         return Err(ApiError::not_found("contact"));
     }
     let patch = ContactPatch::parse(&fields, Mode::Patch).map_err(ApiError::validation)?;
+    let now = state.now();
     let updated = state
         .store
-        .run(move |db| Ok(store::update(db, &app, &id, &patch)))
+        .run(move |db| Ok(store::update(db, &app, &id, &patch, now)))
         .await??;
     Ok(api::ok(&updated))
 }
@@ -590,10 +591,10 @@ async fn batch_contacts(
         &fields,
         store::exists,
         || async {
-            let app = who.app_id.clone();
+            let (app, now) = (who.app_id.clone(), state.now());
             let outcomes = state
                 .store
-                .run(move |db| store::batch(db, &app, &items, upsert, limit))
+                .run(move |db| store::batch(db, &app, &items, upsert, limit, now))
                 .await?;
             let holds = outcomes
                 .iter()

@@ -294,9 +294,9 @@ fn load(tree: &sled::Tree, app: &str, id: &str) -> Result<Option<Contact>, Store
     }
 }
 
-/// Makes a contact from a create patch; does not store it.
-pub fn build(app: &str, patch: &ContactPatch) -> Result<Contact, ContactError> {
-    let mut c = Contact::blank(ids::object_id(), app.to_owned(), Timestamp::now());
+/// Makes a contact created at `now` from a create patch; does not store it.
+pub fn build(app: &str, patch: &ContactPatch, now: Timestamp) -> Result<Contact, ContactError> {
+    let mut c = Contact::blank(ids::object_id(), app.to_owned(), now);
     patch.apply(&mut c, Mode::Create)?;
     Ok(c)
 }
@@ -321,12 +321,13 @@ pub fn get(db: &sled::Db, app: &str, id: &str) -> Result<Option<Contact>, StoreE
     load(&db.open_tree(TREE)?, app, id)
 }
 
-/// Applies a merge patch to the contact `id` of `app`.
+/// Applies a merge patch to the contact `id` of `app`, updated at `now`.
 pub fn update(
     db: &sled::Db,
     app: &str,
     id: &str,
     patch: &ContactPatch,
+    now: Timestamp,
 ) -> Result<Contact, ContactError> {
     let tree = db.open_tree(TREE)?;
     let updated = tree.transaction(|tx| {
@@ -340,7 +341,7 @@ pub fn update(
         if let Err(r) = patch.apply(&mut new, Mode::Patch) {
             return abort(r.into());
         }
-        new.updated_at = Timestamp::now();
+        new.updated_at = now;
         replace_tx(tx, &old, &new)?;
         Ok(new)
     })?;
@@ -439,13 +440,14 @@ impl BatchOutcome {
 
 /// Creates (or, with `upsert`, updates by e-mail) each item in turn; each item is its own
 /// transaction, so one bad item never stops the others. An item that failed validation is
-/// reported as it is. One flush covers the whole batch.
+/// reported as it is. One flush covers the whole batch, made at `now`.
 pub fn batch(
     db: &sled::Db,
     app: &str,
     items: &[Result<ContactPatch, Vec<FieldError>>],
     upsert: bool,
     limit: Option<u64>,
+    now: Timestamp,
 ) -> Result<Vec<BatchOutcome>, StoreError> {
     let tree = db.open_tree(TREE)?;
     let mut out = Vec::with_capacity(items.len());
@@ -454,10 +456,11 @@ pub fn batch(
             let patch = item
                 .as_ref()
                 .map_err(|d| ContactError::Invalid(d.clone()))?;
-            let c = build(app, patch)?;
+            let c = build(app, patch, now)?;
             if upsert {
                 if let Some(existing) = find_by_email(db, app, &c.email)? {
-                    return Ok(BatchOutcome::Updated(update(db, app, &existing.id, patch)?));
+                    let updated = update(db, app, &existing.id, patch, now)?;
+                    return Ok(BatchOutcome::Updated(updated));
                 }
             }
             tree.transaction(|tx| insert_tx(tx, &c, limit))?;
@@ -484,7 +487,8 @@ mod tests {
                 ContactPatch::parse(v.as_object().unwrap(), Mode::Create)
             })
             .collect();
-        batch(&db, "app", &items, false, None).unwrap();
+        let now = Timestamp::from_micros(1_750_000_000_000_000);
+        batch(&db, "app", &items, false, None, now).unwrap();
         let filter = Filter {
             q: Some("rare".into()),
             ..Filter::default()

@@ -221,10 +221,10 @@ async fn run(
     let mut report = Report::default();
     for (chunk_no, chunk) in rows[1..].chunks(CHUNK).enumerate() {
         let items: Vec<_> = chunk.iter().map(|r| item(r, map)).collect();
-        let id = app.id.clone();
+        let (id, now) = (app.id.clone(), state.now());
         let outcomes = state
             .store
-            .run(move |db| store::batch(db, &id, &items, true, limit))
+            .run(move |db| store::batch(db, &id, &items, true, limit, now))
             .await?;
         for (i, outcome) in outcomes.iter().enumerate() {
             let line = chunk_no * CHUNK + i + 2;

@@ -575,10 +575,10 @@ pub async fn update(
     let errors = match patch_of(&form) {
         Err(errors) => errors,
         Ok(patch) => {
-            let (a, i) = (app.id.clone(), id.clone());
+            let (a, i, now) = (app.id.clone(), id.clone(), state.now());
             match state
                 .store
-                .run(move |db| Ok(store::update(db, &a, &i, &patch)))
+                .run(move |db| Ok(store::update(db, &a, &i, &patch, now)))
                 .await?
             {
                 Ok(_) => {
