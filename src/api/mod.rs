@@ -22,7 +22,7 @@ use serde::Serialize;
 use crate::storage::idempotency::StoredAnswer;
 pub use context::request_context;
 pub use error::{ApiError, ErrorCode, FieldError};
-pub use page::{page_limit, Listed, PageQuery, PageRequest, Pagination};
+pub use page::{Listed, PageQuery, PageRequest, Pagination};
 pub use request_id::current as current_request_id;
 
 #[derive(Serialize)]

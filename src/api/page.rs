@@ -37,7 +37,7 @@ pub struct PageQuery {
 }
 
 /// `limit`: 1..=100, default 20.
-pub fn page_limit(limit: Option<&str>) -> Result<usize, FieldError> {
+fn page_limit(limit: Option<&str>) -> Result<usize, FieldError> {
     match limit {
         None => Ok(DEFAULT_LIMIT),
         Some(s) => match s.parse::<usize>() {

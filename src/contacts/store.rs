@@ -194,14 +194,6 @@ impl Sort {
     }
 }
 
-/// `None` for a malformed cursor, or one made for another sort order or another app.
-pub fn decode_cursor(s: &str, sort: Sort, app: &str) -> Option<Cursor> {
-    Cursor::decode(s, sort.field.tag(), sort.descending, app, |rest| {
-        rest.len() >= 24
-            && std::str::from_utf8(&rest[rest.len() - 24..]).is_ok_and(ids::is_object_id)
-    })
-}
-
 fn record_key(app: &str, id: &str) -> Vec<u8> {
     [b"r", app.as_bytes(), id.as_bytes()].concat()
 }

@@ -43,22 +43,6 @@ impl Cursor {
     pub fn entry(&self) -> &[u8] {
         &self.0
     }
-
-    /// As [`Listing::encode`] (the surveys' lists call it this way).
-    pub fn encode(&self, tag: u8, descending: bool, scope: &str) -> String {
-        Listing::new(tag, descending, scope).encode(self)
-    }
-
-    /// As [`Listing::decode`].
-    pub fn decode(
-        s: &str,
-        tag: u8,
-        descending: bool,
-        scope: &str,
-        valid: impl FnOnce(&[u8]) -> bool,
-    ) -> Option<Cursor> {
-        Listing::new(tag, descending, scope).decode(s, valid)
-    }
 }
 
 /// What a cursor is bound to: one list (`scope`) walked in one order (`tag`, `descending`).

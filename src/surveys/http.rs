@@ -13,11 +13,12 @@ use super::model::{
     SurveyResponse, SurveyStatus, SurveyType,
 };
 use super::store::{self, SurveyError};
-use crate::api::{self, ApiError, Deleted, ErrorCode, FieldError, Pagination};
+use crate::api::{
+    self, ApiError, Deleted, ErrorCode, FieldError, Listed, PageQuery, PageRequest, Pagination,
+};
 use crate::config::Quota;
 use crate::ids::{canonical_anonymous_id, Timestamp};
 use crate::state::AppState;
-use crate::storage::cursor::Cursor;
 use crate::tenants::{Access, Admin, KeyKind, Permission, Plan, Principal};
 use crate::validation::only_fields;
 
@@ -122,14 +123,14 @@ fn parse_values<T>(
 
 const TYPES: &str = "nps, csat, pmf, open, poll";
 
-/// Sort, limit and cursor of a list, with the errors of the filters parsed before.
+/// The order and page of a list (`scope`: the app, or the app and survey), with the errors of
+/// the filters parsed before.
 fn parse_page(
     mut errors: Vec<FieldError>,
-    app: &str,
+    scope: &str,
     sort: Option<&str>,
-    limit: Option<&str>,
-    cursor: Option<&str>,
-) -> Result<(Sort, usize, Option<Cursor>), ApiError> {
+    page: &PageQuery,
+) -> Result<(Sort, PageRequest), ApiError> {
     let sort = Sort::parse(sort);
     if sort.is_none() {
         errors.push(FieldError::new(
@@ -137,21 +138,13 @@ fn parse_page(
             "must be createdAt, updatedAt or responseCount, optionally with '-'",
         ));
     }
-    let limit = api::page_limit(limit).map_err(|e| errors.push(e)).ok();
-    let cursor = match (cursor, sort) {
-        (Some(raw), Some(sort)) => sort
-            .decode_cursor(raw, app)
-            .ok_or_else(|| {
-                errors.push(FieldError::new(
-                    "cursor",
-                    "malformed, or made for another sort order",
-                ))
-            })
-            .ok(),
-        _ => None,
-    };
-    match (sort, limit) {
-        (Some(sort), Some(limit)) if errors.is_empty() => Ok((sort, limit, cursor)),
+    let page = page.parse(
+        sort.map(|s| s.listing(scope)),
+        super::order::valid_entry,
+        &mut errors,
+    );
+    match (sort, page) {
+        (Some(sort), Some(page)) if errors.is_empty() => Ok((sort, page)),
         _ => Err(ApiError::validation(errors)),
     }
 }
@@ -161,20 +154,10 @@ async fn answer_page(
     state: &AppState,
     app: String,
     filter: Filter,
-    (sort, limit, cursor): (Sort, usize, Option<Cursor>),
+    (sort, page): (Sort, PageRequest),
 ) -> Result<HttpResponse, ApiError> {
-    let a = app.clone();
-    let surveys = state.store.run(move |db| store::all(db, &a)).await?;
-    let (page, next) = model::page(surveys, &filter, sort, limit, cursor.as_ref());
-    let next_cursor = next.map(|c| sort.encode_cursor(&c, &app));
-    Ok(api::list(
-        &page,
-        &Pagination {
-            limit,
-            has_more: next_cursor.is_some(),
-            next_cursor,
-        },
-    ))
+    let surveys = state.store.run(move |db| store::all(db, &app)).await?;
+    Ok(page.answer(&model::page(surveys, &filter, sort, page.walk())))
 }
 
 /// Create a survey, in draft.
@@ -215,21 +198,17 @@ pub struct AdminListQuery {
     /// `-createdAt` (default), `createdAt`, `-updatedAt`, `updatedAt`, `-responseCount`,
     /// `responseCount`.
     sort: Option<String>,
-    /// 1..100, default 20.
-    limit: Option<String>,
-    /// `pagination.nextCursor` of the previous page.
-    cursor: Option<String>,
 }
 
 /// List an app's surveys, any status.
-#[utoipa::path(tag = "surveys", security(("admin_token" = [])), params(("appId" = String, Path), AdminListQuery),
+#[utoipa::path(tag = "surveys", security(("admin_token" = [])), params(("appId" = String, Path), AdminListQuery, PageQuery),
     responses((status = 200, description = "A page of surveys", body = Vec<Survey>), (status = 400), (status = 404)))]
 #[get("/apps/{appId}/surveys")]
 async fn list_surveys_admin(
     _: Admin,
     state: web::Data<AppState>,
     app: web::Path<String>,
-    q: web::Query<AdminListQuery>,
+    q: Listed<AdminListQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let app = app.into_inner();
     crate::tenants::http::app_plan(&state, &app).await?;
@@ -245,13 +224,7 @@ async fn list_surveys_admin(
         types: parse_values(&mut errors, "type", &q.kind, SurveyType::parse, TYPES),
         board_ids: Vec::new(),
     };
-    let page = parse_page(
-        errors,
-        &app,
-        q.sort.as_deref(),
-        q.limit.as_deref(),
-        q.cursor.as_deref(),
-    )?;
+    let page = parse_page(errors, &app, q.sort.as_deref(), &q.page)?;
     answer_page(&state, app, filter, page).await
 }
 
@@ -368,15 +341,11 @@ pub struct ListQuery {
     /// `-createdAt` (default), `createdAt`, `-updatedAt`, `updatedAt`, `-responseCount`,
     /// `responseCount`.
     sort: Option<String>,
-    /// 1..100, default 20.
-    limit: Option<String>,
-    /// `pagination.nextCursor` of the previous page.
-    cursor: Option<String>,
 }
 
 /// List the active surveys (drafts, paused and closed surveys are never shown).
 #[utoipa::path(
-    tag = "surveys", security(("api_key" = [])), params(ListQuery),
+    tag = "surveys", security(("api_key" = [])), params(ListQuery, PageQuery),
     responses(
         (status = 200, description = "A page of active surveys", body = Vec<Survey>),
         (status = 400, description = "Invalid filter, sort, limit or cursor"),
@@ -387,7 +356,7 @@ pub struct ListQuery {
 async fn list_surveys(
     who: Principal,
     state: web::Data<AppState>,
-    q: web::Query<ListQuery>,
+    q: Listed<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
     who.require(Permission::SurveysRead)?;
     let mut errors = Vec::new();
@@ -409,13 +378,7 @@ async fn list_surveys(
             errors.push(FieldError::new("boardId", format!("unknown id {bad:?}")));
         }
     }
-    let page = parse_page(
-        errors,
-        &who.app_id,
-        q.sort.as_deref(),
-        q.limit.as_deref(),
-        q.cursor.as_deref(),
-    )?;
+    let page = parse_page(errors, &who.app_id, q.sort.as_deref(), &q.page)?;
     answer_page(&state, who.app_id.clone(), filter, page).await
 }
 
@@ -509,15 +472,11 @@ pub struct ResponsesQuery {
     anonymous_id: Option<String>,
     /// `-createdAt` (default), `createdAt`, `-updatedAt`, `updatedAt`.
     sort: Option<String>,
-    /// 1..100, default 20.
-    limit: Option<String>,
-    /// `pagination.nextCursor` of the previous page.
-    cursor: Option<String>,
 }
 
 /// List a survey's responses (active, paused and closed surveys; drafts are 404).
 #[utoipa::path(
-    tag = "surveys", security(("api_key" = [])), params(("id" = String, Path, description = "Survey id"), ResponsesQuery),
+    tag = "surveys", security(("api_key" = [])), params(("id" = String, Path, description = "Survey id"), ResponsesQuery, PageQuery),
     responses(
         (status = 200, description = "A page of responses", body = Vec<SurveyResponse>),
         (status = 400, description = "Invalid filter, sort, limit or cursor"),
@@ -529,7 +488,7 @@ async fn list_responses(
     who: Principal,
     state: web::Data<AppState>,
     id: web::Path<String>,
-    q: web::Query<ResponsesQuery>,
+    q: Listed<ResponsesQuery>,
 ) -> Result<HttpResponse, ApiError> {
     who.require(Permission::ResponsesRead)?;
     let (app, id) = (who.app_id.clone(), id.into_inner());
@@ -570,24 +529,14 @@ async fn list_responses(
         ));
     }
     let scope = format!("{app}/{id}");
-    let (sort, limit, cursor) = parse_page(
-        errors,
-        &scope,
-        q.sort.as_deref(),
-        q.limit.as_deref(),
-        q.cursor.as_deref(),
-    )?;
+    let (sort, page) = parse_page(errors, &scope, q.sort.as_deref(), &q.page)?;
     let (_, responses) = answered(&state, app, id).await?;
-    let (page, next) = model::page_responses(responses, &filter, sort, limit, cursor.as_ref());
-    let next_cursor = next.map(|c| sort.encode_cursor(&c, &scope));
-    Ok(api::list(
-        &page,
-        &Pagination {
-            limit,
-            has_more: next_cursor.is_some(),
-            next_cursor,
-        },
-    ))
+    Ok(page.answer(&model::page_responses(
+        responses,
+        &filter,
+        sort,
+        page.walk(),
+    )))
 }
 
 /// A survey that is not a draft, with its responses (404 otherwise).

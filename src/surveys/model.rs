@@ -5,7 +5,7 @@
 //! over time (`summary.rs`) and the CSV rows (`export.rs`). No sled, no HTTP.
 
 pub use super::export::{csv_header, csv_line};
-pub use super::order::{page, page_by, page_responses, Filter, ResponseFilter, Sort, SortField};
+pub use super::order::{page, page_responses, Filter, ResponseFilter, Sort, SortField};
 pub use super::patch::{conventions, Rejection, SurveyPatch};
 pub use super::response::{
     respond, visitor, AnswerValue, ResponseDraft, ResponseMetadata, SurveyResponse,

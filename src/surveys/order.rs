@@ -4,7 +4,7 @@
 use super::response::{SurveyResponse, RESPONSE_PREFIX};
 use super::survey::{Survey, SurveyStatus, SurveyType};
 use crate::ids::{self, Timestamp};
-use crate::storage::cursor::Cursor;
+use crate::storage::cursor::{page_sorted, Listing, Page, Walk};
 
 /// The sortable fields of a survey list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,32 +56,25 @@ impl Sort {
     }
 }
 
-/// A page's end as a cursor (the shared [`Cursor`] of sorted walks): the sort key (8 bytes,
-/// big-endian) and the id of its last item.
-fn cursor_at(key: i64, id: &str) -> Cursor {
-    Cursor::new([&key.to_be_bytes()[..], id.as_bytes()].concat())
+/// An item's entry in a walk (the shared cursor's): the sort key (8 bytes, big-endian with the
+/// sign flipped, so bytes sort as numbers) and the id.
+fn entry(key: i64, id: &str) -> Vec<u8> {
+    [&((key as u64) ^ (1 << 63)).to_be_bytes()[..], id.as_bytes()].concat()
 }
 
-/// The sort key and id a cursor resumes after; `None` unless it holds a valid id.
-fn position(entry: &[u8]) -> Option<(i64, String)> {
-    let (key, id) = entry.split_first_chunk::<8>()?;
-    let id = std::str::from_utf8(id).ok()?;
-    ids::is_object_id(id.strip_prefix(RESPONSE_PREFIX).unwrap_or(id))
-        .then(|| (i64::from_be_bytes(*key), id.to_owned()))
+/// Whether a cursor's entry holds a sort key and a survey's or response's id.
+pub fn valid_entry(entry: &[u8]) -> bool {
+    entry.split_at_checked(8).is_some_and(|(_, id)| {
+        std::str::from_utf8(id)
+            .is_ok_and(|id| ids::is_object_id(id.strip_prefix(RESPONSE_PREFIX).unwrap_or(id)))
+    })
 }
 
 impl Sort {
-    /// A cursor as clients see it, bound to this sort order and the list (`scope`: the app, or
-    /// the app and survey; a cursor of another list is 400).
-    pub fn encode_cursor(self, c: &Cursor, scope: &str) -> String {
-        c.encode(self.tag(), self.descending, scope)
-    }
-
-    /// `None` for a malformed cursor, or one made for another sort order or another list.
-    pub fn decode_cursor(self, raw: &str, scope: &str) -> Option<Cursor> {
-        Cursor::decode(raw, self.tag(), self.descending, scope, |e| {
-            position(e).is_some()
-        })
+    /// What this order's cursors are bound to (`scope`: the app, or the app and survey; a
+    /// cursor of another list is 400).
+    pub fn listing(self, scope: &str) -> Listing {
+        Listing::new(self.tag(), self.descending, scope)
     }
 }
 
@@ -104,57 +97,10 @@ impl Filter {
     }
 }
 
-/// One page of `items` (any order in, already filtered): sorted by `key` (sort key, id),
-/// starting after `cursor`; answers the page and the cursor of the next one.
-pub fn page_by<T>(
-    mut items: Vec<T>,
-    key: impl Fn(&T) -> (i64, String),
-    descending: bool,
-    limit: usize,
-    cursor: Option<&Cursor>,
-) -> (Vec<T>, Option<Cursor>) {
-    items.sort_by_cached_key(&key);
-    if descending {
-        items.reverse();
-    }
-    let after = cursor.and_then(|c| position(c.entry()));
-    let rest: Vec<T> = items
-        .into_iter()
-        .filter(|s| match &after {
-            None => true,
-            Some(c) if descending => key(s) < *c,
-            Some(c) => key(s) > *c,
-        })
-        .collect();
-    let has_more = rest.len() > limit;
-    let page: Vec<T> = rest.into_iter().take(limit).collect();
-    let next = has_more
-        .then(|| {
-            page.last().map(|s| {
-                let (key, id) = key(s);
-                cursor_at(key, &id)
-            })
-        })
-        .flatten();
-    (page, next)
-}
-
 /// One page of surveys, filtered and sorted.
-pub fn page(
-    mut surveys: Vec<Survey>,
-    filter: &Filter,
-    sort: Sort,
-    limit: usize,
-    cursor: Option<&Cursor>,
-) -> (Vec<Survey>, Option<Cursor>) {
+pub fn page(mut surveys: Vec<Survey>, filter: &Filter, sort: Sort, walk: Walk) -> Page<Survey> {
     surveys.retain(|s| filter.matches(s));
-    page_by(
-        surveys,
-        |s| (sort.key(s), s.id.clone()),
-        sort.descending,
-        limit,
-        cursor,
-    )
+    page_sorted(surveys, |s| entry(sort.key(s), &s.id), walk)
 }
 
 /// Which responses a list shows.
@@ -185,18 +131,17 @@ pub fn page_responses(
     mut responses: Vec<SurveyResponse>,
     filter: &ResponseFilter,
     sort: Sort,
-    limit: usize,
-    cursor: Option<&Cursor>,
-) -> (Vec<SurveyResponse>, Option<Cursor>) {
+    walk: Walk,
+) -> Page<SurveyResponse> {
     responses.retain(|r| filter.matches(r));
     let key = move |r: &SurveyResponse| {
-        let k = match sort.field {
-            SortField::UpdatedAt => r.updated_at.micros(),
-            _ => r.created_at.micros(),
+        let at = match sort.field {
+            SortField::UpdatedAt => r.updated_at,
+            _ => r.created_at,
         };
-        (k, r.id.clone())
+        entry(at.micros(), &r.id)
     };
-    page_by(responses, key, sort.descending, limit, cursor)
+    page_sorted(responses, key, walk)
 }
 
 #[cfg(test)]
@@ -218,16 +163,18 @@ mod tests {
             })
             .collect();
         let sort = Sort::parse(None).unwrap();
+        let listing = sort.listing("app");
         let mut seen = Vec::new();
         let mut cursor = None;
         loop {
             let c = cursor
                 .as_ref()
-                .map(|c: &String| sort.decode_cursor(c, "app").unwrap());
-            let (page, next) = page(all.clone(), &Filter::default(), sort, 4, c.as_ref());
-            seen.extend(page.into_iter().map(|s| s.id));
-            match next {
-                Some(n) => cursor = Some(sort.encode_cursor(&n, "app")),
+                .map(|c: &String| listing.decode(c, valid_entry).unwrap());
+            let walk = Walk::new(4, c.as_ref()).descending(true);
+            let p = page(all.clone(), &Filter::default(), sort, walk);
+            seen.extend(p.items.into_iter().map(|s| s.id));
+            match p.next {
+                Some(n) => cursor = Some(listing.encode(&n)),
                 None => break,
             }
         }
@@ -235,12 +182,8 @@ mod tests {
         seen.sort();
         seen.dedup();
         assert_eq!(seen.len(), 25);
-        let c = sort.encode_cursor(&cursor_at(1, &"0".repeat(24)), "app");
-        assert!(sort.decode_cursor(&c, "app").is_some());
-        assert!(sort.decode_cursor(&c, "other").is_none());
-        let ascending = Sort::parse(Some("createdAt")).unwrap();
-        assert!(ascending.decode_cursor(&c, "app").is_none());
-        let not_an_id = sort.encode_cursor(&cursor_at(1, "x"), "app");
-        assert!(sort.decode_cursor(&not_an_id, "app").is_none());
+        assert!(valid_entry(&entry(-1, &"0".repeat(24))));
+        assert!(!valid_entry(&entry(1, "x")));
+        assert!(entry(-1, "a") < entry(0, "a") && entry(0, "a") < entry(1, "a"));
     }
 }
