@@ -115,9 +115,9 @@ fn fill_survey(db: &sled::Db, app: &str, n: u64) -> String {
         {"id": "why", "text": "What could we do better?", "type": "text"}
     ]});
     let patch = SurveyPatch::parse(body.as_object().expect("object"), true).expect("valid");
-    let survey = patch.into_survey().expect("a survey");
+    let survey = patch.into_survey(SystemClock.now()).expect("a survey");
     surveys::create(db, app, &survey).expect("created");
-    surveys::transition(db, app, &survey.id, SurveyStatus::Active, None).expect("active");
+    surveys::transition(db, app, &survey.id, SurveyStatus::Active, None, SystemClock.now()).expect("active");
     for i in 0..n {
         let draft = ResponseDraft {
             anonymous_id: format!("6f1c2d3e-4b5a-4c6d-8e7f-{i:012x}"),
@@ -130,7 +130,7 @@ fn fill_survey(db: &sled::Db, app: &str, n: u64) -> String {
             metadata: ResponseMetadata::default(),
             attributes: serde_json::Map::new(),
         };
-        surveys::respond(db, app, &survey.id, &draft, "2026-11", None).expect("response");
+        surveys::respond(db, app, &survey.id, &draft, SystemClock.now(), None).expect("response");
     }
     eprintln!("{n} survey responses stored in {:?}", started.elapsed());
     survey.id

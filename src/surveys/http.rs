@@ -177,7 +177,7 @@ async fn create_survey(
     let app = app.into_inner();
     crate::tenants::http::app_plan(&state, &app).await?;
     let p = parse_body(&state, &req, &app, payload, true).await?;
-    let survey = p.into_survey().map_err(ApiError::validation)?;
+    let survey = p.into_survey(state.now()).map_err(ApiError::validation)?;
     let (a, s) = (app.clone(), survey.clone());
     state.store.run(move |db| store::create(db, &a, &s)).await?;
     let loc = format!("/admin/v1/apps/{app}/surveys/{}", survey.id);
@@ -261,9 +261,10 @@ async fn update_survey(
     let (app, id) = path.into_inner();
     crate::tenants::http::app_plan(&state, &app).await?;
     let p = parse_body(&state, &req, &app, payload, false).await?;
+    let now = state.now();
     let survey = state
         .store
-        .run(move |db| Ok(store::update(db, &app, &id, &p)))
+        .run(move |db| Ok(store::update(db, &app, &id, &p, now)))
         .await??;
     Ok(api::ok(&survey))
 }
@@ -300,10 +301,10 @@ async fn transition_survey(
     let Some(to) = to.filter(|_| errors.is_empty()) else {
         return Err(ApiError::validation(errors));
     };
-    let limit = state.settings.plan(plan).limit(Quota::ActiveSurveys);
+    let (limit, now) = (state.settings.plan(plan).limit(Quota::ActiveSurveys), state.now());
     let survey = state
         .store
-        .run(move |db| Ok(store::transition(db, &app, &id, to, limit)))
+        .run(move |db| Ok(store::transition(db, &app, &id, to, limit, now)))
         .await??;
     Ok(api::ok(&survey))
 }
@@ -438,11 +439,10 @@ async fn add_response(
         .map(str::to_owned);
     let draft = ResponseDraft::parse(&body, user_agent).map_err(ApiError::validation)?;
     let limit = state.settings.plan(plan).limit(Quota::ResponsesPerMonth);
-    let month = Timestamp::now().time().format("%Y%m").to_string();
-    let id = id.into_inner();
+    let (id, now) = (id.into_inner(), state.now());
     let (response, created) = state
         .store
-        .run(move |db| Ok(store::respond(db, &app, &id, &draft, &month, limit)))
+        .run(move |db| Ok(store::respond(db, &app, &id, &draft, now, limit)))
         .await??;
     Ok(if created {
         let loc = format!(

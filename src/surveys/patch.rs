@@ -91,10 +91,9 @@ impl SurveyPatch {
         }
     }
 
-    /// A new draft from a create body (parsed with `create`), checked against its type's
-    /// conventions.
-    pub fn into_survey(self) -> Result<Survey, Vec<FieldError>> {
-        let now = Timestamp::now();
+    /// A new draft made at `now` from a create body (parsed with `create`), checked against
+    /// its type's conventions.
+    pub fn into_survey(self, now: Timestamp) -> Result<Survey, Vec<FieldError>> {
         let survey = Survey {
             id: ids::object_id(),
             board_id: self.board_id.flatten(),
@@ -114,8 +113,8 @@ impl SurveyPatch {
 
 impl Survey {
     /// Applies a PATCH: questions and type only while draft, title, board and targeting until
-    /// closed (409 otherwise); the result must keep its type's conventions.
-    pub fn apply(&mut self, p: &SurveyPatch) -> Result<(), Rejection> {
+    /// closed (409 otherwise); the result must keep its type's conventions. Updated at `now`.
+    pub fn apply(&mut self, p: &SurveyPatch, now: Timestamp) -> Result<(), Rejection> {
         if self.status == SurveyStatus::Closed {
             return Err(Rejection::Conflict(
                 "a closed survey cannot be edited".into(),
@@ -143,7 +142,7 @@ impl Survey {
             self.targeting = t.clone();
         }
         conventions(self.kind, &self.questions).map_err(Rejection::Invalid)?;
-        self.updated_at = Timestamp::now();
+        self.updated_at = now;
         Ok(())
     }
 }
@@ -508,7 +507,7 @@ mod tests {
             {"id": "why", "text": "Why?", "type": "text", "required": false}]}));
         let s = SurveyPatch::parse(&ok, true)
             .unwrap()
-            .into_survey()
+            .into_survey(Timestamp::from_micros(0))
             .unwrap();
         assert_eq!(
             (s.questions[0].min, s.questions[0].max),
@@ -518,7 +517,7 @@ mod tests {
             {"id": "score", "text": "How likely?", "type": "scale", "max": 5}]}));
         let e = SurveyPatch::parse(&bad, true)
             .unwrap()
-            .into_survey()
+            .into_survey(Timestamp::from_micros(0))
             .unwrap_err();
         assert_eq!(fields(e), ["questions[0]"]);
     }

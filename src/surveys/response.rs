@@ -336,6 +336,7 @@ pub fn respond(
     survey: &Survey,
     existing: Option<SurveyResponse>,
     draft: &ResponseDraft,
+    now: Timestamp,
 ) -> Result<SurveyResponse, Vec<FieldError>> {
     let mut errors = Vec::new();
     let mut given: Vec<AnswerValue> = Vec::new();
@@ -358,7 +359,6 @@ pub fn respond(
             Err(m) => errors.push(FieldError::new(at, m)),
         }
     }
-    let now = Timestamp::now();
     let mut r = existing.unwrap_or_else(|| SurveyResponse {
         id: format!("{RESPONSE_PREFIX}{}", ids::object_id()),
         survey_id: survey.id.clone(),

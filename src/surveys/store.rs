@@ -22,7 +22,7 @@ use super::model::{
     self, Rejection, ResponseDraft, Survey, SurveyPatch, SurveyResponse, SurveyStatus,
 };
 use crate::config::Quota;
-use crate::ids;
+use crate::ids::{self, Timestamp};
 use crate::storage::{decode, encode, StoreError};
 use crate::validation::FieldError;
 
@@ -139,13 +139,14 @@ pub fn update(
     app: &str,
     id: &str,
     patch: &SurveyPatch,
+    now: Timestamp,
 ) -> Result<Survey, SurveyError> {
     if !ids::is_object_id(id) {
         return Err(SurveyError::NotFound);
     }
     let out = db.open_tree(TREE)?.transaction(|tx| {
         let mut s = load_tx(tx, app, id)?;
-        if let Err(r) = s.apply(patch) {
+        if let Err(r) = s.apply(patch, now) {
             return abort(r.into());
         }
         tx.insert(survey_key(app, id), encode(&s))?;
@@ -163,6 +164,7 @@ pub fn transition(
     id: &str,
     to: SurveyStatus,
     limit: Option<u64>,
+    now: Timestamp,
 ) -> Result<Survey, SurveyError> {
     if !ids::is_object_id(id) {
         return Err(SurveyError::NotFound);
@@ -170,7 +172,7 @@ pub fn transition(
     let out = db.open_tree(TREE)?.transaction(|tx| {
         let mut s = load_tx(tx, app, id)?;
         let was = s.status.holds_slot();
-        if let Err(m) = s.move_to(to) {
+        if let Err(m) = s.move_to(to, now) {
             return abort(SurveyError::Conflict(m));
         }
         let n = decode_count(tx.get(live_key(app))?.as_deref());
@@ -229,7 +231,8 @@ fn month_key(app: &str, month: &str) -> Vec<u8> {
 }
 
 /// Stores a visitor's answers to survey `id`: a new response (counted in the survey's
-/// `responseCount` and against `limit`, the plan's `responses_per_month`, for `month`) or an
+/// `responseCount` and against `limit`, the plan's `responses_per_month`, for the month of
+/// `now`, when it is made or changed) or an
 /// update of the visitor's earlier one, in one transaction. Drafts and unknown surveys are
 /// 404, paused and closed ones 409; a new response from a visitor outside the survey's
 /// targeting (as the widget's list would compute it from the body and the profile store) is
@@ -241,9 +244,10 @@ pub fn respond(
     app: &str,
     id: &str,
     draft: &ResponseDraft,
-    month: &str,
+    now: Timestamp,
     limit: Option<u64>,
 ) -> Result<(SurveyResponse, bool), SurveyError> {
+    let month = now.time().format("%Y%m").to_string();
     if !ids::is_object_id(id) {
         return Err(SurveyError::NotFound);
     }
@@ -291,7 +295,7 @@ pub fn respond(
                 return abort(SurveyError::Forbidden(why));
             }
         }
-        let mut response = match model::respond(&survey, existing, draft) {
+        let mut response = match model::respond(&survey, existing, draft, now) {
             Ok(r) => r,
             Err(d) => return abort(SurveyError::Invalid(d)),
         };
@@ -299,7 +303,7 @@ pub fn respond(
             response.user_id = draft.user_id.clone();
         }
         if created {
-            let mkey = month_key(app, month);
+            let mkey = month_key(app, &month);
             let n = decode_count(tx.get(&mkey)?.as_deref());
             if let Some(limit) = limit.filter(|l| n >= *l) {
                 return abort(SurveyError::PlanLimit {

@@ -208,13 +208,13 @@ pub struct Survey {
 }
 
 impl Survey {
-    /// Moves to `to` (409 with the allowed moves otherwise).
-    pub fn move_to(&mut self, to: SurveyStatus) -> Result<(), String> {
+    /// Moves to `to` at `now` (409 with the allowed moves otherwise).
+    pub fn move_to(&mut self, to: SurveyStatus, now: Timestamp) -> Result<(), String> {
         if !self.status.next().contains(&to) {
             return Err(illegal_move(self.status, to));
         }
         self.status = to;
-        self.updated_at = Timestamp::now();
+        self.updated_at = now;
         Ok(())
     }
 }

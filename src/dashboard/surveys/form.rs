@@ -347,7 +347,7 @@ pub async fn create(
         Ok(b) => b,
         Err(errors) => return Ok(invalid(&viewer, &app, Mode::New, &draft, errors)),
     };
-    let survey = SurveyPatch::parse(&body, true).and_then(|p| p.into_survey());
+    let survey = SurveyPatch::parse(&body, true).and_then(|p| p.into_survey(state.now()));
     let survey = match survey {
         Ok(s) => s,
         Err(errors) => {
@@ -444,10 +444,10 @@ pub async fn edit(
             return Ok(invalid(&viewer, &app, mode, &draft, errors));
         }
     };
-    let (a, i) = (app.id.clone(), id.clone());
+    let (a, i, now) = (app.id.clone(), id.clone(), state.now());
     let done = state
         .store
-        .run(move |db| Ok(store::update(db, &a, &i, &patch)))
+        .run(move |db| Ok(store::update(db, &a, &i, &patch, now)))
         .await?;
     match done {
         Ok(_) => {}
@@ -508,6 +508,7 @@ pub async fn preview(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::Timestamp;
 
     #[test]
     fn every_preset_is_a_valid_survey_of_its_type() {
@@ -516,7 +517,7 @@ mod tests {
                 Form::from_pairs(&[("type", kind.name()), ("title", "T"), ("percentage", "50")]);
             let made = body(&Draft::from_form(&form), true)
                 .and_then(|(b, _, _)| SurveyPatch::parse(&b, true))
-                .and_then(|p| p.into_survey());
+                .and_then(|p| p.into_survey(Timestamp::from_micros(0)));
             let s = made.unwrap_or_else(|e| panic!("{}: {e:?}", kind.name()));
             assert_eq!(s.kind, kind);
             assert!(!s.questions.is_empty());
@@ -553,7 +554,7 @@ mod tests {
         ]);
         let made = body(&Draft::from_form(&form), true)
             .and_then(|(b, _, _)| SurveyPatch::parse(&b, true))
-            .and_then(|p| p.into_survey())
+            .and_then(|p| p.into_survey(Timestamp::from_micros(0)))
             .unwrap();
         let again = Draft::from_survey(&made);
         assert_eq!(
@@ -562,7 +563,7 @@ mod tests {
         );
         let remade = body(&again, true)
             .and_then(|(b, _, _)| SurveyPatch::parse(&b, true))
-            .and_then(|p| p.into_survey())
+            .and_then(|p| p.into_survey(Timestamp::from_micros(0)))
             .unwrap();
         assert_eq!(
             (remade.questions, remade.targeting),

@@ -377,10 +377,10 @@ pub async fn transition(
     let to = SurveyStatus::parse(form.get("status"))
         .ok_or_else(|| PageError::bad_request("status must be draft, active, paused or closed"))?;
     let limit = state.settings.plan(app.plan).limit(Quota::ActiveSurveys);
-    let (a, s) = (app.id.clone(), id.clone());
+    let (a, s, now) = (app.id.clone(), id.clone(), state.now());
     state
         .store
-        .run(move |db| Ok(store::transition(db, &a, &s, to, limit)))
+        .run(move |db| Ok(store::transition(db, &a, &s, to, limit, now)))
         .await?
         .map_err(ApiError::from)?;
     tracing::info!(app_id = %app.id, survey_id = %id, to = to.name(), user_id = %viewer.user.id, "survey moved from the dashboard");
