@@ -117,7 +117,15 @@ fn fill_survey(db: &sled::Db, app: &str, n: u64) -> String {
     let patch = SurveyPatch::parse(body.as_object().expect("object"), true).expect("valid");
     let survey = patch.into_survey(SystemClock.now()).expect("a survey");
     surveys::create(db, app, &survey).expect("created");
-    surveys::transition(db, app, &survey.id, SurveyStatus::Active, None, SystemClock.now()).expect("active");
+    surveys::transition(
+        db,
+        app,
+        &survey.id,
+        SurveyStatus::Active,
+        None,
+        SystemClock.now(),
+    )
+    .expect("active");
     for i in 0..n {
         let draft = ResponseDraft {
             anonymous_id: format!("6f1c2d3e-4b5a-4c6d-8e7f-{i:012x}"),

@@ -278,7 +278,7 @@ pub fn admin_create(args: &AdminCreate) -> Result<(), String> {
                 dir.join("db").display()
             )
         })?;
-    let user = new.into_user()?;
+    let user = new.into_user(crate::clock::Clock::now(&crate::clock::SystemClock))?;
     let first = !store::is_set_up(&db).map_err(|e| e.to_string())?;
     match store::create_user(&db, &user, first) {
         Ok(()) => {}

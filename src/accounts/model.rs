@@ -122,15 +122,16 @@ impl NewUser {
         }
     }
 
-    /// The stored account (hashes the password: slow on purpose, run it off the async workers).
-    pub fn into_user(self) -> Result<User, String> {
+    /// The stored account, created at `now` (hashes the password: slow on purpose, run it off
+    /// the async workers).
+    pub fn into_user(self, now: Timestamp) -> Result<User, String> {
         Ok(User {
             id: ids::object_id(),
             password_hash: hash_password(&self.password)?,
             email: self.email,
             name: self.name,
             role: self.role,
-            created_at: Timestamp::now(),
+            created_at: now,
         })
     }
 }
@@ -286,7 +287,7 @@ mod tests {
 
     #[test]
     fn the_csrf_token_must_match_exactly() {
-        let (s, _) = Session::start("u1", Timestamp::now());
+        let (s, _) = Session::start("u1", Timestamp::from_micros(1_750_000_000_000_000));
         assert!(s.csrf_matches(&s.csrf.clone()));
         assert!(!s.csrf_matches(""));
         assert!(!s.csrf_matches(&s.csrf[..63]));

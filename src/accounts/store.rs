@@ -167,6 +167,10 @@ mod tests {
     use super::*;
     use crate::accounts::model::{session_key, Role, User};
 
+    fn t0() -> Timestamp {
+        Timestamp::from_micros(1_750_000_000_000_000)
+    }
+
     fn user(email: &str) -> User {
         User {
             id: crate::ids::object_id(),
@@ -174,7 +178,7 @@ mod tests {
             name: "N".into(),
             role: Role::Owner,
             password_hash: "x".into(),
-            created_at: Timestamp::now(),
+            created_at: t0(),
         }
     }
 
@@ -204,7 +208,7 @@ mod tests {
         let db = sled::open(dir.path()).unwrap();
         let u = user("a@x.io");
         create_user(&db, &u, true).unwrap();
-        let now = Timestamp::now();
+        let now = t0();
         let (s, id) = Session::start(&u.id, now);
         insert_session(&db, &session_key(&id), &s).unwrap();
         assert!(

@@ -18,7 +18,6 @@ pub use super::viewer::Viewer;
 use crate::accounts::model::{session_key, tokens_match, ABSOLUTE_SECS};
 use crate::accounts::store;
 use crate::api::ratelimit::RateLimits;
-use crate::ids::Timestamp;
 use crate::state::AppState;
 
 pub const SESSION_COOKIE: &str = "tributary_session";
@@ -94,10 +93,10 @@ async fn viewer(req: HttpRequest) -> Result<Viewer, PageError> {
         return Err(PageError::SignIn { setup });
     };
     let skey = session_key(&id);
-    let k = skey.clone();
+    let (k, now) = (skey.clone(), state.now());
     let found = state
         .store
-        .run(move |db| store::session(db, &k, Timestamp::now()))
+        .run(move |db| store::session(db, &k, now))
         .await?;
     match found {
         Some((session, user)) => Ok(Viewer {

@@ -301,7 +301,10 @@ async fn transition_survey(
     let Some(to) = to.filter(|_| errors.is_empty()) else {
         return Err(ApiError::validation(errors));
     };
-    let (limit, now) = (state.settings.plan(plan).limit(Quota::ActiveSurveys), state.now());
+    let (limit, now) = (
+        state.settings.plan(plan).limit(Quota::ActiveSurveys),
+        state.now(),
+    );
     let survey = state
         .store
         .run(move |db| Ok(store::transition(db, &app, &id, to, limit, now)))

@@ -13,7 +13,6 @@ use crate::dashboard::layout::{self, csrf_field, field, form_errors};
 use crate::dashboard::session::{
     self, Dashboard, Viewer, CSRF_COOKIE, SESSION_COOKIE, SIGN_INS_PER_MINUTE,
 };
-use crate::ids::Timestamp;
 use crate::state::AppState;
 use crate::tenants::Access;
 use crate::validation::FieldError;
@@ -96,7 +95,7 @@ async fn sign_in_as(
     req: &HttpRequest,
     user_id: &str,
 ) -> Result<HttpResponse, PageError> {
-    let (s, id) = Session::start(user_id, Timestamp::now());
+    let (s, id) = Session::start(user_id, state.now());
     let skey = session_key(&id);
     state
         .store
@@ -138,7 +137,8 @@ pub async fn setup(
             return Ok(setup_page(&req, StatusCode::BAD_REQUEST, &f));
         }
     };
-    let user = web::block(move || new.into_user())
+    let now = state.now();
+    let user = web::block(move || new.into_user(now))
         .await?
         .map_err(PageError::internal)?;
     let (u, id) = (user.clone(), user.id.clone());

@@ -105,7 +105,8 @@ pub async fn create(
         Ok(n) if errors.is_empty() => n,
         _ => return bad(&state, &viewer, &form, errors).await,
     };
-    let user = web::block(move || new.into_user())
+    let now = state.now();
+    let user = web::block(move || new.into_user(now))
         .await?
         .map_err(PageError::internal)?;
     let u = user.clone();
