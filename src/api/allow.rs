@@ -1,6 +1,6 @@
 //! The methods each documented path answers, from the OpenAPI document, so that a known path
 //! asked with another method answers `405 METHOD_NOT_ALLOWED` with an `Allow` header (and an
-//! unknown path `404 NOT_FOUND`).
+//! unknown path `404 NOT_FOUND`; a path with a trailing slash is unknown).
 
 use serde_json::Value;
 
@@ -56,11 +56,11 @@ impl Allowed {
     }
 }
 
+/// A path's segments; a trailing slash makes an empty last segment, which no template's
+/// segment matches: `/acq/v1/contacts/` is not `/acq/v1/contacts` (the document names every
+/// path without one, so a trailing slash is an unknown path, 404, on every path).
 fn segments(path: &str) -> Vec<String> {
-    path.trim_end_matches('/')
-        .split('/')
-        .map(str::to_owned)
-        .collect()
+    path.split('/').map(str::to_owned).collect()
 }
 
 #[cfg(test)]
@@ -81,5 +81,7 @@ mod tests {
         assert_eq!(allowed.methods("/acq/v1/contacts/batch"), Some("POST"));
         assert_eq!(allowed.methods("/acq/v1/contacts/a/b"), None);
         assert_eq!(allowed.methods("/acq/v1/contacts//"), None);
+        assert_eq!(allowed.methods("/acq/v1/contacts/batch/"), None);
+        assert_eq!(allowed.methods("/acq/v1/contacts/abc/"), None);
     }
 }

@@ -224,17 +224,28 @@ pub async fn read_body(
 }
 
 /// Every request that matches no route: 405 with `Allow` when the path is known (another
-/// method was asked), else 404.
+/// method was asked), else 404 (naming the path without its trailing slash when that one is
+/// known: no path has one, and none is silently rewritten).
 pub async fn not_found(req: HttpRequest) -> Result<HttpResponse, ApiError> {
     let allowed = req
         .app_data::<actix_web::web::Data<allow::Allowed>>()
         .and_then(|a| a.methods(req.path()));
-    match allowed {
-        Some(methods) => Err(ApiError::new(
+    let path = req.path();
+    let without_slash = path.strip_suffix('/').filter(|p| !p.is_empty() && !p.ends_with('/'));
+    let known = |p: &str| {
+        req.app_data::<actix_web::web::Data<allow::Allowed>>()
+            .is_some_and(|a| a.methods(p).is_some())
+    };
+    match (allowed, without_slash) {
+        (Some(methods), _) => Err(ApiError::new(
             ErrorCode::MethodNotAllowed,
             format!("{} is not allowed here; allowed: {methods}", req.method()),
         )
         .with_header("allow", methods.to_owned())),
-        None => Err(ApiError::new(ErrorCode::NotFound, "no such route")),
+        (None, Some(p)) if known(p) => Err(ApiError::new(
+            ErrorCode::NotFound,
+            format!("no such route; paths have no trailing slash: {p}"),
+        )),
+        (None, _) => Err(ApiError::new(ErrorCode::NotFound, "no such route")),
     }
 }

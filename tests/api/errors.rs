@@ -51,6 +51,30 @@ async fn a_known_path_asked_with_another_method_is_405_with_allow() {
 }
 
 #[tokio::test]
+async fn a_trailing_slash_is_an_unknown_path_on_every_path_never_a_405() {
+    let app = spawn_app();
+    let key = app.contacts_key("free").await;
+    for (method, path) in [
+        (Method::GET, "/acq/v1/contacts/"),
+        (Method::POST, "/acq/v1/contacts/"),
+        (Method::GET, "/acq/v1/contacts/0123456789abcdef01234567/"),
+        (Method::POST, "/acq/v1/contacts/batch/"),
+        (Method::GET, "/api/v1/ideas/"),
+        (Method::GET, "/admin/v1/apps/"),
+        (Method::GET, "/healthz/"),
+    ] {
+        let a = app.api(&key, method.clone(), path, None).await;
+        a.assert_error(404, "NOT_FOUND");
+        assert_eq!(a.header("allow"), None, "{method} {path}");
+        let message = a.body["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(path.trim_end_matches('/')),
+            "{method} {path}: {message}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn a_malformed_json_body_is_400_in_the_envelope() {
     let app = spawn_app();
     let key = app.contacts_key("free").await;
