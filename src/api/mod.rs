@@ -134,15 +134,78 @@ pub fn json_object(
     }
 }
 
-/// Reads (at most `limit` bytes) and parses a JSON object body; returns the raw bytes too.
+/// Reads (at most `limit` bytes, before and after undoing its `Content-Encoding`) and parses a
+/// JSON object body; returns the decoded bytes too.
 pub async fn json_body(
     req: &HttpRequest,
     payload: actix_web::web::Payload,
     limit: usize,
 ) -> Result<(bytes::Bytes, serde_json::Map<String, serde_json::Value>), ApiError> {
     let raw = read_body(payload, limit).await?;
+    let raw = match decode_content(req, raw.into(), limit) {
+        Ok(body) => bytes::Bytes::from(body),
+        Err(Undecoded::TooLarge) => {
+            return Err(ApiError::field(
+                "body",
+                format!("larger than {limit} bytes once decompressed"),
+            ))
+        }
+        Err(e) => return Err(e.into()),
+    };
     let fields = json_object(req, &raw)?;
     Ok((raw, fields))
+}
+
+/// Why a body's `Content-Encoding` could not be undone.
+#[derive(Debug, PartialEq)]
+pub enum Undecoded {
+    /// The decoded body is over the limit.
+    TooLarge,
+    /// Not valid gzip.
+    Invalid(String),
+    /// An encoding other than gzip or identity.
+    Unsupported(String),
+}
+
+impl From<Undecoded> for ApiError {
+    /// 400 naming `body` or `Content-Encoding` (the caller answers `TooLarge` its own way).
+    fn from(e: Undecoded) -> ApiError {
+        match e {
+            Undecoded::TooLarge => ApiError::field("body", "too large once decompressed"),
+            Undecoded::Invalid(cause) => ApiError::field("body", format!("invalid gzip: {cause}")),
+            Undecoded::Unsupported(other) => ApiError::field(
+                "Content-Encoding",
+                format!("{other} is not supported; use gzip or none"),
+            ),
+        }
+    }
+}
+
+/// Undoes a body's `Content-Encoding`: gzip (`x-gzip`) is decompressed, reading at most
+/// `limit` decoded bytes (a bomb stops there); none or `identity` passes; any other is refused.
+/// The collector and every JSON body of the API read bodies through it.
+pub fn decode_content(req: &HttpRequest, raw: Vec<u8>, limit: usize) -> Result<Vec<u8>, Undecoded> {
+    use std::io::Read;
+    let encoding = req
+        .headers()
+        .get(header::CONTENT_ENCODING)
+        .map(|v| v.to_str().unwrap_or("?"))
+        .unwrap_or("identity");
+    match encoding.trim().to_ascii_lowercase().as_str() {
+        "" | "identity" => Ok(raw),
+        "gzip" | "x-gzip" => {
+            let mut out = Vec::new();
+            flate2::read::GzDecoder::new(raw.as_slice())
+                .take(limit as u64 + 1)
+                .read_to_end(&mut out)
+                .map_err(|e| Undecoded::Invalid(e.to_string()))?;
+            if out.len() > limit {
+                return Err(Undecoded::TooLarge);
+            }
+            Ok(out)
+        }
+        other => Err(Undecoded::Unsupported(other.to_owned())),
+    }
 }
 
 /// Error handlers for actix's own extractors, so their failures use the envelope too.
@@ -231,7 +294,9 @@ pub async fn not_found(req: HttpRequest) -> Result<HttpResponse, ApiError> {
         .app_data::<actix_web::web::Data<allow::Allowed>>()
         .and_then(|a| a.methods(req.path()));
     let path = req.path();
-    let without_slash = path.strip_suffix('/').filter(|p| !p.is_empty() && !p.ends_with('/'));
+    let without_slash = path
+        .strip_suffix('/')
+        .filter(|p| !p.is_empty() && !p.ends_with('/'));
     let known = |p: &str| {
         req.app_data::<actix_web::web::Data<allow::Allowed>>()
             .is_some_and(|a| a.methods(p).is_some())

@@ -3,7 +3,6 @@
 //! `body (limits, gzip) -> simd-json parse -> key (header, query or body) -> validate, enrich
 //!  -> plan limit -> Collector::submit (durable) -> 200 {accepted, duplicates, rejected, errors}`
 
-use std::io::Read;
 use std::net::IpAddr;
 
 use actix_web::body::MessageBody;
@@ -17,7 +16,7 @@ use super::decode::{self, BodyError, Decoded, Enrichment, Rejected};
 use super::metrics::Reject;
 use super::Collector;
 use super::{usage, SubmitError};
-use crate::api::{self, ApiError, ErrorCode, FieldError};
+use crate::api::{self, ApiError, ErrorCode, FieldError, Undecoded};
 use crate::config::{CollectorSettings, Quota};
 use crate::state::AppState;
 use crate::tenants::registry::Authenticated;
@@ -145,28 +144,9 @@ async fn read_body(
         }
         raw.extend_from_slice(&chunk);
     }
-    let encoding = req
-        .headers()
-        .get(header::CONTENT_ENCODING)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("identity");
-    match encoding.trim().to_ascii_lowercase().as_str() {
-        "" | "identity" => Ok(raw),
-        "gzip" | "x-gzip" => {
-            let mut out = Vec::new();
-            let mut reader = flate2::read::GzDecoder::new(raw.as_slice()).take(limit as u64 + 1);
-            reader
-                .read_to_end(&mut out)
-                .map_err(|e| ApiError::field("body", format!("invalid gzip: {e}")))?;
-            if out.len() > limit {
-                return Err(too_large(collector, "decompressed batch", limit));
-            }
-            Ok(out)
-        }
-        other => Err(ApiError::field(
-            "Content-Encoding",
-            format!("{other} is not supported; use gzip or none"),
-        )),
+    match api::decode_content(req, raw, limit) {
+        Err(Undecoded::TooLarge) => Err(too_large(collector, "decompressed batch", limit)),
+        decoded => Ok(decoded?),
     }
 }
 

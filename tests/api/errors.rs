@@ -74,6 +74,55 @@ async fn a_trailing_slash_is_an_unknown_path_on_every_path_never_a_405() {
     }
 }
 
+fn gzip(body: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(body).unwrap();
+    e.finish().unwrap()
+}
+
+#[tokio::test]
+async fn a_gzip_body_is_decoded_capped_once_inflated_and_other_encodings_refused() {
+    let app = spawn_app_with(|s| s.server.max_body_bytes = 64 * 1024);
+    let key = app.contacts_key("free").await;
+    let send = |encoding: &'static str, body: Vec<u8>| {
+        let headers = [
+            ("x-api-key", key.as_str()),
+            ("content-type", "application/json"),
+            ("content-encoding", encoding),
+        ];
+        let app = &app;
+        async move {
+            app.raw(Method::POST, "/acq/v1/contacts", &headers, body)
+                .await
+        }
+    };
+    let contact = br#"{"email": "gzip.body@example.com", "firstName": "Gzip"}"#;
+    let made = send("gzip", gzip(contact)).await;
+    assert_eq!(made.status, 201, "{}", made.body);
+    assert_eq!(made.data()["firstName"], "Gzip");
+    // Under the limit compressed, over it once inflated: refused, never parsed.
+    let bomb = format!(
+        r#"{{"email": "big@example.com", "notes": "{}"}}"#,
+        "a".repeat(200 * 1024)
+    );
+    let a = send("gzip", gzip(bomb.as_bytes())).await;
+    a.assert_error(400, "VALIDATION_ERROR");
+    assert_eq!(a.fields(), ["body"]);
+    assert!(a.body["error"]["details"][0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("decompressed"));
+    let a = send("gzip", contact.to_vec()).await;
+    a.assert_error(400, "VALIDATION_ERROR");
+    assert_eq!(a.fields(), ["body"], "not gzip");
+    for unknown in ["br", "deflate", "zstd"] {
+        let a = send(unknown, contact.to_vec()).await;
+        a.assert_error(400, "VALIDATION_ERROR");
+        assert_eq!(a.fields(), ["Content-Encoding"], "{unknown}");
+    }
+}
+
 #[tokio::test]
 async fn a_malformed_json_body_is_400_in_the_envelope() {
     let app = spawn_app();

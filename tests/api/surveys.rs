@@ -788,6 +788,34 @@ async fn answer(app: &TestApp, ik: &str, survey: &str, body: Value) -> Answer {
     .await
 }
 
+#[tokio::test]
+async fn the_widget_decodes_a_gzip_body_and_refuses_other_encodings() {
+    use std::io::Write;
+    let app = spawn_app();
+    let (_, ik, key, id) = live_nps(&app).await;
+    let body = json!({"anonymousId": anon("gz"), "answers": [{"questionId": "score", "value": 9}]});
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(body.to_string().as_bytes()).unwrap();
+    let path = format!("/api/w/surveys/{id}/responses");
+    let send = |encoding: &'static str, bytes: Vec<u8>| {
+        let (app, path, ik) = (&app, &path, &ik);
+        async move {
+            let headers = [
+                ("x-app-key", ik.as_str()),
+                ("content-type", "application/json"),
+                ("content-encoding", encoding),
+            ];
+            app.raw(Method::POST, path, &headers, bytes).await
+        }
+    };
+    let made = send("gzip", e.finish().unwrap()).await;
+    assert_eq!(made.status, 201, "{}", made.body);
+    let refused = send("br", body.to_string().into_bytes()).await;
+    refused.assert_error(400, "VALIDATION_ERROR");
+    assert_eq!(refused.fields(), ["Content-Encoding"]);
+    assert_eq!(survey_count(&app, &key, &id).await, 1);
+}
+
 async fn survey_count(app: &TestApp, key: &str, id: &str) -> u64 {
     let a = app
         .api(key, Method::GET, &format!("/api/v1/surveys/{id}"), None)
