@@ -219,6 +219,7 @@ pub fn edit_comment(
     content: &str,
     author_id: Option<&str>,
     moderator: bool,
+    now: Timestamp,
 ) -> Result<Comment, IdeaError> {
     if !ids::is_object_id(idea_id) || !ids::is_object_id(id) {
         return Err(IdeaError::NotFound("comment"));
@@ -233,7 +234,7 @@ pub fn edit_comment(
             ));
         }
         c.content = content.to_owned();
-        c.updated_at = Timestamp::now();
+        c.updated_at = now;
         tx.insert(child_key(b'c', app, idea_id, id), encode(&c))?;
         Ok(c)
     })?;
@@ -278,8 +279,15 @@ pub fn comments(
 }
 
 /// Merges idea `source` into `target` (api.md §6): the target gains the voters it lacked, the
-/// comments move to it, the source becomes Duplicate with `mergedIntoId`. Answers the target.
-pub fn merge(db: &sled::Db, app: &str, source: &str, target: &str) -> Result<IdeaView, IdeaError> {
+/// comments move to it, the source becomes Duplicate with `mergedIntoId` (at `now`). Answers
+/// the target.
+pub fn merge(
+    db: &sled::Db,
+    app: &str,
+    source: &str,
+    target: &str,
+    now: Timestamp,
+) -> Result<IdeaView, IdeaError> {
     if !ids::is_object_id(source) {
         return Err(IdeaError::NotFound("idea"));
     }
@@ -303,7 +311,9 @@ pub fn merge(db: &sled::Db, app: &str, source: &str, target: &str) -> Result<Ide
             .iter()
             .map(|(k, v)| decode(k, v))
             .collect::<Result<_, _>>()?;
-        Ok(tree.transaction(|tx| merge_tx(tx, app, (source, target), &seen, &votes, &comments))?)
+        Ok(tree.transaction(|tx| {
+            merge_tx(tx, app, (source, target), &seen, (&votes, &comments), now)
+        })?)
     })?;
     db.flush()?;
     Ok(view)
@@ -314,8 +324,8 @@ fn merge_tx(
     app: &str,
     (source, target): (&str, &str),
     seen: &Option<sled::IVec>,
-    votes: &[Vote],
-    comments: &[Comment],
+    (votes, comments): (&[Vote], &[Comment]),
+    now: Timestamp,
 ) -> Tx<IdeaView> {
     let (src_old, bytes) = load_tx(tx, app, source, "idea")?;
     unchanged_tx(&bytes, seen)?;
@@ -360,12 +370,11 @@ fn merge_tx(
             app,
             source,
             &src_board,
-            &src_old.status_id,
-            &src.status_id,
+            (&src_old.status_id, &src.status_id),
+            now,
         )?;
     }
     usage_tx(tx, app, &src, 1)?;
-    let now = Timestamp::now();
     (src.updated_at, dst.updated_at) = (now, now);
     write_tx(tx, app, Some(&src_old), &src)?;
     write_tx(tx, app, Some(&dst_old), &dst)?;

@@ -498,10 +498,10 @@ async fn update_idea(
     if patch.status_id.is_some() {
         who.require(Permission::IdeasModerate)?;
     }
-    let (app, id) = (who.app_id.clone(), id.into_inner());
+    let (app, id, now) = (who.app_id.clone(), id.into_inner(), state.now());
     let idea = state
         .store
-        .run(move |db| Ok(store::update(db, &app, &id, &patch)))
+        .run(move |db| Ok(store::update(db, &app, &id, &patch, now)))
         .await??;
     Ok(api::ok(&idea))
 }
@@ -593,10 +593,10 @@ async fn merge_idea(
     let (Some(into), true) = (into, errors.is_empty()) else {
         return Err(ApiError::validation(errors));
     };
-    let app = who.app_id.clone();
+    let (app, now) = (who.app_id.clone(), state.now());
     let idea = state
         .store
-        .run(move |db| Ok(engagement::merge(db, &app, &id, &into)))
+        .run(move |db| Ok(engagement::merge(db, &app, &id, &into, now)))
         .await??;
     Ok(api::ok(&idea))
 }
@@ -772,7 +772,7 @@ async fn edit_comment(
     let (_, fields) = api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
     let (content, author) = model::parse_comment_edit(&fields).map_err(ApiError::validation)?;
     let (idea, comment) = path.into_inner();
-    let app = who.app_id.clone();
+    let (app, now) = (who.app_id.clone(), state.now());
     let c = state
         .store
         .run(move |db| {
@@ -783,6 +783,7 @@ async fn edit_comment(
                 &content,
                 author.as_deref(),
                 moderator,
+                now,
             ))
         })
         .await??;

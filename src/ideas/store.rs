@@ -278,14 +278,14 @@ fn status_ref(board: &BoardRecord, id: &str) -> Option<StatusRef> {
     })
 }
 
-/// Appends `from -> to` to the idea's status history.
+/// Appends `from -> to`, changed at `now`, to the idea's status history.
 pub fn history_tx(
     tx: &TransactionalTree,
     app: &str,
     idea: &str,
     board: &BoardRecord,
-    from: &str,
-    to: &str,
+    (from, to): (&str, &str),
+    now: Timestamp,
 ) -> Tx<()> {
     let Some(to) = status_ref(board, to) else {
         return invalid("statusId", "no such status on the idea's board");
@@ -295,7 +295,7 @@ pub fn history_tx(
         idea_id: idea.to_owned(),
         from: status_ref(board, from),
         to,
-        changed_at: Timestamp::now(),
+        changed_at: now,
     };
     tx.insert(child_key(b'h', app, idea, &change.id), encode(&change))?;
     Ok(())
@@ -384,12 +384,13 @@ pub fn get(db: &sled::Db, app: &str, id: &str) -> Result<Option<IdeaView>, Store
     Ok(load(db, app, id)?.map(|(i, b)| i.view(&b)))
 }
 
-/// Applies a merge patch; a status change is appended to the history.
+/// Applies a merge patch at `now`; a status change is appended to the history.
 pub fn update(
     db: &sled::Db,
     app: &str,
     id: &str,
     patch: &IdeaPatch,
+    now: Timestamp,
 ) -> Result<IdeaView, IdeaError> {
     if !ids::is_object_id(id) {
         return Err(IdeaError::NotFound("idea"));
@@ -403,9 +404,9 @@ pub fn update(
             return abort(IdeaError::Invalid(d));
         }
         if new.status_id != old.status_id {
-            history_tx(tx, app, id, &board, &old.status_id, &new.status_id)?;
+            history_tx(tx, app, id, &board, (&old.status_id, &new.status_id), now)?;
         }
-        new.updated_at = Timestamp::now();
+        new.updated_at = now;
         usage_tx(tx, app, &old, -1)?;
         usage_tx(tx, app, &new, 1)?;
         write_tx(tx, app, Some(&old), &new)?;

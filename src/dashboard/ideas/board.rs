@@ -193,10 +193,10 @@ pub async fn move_idea(
         status_id: Some(form.get("status").to_owned()),
         ..IdeaPatch::default()
     };
-    let (a, i) = (app.id.clone(), id.clone());
+    let (a, i, now) = (app.id.clone(), id.clone(), state.now());
     let moved = state
         .store
-        .run(move |db| Ok(store::update(db, &a, &i, &patch)))
+        .run(move |db| Ok(store::update(db, &a, &i, &patch, now)))
         .await?
         .map_err(ApiError::from)?;
     tracing::info!(app_id = %app.id, idea_id = %id, status = %moved.status.name, user_id = %viewer.user.id, "idea moved from the dashboard");

@@ -535,10 +535,10 @@ pub async fn update(
     let errors = match IdeaPatch::parse(&patch_body(&form)) {
         Err(d) => d,
         Ok(patch) => {
-            let (a, i) = (app.id.clone(), id.clone());
+            let (a, i, now) = (app.id.clone(), id.clone(), state.now());
             match state
                 .store
-                .run(move |db| Ok(store::update(db, &a, &i, &patch)))
+                .run(move |db| Ok(store::update(db, &a, &i, &patch, now)))
                 .await?
             {
                 Ok(_) => return Ok(layout::see_other(&idea_url(&app.id, &id))),
@@ -618,10 +618,10 @@ pub async fn merge_idea(
             "an idea cannot be merged into itself",
         ));
     }
-    let (a, s, t) = (app.id.clone(), id.clone(), into.clone());
+    let (a, s, t, now) = (app.id.clone(), id.clone(), into.clone(), state.now());
     let target = state
         .store
-        .run(move |db| Ok(engagement::merge(db, &a, &s, &t)))
+        .run(move |db| Ok(engagement::merge(db, &a, &s, &t, now)))
         .await?
         .map_err(ApiError::from)?;
     tracing::info!(app_id = %app.id, idea_id = %id, into = %target.id, user_id = %viewer.user.id, "idea merged from the dashboard");
