@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 const DEFAULTS: &str = include_str!("../config/default.toml");
 
@@ -58,29 +58,9 @@ impl std::fmt::Debug for Secret {
     }
 }
 
-/// The plans an app can be on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Plan {
-    Free,
-    Pro,
-    Enterprise,
-}
-
-impl Plan {
-    pub const ALL: [Plan; 3] = [Plan::Free, Plan::Pro, Plan::Enterprise];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Plan::Free => "free",
-            Plan::Pro => "pro",
-            Plan::Enterprise => "enterprise",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Plan> {
-        Plan::ALL.into_iter().find(|p| p.name() == s)
-    }
+crate::fields::names! {
+    /// The plans an app can be on.
+    pub Plan { Free = "free", Pro = "pro", Enterprise = "enterprise" }
 }
 
 /// The limits of every plan: `plans.free`, `plans.pro`, `plans.enterprise`.
@@ -269,7 +249,7 @@ impl Settings {
     }
 
     fn check(&self) -> Result<(), ConfigError> {
-        for plan in Plan::ALL {
+        for &plan in Plan::ALL {
             if self.plans.get(plan).requests_per_minute == 0 {
                 return Err(ConfigError::ZeroRate(plan.name()));
             }

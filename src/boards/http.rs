@@ -6,10 +6,11 @@ use serde::Deserialize;
 use utoipa::IntoParams;
 use utoipa_actix_web::service_config::ServiceConfig;
 
-use super::model::{Board, BoardRecord, IdeaStatus, ItemPatch, Part, StatusKind, Tag, Topic};
+use super::model::{self, Board, BoardRecord, IdeaStatus, ItemPatch, Part, Tag, Topic};
 use super::store::{self, BoardError, Change};
 use crate::api::{self, ApiError, Deleted, PageQuery};
 use crate::config::Quota;
+use crate::fields::{request_body, Mode};
 use crate::state::AppState;
 use crate::storage::cursor;
 use crate::tenants::{Admin, Permission, Principal};
@@ -80,156 +81,37 @@ async fn apply(
         .await??)
 }
 
-// The request bodies, for the document only: bodies are parsed by `ItemPatch::parse`, which
-// reports every bad field and refuses unknown ones. Names and descriptions are trimmed (Unicode
-// white space) before their length is counted and must not hold control characters (a
-// description may hold line breaks and tabs); the patterns say exactly that.
-
-/// The body of a board's create (documentation only; unknown fields are refused).
-#[derive(serde::Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)]
-struct BoardCreate {
-    /// 1 to 100 characters (trimmed), no control characters.
-    #[schema(
-        min_length = 1,
-        pattern = r"^[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]{0,99}[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
-    )]
-    name: String,
-    /// Up to 1000 characters (trimmed); empty or `null`: none.
-    #[schema(
-        pattern = r"^[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*([^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u0000-\u0008\u000b-\u001f\u007f-\u009f][^\u0000-\u0008\u000b-\u001f\u007f-\u009f]{0,999})?[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
-    )]
-    description: Option<String>,
+request_body! {
+    /// The body of a board's create (unknown fields are refused).
+    BoardCreate = model::BOARD, Mode::Create
 }
-
-/// The body of a board's PATCH (documentation only; unknown fields are refused).
-#[derive(serde::Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)]
-struct BoardChanges {
-    /// 1 to 100 characters (trimmed), no control characters.
-    #[schema(
-        min_length = 1,
-        pattern = r"^[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]{0,99}[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$",
-        nullable = false
-    )]
-    name: Option<String>,
-    /// Up to 1000 characters (trimmed); empty or `null` clears it.
-    #[schema(
-        pattern = r"^[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*([^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u0000-\u0008\u000b-\u001f\u007f-\u009f][^\u0000-\u0008\u000b-\u001f\u007f-\u009f]{0,999})?[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
-    )]
-    description: Option<String>,
+request_body! {
+    /// The body of a board's PATCH (unknown fields are refused).
+    BoardChanges = model::BOARD, Mode::Patch
 }
-
-/// The body of a status's create (documentation only; unknown fields are refused).
-#[derive(serde::Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)]
-struct StatusCreate {
-    /// 1 to 60 characters (trimmed), no control characters; unique in the board
-    /// (case-insensitive).
-    #[schema(
-        min_length = 1,
-        pattern = r"^[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]{0,59}[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
-    )]
-    name: String,
-    /// `#rrggbb`.
-    #[schema(pattern = "^#[0-9a-fA-F]{6}$")]
-    color: String,
-    /// Default `open`.
-    #[schema(nullable = false)]
-    kind: Option<StatusKind>,
-    /// 0-based place in the list; default: last.
-    #[schema(minimum = 0, maximum = 29, nullable = false)]
-    position: Option<u32>,
+request_body! {
+    /// The body of a status's create (unknown fields are refused).
+    StatusCreate = model::STATUS, Mode::Create
 }
-
-/// The body of a status's PATCH (documentation only; unknown fields are refused).
-#[derive(serde::Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)]
-struct StatusChanges {
-    /// 1 to 60 characters (trimmed), no control characters; unique in the board
-    /// (case-insensitive).
-    #[schema(
-        min_length = 1,
-        pattern = r"^[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]{0,59}[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$",
-        nullable = false
-    )]
-    name: Option<String>,
-    /// `#rrggbb`.
-    #[schema(pattern = "^#[0-9a-fA-F]{6}$", nullable = false)]
-    color: Option<String>,
-    #[schema(nullable = false)]
-    kind: Option<StatusKind>,
-    /// 0-based place in the list.
-    #[schema(minimum = 0, maximum = 29, nullable = false)]
-    position: Option<u32>,
+request_body! {
+    /// The body of a status's PATCH (unknown fields are refused).
+    StatusChanges = model::STATUS, Mode::Patch
 }
-
-/// The body of a topic's create (documentation only; unknown fields are refused).
-#[derive(serde::Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)]
-struct TopicCreate {
-    /// 1 to 60 characters (trimmed), no control characters; unique in the board
-    /// (case-insensitive).
-    #[schema(
-        min_length = 1,
-        pattern = r"^[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]{0,59}[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
-    )]
-    name: String,
+request_body! {
+    /// The body of a topic's create (unknown fields are refused).
+    TopicCreate = model::TOPIC, Mode::Create
 }
-
-/// The body of a topic's PATCH (documentation only; unknown fields are refused).
-#[derive(serde::Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)]
-struct TopicChanges {
-    /// 1 to 60 characters (trimmed), no control characters; unique in the board
-    /// (case-insensitive).
-    #[schema(
-        min_length = 1,
-        pattern = r"^[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]{0,59}[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$",
-        nullable = false
-    )]
-    name: Option<String>,
+request_body! {
+    /// The body of a topic's PATCH (unknown fields are refused).
+    TopicChanges = model::TOPIC, Mode::Patch
 }
-
-/// The body of a tag's create (documentation only; unknown fields are refused).
-#[derive(serde::Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)]
-struct TagCreate {
-    /// 1 to 60 characters (trimmed), no control characters; unique in the board
-    /// (case-insensitive).
-    #[schema(
-        min_length = 1,
-        pattern = r"^[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]{0,59}[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
-    )]
-    name: String,
-    /// `#rrggbb`; absent or `null`: none.
-    #[schema(pattern = "^#[0-9a-fA-F]{6}$")]
-    color: Option<String>,
+request_body! {
+    /// The body of a tag's create (unknown fields are refused).
+    TagCreate = model::TAG, Mode::Create
 }
-
-/// The body of a tag's PATCH (documentation only; unknown fields are refused).
-#[derive(serde::Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)]
-struct TagChanges {
-    /// 1 to 60 characters (trimmed), no control characters; unique in the board
-    /// (case-insensitive).
-    #[schema(
-        min_length = 1,
-        pattern = r"^[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]{0,59}[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$",
-        nullable = false
-    )]
-    name: Option<String>,
-    /// `#rrggbb`; `null` clears it.
-    #[schema(pattern = "^#[0-9a-fA-F]{6}$")]
-    color: Option<String>,
+request_body! {
+    /// The body of a tag's PATCH (unknown fields are refused).
+    TagChanges = model::TAG, Mode::Patch
 }
 
 /// Create a board (counts against the plan's `boards` limit; the default board counts too).

@@ -9,8 +9,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::fields::{names, Body, Field, Kind, Mode, NameSet, Shape, Text};
 use crate::ids::{self, Timestamp};
-use crate::validation::{check_text, only_fields, type_name, FieldError};
+use crate::validation::FieldError;
 
 pub const MAX_STATUSES: usize = 30;
 pub const MAX_TOPICS: usize = 100;
@@ -37,12 +38,9 @@ impl Color {
     }
 }
 
-/// Whether ideas in a status still take votes (`open`) or not (`closed`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum StatusKind {
-    Open,
-    Closed,
+names! {
+    /// Whether ideas in a status still take votes (`open`) or not (`closed`).
+    pub StatusKind { Open = "open", Closed = "closed" }
 }
 
 /// A status of a board's ideas.
@@ -155,13 +153,79 @@ pub struct ItemPatch {
     pub description: Option<Option<String>>,
 }
 
-fn text_field(v: &Value, max: usize) -> Result<String, String> {
-    match v {
-        Value::String(s) => match check_text(s, max, false)? {
-            t if t.is_empty() => Err(format!("must be 1 to {max} characters")),
-            t => Ok(t),
-        },
-        other => Err(format!("must be a string, not {}", type_name(other))),
+/// A colour: `#rrggbb`, lowercased.
+static COLOR: Shape = Shape {
+    pattern: "^#[0-9a-fA-F]{6}$",
+    parse: |s| {
+        Color::parse(s)
+            .map(|c| c.0)
+            .ok_or_else(|| "must be a colour in the #rrggbb form".into())
+    },
+    hint: "#rrggbb",
+};
+
+const ITEM_NAME: Field = Field::text("name", Text::line(1, MAX_NAME_CHARS))
+    .required()
+    .doc("1 to 60 characters (trimmed), no control characters; unique in the board (case-insensitive).");
+
+/// The body of a board.
+pub static BOARD: Body = Body::new(
+    "Board",
+    "",
+    &[
+        Field::text("name", Text::line(1, MAX_BOARD_NAME_CHARS))
+            .required()
+            .doc("1 to 100 characters (trimmed), no control characters."),
+        Field::text("description", Text::lines(0, MAX_DESCRIPTION_CHARS))
+            .nullable()
+            .doc("Up to 1000 characters (trimmed); empty or `null`: none."),
+    ],
+);
+
+/// The body of a status.
+pub static STATUS: Body = Body::new(
+    "IdeaStatus",
+    "",
+    &[
+        ITEM_NAME,
+        Field::new("color", Kind::Shape(&COLOR))
+            .required()
+            .doc("`#rrggbb`."),
+        Field::new("kind", Kind::Names(NameSet::of::<StatusKind>())).doc("Default `open`."),
+        Field::new(
+            "position",
+            Kind::Integer {
+                min: 0,
+                max: MAX_STATUSES as i64 - 1,
+            },
+        )
+        .doc("0-based place in the list; default: last."),
+    ],
+);
+
+/// The body of a topic.
+pub static TOPIC: Body = Body::new("Topic", "", &[ITEM_NAME]);
+
+/// The body of a tag.
+pub static TAG: Body = Body::new(
+    "Tag",
+    "",
+    &[
+        ITEM_NAME,
+        Field::new("color", Kind::Shape(&COLOR))
+            .nullable()
+            .doc("`#rrggbb`; absent or `null`: none."),
+    ],
+);
+
+impl Part {
+    /// The body of an item of this list.
+    pub fn body(self) -> &'static Body {
+        match self {
+            Part::Statuses => &STATUS,
+            Part::Topics => &TOPIC,
+            Part::Tags => &TAG,
+        }
     }
 }
 
@@ -173,96 +237,16 @@ impl ItemPatch {
         part: Option<Part>,
         create: bool,
     ) -> Result<ItemPatch, Vec<FieldError>> {
-        let allowed: &[&str] = match part {
-            None => &["name", "description"],
-            Some(Part::Statuses) => &["name", "color", "kind", "position"],
-            Some(Part::Topics) => &["name"],
-            Some(Part::Tags) => &["name", "color"],
-        };
-        let mut errors = Vec::new();
-        only_fields(body, allowed, &mut errors);
-        let mut p = ItemPatch::default();
-        let max = if part.is_none() {
-            MAX_BOARD_NAME_CHARS
-        } else {
-            MAX_NAME_CHARS
-        };
-        let mut check = |field: &str, r: Result<(), String>| {
-            if let Err(m) = r {
-                errors.push(FieldError::new(field, m));
-            }
-        };
-        if let Some(v) = body.get("name") {
-            check("name", text_field(v, max).map(|t| p.name = Some(t)));
-        } else if create {
-            check("name", Err(format!("is required: 1 to {max} characters")));
-        }
-        if allowed.contains(&"color") {
-            let required = create && part == Some(Part::Statuses);
-            check("color", p.parse_color(body.get("color"), required, part));
-        }
-        if let Some(v) = body.get("kind").filter(|_| allowed.contains(&"kind")) {
-            let kind = serde_json::from_value::<StatusKind>(v.clone());
-            check(
-                "kind",
-                kind.map(|k| p.kind = Some(k))
-                    .map_err(|_| "must be open or closed".into()),
-            );
-        }
-        if let Some(v) = body
-            .get("position")
-            .filter(|_| allowed.contains(&"position"))
-        {
-            // An integral float (`21.0`) is an integer in JSON Schema, as the document says.
-            let integral = v.as_f64().filter(|f| f.fract() == 0.0 && *f >= 0.0);
-            let pos = v
-                .as_u64()
-                .or_else(|| integral.map(|f| f as u64))
-                .filter(|n| *n < MAX_STATUSES as u64);
-            let msg = format!("must be an integer from 0 to {}", MAX_STATUSES - 1);
-            check(
-                "position",
-                pos.map(|n| p.position = Some(n as usize)).ok_or(msg),
-            );
-        }
-        if let Some(v) = body.get("description").filter(|_| part.is_none()) {
-            let d = match v {
-                Value::Null => Ok(None),
-                Value::String(s) => check_text(s, MAX_DESCRIPTION_CHARS, true)
-                    .map(|t| Some(t).filter(|t| !t.is_empty())),
-                other => Err(format!("must be a string, not {}", type_name(other))),
-            };
-            check("description", d.map(|d| p.description = Some(d)));
-        }
-        if errors.is_empty() {
-            Ok(p)
-        } else {
-            Err(errors)
-        }
-    }
-
-    fn parse_color(
-        &mut self,
-        v: Option<&Value>,
-        required: bool,
-        part: Option<Part>,
-    ) -> Result<(), String> {
-        match v {
-            None if required => Err("is required: #rrggbb".into()),
-            None => Ok(()),
-            Some(Value::Null) if part == Some(Part::Tags) => {
-                self.color = Some(None);
-                Ok(())
-            }
-            Some(Value::String(s)) => match Color::parse(s) {
-                Some(c) => {
-                    self.color = Some(Some(c));
-                    Ok(())
-                }
-                None => Err("must be a colour in the #rrggbb form".into()),
-            },
-            Some(_) => Err("must be a colour in the #rrggbb form".into()),
-        }
+        let table = part.map_or(&BOARD, Part::body);
+        let mode = if create { Mode::Create } else { Mode::Patch };
+        let p = table.parse(body, mode)?;
+        Ok(ItemPatch {
+            name: p.string("name"),
+            color: p.text("color").map(|c| c.map(Color)),
+            kind: p.name("kind"),
+            position: p.integer("position").flatten().map(|n| n as usize),
+            description: p.text("description"),
+        })
     }
 }
 

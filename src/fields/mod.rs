@@ -216,16 +216,16 @@ impl Field {
         }
     }
 
-    pub const fn nullable(self) -> Field {
+    pub const fn optional(self) -> Field {
         Field {
-            nullable: true,
+            required: false,
             ..self
         }
     }
 
-    pub const fn not_null(self) -> Field {
+    pub const fn nullable(self) -> Field {
         Field {
-            nullable: false,
+            nullable: true,
             ..self
         }
     }

@@ -142,6 +142,14 @@ fn object(
             .fold(AnyOfBuilder::new(), |any, n| {
                 let mut alternative = o.clone();
                 alternative.required.push((*n).to_owned());
+                if let Some(f) = body.field(n) {
+                    let f = Field {
+                        nullable: false,
+                        ..*f
+                    };
+                    let schema = field_schema(&f, out);
+                    alternative.properties.insert((*n).to_owned(), schema);
+                }
                 any.item(alternative)
             })
             .description(doc(description))

@@ -3,7 +3,7 @@
 
 use actix_web::{delete, get, patch, post, web, HttpRequest, HttpResponse};
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::json;
 use utoipa::IntoParams;
 use utoipa_actix_web::service_config::ServiceConfig;
 
@@ -15,6 +15,7 @@ use super::store::{self, Filter, IdeaError, Sort, SortField};
 use crate::api::{self, ApiError, Deleted, ErrorCode, FieldError, Listed, PageQuery, PageRequest};
 use crate::boards::BoardRecord;
 use crate::config::Quota;
+use crate::fields::{request_body, Mode};
 use crate::state::AppState;
 use crate::storage::idempotency::StoredAnswer;
 use crate::tenants::{Permission, Principal};
@@ -187,227 +188,31 @@ async fn list_ideas(
     Ok(page.answer(&found))
 }
 
-// The request bodies, for the document only: bodies are parsed in `model` (`IdeaDraft::parse`,
-// `IdeaPatch::parse`, `parse_vote`, `CommentDraft::parse`, `parse_comment_edit`), which report
-// every bad field and refuse unknown ones. Texts are trimmed (Unicode white space) before their
-// length is counted and must not hold control characters (descriptions and comments may hold
-// line breaks and tabs); the patterns say exactly that. Ids are 24 lowercase hex characters.
-
-/// Someone named in a body (documentation only; unknown fields are refused).
-#[derive(serde::Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)]
-struct PersonInput {
-    /// The host product's user id: 1 to 128 characters (trimmed).
-    #[schema(
-        min_length = 1,
-        pattern = r"^[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]{0,127}[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
-    )]
-    id: String,
-    /// 1 to 100 characters (trimmed).
-    #[schema(
-        min_length = 1,
-        pattern = r"^[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]{0,99}[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
-    )]
-    name: String,
-    /// A valid address; trimmed and lowercased. The pattern shows the usual form; any address
-    /// with a local part of 1 to 64 characters and a domain of dotted letter-digit labels is
-    /// accepted.
-    #[schema(
-        pattern = "^[A-Za-z0-9_+-]{1,20}(\\.[A-Za-z0-9_+-]{1,20}){0,2}@[A-Za-z0-9]{1,20}(-[A-Za-z0-9]{1,20})?(\\.[A-Za-z0-9]{1,20}){0,2}\\.[A-Za-z]{2,10}$"
-    )]
-    email: String,
+request_body! {
+    /// The body of an idea's create (unknown fields are refused).
+    IdeaCreate = model::IDEA, Mode::Create
 }
-
-/// The body of an idea's create (documentation only; unknown fields are refused).
-#[derive(serde::Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-#[allow(dead_code)]
-struct IdeaCreate {
-    /// A board of the app; default: the default board.
-    #[schema(pattern = "^[0-9a-f]{24}$", nullable = false)]
-    board_id: Option<String>,
-    /// 3 to 150 characters (trimmed).
-    #[schema(
-        min_length = 3,
-        pattern = r"^[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]{1,148}[^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u0000-\u001f\u007f-\u009f][\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
-    )]
-    title: String,
-    /// Up to 10000 characters (trimmed); empty or `null`: none.
-    #[schema(
-        pattern = r"^[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*([^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u0000-\u0008\u000b-\u001f\u007f-\u009f][^\u0000-\u0008\u000b-\u001f\u007f-\u009f]{0,9999})?[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
-    )]
-    description: Option<String>,
-    /// A topic of the board; `null`: none.
-    #[schema(pattern = "^[0-9a-f]{24}$")]
-    topic_id: Option<String>,
-    /// Tags of the board, at most 20 (a repeated id counts once).
-    #[schema(max_items = 20, nullable = false, inline)]
-    tag_ids: Option<Vec<ObjectId>>,
-    author: PersonInput,
-    /// A past time, for imports (default: now): `YYYY-MM-DD`, or with `THH:MM:SS[.mmm]Z`.
-    /// The pattern shows dates up to 2025; any RFC 3339 time not in the future is accepted.
-    #[schema(
-        pattern = "^(19[7-9][0-9]|20[01][0-9]|202[0-5])-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])(T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,3})?Z)?$",
-        nullable = false
-    )]
-    created_at: Option<String>,
+request_body! {
+    /// The body of an idea's PATCH, a JSON Merge Patch (unknown fields are refused).
+    /// `statusId` needs `ideas:moderate`, the other fields `ideas:write`.
+    IdeaChanges = model::IDEA_PATCH, Mode::Patch
 }
-
-/// An id: 24 lowercase hex characters.
-#[derive(serde::Deserialize, utoipa::ToSchema)]
-#[schema(pattern = "^[0-9a-f]{24}$")]
-#[allow(dead_code)]
-struct ObjectId(String);
-
-/// The body of an idea's PATCH, a JSON Merge Patch (documentation only; unknown fields are
-/// refused). `statusId` needs `ideas:moderate`, the other fields `ideas:write`.
-#[derive(serde::Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-#[allow(dead_code)]
-struct IdeaChanges {
-    /// 3 to 150 characters (trimmed).
-    #[schema(
-        min_length = 3,
-        pattern = r"^[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]{1,148}[^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u0000-\u001f\u007f-\u009f][\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$",
-        nullable = false
-    )]
-    title: Option<String>,
-    /// Up to 10000 characters (trimmed); empty or `null` clears it.
-    #[schema(
-        pattern = r"^[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*([^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u0000-\u0008\u000b-\u001f\u007f-\u009f][^\u0000-\u0008\u000b-\u001f\u007f-\u009f]{0,9999})?[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
-    )]
-    description: Option<String>,
-    /// A topic of the idea's board; `null` clears it.
-    #[schema(pattern = "^[0-9a-f]{24}$")]
-    topic_id: Option<String>,
-    /// Tags of the idea's board, at most 20; `null` clears them.
-    #[schema(max_items = 20, inline)]
-    tag_ids: Option<Vec<ObjectId>>,
-    /// A status of the idea's board.
-    #[schema(pattern = "^[0-9a-f]{24}$", nullable = false)]
-    status_id: Option<String>,
+request_body! {
+    /// The body of a merge (unknown fields are refused).
+    MergeInput = model::MERGE, Mode::Create
 }
-
-/// The body of a merge (documentation only; unknown fields are refused).
-#[derive(serde::Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-#[allow(dead_code)]
-struct MergeInput {
-    /// Another idea of the app.
-    into_id: String,
+request_body! {
+    /// The body of a vote (unknown fields are refused).
+    VoteInput = model::VOTE, Mode::Create
 }
-
-/// A voter known by an id (and maybe an e-mail).
-#[derive(serde::Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)]
-struct VoterById {
-    /// 1 to 128 characters (trimmed).
-    #[schema(
-        min_length = 1,
-        pattern = r"^[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]{0,127}[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
-    )]
-    id: String,
-    /// A valid address (see `PersonInput.email`).
-    #[schema(
-        pattern = "^[A-Za-z0-9_+-]{1,20}(\\.[A-Za-z0-9_+-]{1,20}){0,2}@[A-Za-z0-9]{1,20}(-[A-Za-z0-9]{1,20})?(\\.[A-Za-z0-9]{1,20}){0,2}\\.[A-Za-z]{2,10}$"
-    )]
-    email: Option<String>,
-    /// 1 to 100 characters (trimmed).
-    #[schema(
-        min_length = 1,
-        pattern = r"^[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]{0,99}[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
-    )]
-    name: Option<String>,
+request_body! {
+    /// The body of a comment's create (unknown fields are refused).
+    CommentCreate = model::COMMENT, Mode::Create
 }
-
-/// A voter known by an e-mail only.
-#[derive(serde::Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)]
-struct VoterByEmail {
-    /// A valid address (see `PersonInput.email`).
-    #[schema(
-        pattern = "^[A-Za-z0-9_+-]{1,20}(\\.[A-Za-z0-9_+-]{1,20}){0,2}@[A-Za-z0-9]{1,20}(-[A-Za-z0-9]{1,20})?(\\.[A-Za-z0-9]{1,20}){0,2}\\.[A-Za-z]{2,10}$"
-    )]
-    email: String,
-    /// 1 to 100 characters (trimmed).
-    #[schema(
-        min_length = 1,
-        pattern = r"^[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]{0,99}[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
-    )]
-    name: Option<String>,
-}
-
-/// Who votes: an id, an e-mail or both (the same voter when either matches).
-#[derive(serde::Deserialize, utoipa::ToSchema)]
-#[serde(untagged)]
-#[allow(dead_code)]
-enum VoterInput {
-    ById(VoterById),
-    ByEmail(VoterByEmail),
-}
-
-/// The body of a vote (documentation only; unknown fields are refused).
-#[derive(serde::Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-#[allow(dead_code)]
-struct VoteInput {
-    voter: VoterInput,
-    /// A past time, for imports (default: now), as for an idea's `createdAt`.
-    #[schema(
-        pattern = "^(19[7-9][0-9]|20[01][0-9]|202[0-5])-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])(T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,3})?Z)?$",
-        nullable = false
-    )]
-    created_at: Option<String>,
-}
-
-/// The body of a comment's create (documentation only; unknown fields are refused).
-#[derive(serde::Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-#[allow(dead_code)]
-struct CommentCreate {
-    /// 1 to 5000 characters (trimmed).
-    #[schema(
-        min_length = 1,
-        pattern = r"^[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u0000-\u0008\u000b-\u001f\u007f-\u009f][^\u0000-\u0008\u000b-\u001f\u007f-\u009f]{0,4999}[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
-    )]
-    content: String,
-    author: PersonInput,
-    /// A comment of the same idea, to reply to.
-    #[schema(pattern = "^[0-9a-f]{24}$")]
-    parent_id: Option<String>,
-    /// Visible to `ideas:moderate` keys only (and needs one); default `false`.
-    internal: Option<bool>,
-}
-
-/// Who edits a comment: the author's id (other fields are ignored).
-#[derive(serde::Deserialize, utoipa::ToSchema)]
-#[allow(dead_code)]
-struct AuthorRef {
-    /// 1 to 128 characters (trimmed).
-    #[schema(
-        min_length = 1,
-        pattern = r"^[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]{0,127}[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
-    )]
-    id: String,
-}
-
-/// The body of a comment's PATCH (documentation only; unknown fields are refused). Keys without
-/// `ideas:moderate` must name the comment's author.
-#[derive(serde::Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)]
-struct CommentChanges {
-    /// 1 to 5000 characters (trimmed).
-    #[schema(
-        min_length = 1,
-        pattern = r"^[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u0000-\u0008\u000b-\u001f\u007f-\u009f][^\u0000-\u0008\u000b-\u001f\u007f-\u009f]{0,4999}[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
-    )]
-    content: String,
-    #[schema(nullable = false)]
-    author: Option<AuthorRef>,
+request_body! {
+    /// The body of a comment's PATCH (unknown fields are refused). Keys without
+    /// `ideas:moderate` must name the comment's author.
+    CommentChanges = model::COMMENT_EDIT, Mode::Create
 }
 
 /// Submit an idea (`ideas:write`); it starts in the board's Open status with no votes.
@@ -575,24 +380,18 @@ async fn merge_idea(
 ) -> Result<HttpResponse, ApiError> {
     who.require(Permission::IdeasModerate)?;
     let (_, fields) = api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
-    let mut errors = Vec::new();
-    crate::validation::only_fields(&fields, &["intoId"], &mut errors);
     let id = id.into_inner();
-    let into = match fields.get("intoId") {
-        Some(Value::String(s)) if *s == id => Err(FieldError::new(
+    let into = model::MERGE
+        .parse(&fields, Mode::Create)
+        .map_err(ApiError::validation)?
+        .string("intoId")
+        .unwrap_or_default();
+    if into == id {
+        return Err(ApiError::field(
             "intoId",
             "cannot merge an idea into itself",
-        )),
-        Some(Value::String(s)) => Ok(s.clone()),
-        _ => Err(FieldError::new(
-            "intoId",
-            "is required: the id of the idea to merge into",
-        )),
-    };
-    let into = into.map_err(|e| errors.push(e)).ok();
-    let (Some(into), true) = (into, errors.is_empty()) else {
-        return Err(ApiError::validation(errors));
-    };
+        ));
+    }
     let (app, now) = (who.app_id.clone(), state.now());
     let idea = state
         .store

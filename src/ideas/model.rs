@@ -11,8 +11,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::boards::BoardRecord;
+use crate::fields::{Body, Field, Kind, Mode, Parsed, Shape, Text, Unknown, EMAIL, OBJECT_ID};
 use crate::ids::{self, Timestamp};
-use crate::validation::{check_text, normalize_email, only_fields, type_name, FieldError};
+use crate::validation::FieldError;
 
 pub const MIN_TITLE_CHARS: usize = 3;
 pub const MAX_TITLE_CHARS: usize = 150;
@@ -262,101 +263,177 @@ impl Errors {
     }
 }
 
-fn string(v: &Value) -> Result<&str, String> {
-    v.as_str()
-        .ok_or_else(|| format!("must be a string, not {}", type_name(v)))
-}
-
-fn title(v: &Value) -> Result<String, String> {
-    let t = check_text(string(v)?, MAX_TITLE_CHARS, false)?;
-    if t.chars().count() < MIN_TITLE_CHARS {
-        return Err(format!(
-            "must be {MIN_TITLE_CHARS} to {MAX_TITLE_CHARS} characters"
-        ));
-    }
-    Ok(t)
-}
-
-/// `null` or empty clears.
-fn long_text(v: &Value, max: usize) -> Result<Option<String>, String> {
-    match v {
-        Value::Null => Ok(None),
-        v => Ok(Some(check_text(string(v)?, max, true)?).filter(|t| !t.is_empty())),
-    }
-}
-
-fn object_id(v: &Value) -> Result<String, String> {
-    let s = string(v)?;
-    ids::is_object_id(s)
-        .then(|| s.to_owned())
-        .ok_or_else(|| "must be an id (24 hex characters)".into())
-}
-
-fn id_list(v: &Value) -> Result<Vec<String>, String> {
-    let items = v
-        .as_array()
-        .ok_or_else(|| format!("must be an array of ids, not {}", type_name(v)))?;
-    if items.len() > MAX_TAGS_PER_IDEA {
-        return Err(format!("must hold at most {MAX_TAGS_PER_IDEA} ids"));
-    }
-    let mut out: Vec<String> = Vec::with_capacity(items.len());
-    for item in items {
-        let id = object_id(item)?;
-        if !out.contains(&id) {
-            out.push(id);
-        }
-    }
-    Ok(out)
-}
-
-/// A past time for imports (`createdAt` of an idea or a vote); now when absent.
-fn past_time(v: Option<&Value>) -> Result<Timestamp, String> {
-    let now = Timestamp::now();
-    let Some(v) = v else { return Ok(now) };
-    match Timestamp::parse(string(v)?) {
-        Some(t) if t <= now => Ok(t),
+/// A past time for imports (`createdAt` of an idea or a vote).
+static PAST_TIME: Shape = Shape {
+    pattern: "^(19[7-9][0-9]|20[01][0-9]|202[0-5])-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])(T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,3})?Z)?$",
+    parse: |s| match Timestamp::parse(s) {
+        Some(t) if t <= Timestamp::now() => Ok(t.to_string()),
         Some(_) => Err("must not be in the future".into()),
         None => Err("must be an ISO 8601 timestamp".into()),
+    },
+    hint: "an ISO 8601 timestamp",
+};
+
+const CREATED_AT: Field = Field::new("createdAt", Kind::Shape(&PAST_TIME)).doc(
+    "A past time, for imports (default: now): `YYYY-MM-DD`, or with `THH:MM:SS[.mmm]Z`. The \
+     pattern shows dates up to 2025; any RFC 3339 time not in the future is accepted.",
+);
+
+const PERSON_ID: Field = Field::text("id", Text::line(1, MAX_PERSON_ID_CHARS))
+    .required()
+    .doc("The host product's user id: 1 to 128 characters (trimmed).");
+
+const PERSON_NAME: Field = Field::text("name", Text::line(1, MAX_PERSON_NAME_CHARS))
+    .required()
+    .doc("1 to 100 characters (trimmed).");
+
+const PERSON_EMAIL: Field = Field::new("email", Kind::Shape(&EMAIL))
+    .required()
+    .doc("A valid address, normalised as a contact's.");
+
+/// Someone named in a body: the author of an idea or a comment.
+static PERSON: Body = Body::new(
+    "PersonInput",
+    "Someone named in a body (unknown fields are refused).",
+    &[PERSON_ID, PERSON_NAME, PERSON_EMAIL],
+);
+
+/// Who votes: an id, an e-mail or both (the same voter when either matches).
+static VOTER: Body = Body {
+    any_of: Some((&["id", "email"], "needs an id or an e-mail")),
+    ..Body::new(
+        "VoterInput",
+        "Who votes: an id, an e-mail or both (the same voter when either matches).",
+        &[
+            PERSON_ID.optional().nullable(),
+            PERSON_EMAIL.optional().nullable(),
+            PERSON_NAME.optional().nullable(),
+        ],
+    )
+};
+
+/// Who edits a comment: the author's id (other fields are ignored).
+static AUTHOR_REF: Body = Body {
+    unknown: Unknown::Ignore,
+    ..Body::new(
+        "AuthorRef",
+        "Who edits a comment: the author's id (other fields are ignored).",
+        &[PERSON_ID],
+    )
+};
+
+const TITLE: Field = Field::text("title", Text::line(MIN_TITLE_CHARS, MAX_TITLE_CHARS))
+    .required()
+    .doc("3 to 150 characters (trimmed).");
+
+const DESCRIPTION: Field = Field::text("description", Text::lines(0, MAX_DESCRIPTION_CHARS))
+    .nullable()
+    .doc("Up to 10000 characters (trimmed); empty or `null`: none.");
+
+const TOPIC_ID: Field = Field::new("topicId", Kind::Shape(&OBJECT_ID))
+    .nullable()
+    .doc("A topic of the board; `null`: none.");
+
+static ID: Kind = Kind::Shape(&OBJECT_ID);
+
+const TAG_IDS: Field = Field::new(
+    "tagIds",
+    Kind::List {
+        item: &ID,
+        max: MAX_TAGS_PER_IDEA,
+        noun: "ids",
+    },
+)
+.doc("Tags of the board, at most 20 (a repeated id counts once).");
+
+/// The body of an idea's create.
+pub static IDEA: Body = Body::new(
+    "IdeaCreate",
+    "",
+    &[
+        Field::new("boardId", Kind::Shape(&OBJECT_ID))
+            .doc("A board of the app; default: the default board."),
+        TITLE,
+        DESCRIPTION,
+        TOPIC_ID,
+        TAG_IDS,
+        Field::new("author", Kind::Object(&PERSON)).required(),
+        CREATED_AT,
+    ],
+);
+
+/// The body of an idea's merge patch.
+pub static IDEA_PATCH: Body = Body::new(
+    "IdeaChanges",
+    "",
+    &[
+        TITLE,
+        DESCRIPTION,
+        TOPIC_ID,
+        TAG_IDS.nullable(),
+        Field::new("statusId", Kind::Shape(&OBJECT_ID)).doc("A status of the idea's board."),
+    ],
+);
+
+/// The body of a merge.
+pub static MERGE: Body = Body::new(
+    "MergeInput",
+    "",
+    &[Field::new("intoId", Kind::Shape(&OBJECT_ID))
+        .required()
+        .doc("Another idea of the app.")],
+);
+
+/// The body of a vote.
+pub static VOTE: Body = Body::new(
+    "VoteInput",
+    "",
+    &[
+        Field::new("voter", Kind::Object(&VOTER)).required(),
+        CREATED_AT,
+    ],
+);
+
+const CONTENT: Field = Field::text("content", Text::lines(1, MAX_COMMENT_CHARS))
+    .required()
+    .doc("1 to 5000 characters (trimmed).");
+
+/// The body of a comment.
+pub static COMMENT: Body = Body::new(
+    "CommentCreate",
+    "",
+    &[
+        CONTENT,
+        Field::new("author", Kind::Object(&PERSON)).required(),
+        Field::new("parentId", Kind::Shape(&OBJECT_ID))
+            .nullable()
+            .doc("A comment of the same idea, to reply to."),
+        Field::new("internal", Kind::Bool)
+            .nullable()
+            .doc("Visible to `ideas:moderate` keys only (and needs one); default `false`."),
+    ],
+);
+
+/// The body of a comment's edit.
+pub static COMMENT_EDIT: Body = Body::new(
+    "CommentChanges",
+    "",
+    &[CONTENT, Field::new("author", Kind::Object(&AUTHOR_REF))],
+);
+
+fn person(p: &Parsed) -> Person {
+    Person {
+        id: p.string("id").unwrap_or_default(),
+        name: p.string("name").unwrap_or_default(),
+        email: p.string("email").unwrap_or_default(),
     }
 }
 
-fn short(v: &Value, max: usize) -> Result<String, String> {
-    match check_text(string(v)?, max, false)? {
-        t if t.is_empty() => Err(format!("must be 1 to {max} characters")),
-        t => Ok(t),
-    }
-}
-
-/// `{"id", "name", "email"}`, every part required; errors are named `<field>.id` and so on.
-fn person(field: &str, v: Option<&Value>, errors: &mut Errors) -> Option<Person> {
-    let Some(Value::Object(m)) = v else {
-        errors.check::<()>(
-            field,
-            Err("is required: an object {id, name, email}".into()),
-        );
-        return None;
-    };
-    let mut part = |name: &str, parse: &dyn Fn(&Value) -> Result<String, String>| {
-        let r = m
-            .get(name)
-            .map_or_else(|| Err("is required".to_owned()), parse);
-        errors.check(&format!("{field}.{name}"), r)
-    };
-    let id = part("id", &|v| short(v, MAX_PERSON_ID_CHARS));
-    let name = part("name", &|v| short(v, MAX_PERSON_NAME_CHARS));
-    let email = part("email", &|v| {
-        normalize_email(string(v)?).map_err(str::to_owned)
-    });
-    let mut unknown = Vec::new();
-    only_fields(m, &["id", "name", "email"], &mut unknown);
-    for e in unknown {
-        errors.check::<()>(&format!("{field}.{}", e.field), Err(e.message));
-    }
-    Some(Person {
-        id: id?,
-        name: name?,
-        email: email?,
-    })
+/// `createdAt`, or now.
+fn created_at(p: &Parsed) -> Timestamp {
+    p.string("createdAt")
+        .and_then(|t| Timestamp::parse(&t))
+        .unwrap_or_else(Timestamp::now)
 }
 
 /// A validated create body of an idea.
@@ -375,55 +452,15 @@ pub struct IdeaDraft {
 
 impl IdeaDraft {
     pub fn parse(body: &Map<String, Value>) -> Result<IdeaDraft, Vec<FieldError>> {
-        let mut e = Errors::default();
-        only_fields(
-            body,
-            &[
-                "boardId",
-                "title",
-                "description",
-                "topicId",
-                "tagIds",
-                "author",
-                "createdAt",
-            ],
-            &mut e.0,
-        );
-        let board_id = body
-            .get("boardId")
-            .and_then(|v| e.check("boardId", object_id(v)));
-        let title = match body.get("title") {
-            Some(v) => e.check("title", title(v)),
-            None => e.check(
-                "title",
-                Err(format!(
-                    "is required: {MIN_TITLE_CHARS} to {MAX_TITLE_CHARS} characters"
-                )),
-            ),
-        };
-        let description = body
-            .get("description")
-            .and_then(|v| e.check("description", long_text(v, MAX_DESCRIPTION_CHARS)));
-        let topic_id = body
-            .get("topicId")
-            .filter(|v| !v.is_null())
-            .and_then(|v| e.check("topicId", object_id(v)));
-        let tag_ids = body
-            .get("tagIds")
-            .and_then(|v| e.check("tagIds", id_list(v)));
-        let author = person("author", body.get("author"), &mut e);
-        let created_at = e.check("createdAt", past_time(body.get("createdAt")));
-        let (Some(title), Some(author), Some(created_at)) = (title, author, created_at) else {
-            return Err(e.0);
-        };
-        e.done(IdeaDraft {
-            board_id,
-            title,
-            description: description.flatten(),
-            topic_id,
-            tag_ids: tag_ids.unwrap_or_default(),
-            author,
-            created_at,
+        let p = IDEA.parse(body, Mode::Create)?;
+        Ok(IdeaDraft {
+            board_id: p.string("boardId"),
+            title: p.string("title").unwrap_or_default(),
+            description: p.string("description"),
+            topic_id: p.string("topicId"),
+            tag_ids: p.strings("tagIds").flatten().unwrap_or_default(),
+            author: person(&p.object("author").unwrap_or_default()),
+            created_at: created_at(&p),
         })
     }
 }
@@ -441,43 +478,14 @@ pub struct IdeaPatch {
 
 impl IdeaPatch {
     pub fn parse(body: &Map<String, Value>) -> Result<IdeaPatch, Vec<FieldError>> {
-        let mut e = Errors::default();
-        only_fields(
-            body,
-            &["title", "description", "topicId", "tagIds", "statusId"],
-            &mut e.0,
-        );
-        let mut p = IdeaPatch::default();
-        if let Some(v) = body.get("title") {
-            p.title = e.check("title", title(v));
-        }
-        if let Some(v) = body.get("description") {
-            p.description = e.check("description", long_text(v, MAX_DESCRIPTION_CHARS));
-        }
-        if let Some(v) = body.get("topicId") {
-            p.topic_id = e.check(
-                "topicId",
-                if v.is_null() {
-                    Ok(None)
-                } else {
-                    object_id(v).map(Some)
-                },
-            );
-        }
-        if let Some(v) = body.get("tagIds") {
-            p.tag_ids = e.check(
-                "tagIds",
-                if v.is_null() {
-                    Ok(Vec::new())
-                } else {
-                    id_list(v)
-                },
-            );
-        }
-        if let Some(v) = body.get("statusId") {
-            p.status_id = e.check("statusId", object_id(v));
-        }
-        e.done(p)
+        let p = IDEA_PATCH.parse(body, Mode::Patch)?;
+        Ok(IdeaPatch {
+            title: p.string("title"),
+            description: p.text("description"),
+            topic_id: p.text("topicId"),
+            tag_ids: p.strings("tagIds").map(Option::unwrap_or_default),
+            status_id: p.string("statusId"),
+        })
     }
 
     /// Whether the patch touches more than the status (what `ideas:write` grants).
@@ -531,42 +539,14 @@ impl IdeaPatch {
 
 /// A validated vote body: `{"voter": {"id"?, "email"?, "name"?}, "createdAt"?}`.
 pub fn parse_vote(body: &Map<String, Value>) -> Result<(Voter, Timestamp), Vec<FieldError>> {
-    let mut e = Errors::default();
-    only_fields(body, &["voter", "createdAt"], &mut e.0);
-    let created_at = e.check("createdAt", past_time(body.get("createdAt")));
-    let Some(Value::Object(m)) = body.get("voter") else {
-        e.check::<()>(
-            "voter",
-            Err("is required: an object {id?, email?, name?} with an id or an e-mail".into()),
-        );
-        return Err(e.0);
+    let p = VOTE.parse(body, Mode::Create)?;
+    let v = p.object("voter").unwrap_or_default();
+    let voter = Voter {
+        id: v.string("id"),
+        name: v.string("name"),
+        email: v.string("email"),
     };
-    let mut unknown = Vec::new();
-    only_fields(m, &["id", "email", "name"], &mut unknown);
-    e.0.extend(
-        unknown
-            .into_iter()
-            .map(|f| FieldError::new(format!("voter.{}", f.field), f.message)),
-    );
-    let id = m
-        .get("id")
-        .filter(|v| !v.is_null())
-        .and_then(|v| e.check("voter.id", short(v, MAX_PERSON_ID_CHARS)));
-    let name = m
-        .get("name")
-        .filter(|v| !v.is_null())
-        .and_then(|v| e.check("voter.name", short(v, MAX_PERSON_NAME_CHARS)));
-    let email = m.get("email").filter(|v| !v.is_null()).and_then(|v| {
-        e.check(
-            "voter.email",
-            string(v).and_then(|s| normalize_email(s).map_err(str::to_owned)),
-        )
-    });
-    if e.0.is_empty() && id.is_none() && email.is_none() {
-        e.check::<()>("voter", Err("needs an id or an e-mail".into()));
-    }
-    let voter = Voter { id, name, email };
-    e.done((voter, created_at.unwrap_or_else(Timestamp::now)))
+    Ok((voter, created_at(&p)))
 }
 
 /// A validated comment body.
@@ -578,45 +558,15 @@ pub struct CommentDraft {
     pub internal: bool,
 }
 
-fn content(v: Option<&Value>) -> Result<String, String> {
-    let msg = format!("is required: 1 to {MAX_COMMENT_CHARS} characters");
-    match check_text(string(v.ok_or(msg.clone())?)?, MAX_COMMENT_CHARS, true)? {
-        t if t.is_empty() => Err(msg),
-        t => Ok(t),
-    }
-}
-
 impl CommentDraft {
     pub fn parse(body: &Map<String, Value>) -> Result<CommentDraft, Vec<FieldError>> {
-        let mut e = Errors::default();
-        only_fields(
-            body,
-            &["content", "author", "parentId", "internal"],
-            &mut e.0,
-        );
-        let content = e.check("content", content(body.get("content")));
-        let author = person("author", body.get("author"), &mut e);
-        let parent_id = body
-            .get("parentId")
-            .filter(|v| !v.is_null())
-            .and_then(|v| e.check("parentId", object_id(v)));
-        let internal = match body.get("internal") {
-            None | Some(Value::Null) => Some(false),
-            Some(Value::Bool(b)) => Some(*b),
-            Some(v) => e.check(
-                "internal",
-                Err(format!("must be a boolean, not {}", type_name(v))),
-            ),
-        };
-        match (content, author, internal) {
-            (Some(content), Some(author), Some(internal)) => e.done(CommentDraft {
-                content,
-                author,
-                parent_id,
-                internal,
-            }),
-            _ => Err(e.0),
-        }
+        let p = COMMENT.parse(body, Mode::Create)?;
+        Ok(CommentDraft {
+            content: p.string("content").unwrap_or_default(),
+            author: person(&p.object("author").unwrap_or_default()),
+            parent_id: p.string("parentId"),
+            internal: p.bool("internal").flatten().unwrap_or(false),
+        })
     }
 
     pub fn comment(&self, idea_id: &str) -> Comment {
@@ -639,25 +589,9 @@ impl CommentDraft {
 pub fn parse_comment_edit(
     body: &Map<String, Value>,
 ) -> Result<(String, Option<String>), Vec<FieldError>> {
-    let mut e = Errors::default();
-    only_fields(body, &["content", "author"], &mut e.0);
-    let content = e.check("content", content(body.get("content")));
-    let author = match body.get("author") {
-        None => None,
-        Some(Value::Object(m)) => e.check(
-            "author.id",
-            m.get("id")
-                .map_or(Err("is required".into()), |v| short(v, MAX_PERSON_ID_CHARS)),
-        ),
-        Some(v) => e.check(
-            "author",
-            Err(format!("must be an object {{id}}, not {}", type_name(v))),
-        ),
-    };
-    match content {
-        Some(c) => e.done((c, author)),
-        None => Err(e.0),
-    }
+    let p = COMMENT_EDIT.parse(body, Mode::Create)?;
+    let author = p.object("author").and_then(|a| a.string("id"));
+    Ok((p.string("content").unwrap_or_default(), author))
 }
 
 #[cfg(test)]
@@ -709,7 +643,7 @@ mod tests {
                 "author.name",
                 "description",
                 "extra",
-                "tagIds",
+                "tagIds[0]",
                 "title",
                 "topicId"
             ]

@@ -6,12 +6,12 @@ use serde_json::{Map, Value};
 use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::auth::{Access, Admin};
-use super::model::{new_key, App, KeyKind, KeyRecord, KeyView, Permission, Plan};
+use super::model::{self, new_key, App, KeyKind, KeyRecord, KeyView, Permission, Plan};
 use super::store;
-use crate::api::{self, ApiError, FieldError, PageQuery};
+use crate::api::{self, ApiError, PageQuery};
+use crate::fields::{request_body, Body, Mode, Parsed};
 use crate::ids::{self, Timestamp};
 use crate::state::AppState;
-use crate::validation::only_fields;
 
 pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(create_app)
@@ -25,68 +25,15 @@ pub fn configure(cfg: &mut ServiceConfig) {
         .service(revoke_key);
 }
 
-fn name_field(
-    body: &Map<String, Value>,
-    required: bool,
-    errors: &mut Vec<FieldError>,
-) -> Option<String> {
-    match body.get("name") {
-        None if !required => None,
-        Some(Value::String(s)) if !s.trim().is_empty() && s.trim().chars().count() <= 100 => {
-            Some(s.trim().to_owned())
-        }
-        _ => {
-            errors.push(FieldError::new("name", "is required: 1 to 100 characters"));
-            None
-        }
-    }
+/// Checks a body against its table, or answers 400 naming every bad field.
+fn parse(body: &Map<String, Value>, table: &Body, mode: Mode) -> Result<Parsed, ApiError> {
+    table.parse(body, mode).map_err(ApiError::validation)
 }
 
-fn plan_field(
-    body: &Map<String, Value>,
-    required: bool,
-    errors: &mut Vec<FieldError>,
-) -> Option<Plan> {
-    match body.get("plan") {
-        None if !required => None,
-        Some(Value::String(s)) if Plan::parse(s).is_some() => Plan::parse(s),
-        _ => {
-            errors.push(FieldError::new("plan", "must be free, pro or enterprise"));
-            None
-        }
-    }
-}
-
-fn permissions_field(
-    body: &Map<String, Value>,
-    errors: &mut Vec<FieldError>,
-) -> Option<Vec<Permission>> {
-    let Some(Value::Array(items)) = body.get("permissions") else {
-        errors.push(FieldError::new(
-            "permissions",
-            "is required: an array of permission names",
-        ));
-        return None;
-    };
-    let mut perms = Vec::new();
-    for (i, item) in items.iter().enumerate() {
-        match item.as_str().and_then(Permission::parse) {
-            Some(p) if !perms.contains(&p) => perms.push(p),
-            Some(_) => {}
-            None => errors.push(FieldError::new(
-                format!("permissions[{i}]"),
-                format!(
-                    "unknown permission; one of: {}",
-                    Permission::ALL
-                        .iter()
-                        .map(|p| p.name())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            )),
-        }
-    }
-    Some(perms)
+/// The permissions of a checked key body.
+fn permissions(p: &Parsed) -> Vec<Permission> {
+    let names = p.strings("permissions").flatten().unwrap_or_default();
+    names.iter().filter_map(|n| Permission::parse(n)).collect()
 }
 
 /// A new app and its integration key (the secret, shown only here).
@@ -127,49 +74,21 @@ struct KeyRevoked {
     revoked_at: Option<Timestamp>,
 }
 
-/// The body of an app's create (documentation only; unknown fields are refused).
-#[derive(serde::Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)]
-struct AppCreate {
-    /// 1 to 100 characters (trimmed).
-    #[schema(min_length = 1, max_length = 100, pattern = "\\S")]
-    name: String,
-    /// Default `free`.
-    #[schema(nullable = false)]
-    plan: Option<Plan>,
+request_body! {
+    /// The body of an app's create (unknown fields are refused).
+    AppCreate = model::APP, Mode::Create
 }
-
-/// The body of an app's PATCH (documentation only; unknown fields are refused).
-#[derive(serde::Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)]
-struct AppInput {
-    /// 1 to 100 characters (trimmed); required on create.
-    #[schema(min_length = 1, max_length = 100, pattern = "\\S", nullable = false)]
-    name: Option<String>,
-    /// Default `free`.
-    #[schema(nullable = false)]
-    plan: Option<Plan>,
+request_body! {
+    /// The body of an app's PATCH (unknown fields are refused).
+    AppInput = model::APP, Mode::Patch
 }
-
-/// The body of an API key's create (documentation only; unknown fields are refused).
-#[derive(serde::Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)]
-struct KeyInput {
-    /// 1 to 100 characters (trimmed).
-    #[schema(min_length = 1, max_length = 100, pattern = "\\S")]
-    name: String,
-    permissions: Vec<Permission>,
+request_body! {
+    /// The body of an API key's create (unknown fields are refused).
+    KeyInput = model::KEY, Mode::Create
 }
-
-/// The body of an API key's PATCH: its new permissions (documentation only).
-#[derive(serde::Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)]
-struct KeyChanges {
-    permissions: Vec<Permission>,
+request_body! {
+    /// The body of an API key's PATCH: its new permissions (unknown fields are refused).
+    KeyChanges = model::KEY_CHANGES, Mode::Create
 }
 
 /// Create an app. Answers its integration key (`X-App-Key`) once.
@@ -188,19 +107,15 @@ async fn create_app(
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     let (_, body) = api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
-    let mut errors = Vec::new();
-    let name = name_field(&body, true, &mut errors);
-    let plan = plan_field(&body, false, &mut errors).unwrap_or(Plan::Free);
-    only_fields(&body, &["name", "plan"], &mut errors);
-    if !errors.is_empty() {
-        return Err(ApiError::validation(errors));
-    }
+    let p = parse(&body, &model::APP, Mode::Create)?;
+    let name = p.string("name").unwrap_or_default();
+    let plan = p.name("plan").unwrap_or(Plan::Free);
     let id = ids::object_id();
     let (key, integration_key) = new_key(&id, KeyKind::Integration, "integration", Vec::new());
     let now = Timestamp::now();
     let app = App {
         id: id.clone(),
-        name: name.expect("checked"),
+        name,
         plan,
         integration_key_id: key.id.clone(),
         created_at: now,
@@ -275,13 +190,8 @@ async fn update_app(
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     let (_, body) = api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
-    let mut errors = Vec::new();
-    let name = name_field(&body, false, &mut errors);
-    let plan = plan_field(&body, false, &mut errors);
-    only_fields(&body, &["name", "plan"], &mut errors);
-    if !errors.is_empty() {
-        return Err(ApiError::validation(errors));
-    }
+    let p = parse(&body, &model::APP, Mode::Patch)?;
+    let (name, plan) = (p.string("name"), p.name::<Plan>("plan"));
     let id = id.into_inner();
     let registry = access.clone();
     let (_, app) = state
@@ -354,20 +264,10 @@ async fn create_key(
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     let (_, body) = api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
-    let mut errors = Vec::new();
-    let name = name_field(&body, true, &mut errors);
-    let permissions = permissions_field(&body, &mut errors);
-    only_fields(&body, &["name", "permissions"], &mut errors);
-    if !errors.is_empty() {
-        return Err(ApiError::validation(errors));
-    }
+    let p = parse(&body, &model::KEY, Mode::Create)?;
+    let (name, permissions) = (p.string("name").unwrap_or_default(), permissions(&p));
     let app = existing_app(&state, app_id.into_inner()).await?;
-    let (key, secret) = new_key(
-        &app.id,
-        KeyKind::Api,
-        &name.expect("checked"),
-        permissions.expect("checked"),
-    );
+    let (key, secret) = new_key(&app.id, KeyKind::Api, &name, permissions);
     let k = key.clone();
     state.store.run(move |db| store::insert_key(db, &k)).await?;
     access.registry.set_key(&key);
@@ -442,14 +342,8 @@ async fn update_key(
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     let (_, body) = api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
-    let mut errors = Vec::new();
-    let permissions = permissions_field(&body, &mut errors);
-    only_fields(&body, &["permissions"], &mut errors);
-    if !errors.is_empty() {
-        return Err(ApiError::validation(errors));
-    }
+    let perms = permissions(&parse(&body, &model::KEY_CHANGES, Mode::Create)?);
     let (app_id, key_id) = path.into_inner();
-    let perms = permissions.expect("checked");
     let key = change_key(&state, &access, app_id, key_id, move |k| {
         k.permissions.clone_from(&perms)
     })

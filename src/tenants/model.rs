@@ -7,74 +7,58 @@
 use serde::{Deserialize, Serialize};
 
 pub use crate::config::Plan;
+use crate::fields::{names, Body, Field, Kind, NameSet, Text};
 use crate::ids::{self, Timestamp};
 
-/// Permission names (api.md §1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
-pub enum Permission {
-    #[serde(rename = "surveys:read")]
-    SurveysRead,
-    #[serde(rename = "responses:read")]
-    ResponsesRead,
-    #[serde(rename = "contacts:read")]
-    ContactsRead,
-    #[serde(rename = "contacts:write")]
-    ContactsWrite,
-    #[serde(rename = "contacts:delete")]
-    ContactsDelete,
-    #[serde(rename = "ideas:read")]
-    IdeasRead,
-    #[serde(rename = "ideas:write")]
-    IdeasWrite,
-    #[serde(rename = "ideas:moderate")]
-    IdeasModerate,
-    #[serde(rename = "votes:write")]
-    VotesWrite,
-    #[serde(rename = "comments:write")]
-    CommentsWrite,
-    #[serde(rename = "profiles:read")]
-    ProfilesRead,
-    #[serde(rename = "analytics:read")]
-    AnalyticsRead,
-}
-
-impl Permission {
-    pub const ALL: [Permission; 12] = [
-        Permission::SurveysRead,
-        Permission::ResponsesRead,
-        Permission::ContactsRead,
-        Permission::ContactsWrite,
-        Permission::ContactsDelete,
-        Permission::IdeasRead,
-        Permission::IdeasWrite,
-        Permission::IdeasModerate,
-        Permission::VotesWrite,
-        Permission::CommentsWrite,
-        Permission::ProfilesRead,
-        Permission::AnalyticsRead,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Permission::SurveysRead => "surveys:read",
-            Permission::ResponsesRead => "responses:read",
-            Permission::ContactsRead => "contacts:read",
-            Permission::ContactsWrite => "contacts:write",
-            Permission::ContactsDelete => "contacts:delete",
-            Permission::IdeasRead => "ideas:read",
-            Permission::IdeasWrite => "ideas:write",
-            Permission::IdeasModerate => "ideas:moderate",
-            Permission::VotesWrite => "votes:write",
-            Permission::CommentsWrite => "comments:write",
-            Permission::ProfilesRead => "profiles:read",
-            Permission::AnalyticsRead => "analytics:read",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Permission> {
-        Permission::ALL.into_iter().find(|p| p.name() == s)
+names! {
+    /// Permission names (api.md §1).
+    pub Permission {
+        SurveysRead = "surveys:read",
+        ResponsesRead = "responses:read",
+        ContactsRead = "contacts:read",
+        ContactsWrite = "contacts:write",
+        ContactsDelete = "contacts:delete",
+        IdeasRead = "ideas:read",
+        IdeasWrite = "ideas:write",
+        IdeasModerate = "ideas:moderate",
+        VotesWrite = "votes:write",
+        CommentsWrite = "comments:write",
+        ProfilesRead = "profiles:read",
+        AnalyticsRead = "analytics:read",
     }
 }
+
+const NAME: Field = Field::text("name", Text::line(1, 100))
+    .required()
+    .doc("1 to 100 characters (trimmed), no control characters.");
+
+/// The body of an app: create (`name` required) or PATCH.
+pub static APP: Body = Body::new(
+    "AppInput",
+    "",
+    &[
+        NAME,
+        Field::new("plan", Kind::Names(NameSet::of::<Plan>())).doc("Default `free`."),
+    ],
+);
+
+static PERMISSION: Kind = Kind::Names(NameSet::of::<Permission>());
+
+const PERMISSIONS: Field = Field::new(
+    "permissions",
+    Kind::List {
+        item: &PERMISSION,
+        max: 100,
+        noun: "permission names",
+    },
+)
+.required();
+
+/// The body of an API key's create.
+pub static KEY: Body = Body::new("KeyInput", "", &[NAME, PERMISSIONS]);
+
+/// The body of an API key's PATCH: its new permissions.
+pub static KEY_CHANGES: Body = Body::new("KeyChanges", "", &[PERMISSIONS]);
 
 /// An app (the tenant) as stored and as the admin API shows it.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]

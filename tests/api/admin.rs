@@ -340,3 +340,39 @@ async fn a_revoked_key_is_gone_for_patch_and_delete_but_still_listed() {
     assert!(listed.data()[0]["revokedAt"].is_string(), "{}", listed.body);
     assert_eq!(listed.data()[0]["permissions"], json!(["contacts:read"]));
 }
+
+#[tokio::test]
+async fn app_and_key_names_with_control_characters_are_refused() {
+    let app = spawn_app();
+    for name in ["Shop\u{0}", "\u{1b}[31mShop", "Sh\u{85}op"] {
+        let bad = app
+            .admin(Method::POST, "/apps", Some(json!({ "name": name })))
+            .await;
+        bad.assert_error(400, "VALIDATION_ERROR");
+        assert_eq!(bad.fields(), ["name"], "{name:?}");
+    }
+    let created = app
+        .admin(Method::POST, "/apps", Some(json!({"name": " Shop "})))
+        .await;
+    assert_eq!(created.status, 201);
+    assert_eq!(created.data()["name"], "Shop");
+    let id = created.data()["id"].as_str().unwrap().to_owned();
+    let renamed = app
+        .admin(
+            Method::PATCH,
+            &format!("/apps/{id}"),
+            Some(json!({"name": "Shop\u{0}"})),
+        )
+        .await;
+    renamed.assert_error(400, "VALIDATION_ERROR");
+    assert_eq!(renamed.fields(), ["name"]);
+    let key = app
+        .admin(
+            Method::POST,
+            &format!("/apps/{id}/keys"),
+            Some(json!({"name": "ci\u{1b}", "permissions": ["contacts:read"]})),
+        )
+        .await;
+    key.assert_error(400, "VALIDATION_ERROR");
+    assert_eq!(key.fields(), ["name"]);
+}

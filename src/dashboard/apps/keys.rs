@@ -43,7 +43,7 @@ fn checkboxes(prefix: &str, checked: &[Permission]) -> Markup {
             @for p in Permission::ALL {
                 @let id = format!("{prefix}-{}", p.name().replace(':', "-"));
                 label for=(id) {
-                    input #(id) type="checkbox" name="permissions" value=(p.name()) checked[checked.contains(&p)];
+                    input #(id) type="checkbox" name="permissions" value=(p.name()) checked[checked.contains(p)];
                     (p.name())
                 }
             }

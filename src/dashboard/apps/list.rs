@@ -84,7 +84,7 @@ pub fn snippet(origin: &str, key: &str) -> String {
 fn plan_select(id: &str, current: Plan) -> Markup {
     html! {
         select #(id) name="plan" {
-            @for p in Plan::ALL {
+            @for &p in Plan::ALL {
                 option value=(p.name()) selected[p == current] { (p.name()) }
             }
         }
