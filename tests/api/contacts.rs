@@ -835,6 +835,39 @@ async fn an_idempotency_key_replays_the_first_answer_and_refuses_another_body() 
     assert_ne!(a.data()["id"], first.data()["id"]);
 }
 
+#[tokio::test]
+async fn an_idempotency_key_is_forgotten_a_day_later_on_the_servers_clock() {
+    let app = spawn_app();
+    let key = app.contacts_key("free").await;
+    let first = post_once(
+        &app,
+        &key,
+        "/acq/v1/contacts",
+        "day-1",
+        json!({"email": "a@example.com"}),
+    )
+    .await;
+    assert_eq!(first.status, 201, "{}", first.body);
+    let other = json!({"email": "b@example.com"});
+    post_once(&app, &key, "/acq/v1/contacts", "day-1", other.clone())
+        .await
+        .assert_error(409, "CONFLICT");
+    // A day (idempotency_ttl_secs) passes on the server's clock, not the test's.
+    app.clock.advance(86_400 * 1_000_000);
+    let later = post_once(&app, &key, "/acq/v1/contacts", "day-1", other).await;
+    assert_eq!(later.status, 201, "the key runs again: {}", later.body);
+    let made = |a: &Answer| {
+        let t = a.data()["createdAt"].as_str().unwrap();
+        chrono::DateTime::parse_from_rfc3339(t).unwrap()
+    };
+    let gap = made(&later) - made(&first);
+    assert!(
+        gap >= chrono::Duration::days(1)
+            && gap < chrono::Duration::days(1) + chrono::Duration::minutes(1),
+        "records carry the server's time: {gap}"
+    );
+}
+
 /// Every key and value of every tree of the stopped server's store that contains `needle`.
 fn stored_mentions(data_dir: &std::path::Path, needle: &str) -> Vec<String> {
     let db = sled::open(data_dir.join("db")).expect("store opens");
