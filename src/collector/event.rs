@@ -84,27 +84,13 @@ pub trait Field: Sized {
     }
 }
 
-impl Field for String {
-    const KIND: ColumnKind = ColumnKind::Text;
-    const NULLABLE: bool = false;
-    fn cell(&self) -> Cell<'_> {
-        Cell::Text(Some(self))
-    }
-    fn put(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&(self.len() as u32).to_le_bytes());
-        out.extend_from_slice(self.as_bytes());
-    }
-    fn get(r: &mut Reader<'_>) -> Option<Self> {
-        let len = u32::from_le_bytes(r.take(4)?.try_into().ok()?) as usize;
-        String::from_utf8(r.take(len)?.to_vec()).ok()
-    }
-    fn heap_bytes(&self) -> usize {
-        self.len()
-    }
-}
+/// Text kept as itself: `String`, or `Arc<str>` for what the events of one request share (app,
+/// ip, user agent), cloned by reference count. One text column; in the WAL, a length and bytes.
+trait Textual: std::ops::Deref<Target = str> + for<'a> From<&'a str> {}
+impl Textual for String {}
+impl Textual for Arc<str> {}
 
-/// Text shared by the events of one request (app, ip, user agent): cloned by reference count.
-impl Field for Arc<str> {
+impl<T: Textual> Field for T {
     const KIND: ColumnKind = ColumnKind::Text;
     const NULLABLE: bool = false;
     fn cell(&self) -> Cell<'_> {
@@ -116,9 +102,9 @@ impl Field for Arc<str> {
     }
     fn get(r: &mut Reader<'_>) -> Option<Self> {
         let len = u32::from_le_bytes(r.take(4)?.try_into().ok()?) as usize;
-        std::str::from_utf8(r.take(len)?).ok().map(Arc::from)
+        std::str::from_utf8(r.take(len)?).ok().map(T::from)
     }
-    /// Counted in full for each event that shares it: the estimate errs on the safe side.
+    /// A shared `Arc<str>` is counted in full for each event: the estimate errs on the safe side.
     fn heap_bytes(&self) -> usize {
         self.len()
     }
@@ -141,33 +127,27 @@ impl Field for EventType {
     }
 }
 
-impl Field for i64 {
-    const KIND: ColumnKind = ColumnKind::Timestamp;
-    const NULLABLE: bool = false;
-    fn cell(&self) -> Cell<'_> {
-        Cell::Timestamp(Some(*self))
-    }
-    fn put(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.to_le_bytes());
-    }
-    fn get(r: &mut Reader<'_>) -> Option<Self> {
-        Some(i64::from_le_bytes(r.take(8)?.try_into().ok()?))
-    }
+/// Timestamps (`i64`, µs) and integers (`i32`): little-endian in the WAL.
+macro_rules! number_field {
+    ($t:ty, $kind:ident) => {
+        impl Field for $t {
+            const KIND: ColumnKind = ColumnKind::$kind;
+            const NULLABLE: bool = false;
+            fn cell(&self) -> Cell<'_> {
+                Cell::$kind(Some(*self))
+            }
+            fn put(&self, out: &mut Vec<u8>) {
+                out.extend_from_slice(&self.to_le_bytes());
+            }
+            fn get(r: &mut Reader<'_>) -> Option<Self> {
+                let bytes = r.take(std::mem::size_of::<$t>())?;
+                Some(<$t>::from_le_bytes(bytes.try_into().ok()?))
+            }
+        }
+    };
 }
-
-impl Field for i32 {
-    const KIND: ColumnKind = ColumnKind::Int;
-    const NULLABLE: bool = false;
-    fn cell(&self) -> Cell<'_> {
-        Cell::Int(Some(*self))
-    }
-    fn put(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.to_le_bytes());
-    }
-    fn get(r: &mut Reader<'_>) -> Option<Self> {
-        Some(i32::from_le_bytes(r.take(4)?.try_into().ok()?))
-    }
-}
+number_field!(i64, Timestamp);
+number_field!(i32, Int);
 
 impl<T: Field> Field for Option<T> {
     const KIND: ColumnKind = T::KIND;

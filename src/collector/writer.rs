@@ -648,6 +648,15 @@ mod tests {
         Event::example("app", id, anon, T0)
     }
 
+    /// `msg_1`: visitor `a` identified as `u1`.
+    fn identify_a_as_u1() -> Event {
+        Event {
+            kind: EventType::Identify,
+            user_id: Some("u1".into()),
+            ..ev("msg_1", "a")
+        }
+    }
+
     /// Commits one batch the way the run loop does and returns the answer.
     fn commit(w: &mut Writer, events: Vec<Event>) -> Result<Committed, WriteError> {
         let (reply, answer) = tokio::sync::oneshot::channel();
@@ -699,11 +708,7 @@ mod tests {
     fn identify_fills_later_events_of_the_visitor_in_the_same_group_and_after() {
         let f = fixture();
         let (mut w, _, uploads) = f.open();
-        let identify = Event {
-            kind: EventType::Identify,
-            user_id: Some("u1".into()),
-            ..ev("msg_1", "a")
-        };
+        let identify = identify_a_as_u1();
         commit(&mut w, vec![identify, ev("msg_2", "a")]).unwrap();
         commit(&mut w, vec![ev("msg_3", "a"), ev("msg_4", "other")]).unwrap();
         w.flush().unwrap();
@@ -838,11 +843,7 @@ mod tests {
     fn an_identify_that_failed_to_reach_the_wal_links_nobody() {
         let f = fixture();
         let (mut w, _, uploads) = f.open();
-        let identify = Event {
-            kind: EventType::Identify,
-            user_id: Some("u1".into()),
-            ..ev("msg_1", "a")
-        };
+        let identify = identify_a_as_u1();
         w.wal.set_broken(true);
         assert!(matches!(
             commit(&mut w, vec![identify]),

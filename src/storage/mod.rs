@@ -38,6 +38,35 @@ impl From<sled::transaction::TransactionError<StoreError>> for StoreError {
     }
 }
 
+/// `From<StoreError>`, `From<sled::Error>` and `From<TransactionError<E>>` for a store's error
+/// type `E` that has a `Store(StoreError)` variant, so `?` works on sled calls and on
+/// transactions aborted with an `E`: `storage::store_error!(SurveyError);`.
+macro_rules! store_error {
+    ($e:ident) => {
+        impl From<$crate::storage::StoreError> for $e {
+            fn from(e: $crate::storage::StoreError) -> Self {
+                $e::Store(e)
+            }
+        }
+
+        impl From<sled::Error> for $e {
+            fn from(e: sled::Error) -> Self {
+                $e::Store($crate::storage::StoreError::Sled(e))
+            }
+        }
+
+        impl From<sled::transaction::TransactionError<$e>> for $e {
+            fn from(e: sled::transaction::TransactionError<$e>) -> Self {
+                match e {
+                    sled::transaction::TransactionError::Abort(e) => e,
+                    sled::transaction::TransactionError::Storage(e) => e.into(),
+                }
+            }
+        }
+    };
+}
+pub(crate) use store_error;
+
 /// A handle to the store actor; cheap to clone.
 #[derive(Clone)]
 pub struct Store {

@@ -4,8 +4,8 @@
 use serde_json::{Map, Value};
 
 use super::survey::{
-    Question, QuestionOption, QuestionType, Survey, SurveyStatus, SurveyType, MAX_OPTIONS,
-    MAX_QUESTIONS, PMF_OPTIONS,
+    unknown_keys, Question, QuestionOption, QuestionType, Survey, SurveyStatus, SurveyType,
+    MAX_OPTIONS, MAX_QUESTIONS, PMF_OPTIONS,
 };
 use super::targeting::{parse_targeting, Targeting};
 use crate::ids::{self, Timestamp};
@@ -199,14 +199,8 @@ fn parse_question(i: usize, v: &Value, errors: &mut Vec<FieldError>) -> Option<Q
         return None;
     };
     let before = errors.len();
-    for k in m.keys() {
-        if !["id", "text", "type", "options", "required", "min", "max"].contains(&k.as_str()) {
-            errors.push(FieldError::new(
-                at(k),
-                "is not accepted here (id, text, type, options, required, min, max)",
-            ));
-        }
-    }
+    let keys = ["id", "text", "type", "options", "required", "min", "max"];
+    unknown_keys(m, &keys, at, errors);
     let id = match m.get("id") {
         None => format!("q{}", i + 1),
         Some(Value::String(s)) if is_id(s) => s.clone(),
@@ -368,12 +362,7 @@ fn parse_options(at: &str, v: &Value, errors: &mut Vec<FieldError>) -> Option<Ve
             ));
             continue;
         };
-        if let Some(k) = m.keys().find(|k| *k != "id" && *k != "label") {
-            errors.push(FieldError::new(
-                format!("{here}.{k}"),
-                "is not accepted here (id, label)",
-            ));
-        }
+        unknown_keys(m, &["id", "label"], |k| format!("{here}.{k}"), errors);
         let id = match m.get("id") {
             Some(Value::String(s)) if is_id(s) => Some(s.clone()),
             _ => {
@@ -490,11 +479,8 @@ pub fn conventions(kind: SurveyType, questions: &[Question]) -> Result<(), Vec<F
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::surveys::survey::tests::body;
     use serde_json::json;
-
-    fn body(v: Value) -> Map<String, Value> {
-        v.as_object().unwrap().clone()
-    }
 
     fn fields(e: Vec<FieldError>) -> Vec<String> {
         e.into_iter().map(|e| e.field).collect()

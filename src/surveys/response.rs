@@ -4,7 +4,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::survey::{Question, QuestionType, Survey, SurveyType, MAX_QUESTIONS};
+use super::survey::{
+    at_most, unknown_keys, Question, QuestionType, Survey, SurveyType, MAX_QUESTIONS,
+};
 use crate::ids::{self, Timestamp};
 use crate::validation::{check_text, only_fields, type_name, FieldError};
 
@@ -213,12 +215,7 @@ fn parse_metadata(v: Option<&Value>, errors: &mut Vec<FieldError>) -> ResponseMe
         None | Some(Value::Null) => {}
         Some(Value::Object(m)) => {
             let known = ["url", "device", "locale", "userAgent"];
-            if let Some(k) = m.keys().find(|k| !known.contains(&k.as_str())) {
-                errors.push(FieldError::new(
-                    format!("metadata.{k}"),
-                    "is not accepted here (url, device, locale, userAgent)",
-                ));
-            }
+            unknown_keys(m, &known, |k| format!("metadata.{k}"), errors);
             metadata.url = short_text(m, "url", "metadata.url", 2000, errors);
             metadata.device = short_text(m, "device", "metadata.device", 100, errors);
             metadata.locale = short_text(m, "locale", "metadata.locale", 50, errors);
@@ -236,23 +233,9 @@ fn parse_metadata(v: Option<&Value>, errors: &mut Vec<FieldError>) -> ResponseMe
 /// most [`MAX_ATTRIBUTES`] keys of 1 to 100 characters, each a string (at most 500
 /// characters), a number or a boolean.
 fn parse_attributes(v: Option<&Value>, errors: &mut Vec<FieldError>) -> Map<String, Value> {
-    let m = match v {
-        None | Some(Value::Null) => return Map::new(),
-        Some(Value::Object(m)) if m.len() <= MAX_ATTRIBUTES => m,
-        Some(Value::Object(_)) => {
-            errors.push(FieldError::new(
-                "attributes",
-                format!("must hold at most {MAX_ATTRIBUTES} attributes"),
-            ));
-            return Map::new();
-        }
-        Some(v) => {
-            errors.push(FieldError::new(
-                "attributes",
-                format!("must be an object, not {}", type_name(v)),
-            ));
-            return Map::new();
-        }
+    let limit = (MAX_ATTRIBUTES, "attributes");
+    let Some(Value::Object(m)) = at_most(v, "attributes", true, limit, errors) else {
+        return Map::new();
     };
     let mut out = Map::new();
     for (k, v) in m {

@@ -16,7 +16,7 @@
 //! Surveys are few per app (drafts, and a plan-limited number of live ones), so a list reads
 //! the app's surveys and orders them in memory (`model::page`).
 
-use sled::transaction::{ConflictableTransactionError, TransactionError, TransactionalTree};
+use sled::transaction::{ConflictableTransactionError, TransactionalTree};
 
 use super::model::{
     self, Rejection, ResponseDraft, Survey, SurveyPatch, SurveyResponse, SurveyStatus,
@@ -43,32 +43,13 @@ pub enum SurveyError {
     Store(StoreError),
 }
 
-impl From<StoreError> for SurveyError {
-    fn from(e: StoreError) -> Self {
-        SurveyError::Store(e)
-    }
-}
-
-impl From<sled::Error> for SurveyError {
-    fn from(e: sled::Error) -> Self {
-        SurveyError::Store(StoreError::Sled(e))
-    }
-}
+crate::storage::store_error!(SurveyError);
 
 impl From<Rejection> for SurveyError {
     fn from(r: Rejection) -> Self {
         match r {
             Rejection::Invalid(d) => SurveyError::Invalid(d),
             Rejection::Conflict(m) => SurveyError::Conflict(m),
-        }
-    }
-}
-
-impl From<TransactionError<SurveyError>> for SurveyError {
-    fn from(e: TransactionError<SurveyError>) -> Self {
-        match e {
-            TransactionError::Abort(e) => e,
-            TransactionError::Storage(e) => e.into(),
         }
     }
 }

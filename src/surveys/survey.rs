@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::targeting::Targeting;
 use crate::ids::Timestamp;
+use crate::validation::{type_name, FieldError};
 
 /// The most questions a survey holds.
 pub const MAX_QUESTIONS: usize = 50;
@@ -219,6 +220,53 @@ impl Survey {
     }
 }
 
+/// One error per key of the object `m` not in `allowed`, at the path `at(key)`: "is not
+/// accepted here (the allowed keys)".
+pub(super) fn unknown_keys(
+    m: &serde_json::Map<String, serde_json::Value>,
+    allowed: &[&str],
+    at: impl Fn(&str) -> String,
+    errors: &mut Vec<FieldError>,
+) {
+    for k in m.keys().filter(|k| !allowed.contains(&k.as_str())) {
+        errors.push(FieldError::new(
+            at(k),
+            format!("is not accepted here ({})", allowed.join(", ")),
+        ));
+    }
+}
+
+/// `v` when it is an array (with `object`, an object) of at most `max` items (`what`, in the
+/// error); `None` when absent or null, or after an error at `field`.
+pub(super) fn at_most<'v>(
+    v: Option<&'v serde_json::Value>,
+    field: &str,
+    object: bool,
+    (max, what): (usize, &str),
+    errors: &mut Vec<FieldError>,
+) -> Option<&'v serde_json::Value> {
+    use serde_json::Value;
+    let v = v.filter(|v| !v.is_null())?;
+    let len = match (v, object) {
+        (Value::Array(a), false) => a.len(),
+        (Value::Object(m), true) => m.len(),
+        _ => {
+            let kind = if object { "an object" } else { "an array" };
+            let message = format!("must be {kind}, not {}", type_name(v));
+            errors.push(FieldError::new(field, message));
+            return None;
+        }
+    };
+    if len > max {
+        errors.push(FieldError::new(
+            field,
+            format!("must hold at most {max} {what}"),
+        ));
+        return None;
+    }
+    Some(v)
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -260,5 +308,10 @@ pub(crate) mod tests {
             created_at: t,
             updated_at: t,
         }
+    }
+
+    /// A JSON object (a request body) from `json!`.
+    pub(crate) fn body(v: serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
+        v.as_object().cloned().unwrap_or_default()
     }
 }

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::survey::{Survey, SurveyStatus};
+use super::survey::{at_most, unknown_keys, Survey, SurveyStatus};
 use crate::validation::{check_text, type_name, FieldError};
 
 /// The most attribute rules of a targeting.
@@ -192,15 +192,8 @@ pub(super) fn parse_targeting(v: &Value, errors: &mut Vec<FieldError>) -> Option
         return None;
     };
     let before = errors.len();
-    if let Some(k) = m
-        .keys()
-        .find(|k| !["percentage", "attributes", "urls"].contains(&k.as_str()))
-    {
-        errors.push(FieldError::new(
-            format!("targeting.{k}"),
-            "is not accepted here (percentage, attributes, urls)",
-        ));
-    }
+    let keys = ["percentage", "attributes", "urls"];
+    unknown_keys(m, &keys, |k| format!("targeting.{k}"), errors);
     let percentage = match m.get("percentage") {
         None => 100.0,
         Some(Value::Number(n)) => match n.as_f64() {
@@ -222,23 +215,20 @@ pub(super) fn parse_targeting(v: &Value, errors: &mut Vec<FieldError>) -> Option
         }
     };
     let mut attributes = Vec::new();
-    match m.get("attributes") {
-        None | Some(Value::Null) => {}
-        Some(Value::Array(rules)) if rules.len() > MAX_RULES => errors.push(FieldError::new(
-            "targeting.attributes",
-            format!("must hold at most {MAX_RULES} rules"),
-        )),
-        Some(Value::Array(rules)) => {
-            for (i, r) in rules.iter().enumerate() {
-                if let Some(rule) = parse_rule(i, r, errors) {
-                    attributes.push(rule);
-                }
+    let limit = (MAX_RULES, "rules");
+    let rules = at_most(
+        m.get("attributes"),
+        "targeting.attributes",
+        false,
+        limit,
+        errors,
+    );
+    if let Some(Value::Array(rules)) = rules {
+        for (i, r) in rules.iter().enumerate() {
+            if let Some(rule) = parse_rule(i, r, errors) {
+                attributes.push(rule);
             }
         }
-        Some(v) => errors.push(FieldError::new(
-            "targeting.attributes",
-            format!("must be an array, not {}", type_name(v)),
-        )),
     }
     let urls = parse_urls(m.get("urls"), errors);
     (errors.len() == before).then_some(Targeting {
@@ -250,23 +240,9 @@ pub(super) fn parse_targeting(v: &Value, errors: &mut Vec<FieldError>) -> Option
 
 /// `targeting.urls`: at most [`MAX_URL_RULES`] `{"operator", "value"}` objects.
 fn parse_urls(v: Option<&Value>, errors: &mut Vec<FieldError>) -> Vec<UrlRule> {
-    let rules = match v {
-        None | Some(Value::Null) => return Vec::new(),
-        Some(Value::Array(rules)) if rules.len() <= MAX_URL_RULES => rules,
-        Some(Value::Array(_)) => {
-            errors.push(FieldError::new(
-                "targeting.urls",
-                format!("must hold at most {MAX_URL_RULES} rules"),
-            ));
-            return Vec::new();
-        }
-        Some(v) => {
-            errors.push(FieldError::new(
-                "targeting.urls",
-                format!("must be an array, not {}", type_name(v)),
-            ));
-            return Vec::new();
-        }
+    let limit = (MAX_URL_RULES, "rules");
+    let Some(Value::Array(rules)) = at_most(v, "targeting.urls", false, limit, errors) else {
+        return Vec::new();
     };
     let mut out = Vec::new();
     for (i, r) in rules.iter().enumerate() {
@@ -278,12 +254,7 @@ fn parse_urls(v: Option<&Value>, errors: &mut Vec<FieldError>) -> Vec<UrlRule> {
             ));
             continue;
         };
-        if let Some(k) = m.keys().find(|k| *k != "operator" && *k != "value") {
-            errors.push(FieldError::new(
-                at(k),
-                "is not accepted here (operator, value)",
-            ));
-        }
+        unknown_keys(m, &["operator", "value"], at, errors);
         let operator = m
             .get("operator")
             .and_then(Value::as_str)
@@ -324,15 +295,7 @@ fn parse_rule(i: usize, v: &Value, errors: &mut Vec<FieldError>) -> Option<Attri
         return None;
     };
     let before = errors.len();
-    if let Some(k) = m
-        .keys()
-        .find(|k| !["key", "operator", "value"].contains(&k.as_str()))
-    {
-        errors.push(FieldError::new(
-            at(k),
-            "is not accepted here (key, operator, value)",
-        ));
-    }
+    unknown_keys(m, &["key", "operator", "value"], at, errors);
     let key = match m.get("key") {
         Some(Value::String(s)) if !s.trim().is_empty() && s.len() <= 100 => {
             Some(s.trim().to_owned())
@@ -478,12 +441,8 @@ impl Survey {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::surveys::survey::tests::survey;
+    use crate::surveys::survey::tests::{body, survey};
     use serde_json::json;
-
-    fn body(v: Value) -> Map<String, Value> {
-        v.as_object().unwrap().clone()
-    }
 
     #[test]
     fn sampling_buckets_are_pinned() {
