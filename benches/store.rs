@@ -132,6 +132,8 @@ fn vote(c: &mut Criterion) {
     let draft = model::IdeaDraft::parse(body.as_object().expect("object")).expect("valid idea");
     let idea = ideas::create(&db, &app, &draft, None).expect("idea created");
     let next = AtomicU64::new(0);
+    let settings = tributary::config::Settings::load(None).expect("settings");
+    let plan = settings.plan(tributary::config::Plan::Enterprise);
 
     let mut g = c.benchmark_group("ideas");
     g.throughput(Throughput::Elements(1));
@@ -144,7 +146,7 @@ fn vote(c: &mut Criterion) {
                 email: Some(format!("voter{n}@example.com")),
             };
             let at = SystemClock.now();
-            black_box(engagement::vote(&db, &app, &idea.id, &voter, at).expect("vote"))
+            black_box(engagement::vote(&db, &app, &idea.id, &voter, at, &plan).expect("vote"))
         })
     });
     g.finish();

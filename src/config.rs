@@ -171,6 +171,12 @@ pub struct PlanLimits {
     pub active_surveys: i64,
     pub responses_per_month: i64,
     pub events_per_month: i64,
+    /// Comments on one idea (internal ones included; a merge may carry more in).
+    pub comments_per_idea: i64,
+    /// How deep replies nest: 1 = top-level comments only, 2 = replies to them, ...
+    pub comment_depth: i64,
+    /// Votes on one idea (one per voter, so this bounds the voters an idea counts).
+    pub votes_per_idea: i64,
 }
 
 /// The quotas a plan limits, named as in configuration and in `PLAN_LIMIT_REACHED` details.
@@ -182,6 +188,9 @@ pub enum Quota {
     ActiveSurveys,
     ResponsesPerMonth,
     EventsPerMonth,
+    CommentsPerIdea,
+    CommentDepth,
+    VotesPerIdea,
 }
 
 impl Quota {
@@ -193,6 +202,9 @@ impl Quota {
             Quota::ActiveSurveys => "active_surveys",
             Quota::ResponsesPerMonth => "responses_per_month",
             Quota::EventsPerMonth => "events_per_month",
+            Quota::CommentsPerIdea => "comments_per_idea",
+            Quota::CommentDepth => "comment_depth",
+            Quota::VotesPerIdea => "votes_per_idea",
         }
     }
 }
@@ -207,6 +219,9 @@ impl PlanLimits {
             Quota::ActiveSurveys => self.active_surveys,
             Quota::ResponsesPerMonth => self.responses_per_month,
             Quota::EventsPerMonth => self.events_per_month,
+            Quota::CommentsPerIdea => self.comments_per_idea,
+            Quota::CommentDepth => self.comment_depth,
+            Quota::VotesPerIdea => self.votes_per_idea,
         };
         u64::try_from(v).ok()
     }

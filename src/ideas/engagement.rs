@@ -11,6 +11,7 @@ use super::store::{
     unchanged_tx, usage_tx, write_tx, IdeaError, Page, Tx, Walk, TREE,
 };
 use crate::boards::model::StatusKind;
+use crate::config::{PlanLimits, Quota};
 use crate::ids::{self, Timestamp};
 use crate::storage::{decode, encode, StoreError};
 use crate::validation::FieldError;
@@ -69,6 +70,7 @@ pub fn vote(
     idea_id: &str,
     voter: &Voter,
     at: Timestamp,
+    plan: &PlanLimits,
 ) -> Result<Vote, IdeaError> {
     if !ids::is_object_id(idea_id) {
         return Err(IdeaError::NotFound("idea"));
@@ -85,6 +87,9 @@ pub fn vote(
                 "the idea is {}: it takes no more votes",
                 s.name
             )));
+        }
+        if let Some(limit) = plan.limit(Quota::VotesPerIdea) {
+            over(Quota::VotesPerIdea, limit, old.vote_count)?;
         }
         if voter_taken(tx, app, idea_id, voter)? {
             return abort(IdeaError::Conflict(
@@ -161,12 +166,53 @@ fn count_comment(idea: &mut Idea, c: &Comment, delta: i64) {
     *n = n.saturating_add_signed(delta);
 }
 
-/// Adds a comment; its parent must be a comment of the same idea (else 400).
+/// 403 PLAN_LIMIT_REACHED when `current` has reached `limit`.
+fn over(quota: Quota, limit: u64, current: u64) -> Tx<()> {
+    if current >= limit {
+        return abort(IdeaError::PlanLimit {
+            quota,
+            limit,
+            current,
+        });
+    }
+    Ok(())
+}
+
+/// The depth of a reply to `parent` (a top-level comment is 1), counted up the parents until
+/// `limit` is passed; `None` when `parent` is no comment of the idea. A deleted ancestor ends
+/// the chain (its replies stand at the top).
+fn reply_depth(
+    tx: &sled::transaction::TransactionalTree,
+    (app, idea_id): (&str, &str),
+    parent: &str,
+    limit: u64,
+) -> Tx<Option<u64>> {
+    let mut depth = 1;
+    let mut next = Some(parent.to_owned());
+    while let Some(id) = next.take() {
+        let key = child_key(b'c', app, idea_id, &id);
+        let Some(bytes) = tx.get(&key)? else {
+            return Ok((depth > 1).then_some(depth));
+        };
+        depth += 1;
+        if depth > limit {
+            break;
+        }
+        let c: Comment =
+            decode(&key, &bytes).map_err(|e| ConflictableTransactionError::Abort(e.into()))?;
+        next = c.parent_id;
+    }
+    Ok(Some(depth))
+}
+
+/// Adds a comment; its parent must be a comment of the same idea (else 400). The plan bounds
+/// the comments of one idea and how deep replies nest (403 PLAN_LIMIT_REACHED).
 pub fn comment(
     db: &sled::Db,
     app: &str,
     idea_id: &str,
     draft: &CommentDraft,
+    plan: &PlanLimits,
 ) -> Result<Comment, IdeaError> {
     if !ids::is_object_id(idea_id) {
         return Err(IdeaError::NotFound("idea"));
@@ -174,10 +220,19 @@ pub fn comment(
     let tree = db.open_tree(TREE)?;
     let c = tree.transaction(|tx| {
         let (old, _) = load_tx(tx, app, idea_id, "idea")?;
+        if let Some(limit) = plan.limit(Quota::CommentsPerIdea) {
+            let current = old.comment_count + old.internal_comment_count;
+            over(Quota::CommentsPerIdea, limit, current)?;
+        }
         if let Some(p) = &draft.parent_id {
-            if tx.get(child_key(b'c', app, idea_id, p))?.is_none() {
-                let e = FieldError::new("parentId", "no such comment on this idea");
-                return abort(IdeaError::Invalid(vec![e]));
+            let limit = plan.limit(Quota::CommentDepth).unwrap_or(u64::MAX);
+            match reply_depth(tx, (app, idea_id), p, limit)? {
+                None => {
+                    let e = FieldError::new("parentId", "no such comment on this idea");
+                    return abort(IdeaError::Invalid(vec![e]));
+                }
+                Some(depth) if depth > limit => over(Quota::CommentDepth, limit, limit)?,
+                Some(_) => {}
             }
         }
         let c = draft.comment(idea_id);
@@ -440,6 +495,9 @@ mod tests {
     fn counts_match_a_model_through_random_operations_and_a_reopen() {
         let dir = tempfile::tempdir().unwrap();
         let app = ids::object_id();
+        let plan = crate::config::Settings::load(None)
+            .unwrap()
+            .plan(crate::config::Plan::Enterprise);
         let db = open(dir.path());
         let ideas: Vec<String> = (0..3).map(|_| idea(&db, &app)).collect();
         let (mut m, mut seed) = (Model::default(), 0x9e37_79b9_7f4a_7c15_u64);
@@ -458,7 +516,7 @@ mod tests {
                         email: None,
                     };
                     let fresh = voters.insert((idea_id.clone(), format!("v{n}")));
-                    match vote(&db, &app, idea_id, &voter, Timestamp::now()) {
+                    match vote(&db, &app, idea_id, &voter, Timestamp::now(), &plan) {
                         Ok(v) => {
                             assert!(fresh);
                             m.votes.insert(v.id, (idea_id.clone(), format!("v{n}")));
@@ -482,7 +540,7 @@ mod tests {
                 3 => {
                     let body = serde_json::json!({"content": "c", "author": {"id": "a", "name": "A", "email": "a@b.co"}, "internal": n % 3 == 0});
                     let draft = CommentDraft::parse(body.as_object().unwrap()).unwrap();
-                    let c = comment(&db, &app, idea_id, &draft).unwrap();
+                    let c = comment(&db, &app, idea_id, &draft, &plan).unwrap();
                     m.comments.insert(c.id, (idea_id.clone(), c.internal));
                 }
                 _ => {

@@ -44,9 +44,11 @@ impl From<IdeaError> for ApiError {
             IdeaError::Invalid(d) => ApiError::validation(d),
             IdeaError::Conflict(m) => ApiError::conflict(m),
             IdeaError::Forbidden(m) => ApiError::new(ErrorCode::Forbidden, m),
-            IdeaError::PlanLimit { limit, current } => {
-                ApiError::plan_limit(Quota::Ideas, limit, current)
-            }
+            IdeaError::PlanLimit {
+                quota,
+                limit,
+                current,
+            } => ApiError::plan_limit(quota, limit, current),
             IdeaError::Changed => ApiError::conflict("the idea changed meanwhile; retry"),
             IdeaError::Store(e) => e.into(),
         }
@@ -418,6 +420,7 @@ async fn add_vote(
     let (_, fields) = api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
     let (voter, at) = model::parse_vote(&fields).map_err(ApiError::validation)?;
     let (app, id) = (who.app_id.clone(), id.into_inner());
+    let plan = state.settings.plan(who.plan);
     api::idempotency::once(
         &state,
         &who.app_id,
@@ -427,7 +430,7 @@ async fn add_vote(
         || async {
             let vote = state
                 .store
-                .run(move |db| Ok(engagement::vote(db, &app, &id, &voter, at)))
+                .run(move |db| Ok(engagement::vote(db, &app, &id, &voter, at, &plan)))
                 .await??;
             Ok(StoredAnswer {
                 status: 201,
@@ -505,6 +508,7 @@ async fn add_comment(
         who.require(Permission::IdeasModerate)?;
     }
     let (app, id) = (who.app_id.clone(), id.into_inner());
+    let plan = state.settings.plan(who.plan);
     api::idempotency::once(
         &state,
         &who.app_id,
@@ -514,7 +518,7 @@ async fn add_comment(
         || async {
             let c = state
                 .store
-                .run(move |db| Ok(engagement::comment(db, &app, &id, &draft)))
+                .run(move |db| Ok(engagement::comment(db, &app, &id, &draft, &plan)))
                 .await??;
             Ok(StoredAnswer {
                 status: 201,

@@ -21,6 +21,7 @@ use sled::IVec;
 use super::model::{Idea, IdeaDraft, IdeaPatch, IdeaView, StatusChange, StatusRef};
 use crate::boards::store::{self as boards, add_usage_tx, decode_count};
 use crate::boards::BoardRecord;
+use crate::config::Quota;
 use crate::ids::{self, Timestamp};
 use crate::storage::{decode, encode, StoreError};
 use crate::validation::FieldError;
@@ -36,6 +37,7 @@ pub enum IdeaError {
     /// Editing someone else's comment without `ideas:moderate`.
     Forbidden(String),
     PlanLimit {
+        quota: Quota,
         limit: u64,
         current: u64,
     },
@@ -329,7 +331,11 @@ pub fn create(
         }
         let n = decode_count(tx.get(count_key(app))?.as_deref());
         if let Some(limit) = limit.filter(|l| n >= *l) {
-            return abort(IdeaError::PlanLimit { limit, current: n });
+            return abort(IdeaError::PlanLimit {
+                quota: Quota::Ideas,
+                limit,
+                current: n,
+            });
         }
         let idea = Idea {
             id: ids::object_id(),

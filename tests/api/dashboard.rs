@@ -2007,3 +2007,58 @@ async fn an_idea_is_edited_on_its_page_with_topic_and_tags_and_errors_next_to_fi
     assert_eq!(d["tags"][0]["name"], "speed");
     assert_eq!(d["tags"].as_array().unwrap().len(), 1);
 }
+
+#[tokio::test]
+async fn an_idea_page_shows_its_comments_a_page_at_a_time() {
+    let app = spawn_app();
+    let (app_id, _) = app.create_app("pro").await;
+    let key = app
+        .create_key(&app_id, &["ideas:read", "ideas:write", "comments:write"])
+        .await
+        .1;
+    let idea = idea_with_votes(&app, &key, "Many comments", &[]).await;
+    let author = json!({"id": "user_2", "name": "User 2", "email": "user2@example.com"});
+    let mut made = Vec::new();
+    for n in 0..130 {
+        let c = app
+            .api(
+                &key,
+                reqwest::Method::POST,
+                &format!("/api/v1/ideas/{idea}/comments"),
+                Some(json!({"content": format!("Comment number {n}"), "author": author})),
+            )
+            .await;
+        assert_eq!(c.status, 201, "{}", c.body);
+        made.push(c.data()["id"].as_str().unwrap().to_owned());
+    }
+    let shown = |body: &str| -> Vec<String> {
+        made.iter()
+            .filter(|id| body.contains(&format!(r#"id="comment-{id}""#)))
+            .cloned()
+            .collect()
+    };
+    let mut b = owner(&app).await;
+    let url = format!("/dashboard/apps/{app_id}/ideas/{idea}");
+    let first = b.get(&url).await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    assert_eq!(shown(&first.body), made[..100], "the oldest 100 first");
+    let at = first
+        .body
+        .find("?comments=")
+        .expect("a link to the next comments");
+    let cursor: String = first.body[at + "?comments=".len()..]
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+        .collect();
+    let second = b.get(&format!("{url}?comments={cursor}")).await;
+    assert_eq!(second.status, 200, "{}", second.body);
+    assert_eq!(shown(&second.body), made[100..]);
+    assert!(
+        !second.body.contains("?comments="),
+        "the last page links no further"
+    );
+    assert!(second.body.contains("First comments"));
+    // A cursor that is not this idea's shows the first page.
+    let stale = b.get(&format!("{url}?comments=bm9wZQ")).await;
+    assert_eq!(shown(&stale.body), made[..100]);
+}

@@ -1837,3 +1837,90 @@ async fn the_openapi_document_describes_the_admin_create_and_delete_answers() {
         d.data().clone(),
     );
 }
+
+#[tokio::test]
+async fn comments_votes_and_reply_depth_are_capped_by_the_plan() {
+    let app = spawn_app_with(|s| {
+        s.plans.free.comments_per_idea = 4;
+        s.plans.free.comment_depth = 3;
+        s.plans.free.votes_per_idea = 2;
+    });
+    let (_, key) = ideas_app(&app, "free").await;
+    let idea = idea_titled(&app, &key, "Capped idea").await;
+    let comment = |parent: Option<String>| {
+        let (app, key, idea) = (&app, &key, &idea);
+        async move {
+            let body = json!({"content": "Me too", "author": author(2), "parentId": parent});
+            app.api(
+                key,
+                Method::POST,
+                &format!("/api/v1/ideas/{idea}/comments"),
+                Some(body),
+            )
+            .await
+        }
+    };
+    // A thread three deep is allowed; a fourth level is not.
+    let mut parent = None;
+    for _ in 0..3 {
+        let c = comment(parent).await;
+        assert_eq!(c.status, 201, "{}", c.body);
+        parent = Some(c.data()["id"].as_str().unwrap().to_owned());
+    }
+    let deep = comment(parent.clone()).await;
+    deep.assert_error(403, "PLAN_LIMIT_REACHED");
+    assert_eq!(
+        deep.body["error"]["details"],
+        json!([{"field": "comment_depth", "message": "limit 3, current 3"}])
+    );
+    // The fourth comment fits at the top; the fifth is over the idea's cap.
+    assert_eq!(comment(None).await.status, 201);
+    let full = comment(None).await;
+    full.assert_error(403, "PLAN_LIMIT_REACHED");
+    assert_eq!(
+        full.body["error"]["details"],
+        json!([{"field": "comments_per_idea", "message": "limit 4, current 4"}])
+    );
+    assert_eq!(
+        get(&app, &key, &format!("/api/v1/ideas/{idea}")).await["commentCount"],
+        4
+    );
+    // Votes: one per voter, and at most two voters on this plan.
+    for n in 1..=2 {
+        assert_eq!(vote(&app, &key, &idea, author(n)).await.status, 201);
+    }
+    let third = vote(&app, &key, &idea, author(3)).await;
+    third.assert_error(403, "PLAN_LIMIT_REACHED");
+    assert_eq!(third.fields(), ["votes_per_idea"]);
+    // Another idea has its own room.
+    let other = idea_titled(&app, &key, "Another idea").await;
+    assert_eq!(vote(&app, &key, &other, author(3)).await.status, 201);
+}
+
+#[tokio::test]
+async fn the_default_plans_cap_comments_per_idea_and_nesting() {
+    let app = spawn_app();
+    let (_, key) = ideas_app(&app, "free").await;
+    let idea = idea_titled(&app, &key, "Deep thread").await;
+    let mut parent: Option<String> = None;
+    let mut refused = None;
+    for depth in 1..=50 {
+        let body = json!({"content": "Reply", "author": author(2), "parentId": parent});
+        let a = app
+            .api(
+                &key,
+                Method::POST,
+                &format!("/api/v1/ideas/{idea}/comments"),
+                Some(body),
+            )
+            .await;
+        if a.status != 201 {
+            a.assert_error(403, "PLAN_LIMIT_REACHED");
+            refused = Some(depth);
+            break;
+        }
+        parent = Some(a.data()["id"].as_str().unwrap().to_owned());
+    }
+    let refused = refused.expect("50 nested replies were all accepted");
+    assert!((2..=20).contains(&refused), "refused at depth {refused}");
+}

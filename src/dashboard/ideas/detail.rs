@@ -517,6 +517,10 @@ fn field_errors(e: IdeaError, field: &str) -> Result<Vec<FieldError>, PageError>
     match e {
         IdeaError::Invalid(d) => Ok(d),
         IdeaError::Conflict(m) => Ok(vec![FieldError::new(field, m)]),
+        IdeaError::PlanLimit { quota, limit, .. } => Ok(vec![FieldError::new(
+            field,
+            format!("the plan allows {limit} ({})", quota.name()),
+        )]),
         other => Err(PageError::Api(ApiError::from(other))),
     }
 }
@@ -579,9 +583,10 @@ pub async fn add_comment(
         Err(d) => d,
         Ok(draft) => {
             let (a, i) = (app.id.clone(), id.clone());
+            let plan = state.settings.plan(app.plan);
             match state
                 .store
-                .run(move |db| Ok(engagement::comment(db, &a, &i, &draft)))
+                .run(move |db| Ok(engagement::comment(db, &a, &i, &draft, &plan)))
                 .await?
             {
                 Ok(c) => {
