@@ -13,7 +13,7 @@ use crate::config::Quota;
 use crate::fields::{request_body, Mode};
 use crate::state::AppState;
 use crate::storage::cursor;
-use crate::tenants::{Admin, Permission, Principal};
+use crate::tenants::{AdminApp, Permission, Principal};
 
 /// The admin routes, under `/admin/v1`.
 pub fn configure_admin(cfg: &mut ServiceConfig) {
@@ -70,11 +70,11 @@ async fn parse_body(
 
 async fn apply(
     state: &AppState,
-    app: String,
+    app: &AdminApp,
     board: String,
     change: Change,
 ) -> Result<(BoardRecord, Option<String>), ApiError> {
-    crate::tenants::http::app_plan(state, &app).await?;
+    let app = app.id.clone();
     Ok(state
         .store
         .run(move |db| Ok(store::change(db, &app, &board, &change)))
@@ -122,22 +122,19 @@ request_body! {
 )]
 #[post("/apps/{appId}/boards")]
 async fn create_board(
-    _: Admin,
+    app: AdminApp,
     state: web::Data<AppState>,
     req: HttpRequest,
-    app: web::Path<String>,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    let app = app.into_inner();
-    let plan = crate::tenants::http::app_plan(&state, &app).await?;
     let p = parse_body(&state, &req, payload, None, true).await?;
-    let limit = state.settings.plan(plan).limit(Quota::Boards);
-    let a = app.clone();
+    let limit = state.settings.plan(app.plan).limit(Quota::Boards);
+    let a = app.id.clone();
     let record = state
         .store
         .run(move |db| Ok(store::create(db, &a, &p, limit)))
         .await??;
-    let loc = format!("/admin/v1/apps/{app}/boards/{}", record.board.id);
+    let loc = format!("/admin/v1/apps/{}/boards/{}", app.id, record.board.id);
     Ok(api::created(&loc, &record.board))
 }
 
@@ -154,13 +151,11 @@ fn page(boards: Vec<BoardRecord>, q: &PageQuery, app: &str) -> Result<HttpRespon
     responses((status = 200, body = Vec<Board>), (status = 404)))]
 #[get("/apps/{appId}/boards")]
 async fn list_boards_admin(
-    _: Admin,
+    app: AdminApp,
     state: web::Data<AppState>,
-    app: web::Path<String>,
     q: web::Query<PageQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    let app = app.into_inner();
-    crate::tenants::http::app_plan(&state, &app).await?;
+    let app = app.0.id;
     let a = app.clone();
     page(
         state.store.run(move |db| store::all(db, &a)).await?,
@@ -174,15 +169,14 @@ async fn list_boards_admin(
     responses((status = 200, body = Board), (status = 404)))]
 #[get("/apps/{appId}/boards/{boardId}")]
 async fn get_board(
-    _: Admin,
+    app: AdminApp,
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    let (app, board) = path.into_inner();
-    crate::tenants::http::app_plan(&state, &app).await?;
+    let (_, board) = path.into_inner();
     let found = state
         .store
-        .run(move |db| store::get(db, &app, Some(&board)))
+        .run(move |db| store::get(db, &app.id, Some(&board)))
         .await?;
     found
         .map(|b| api::ok(&b.board))
@@ -195,28 +189,27 @@ async fn get_board(
     responses((status = 200, body = Board), (status = 400), (status = 404)))]
 #[patch("/apps/{appId}/boards/{boardId}")]
 async fn update_board(
-    _: Admin,
+    app: AdminApp,
     state: web::Data<AppState>,
     req: HttpRequest,
     path: web::Path<(String, String)>,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    let (app, board) = path.into_inner();
+    let (_, board) = path.into_inner();
     let p = parse_body(&state, &req, payload, None, false).await?;
-    let (record, _) = apply(&state, app, board, Change::Board(p)).await?;
+    let (record, _) = apply(&state, &app, board, Change::Board(p)).await?;
     Ok(api::ok(&record.board))
 }
 
 async fn admin_list(
     state: &AppState,
-    app: String,
-    board: String,
+    app: AdminApp,
+    (_, board): (String, String),
     part: Part,
 ) -> Result<HttpResponse, ApiError> {
-    crate::tenants::http::app_plan(state, &app).await?;
     let found = state
         .store
-        .run(move |db| store::get(db, &app, Some(&board)))
+        .run(move |db| store::get(db, &app.id, Some(&board)))
         .await?;
     found
         .map(|b| api::ok(&b.list(part)))
@@ -224,15 +217,14 @@ async fn admin_list(
 }
 
 async fn admin_add(
-    state: &AppState,
+    (state, app): (&AppState, AdminApp),
     req: &HttpRequest,
-    path: (String, String),
+    (_, board): (String, String),
     payload: web::Payload,
     part: Part,
 ) -> Result<HttpResponse, ApiError> {
     let p = parse_body(state, req, payload, Some(part), true).await?;
-    let (app, board) = path;
-    let (record, id) = apply(state, app.clone(), board.clone(), Change::Add(part, p)).await?;
+    let (record, id) = apply(state, &app, board.clone(), Change::Add(part, p)).await?;
     let id = id.unwrap_or_default();
     let item = record.item(part, &id).unwrap_or_default();
     let segment = match part {
@@ -241,31 +233,29 @@ async fn admin_add(
         Part::Tags => "tags",
     };
     Ok(api::created(
-        &format!("/admin/v1/apps/{app}/boards/{board}/{segment}/{id}"),
+        &format!("/admin/v1/apps/{}/boards/{board}/{segment}/{id}", app.id),
         &item,
     ))
 }
 
 async fn admin_patch(
-    state: &AppState,
+    (state, app): (&AppState, AdminApp),
     req: &HttpRequest,
-    path: (String, String, String),
+    (_, board, item): (String, String, String),
     payload: web::Payload,
     part: Part,
 ) -> Result<HttpResponse, ApiError> {
     let p = parse_body(state, req, payload, Some(part), false).await?;
-    let (app, board, item) = path;
-    let (record, _) = apply(state, app, board, Change::Patch(part, item.clone(), p)).await?;
+    let (record, _) = apply(state, &app, board, Change::Patch(part, item.clone(), p)).await?;
     Ok(api::ok(&record.item(part, &item).unwrap_or_default()))
 }
 
 async fn admin_remove(
-    state: &AppState,
-    path: (String, String, String),
+    (state, app): (&AppState, AdminApp),
+    (_, board, item): (String, String, String),
     part: Part,
 ) -> Result<HttpResponse, ApiError> {
-    let (app, board, item) = path;
-    apply(state, app, board, Change::Remove(part, item.clone())).await?;
+    apply(state, &app, board, Change::Remove(part, item.clone())).await?;
     Ok(api::deleted(item))
 }
 
@@ -274,12 +264,11 @@ async fn admin_remove(
     responses((status = 200, body = Vec<IdeaStatus>), (status = 404)))]
 #[get("/apps/{appId}/boards/{boardId}/statuses")]
 async fn list_statuses_admin(
-    _: Admin,
+    app: AdminApp,
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    let (app, board) = path.into_inner();
-    admin_list(&state, app, board, Part::Statuses).await
+    admin_list(&state, app, path.into_inner(), Part::Statuses).await
 }
 
 /// Add a status: `{name, color: "#rrggbb", kind?: open|closed, position?}`.
@@ -288,13 +277,20 @@ async fn list_statuses_admin(
     responses((status = 201, body = IdeaStatus), (status = 400), (status = 404), (status = 409, description = "Name taken or list full")))]
 #[post("/apps/{appId}/boards/{boardId}/statuses")]
 async fn create_status(
-    _: Admin,
+    app: AdminApp,
     state: web::Data<AppState>,
     req: HttpRequest,
     path: web::Path<(String, String)>,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    admin_add(&state, &req, path.into_inner(), payload, Part::Statuses).await
+    admin_add(
+        (&state, app),
+        &req,
+        path.into_inner(),
+        payload,
+        Part::Statuses,
+    )
+    .await
 }
 
 /// Rename, recolour, change the kind of, or move (`position`, 0-based) a status.
@@ -303,13 +299,20 @@ async fn create_status(
     responses((status = 200, body = IdeaStatus), (status = 400), (status = 404), (status = 409)))]
 #[patch("/apps/{appId}/boards/{boardId}/statuses/{statusId}")]
 async fn update_status(
-    _: Admin,
+    app: AdminApp,
     state: web::Data<AppState>,
     req: HttpRequest,
     path: web::Path<(String, String, String)>,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    admin_patch(&state, &req, path.into_inner(), payload, Part::Statuses).await
+    admin_patch(
+        (&state, app),
+        &req,
+        path.into_inner(),
+        payload,
+        Part::Statuses,
+    )
+    .await
 }
 
 /// Delete a status: 409 while an idea has it, or for the built-in Open and Duplicate.
@@ -317,11 +320,11 @@ async fn update_status(
     responses((status = 200, body = Deleted), (status = 404), (status = 409, description = "In use or built in")))]
 #[delete("/apps/{appId}/boards/{boardId}/statuses/{statusId}")]
 async fn delete_status(
-    _: Admin,
+    app: AdminApp,
     state: web::Data<AppState>,
     path: web::Path<(String, String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    admin_remove(&state, path.into_inner(), Part::Statuses).await
+    admin_remove((&state, app), path.into_inner(), Part::Statuses).await
 }
 
 /// List a board's topics.
@@ -329,12 +332,11 @@ async fn delete_status(
     responses((status = 200, body = Vec<Topic>), (status = 404)))]
 #[get("/apps/{appId}/boards/{boardId}/topics")]
 async fn list_topics_admin(
-    _: Admin,
+    app: AdminApp,
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    let (app, board) = path.into_inner();
-    admin_list(&state, app, board, Part::Topics).await
+    admin_list(&state, app, path.into_inner(), Part::Topics).await
 }
 
 /// Add a topic: `{name}`.
@@ -343,13 +345,20 @@ async fn list_topics_admin(
     responses((status = 201, body = Topic), (status = 400), (status = 404), (status = 409)))]
 #[post("/apps/{appId}/boards/{boardId}/topics")]
 async fn create_topic(
-    _: Admin,
+    app: AdminApp,
     state: web::Data<AppState>,
     req: HttpRequest,
     path: web::Path<(String, String)>,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    admin_add(&state, &req, path.into_inner(), payload, Part::Topics).await
+    admin_add(
+        (&state, app),
+        &req,
+        path.into_inner(),
+        payload,
+        Part::Topics,
+    )
+    .await
 }
 
 /// Rename a topic.
@@ -358,13 +367,20 @@ async fn create_topic(
     responses((status = 200, body = Topic), (status = 400), (status = 404), (status = 409)))]
 #[patch("/apps/{appId}/boards/{boardId}/topics/{topicId}")]
 async fn update_topic(
-    _: Admin,
+    app: AdminApp,
     state: web::Data<AppState>,
     req: HttpRequest,
     path: web::Path<(String, String, String)>,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    admin_patch(&state, &req, path.into_inner(), payload, Part::Topics).await
+    admin_patch(
+        (&state, app),
+        &req,
+        path.into_inner(),
+        payload,
+        Part::Topics,
+    )
+    .await
 }
 
 /// Delete a topic (409 while an idea has it).
@@ -372,11 +388,11 @@ async fn update_topic(
     responses((status = 200, body = Deleted), (status = 404), (status = 409)))]
 #[delete("/apps/{appId}/boards/{boardId}/topics/{topicId}")]
 async fn delete_topic(
-    _: Admin,
+    app: AdminApp,
     state: web::Data<AppState>,
     path: web::Path<(String, String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    admin_remove(&state, path.into_inner(), Part::Topics).await
+    admin_remove((&state, app), path.into_inner(), Part::Topics).await
 }
 
 /// List a board's tags.
@@ -384,12 +400,11 @@ async fn delete_topic(
     responses((status = 200, body = Vec<Tag>), (status = 404)))]
 #[get("/apps/{appId}/boards/{boardId}/tags")]
 async fn list_tags_admin(
-    _: Admin,
+    app: AdminApp,
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    let (app, board) = path.into_inner();
-    admin_list(&state, app, board, Part::Tags).await
+    admin_list(&state, app, path.into_inner(), Part::Tags).await
 }
 
 /// Add a tag: `{name, color?}`.
@@ -398,13 +413,13 @@ async fn list_tags_admin(
     responses((status = 201, body = Tag), (status = 400), (status = 404), (status = 409)))]
 #[post("/apps/{appId}/boards/{boardId}/tags")]
 async fn create_tag(
-    _: Admin,
+    app: AdminApp,
     state: web::Data<AppState>,
     req: HttpRequest,
     path: web::Path<(String, String)>,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    admin_add(&state, &req, path.into_inner(), payload, Part::Tags).await
+    admin_add((&state, app), &req, path.into_inner(), payload, Part::Tags).await
 }
 
 /// Rename or recolour a tag (`color: null` clears it).
@@ -413,13 +428,13 @@ async fn create_tag(
     responses((status = 200, body = Tag), (status = 400), (status = 404), (status = 409)))]
 #[patch("/apps/{appId}/boards/{boardId}/tags/{tagId}")]
 async fn update_tag(
-    _: Admin,
+    app: AdminApp,
     state: web::Data<AppState>,
     req: HttpRequest,
     path: web::Path<(String, String, String)>,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    admin_patch(&state, &req, path.into_inner(), payload, Part::Tags).await
+    admin_patch((&state, app), &req, path.into_inner(), payload, Part::Tags).await
 }
 
 /// Delete a tag (409 while an idea has it).
@@ -427,11 +442,11 @@ async fn update_tag(
     responses((status = 200, body = Deleted), (status = 404), (status = 409)))]
 #[delete("/apps/{appId}/boards/{boardId}/tags/{tagId}")]
 async fn delete_tag(
-    _: Admin,
+    app: AdminApp,
     state: web::Data<AppState>,
     path: web::Path<(String, String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    admin_remove(&state, path.into_inner(), Part::Tags).await
+    admin_remove((&state, app), path.into_inner(), Part::Tags).await
 }
 
 /// List the app's boards, oldest first (`ideas:read`).

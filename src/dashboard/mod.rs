@@ -70,7 +70,7 @@ fn account_routes(scope: Scope) -> Scope {
 /// Contacts (table, detail, CSV in and out) and traffic.
 fn contact_and_traffic_routes(scope: Scope) -> Scope {
     scope
-        .route("/contacts", web::get().to(contacts_table::first))
+        .route("/contacts", web::get().to(apps::list::first))
         .route("/apps/{id}/contacts", web::get().to(contacts_table::list))
         .route(
             "/apps/{id}/contacts.csv",
@@ -86,14 +86,14 @@ fn contact_and_traffic_routes(scope: Scope) -> Scope {
             "/apps/{id}/contacts/{contact}",
             web::post().to(contacts_table::update),
         )
-        .route("/traffic", web::get().to(traffic::first))
+        .route("/traffic", web::get().to(apps::list::first))
         .route("/apps/{id}/traffic", web::get().to(traffic::page))
 }
 
 /// Surveys: list, builder, preview, results, moves, CSV.
 fn survey_routes(scope: Scope) -> Scope {
     scope
-        .route("/surveys", web::get().to(surveys_list::first))
+        .route("/surveys", web::get().to(apps::list::first))
         .route("/apps/{id}/surveys", web::get().to(surveys_list::list))
         .route("/apps/{id}/surveys", web::post().to(survey_form::create))
         .route("/apps/{id}/surveys/new", web::get().to(survey_form::new))
@@ -126,7 +126,7 @@ fn survey_routes(scope: Scope) -> Scope {
 /// Ideas: the board, an idea's page, the board settings.
 fn idea_routes(scope: Scope) -> Scope {
     scope
-        .route("/ideas", web::get().to(board::first))
+        .route("/ideas", web::get().to(apps::list::first))
         .route("/apps/{id}/ideas", web::get().to(board::board))
         // Before `/apps/{id}/ideas/{idea}`, which would take `settings` and `boards` as ids.
         .route(

@@ -1,5 +1,7 @@
 //! Who is looking: the session cookie, the `Viewer` extractor, and posted forms with their CSRF
-//! check.
+//! check. The pages take one extractor that does all of a request's opening steps: `AppPage`
+//! (signed in, the app of the path's `{id}` or 404), `Posted` (signed in, the form read and its
+//! CSRF token checked: 403 otherwise) and `AppPosted` (both).
 //!
 //! The session cookie holds the session id (256 random bits); the store keys the session by
 //! the id's SHA-256. The cookie is HttpOnly and SameSite=Lax, and `Secure` with the `__Host-`
@@ -12,6 +14,7 @@ use std::pin::Pin;
 use actix_web::dev::Payload;
 use actix_web::http::header;
 use actix_web::{web, FromRequest, HttpRequest};
+use futures_util::future::LocalBoxFuture;
 
 use super::error::PageError;
 pub use super::viewer::Viewer;
@@ -19,6 +22,7 @@ use crate::accounts::model::{session_key, tokens_match, ABSOLUTE_SECS};
 use crate::accounts::store;
 use crate::api::ratelimit::RateLimits;
 use crate::state::AppState;
+use crate::tenants::{store as tenants, App};
 
 pub const SESSION_COOKIE: &str = "tributary_session";
 pub const CSRF_COOKIE: &str = "tributary_csrf";
@@ -83,11 +87,14 @@ pub fn session_cookie(req: &HttpRequest, id: &str) -> (header::HeaderName, Strin
     set_cookie(req, SESSION_COOKIE, id, ABSOLUTE_SECS)
 }
 
+fn app_state(req: &HttpRequest) -> Result<web::Data<AppState>, PageError> {
+    req.app_data::<web::Data<AppState>>()
+        .cloned()
+        .ok_or_else(|| PageError::internal("app state missing"))
+}
+
 async fn viewer(req: HttpRequest) -> Result<Viewer, PageError> {
-    let state = req
-        .app_data::<web::Data<AppState>>()
-        .ok_or_else(|| PageError::internal("app state missing"))?
-        .clone();
+    let state = app_state(&req)?;
     let Some(id) = read_cookie(&req, SESSION_COOKIE) else {
         let setup = !state.store.run(store::is_set_up).await?;
         return Err(PageError::SignIn { setup });
@@ -176,7 +183,7 @@ fn csrf_refused() -> PageError {
 }
 
 /// Reads a signed-in form and checks its CSRF token against the session's (403 otherwise).
-pub async fn posted(
+async fn posted(
     req: &HttpRequest,
     payload: web::Payload,
     viewer: &Viewer,
@@ -206,5 +213,81 @@ pub async fn posted_anonymous(req: &HttpRequest, payload: web::Payload) -> Resul
         Ok(form)
     } else {
         Err(csrf_refused())
+    }
+}
+
+/// The app `id`, or 404.
+pub async fn load_app(state: &AppState, id: &str) -> Result<App, PageError> {
+    let id = id.to_owned();
+    state
+        .store
+        .run(move |db| tenants::get_app(db, &id))
+        .await?
+        .ok_or_else(|| PageError::not_found("app"))
+}
+
+/// The app of the path's `{id}`, or 404.
+async fn path_app(state: &AppState, req: &HttpRequest) -> Result<App, PageError> {
+    load_app(state, req.match_info().get("id").unwrap_or_default()).await
+}
+
+/// A page of one app (`/dashboard/apps/{id}/...`): the state, the viewer and the app (404 when
+/// there is none such).
+pub struct AppPage(pub web::Data<AppState>, pub Viewer, pub App);
+
+impl FromRequest for AppPage {
+    type Error = PageError;
+    type Future = LocalBoxFuture<'static, Result<AppPage, PageError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let req = req.clone();
+        Box::pin(async move {
+            let (state, viewer) = (app_state(&req)?, viewer(req.clone()).await?);
+            let app = path_app(&state, &req).await?;
+            Ok(AppPage(state, viewer, app))
+        })
+    }
+}
+
+/// A signed-in form post: the state, the viewer and the form of at most `LIMIT` bytes, its CSRF
+/// token checked against the session's (403 otherwise).
+pub struct Posted<const LIMIT: usize = FORM_LIMIT>(pub web::Data<AppState>, pub Viewer, pub Form);
+
+impl<const LIMIT: usize> FromRequest for Posted<LIMIT> {
+    type Error = PageError;
+    type Future = LocalBoxFuture<'static, Result<Posted<LIMIT>, PageError>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let req = req.clone();
+        let body = web::Payload::from_request(&req, payload).into_inner();
+        Box::pin(async move {
+            let (state, viewer) = (app_state(&req)?, viewer(req.clone()).await?);
+            let body = body.map_err(PageError::internal)?;
+            let form = posted(&req, body, &viewer, LIMIT).await?;
+            Ok(Posted(state, viewer, form))
+        })
+    }
+}
+
+/// A form posted to a page of one app: `Posted`, then the app of the path's `{id}` (404).
+pub struct AppPosted<const LIMIT: usize = FORM_LIMIT>(
+    pub web::Data<AppState>,
+    pub Viewer,
+    pub Form,
+    pub App,
+);
+
+impl<const LIMIT: usize> FromRequest for AppPosted<LIMIT> {
+    type Error = PageError;
+    type Future = LocalBoxFuture<'static, Result<AppPosted<LIMIT>, PageError>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let posted = Posted::<LIMIT>::from_request(req, payload);
+        let req = req.clone();
+        Box::pin(async move {
+            let Posted(state, viewer, form) = posted.await?;
+            let app = path_app(&state, &req).await?;
+            Ok(AppPosted(state, viewer, form, app))
+        })
     }
 }

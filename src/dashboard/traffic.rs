@@ -8,18 +8,16 @@
 use actix_web::{web, HttpResponse};
 use maud::{html, Markup};
 
-use super::apps::list::{all_apps, load_app};
 use super::charts::{self, Series};
 use super::error::PageError;
 use super::layout::{self, thousands, Section, Shell};
-use super::session::Viewer;
+use super::session::{AppPage, Viewer};
 use crate::analytics::model::{Interval, Point, Traffic, Window};
 use crate::analytics::store;
 use crate::collector::rollup::HOUR_MICROS;
 use crate::collector::written::{self, WrittenFile};
 use crate::collector::Collector;
 use crate::ids::Timestamp;
-use crate::state::AppState;
 use crate::storage::StoreError;
 use crate::tenants::App;
 
@@ -31,14 +29,6 @@ const TYPES: [&str; 4] = ["page", "track", "identify", "group"];
 /// The lake files listed: written in the last `FILE_HOURS`, at most `MAX_FILES`, newest first.
 const FILE_HOURS: i64 = 24;
 const MAX_FILES: usize = 200;
-
-/// `GET /dashboard/traffic`: the traffic of the first app (or the Apps page when there is none).
-pub async fn first(state: web::Data<AppState>, _viewer: Viewer) -> Result<HttpResponse, PageError> {
-    Ok(match all_apps(&state).await?.first() {
-        Some(app) => layout::see_other(&format!("/dashboard/apps/{}/traffic", app.id)),
-        None => layout::see_other("/dashboard/apps"),
-    })
-}
 
 /// The hourly and the daily windows ending with the current hour and day.
 fn windows(now_micros: i64) -> (Window, Window) {
@@ -260,12 +250,9 @@ pub fn render(viewer: &Viewer, app: &App, loaded: &Loaded) -> Markup {
 
 /// `GET /dashboard/apps/{id}/traffic`.
 pub async fn page(
-    state: web::Data<AppState>,
+    AppPage(state, viewer, app): AppPage,
     collector: web::Data<Collector>,
-    viewer: Viewer,
-    path: web::Path<String>,
 ) -> Result<HttpResponse, PageError> {
-    let app = load_app(&state, &path).await?;
     let (id, now) = (app.id.clone(), collector.clock.now_micros());
     let loaded = state.store.run(move |db| load(db, &id, now)).await?;
     Ok(layout::ok(render(&viewer, &app, &loaded)))

@@ -19,7 +19,7 @@ use crate::api::{
 use crate::config::Quota;
 use crate::ids::{canonical_anonymous_id, Timestamp};
 use crate::state::AppState;
-use crate::tenants::{Access, Admin, KeyKind, Permission, Plan, Principal};
+use crate::tenants::{Access, AdminApp, KeyKind, Permission, Plan, Principal};
 use crate::validation::only_fields;
 
 /// The admin routes, under `/admin/v1`.
@@ -168,14 +168,12 @@ async fn answer_page(
 )]
 #[post("/apps/{appId}/surveys")]
 async fn create_survey(
-    _: Admin,
+    admin: AdminApp,
     state: web::Data<AppState>,
     req: HttpRequest,
-    app: web::Path<String>,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    let app = app.into_inner();
-    crate::tenants::http::app_plan(&state, &app).await?;
+    let app = admin.0.id;
     let p = parse_body(&state, &req, &app, payload, true).await?;
     let survey = p.into_survey(state.now()).map_err(ApiError::validation)?;
     let (a, s) = (app.clone(), survey.clone());
@@ -205,13 +203,11 @@ pub struct AdminListQuery {
     responses((status = 200, description = "A page of surveys", body = Vec<Survey>), (status = 400), (status = 404)))]
 #[get("/apps/{appId}/surveys")]
 async fn list_surveys_admin(
-    _: Admin,
+    admin: AdminApp,
     state: web::Data<AppState>,
-    app: web::Path<String>,
     q: Listed<AdminListQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    let app = app.into_inner();
-    crate::tenants::http::app_plan(&state, &app).await?;
+    let app = admin.0.id;
     let mut errors = Vec::new();
     let filter = Filter {
         statuses: parse_values(
@@ -233,12 +229,11 @@ async fn list_surveys_admin(
     responses((status = 200, body = Survey), (status = 404)))]
 #[get("/apps/{appId}/surveys/{surveyId}")]
 async fn get_survey_admin(
-    _: Admin,
+    _: AdminApp,
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
     let (app, id) = path.into_inner();
-    crate::tenants::http::app_plan(&state, &app).await?;
     let found = state.store.run(move |db| store::get(db, &app, &id)).await?;
     found
         .map(|s| api::ok(&s))
@@ -252,14 +247,13 @@ async fn get_survey_admin(
     responses((status = 200, body = Survey), (status = 400), (status = 404), (status = 409)))]
 #[patch("/apps/{appId}/surveys/{surveyId}")]
 async fn update_survey(
-    _: Admin,
+    _: AdminApp,
     state: web::Data<AppState>,
     req: HttpRequest,
     path: web::Path<(String, String)>,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     let (app, id) = path.into_inner();
-    crate::tenants::http::app_plan(&state, &app).await?;
     let p = parse_body(&state, &req, &app, payload, false).await?;
     let now = state.now();
     let survey = state
@@ -277,14 +271,14 @@ async fn update_survey(
     responses((status = 200, body = Survey), (status = 400), (status = 403, description = "PLAN_LIMIT_REACHED"), (status = 404), (status = 409)))]
 #[post("/apps/{appId}/surveys/{surveyId}/transition")]
 async fn transition_survey(
-    _: Admin,
+    admin: AdminApp,
     state: web::Data<AppState>,
     req: HttpRequest,
     path: web::Path<(String, String)>,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     let (app, id) = path.into_inner();
-    let plan = crate::tenants::http::app_plan(&state, &app).await?;
+    let plan = admin.plan;
     let (_, body) = api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
     let mut errors = Vec::new();
     only_fields(&body, &["status"], &mut errors);
@@ -317,12 +311,11 @@ async fn transition_survey(
     responses((status = 200, body = Deleted), (status = 404), (status = 409)))]
 #[delete("/apps/{appId}/surveys/{surveyId}")]
 async fn delete_survey(
-    _: Admin,
+    _: AdminApp,
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
     let (app, id) = path.into_inner();
-    crate::tenants::http::app_plan(&state, &app).await?;
     let i = id.clone();
     state
         .store

@@ -2,15 +2,15 @@
 //! Authenticated by `Authorization: Bearer <admin token>`, never by an API key.
 
 use actix_web::{delete, get, patch, post, web, HttpRequest, HttpResponse};
-use serde_json::{Map, Value};
 use utoipa_actix_web::service_config::ServiceConfig;
 
-use super::auth::{Access, Admin};
-use super::model::{self, new_key, App, KeyKind, KeyRecord, KeyView, Permission, Plan};
+use super::auth::Admin;
+use super::model::{self, App, KeyView, Permission, Plan};
+use super::service::{AdminApp, AppChange, Tenants};
 use super::store;
 use crate::api::{self, ApiError, PageQuery};
 use crate::fields::{request_body, Body, Mode, Parsed};
-use crate::ids::{self, Timestamp};
+use crate::ids::Timestamp;
 use crate::state::AppState;
 
 pub fn configure(cfg: &mut ServiceConfig) {
@@ -25,9 +25,18 @@ pub fn configure(cfg: &mut ServiceConfig) {
         .service(revoke_key);
 }
 
-/// Checks a body against its table, or answers 400 naming every bad field.
-fn parse(body: &Map<String, Value>, table: &Body, mode: Mode) -> Result<Parsed, ApiError> {
-    table.parse(body, mode).map_err(ApiError::validation)
+/// Reads a JSON body (within the server's limit) and checks it against its table, or answers
+/// 400 naming every bad field.
+async fn parse(
+    tenants: &Tenants,
+    req: &HttpRequest,
+    payload: web::Payload,
+    table: &Body,
+    mode: Mode,
+) -> Result<Parsed, ApiError> {
+    let limit = tenants.state.settings.server.max_body_bytes;
+    let (_, body) = api::json_body(req, payload, limit).await?;
+    table.parse(&body, mode).map_err(ApiError::validation)
 }
 
 /// The permissions of a checked key body.
@@ -101,34 +110,14 @@ request_body! {
 #[post("/apps")]
 async fn create_app(
     _: Admin,
-    state: web::Data<AppState>,
-    access: web::Data<Access>,
+    tenants: Tenants,
     req: HttpRequest,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    let (_, body) = api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
-    let p = parse(&body, &model::APP, Mode::Create)?;
+    let p = parse(&tenants, &req, payload, &model::APP, Mode::Create).await?;
     let name = p.string("name").unwrap_or_default();
     let plan = p.name("plan").unwrap_or(Plan::Free);
-    let id = ids::object_id();
-    let (key, integration_key) = new_key(&id, KeyKind::Integration, "integration", Vec::new());
-    let now = Timestamp::now();
-    let app = App {
-        id: id.clone(),
-        name,
-        plan,
-        integration_key_id: key.id.clone(),
-        created_at: now,
-        updated_at: now,
-    };
-    let (a, k) = (app.clone(), key.clone());
-    state
-        .store
-        .run(move |db| store::create_app(db, &a, &k))
-        .await?;
-    access.registry.set_key(&key);
-    access.registry.set_app(&app);
-    tracing::info!(app_id = %app.id, plan = app.plan.name(), "app created");
+    let (app, integration_key) = tenants.create_app(name, plan).await?;
     Ok(api::created(
         &format!("/admin/v1/apps/{}", app.id),
         &AppCreated {
@@ -155,23 +144,11 @@ async fn list_apps(
     Ok(page.answer(&apps))
 }
 
-async fn existing_app(state: &AppState, id: String) -> Result<App, ApiError> {
-    state
-        .store
-        .run(move |db| store::get_app(db, &id))
-        .await?
-        .ok_or_else(|| ApiError::not_found("app"))
-}
-
 /// Get one app.
 #[utoipa::path(tag = "admin", security(("admin_token" = [])), params(("appId" = String, Path)), responses((status = 200, body = App), (status = 404)))]
 #[get("/apps/{appId}")]
-async fn get_app(
-    _: Admin,
-    state: web::Data<AppState>,
-    id: web::Path<String>,
-) -> Result<HttpResponse, ApiError> {
-    Ok(api::ok(&existing_app(&state, id.into_inner()).await?))
+async fn get_app(app: AdminApp) -> Result<HttpResponse, ApiError> {
+    Ok(api::ok(&app.0))
 }
 
 /// Change an app's plan or name. A downgrade never deletes data.
@@ -183,33 +160,17 @@ async fn get_app(
 #[patch("/apps/{appId}")]
 async fn update_app(
     _: Admin,
-    state: web::Data<AppState>,
-    access: web::Data<Access>,
+    tenants: Tenants,
     req: HttpRequest,
     id: web::Path<String>,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    let (_, body) = api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
-    let p = parse(&body, &model::APP, Mode::Patch)?;
-    let (name, plan) = (p.string("name"), p.name::<Plan>("plan"));
-    let id = id.into_inner();
-    let registry = access.clone();
-    let (_, app) = state
-        .store
-        .run(move |db| {
-            let changed = store::modify_app(db, &id, |app| {
-                if let Some(n) = &name {
-                    app.name.clone_from(n);
-                }
-                app.plan = plan.unwrap_or(app.plan);
-            })?;
-            registry.registry.reload_app(db, &id)?;
-            Ok(changed)
-        })
-        .await?
-        .ok_or_else(|| ApiError::not_found("app"))?;
-    tracing::info!(app_id = %app.id, plan = app.plan.name(), "app updated");
-    Ok(api::ok(&app))
+    let p = parse(&tenants, &req, payload, &model::APP, Mode::Patch).await?;
+    let change = AppChange {
+        name: p.string("name"),
+        plan: p.name::<Plan>("plan"),
+    };
+    Ok(api::ok(&tenants.update_app(&id, change).await?))
 }
 
 /// Issue a new integration key for the app and revoke the old one.
@@ -217,28 +178,10 @@ async fn update_app(
 #[post("/apps/{appId}/integration-key")]
 async fn rotate_integration_key(
     _: Admin,
-    state: web::Data<AppState>,
-    access: web::Data<Access>,
+    tenants: Tenants,
     id: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let app_id = id.into_inner();
-    let (key, secret) = new_key(&app_id, KeyKind::Integration, "integration", Vec::new());
-    let (k, registry) = (key.clone(), access.clone());
-    let (app, _) = state
-        .store
-        .run(move |db| {
-            let rotated = store::rotate_integration_key(db, &app_id, &k)?;
-            if let Some((app, revoked)) = &rotated {
-                registry.registry.reload_key(db, &k.id)?;
-                if let Some(r) = revoked {
-                    registry.registry.reload_key(db, &r.id)?;
-                }
-                registry.registry.reload_app(db, &app.id)?;
-            }
-            Ok(rotated)
-        })
-        .await?
-        .ok_or_else(|| ApiError::not_found("app"))?;
+    let (app, key, secret) = tenants.rotate_integration_key(&id).await?;
     Ok(api::created(
         &format!("/admin/v1/apps/{}", app.id),
         &IntegrationKeyIssued {
@@ -256,22 +199,14 @@ async fn rotate_integration_key(
 )]
 #[post("/apps/{appId}/keys")]
 async fn create_key(
-    _: Admin,
-    state: web::Data<AppState>,
-    access: web::Data<Access>,
+    app: AdminApp,
+    tenants: Tenants,
     req: HttpRequest,
-    app_id: web::Path<String>,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    let (_, body) = api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
-    let p = parse(&body, &model::KEY, Mode::Create)?;
+    let p = parse(&tenants, &req, payload, &model::KEY, Mode::Create).await?;
     let (name, permissions) = (p.string("name").unwrap_or_default(), permissions(&p));
-    let app = existing_app(&state, app_id.into_inner()).await?;
-    let (key, secret) = new_key(&app.id, KeyKind::Api, &name, permissions);
-    let k = key.clone();
-    state.store.run(move |db| store::insert_key(db, &k)).await?;
-    access.registry.set_key(&key);
-    tracing::info!(app_id = %app.id, key_id = %key.id, "api key created");
+    let (key, secret) = tenants.create_key(&app, &name, permissions).await?;
     Ok(api::created(
         &format!("/admin/v1/apps/{}/keys/{}", app.id, key.id),
         &KeyCreated {
@@ -289,12 +224,10 @@ async fn create_key(
 )]
 #[get("/apps/{appId}/keys")]
 async fn list_keys(
-    _: Admin,
+    app: AdminApp,
     state: web::Data<AppState>,
-    app_id: web::Path<String>,
     q: web::Query<PageQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    let app = existing_app(&state, app_id.into_inner()).await?;
     let page = q.in_order(b'k', &app.id)?;
     let asked = page.clone();
     let keys = state
@@ -302,27 +235,6 @@ async fn list_keys(
         .run(move |db| store::list_api_keys(db, &app.id, asked.walk()))
         .await?;
     Ok(page.answer(&keys.map(|k| KeyView::from(&k))))
-}
-
-async fn change_key(
-    state: &AppState,
-    access: &web::Data<Access>,
-    app_id: String,
-    key_id: String,
-    change: impl Fn(&mut KeyRecord) + Send + 'static,
-) -> Result<KeyRecord, ApiError> {
-    let access = access.clone();
-    state
-        .store
-        .run(move |db| {
-            let updated = store::modify_api_key(db, &app_id, &key_id, change)?;
-            if updated.is_some() {
-                access.registry.reload_key(db, &key_id)?;
-            }
-            Ok(updated)
-        })
-        .await?
-        .ok_or_else(|| ApiError::not_found("key"))
 }
 
 /// Replace a key's permissions; takes effect on the next request.
@@ -335,19 +247,16 @@ async fn change_key(
 #[patch("/apps/{appId}/keys/{keyId}")]
 async fn update_key(
     _: Admin,
-    state: web::Data<AppState>,
-    access: web::Data<Access>,
+    tenants: Tenants,
     req: HttpRequest,
     path: web::Path<(String, String)>,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    let (_, body) = api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
-    let perms = permissions(&parse(&body, &model::KEY_CHANGES, Mode::Create)?);
+    let p = parse(&tenants, &req, payload, &model::KEY_CHANGES, Mode::Create).await?;
     let (app_id, key_id) = path.into_inner();
-    let key = change_key(&state, &access, app_id, key_id, move |k| {
-        k.permissions.clone_from(&perms)
-    })
-    .await?;
+    let key = tenants
+        .set_permissions(&app_id, &key_id, permissions(&p))
+        .await?;
     Ok(api::ok(&KeyView::from(&key)))
 }
 
@@ -360,31 +269,14 @@ async fn update_key(
 #[delete("/apps/{appId}/keys/{keyId}")]
 async fn revoke_key(
     _: Admin,
-    state: web::Data<AppState>,
-    access: web::Data<Access>,
+    tenants: Tenants,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
     let (app_id, key_id) = path.into_inner();
-    let key = change_key(&state, &access, app_id, key_id, |k| {
-        k.revoked_at.get_or_insert_with(Timestamp::now);
-    })
-    .await?;
-    access.rate_limits.forget(&key.id);
-    tracing::info!(key_id = %key.id, "api key revoked");
+    let key = tenants.revoke_key(&app_id, &key_id).await?;
     Ok(api::ok(&KeyRevoked {
         id: key.id,
         revoked: true,
         revoked_at: key.revoked_at,
     }))
-}
-
-/// The plan of an existing app (404 otherwise), for admin routes of other resources.
-pub async fn app_plan(state: &AppState, app: &str) -> Result<Plan, ApiError> {
-    let app = app.to_owned();
-    state
-        .store
-        .run(move |db| super::store::get_app(db, &app))
-        .await?
-        .map(|a| a.plan)
-        .ok_or_else(|| ApiError::not_found("app"))
 }

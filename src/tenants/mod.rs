@@ -8,9 +8,11 @@ pub mod auth;
 pub mod http;
 pub mod model;
 pub mod registry;
+pub mod service;
 pub mod store;
 
 pub use auth::{Access, Admin, Principal};
 pub use http::configure;
 pub use model::{App, KeyKind, KeyRecord, KeyView, Permission, Plan};
 pub use registry::Registry;
+pub use service::{AdminApp, AppChange, Tenants};

@@ -11,7 +11,7 @@ use crate::accounts::Session;
 use crate::dashboard::error::PageError;
 use crate::dashboard::layout::{self, csrf_field, field, form_errors};
 use crate::dashboard::session::{
-    self, Dashboard, Viewer, CSRF_COOKIE, SESSION_COOKIE, SIGN_INS_PER_MINUTE,
+    self, Dashboard, Posted, CSRF_COOKIE, SESSION_COOKIE, SIGN_INS_PER_MINUTE,
 };
 use crate::state::AppState;
 use crate::tenants::Access;
@@ -255,12 +255,9 @@ pub async fn sign_in(
 
 /// `POST /dashboard/sign-out`: deletes the session and its cookie.
 pub async fn sign_out(
-    state: web::Data<AppState>,
-    viewer: Viewer,
+    Posted(state, viewer, _): Posted,
     req: HttpRequest,
-    payload: web::Payload,
 ) -> Result<HttpResponse, PageError> {
-    session::posted(&req, payload, &viewer, session::FORM_LIMIT).await?;
     let skey = viewer.session_key.clone();
     state
         .store

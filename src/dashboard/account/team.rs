@@ -1,14 +1,14 @@
 //! The Team page (owners only): the accounts, and a form that creates a member or owner with
 //! a first password.
 
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::{web, HttpResponse};
 use maud::{html, Markup};
 
 use crate::accounts::model::{NewUser, Role};
 use crate::accounts::store::{self, AccountError};
 use crate::dashboard::error::PageError;
 use crate::dashboard::layout::{self, csrf_field, field, form_errors, when, Section, Shell};
-use crate::dashboard::session::{self, Viewer, FORM_LIMIT};
+use crate::dashboard::session::{Form, Posted, Viewer};
 use crate::state::AppState;
 use crate::validation::FieldError;
 
@@ -82,13 +82,7 @@ pub async fn list(state: web::Data<AppState>, viewer: Viewer) -> Result<HttpResp
 }
 
 /// `POST /dashboard/team`: creates an account.
-pub async fn create(
-    state: web::Data<AppState>,
-    viewer: Viewer,
-    req: HttpRequest,
-    payload: web::Payload,
-) -> Result<HttpResponse, PageError> {
-    let form = session::posted(&req, payload, &viewer, FORM_LIMIT).await?;
+pub async fn create(Posted(state, viewer, form): Posted) -> Result<HttpResponse, PageError> {
     require_owner(&viewer)?;
     let role = Role::parse(form.get("role"));
     let parsed = NewUser::parse(
@@ -137,7 +131,7 @@ pub async fn create(
 async fn bad(
     state: &AppState,
     viewer: &Viewer,
-    form: &session::Form,
+    form: &Form,
     errors: Vec<FieldError>,
 ) -> Result<HttpResponse, PageError> {
     let page = render(

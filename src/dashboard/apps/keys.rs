@@ -2,20 +2,19 @@
 //! secret shown once, with a copy button), edit a key's permissions, revoke it, and when each
 //! key was last used.
 
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::{web, HttpResponse};
 use maud::{html, Markup};
 
-use crate::dashboard::apps::list::{all_apps, load_app};
+use crate::dashboard::apps::list::{first_app, name_of};
 use crate::dashboard::error::PageError;
 use crate::dashboard::layout::{
     self, csrf_field, field, form_errors, secret_box, when, Section, Shell,
 };
-use crate::dashboard::session::{self, Form, Viewer, FORM_LIMIT};
+use crate::dashboard::session::{AppPage, AppPosted, Form, Viewer};
 use crate::ids::Timestamp;
 use crate::state::AppState;
-use crate::tenants::model::new_key;
-use crate::tenants::{store, Access, App, KeyKind, KeyRecord, Permission};
-use crate::validation::{check_text, FieldError};
+use crate::tenants::{store, Access, App, KeyRecord, Permission, Tenants};
+use crate::validation::FieldError;
 
 /// The most keys the page lists.
 const MAX_KEYS: usize = 500;
@@ -31,10 +30,7 @@ fn require_key_manager(viewer: &Viewer) -> Result<(), PageError> {
 /// `GET /dashboard/keys`: the keys of the first app (or the Apps page when there is none).
 pub async fn first(state: web::Data<AppState>, viewer: Viewer) -> Result<HttpResponse, PageError> {
     require_key_manager(&viewer)?;
-    Ok(match all_apps(&state).await?.first() {
-        Some(app) => layout::see_other(&format!("/dashboard/apps/{}/keys", app.id)),
-        None => layout::see_other("/dashboard/apps"),
-    })
+    first_app(&state, "keys").await
 }
 
 fn checkboxes(prefix: &str, checked: &[Permission]) -> Markup {
@@ -106,15 +102,15 @@ struct Draft<'a> {
 }
 
 async fn render(
-    state: &AppState,
-    access: &Access,
+    tenants: &Tenants,
     viewer: &Viewer,
     app: &App,
     notice: Markup,
     draft: &Draft<'_>,
 ) -> Result<Markup, PageError> {
-    let id = app.id.clone();
-    let keys = state
+    let (id, access) = (app.id.clone(), &tenants.access);
+    let keys = tenants
+        .state
         .store
         .run(move |db| {
             let keys =
@@ -156,14 +152,11 @@ async fn render(
 
 /// `GET /dashboard/apps/{id}/keys`.
 pub async fn list(
-    state: web::Data<AppState>,
-    access: web::Data<Access>,
-    viewer: Viewer,
-    path: web::Path<String>,
+    tenants: Tenants,
+    AppPage(_, viewer, app): AppPage,
 ) -> Result<HttpResponse, PageError> {
     require_key_manager(&viewer)?;
-    let app = load_app(&state, &path).await?;
-    let page = render(&state, &access, &viewer, &app, html! {}, &Draft::default()).await?;
+    let page = render(&tenants, &viewer, &app, html! {}, &Draft::default()).await?;
     Ok(layout::ok(page))
 }
 
@@ -185,28 +178,12 @@ fn permissions(form: &Form, errors: &mut Vec<FieldError>) -> Vec<Permission> {
 
 /// `POST /dashboard/apps/{id}/keys`: creates a key; the page shows its secret once.
 pub async fn create(
-    state: web::Data<AppState>,
-    access: web::Data<Access>,
-    viewer: Viewer,
-    req: HttpRequest,
-    path: web::Path<String>,
-    payload: web::Payload,
+    tenants: Tenants,
+    AppPosted(_, viewer, form, app): AppPosted,
 ) -> Result<HttpResponse, PageError> {
-    let form = session::posted(&req, payload, &viewer, FORM_LIMIT).await?;
     require_key_manager(&viewer)?;
-    let app = load_app(&state, &path).await?;
     let mut errors = Vec::new();
-    let name = match check_text(form.get("name"), 100, false) {
-        Ok(n) if !n.is_empty() => n,
-        Ok(_) => {
-            errors.push(FieldError::new("name", "is required: 1 to 100 characters"));
-            String::new()
-        }
-        Err(m) => {
-            errors.push(FieldError::new("name", m));
-            String::new()
-        }
-    };
+    let name = name_of(&form, &mut errors);
     let perms = permissions(&form, &mut errors);
     if !errors.is_empty() {
         let draft = Draft {
@@ -214,13 +191,10 @@ pub async fn create(
             permissions: perms,
             errors,
         };
-        let page = render(&state, &access, &viewer, &app, html! {}, &draft).await?;
+        let page = render(&tenants, &viewer, &app, html! {}, &draft).await?;
         return Ok(layout::html_response(&mut HttpResponse::BadRequest(), page));
     }
-    let (key, secret) = new_key(&app.id, KeyKind::Api, &name, perms);
-    let k = key.clone();
-    state.store.run(move |db| store::insert_key(db, &k)).await?;
-    access.registry.set_key(&key);
+    let (key, secret) = tenants.create_key(&app, &name, perms).await?;
     tracing::info!(app_id = %app.id, key_id = %key.id, user_id = %viewer.user.id, "api key created from the dashboard");
     let notice = html! {
         section.card.notice.ok role="status" {
@@ -229,73 +203,40 @@ pub async fn create(
             (secret_box("new-api-key", "API key", &secret))
         }
     };
-    let page = render(&state, &access, &viewer, &app, notice, &Draft::default()).await?;
+    let page = render(&tenants, &viewer, &app, notice, &Draft::default()).await?;
     Ok(layout::ok(page))
-}
-
-/// Changes a live API key of the app (404 when there is none such).
-async fn change(
-    state: &AppState,
-    access: &web::Data<Access>,
-    app_id: String,
-    key_id: String,
-    change: impl Fn(&mut KeyRecord) + Send + 'static,
-) -> Result<KeyRecord, PageError> {
-    let access = access.clone();
-    state
-        .store
-        .run(move |db| {
-            let updated = store::modify_api_key(db, &app_id, &key_id, change)?;
-            if updated.is_some() {
-                access.registry.reload_key(db, &key_id)?;
-            }
-            Ok(updated)
-        })
-        .await?
-        .ok_or_else(|| PageError::not_found("key"))
 }
 
 /// `POST /dashboard/apps/{id}/keys/{keyId}`: replaces the key's permissions.
 pub async fn update(
-    state: web::Data<AppState>,
-    access: web::Data<Access>,
-    viewer: Viewer,
-    req: HttpRequest,
+    tenants: Tenants,
+    AppPosted(_, viewer, form, app): AppPosted,
     path: web::Path<(String, String)>,
-    payload: web::Payload,
 ) -> Result<HttpResponse, PageError> {
-    let form = session::posted(&req, payload, &viewer, FORM_LIMIT).await?;
     require_key_manager(&viewer)?;
     let mut errors = Vec::new();
     let perms = permissions(&form, &mut errors);
     if let Some(e) = errors.first() {
         return Err(PageError::bad_request(e.message.clone()));
     }
-    let (app_id, key_id) = path.into_inner();
-    change(&state, &access, app_id.clone(), key_id, move |k| {
-        k.permissions.clone_from(&perms)
-    })
-    .await?;
-    Ok(layout::see_other(&format!("/dashboard/apps/{app_id}/keys")))
+    tenants.set_permissions(&app.id, &path.1, perms).await?;
+    Ok(layout::see_other(&format!(
+        "/dashboard/apps/{}/keys",
+        app.id
+    )))
 }
 
 /// `POST /dashboard/apps/{id}/keys/{keyId}/revoke`.
 pub async fn revoke(
-    state: web::Data<AppState>,
-    access: web::Data<Access>,
-    viewer: Viewer,
-    req: HttpRequest,
+    tenants: Tenants,
+    AppPosted(_, viewer, _, app): AppPosted,
     path: web::Path<(String, String)>,
-    payload: web::Payload,
 ) -> Result<HttpResponse, PageError> {
-    session::posted(&req, payload, &viewer, FORM_LIMIT).await?;
     require_key_manager(&viewer)?;
-    let (app_id, key_id) = path.into_inner();
-    let key = change(&state, &access, app_id.clone(), key_id, |k| {
-        k.revoked_at.get_or_insert_with(Timestamp::now);
-    })
-    .await?;
-    access.rate_limits.forget(&key.id);
+    let key = tenants.revoke_key(&app.id, &path.1).await?;
     tracing::info!(key_id = %key.id, user_id = %viewer.user.id, "api key revoked from the dashboard");
-    Ok(layout::see_other(&format!("/dashboard/apps/{app_id}/keys")))
+    Ok(layout::see_other(&format!(
+        "/dashboard/apps/{}/keys",
+        app.id
+    )))
 }

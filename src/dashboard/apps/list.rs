@@ -9,11 +9,10 @@ use crate::dashboard::error::PageError;
 use crate::dashboard::layout::{
     self, csrf_field, field, form_errors, secret_box, usage_bar, Section, Shell,
 };
-use crate::dashboard::session::{self, Viewer, FORM_LIMIT};
-use crate::ids::{self, Timestamp};
+use crate::dashboard::session::{AppPosted, Form, Posted, Viewer};
+use crate::ids::Timestamp;
 use crate::state::AppState;
-use crate::tenants::model::new_key;
-use crate::tenants::{store, Access, App, KeyKind, Plan};
+use crate::tenants::{store, App, AppChange, Plan, Tenants};
 use crate::validation::{check_text, FieldError};
 
 /// The most apps the page lists.
@@ -36,6 +35,24 @@ pub async fn all_apps(state: &AppState) -> Result<Vec<App>, PageError> {
         .items)
 }
 
+/// `GET /dashboard/{section}` (contacts, surveys, ideas, traffic): that page of the first app,
+/// or the Apps page when there is none.
+pub async fn first(
+    state: web::Data<AppState>,
+    _: Viewer,
+    req: HttpRequest,
+) -> Result<HttpResponse, PageError> {
+    first_app(&state, req.path().rsplit('/').next().unwrap_or_default()).await
+}
+
+/// A redirect to the page `section` of the first app (the Apps page when there is none).
+pub async fn first_app(state: &AppState, section: &str) -> Result<HttpResponse, PageError> {
+    Ok(match all_apps(state).await?.first() {
+        Some(app) => layout::see_other(&format!("/dashboard/apps/{}/{section}", app.id)),
+        None => layout::see_other("/dashboard/apps"),
+    })
+}
+
 /// Every app with its usage, read in one store call.
 async fn usage(state: &AppState) -> Result<Vec<AppUsage>, PageError> {
     let month = crate::collector::usage::month_of(Timestamp::now().micros());
@@ -56,16 +73,6 @@ async fn usage(state: &AppState) -> Result<Vec<AppUsage>, PageError> {
                 .collect()
         })
         .await?)
-}
-
-/// The app `id`, or 404.
-pub async fn load_app(state: &AppState, id: &str) -> Result<App, PageError> {
-    let id = id.to_owned();
-    state
-        .store
-        .run(move |db| store::get_app(db, &id))
-        .await?
-        .ok_or_else(|| PageError::not_found("app"))
 }
 
 /// The server's own address as the browser sees it (for the tracker snippet).
@@ -149,13 +156,13 @@ fn create_form(viewer: &Viewer, name: &str, errors: &[FieldError]) -> Markup {
 
 /// The Apps page, with an optional notice on top (a key shown once) and the create form's state.
 async fn render(
-    state: &AppState,
-    access: &Access,
+    tenants: &Tenants,
     viewer: &Viewer,
     notice: Markup,
     form: (&str, &[FieldError]),
 ) -> Result<Markup, PageError> {
-    let apps = usage(state).await?;
+    let access = &tenants.access;
+    let apps = usage(&tenants.state).await?;
     let content = html! {
         (notice)
         @if viewer.user.role.manages_plans() { (create_form(viewer, form.0, form.1)) }
@@ -175,13 +182,9 @@ async fn render(
 }
 
 /// `GET /dashboard/apps`.
-pub async fn list(
-    state: web::Data<AppState>,
-    access: web::Data<Access>,
-    viewer: Viewer,
-) -> Result<HttpResponse, PageError> {
+pub async fn list(tenants: Tenants, viewer: Viewer) -> Result<HttpResponse, PageError> {
     Ok(layout::ok(
-        render(&state, &access, &viewer, html! {}, ("", &[])).await?,
+        render(&tenants, &viewer, html! {}, ("", &[])).await?,
     ))
 }
 
@@ -208,126 +211,68 @@ fn require_owner(viewer: &Viewer) -> Result<(), PageError> {
     }
 }
 
+/// The name of an app or key from a form: 1 to 100 characters once trimmed.
+pub fn name_of(form: &Form, errors: &mut Vec<FieldError>) -> String {
+    match check_text(form.get("name"), 100, false) {
+        Ok(n) if !n.is_empty() => return n,
+        Ok(_) => errors.push(FieldError::new("name", "is required: 1 to 100 characters")),
+        Err(m) => errors.push(FieldError::new("name", m)),
+    }
+    String::new()
+}
+
 /// `POST /dashboard/apps`: creates an app; the page shows its integration key once.
 pub async fn create(
-    state: web::Data<AppState>,
-    access: web::Data<Access>,
-    viewer: Viewer,
+    tenants: Tenants,
+    Posted(_, viewer, form): Posted,
     req: HttpRequest,
-    payload: web::Payload,
 ) -> Result<HttpResponse, PageError> {
-    let form = session::posted(&req, payload, &viewer, FORM_LIMIT).await?;
     require_owner(&viewer)?;
     let mut errors = Vec::new();
-    let name = match check_text(form.get("name"), 100, false) {
-        Ok(n) if !n.is_empty() => n,
-        Ok(_) => {
-            errors.push(FieldError::new("name", "is required: 1 to 100 characters"));
-            String::new()
-        }
-        Err(m) => {
-            errors.push(FieldError::new("name", m));
-            String::new()
-        }
-    };
+    let name = name_of(&form, &mut errors);
     let plan = Plan::parse(form.get("plan"));
     if plan.is_none() {
         errors.push(FieldError::new("plan", "must be free, pro or enterprise"));
     }
-    if !errors.is_empty() {
-        let page = render(
-            &state,
-            &access,
-            &viewer,
-            html! {},
-            (form.get("name"), &errors),
-        )
-        .await?;
+    let Some(plan) = plan.filter(|_| errors.is_empty()) else {
+        let page = render(&tenants, &viewer, html! {}, (form.get("name"), &errors)).await?;
         return Ok(layout::html_response(&mut HttpResponse::BadRequest(), page));
-    }
-    let id = ids::object_id();
-    let (key, secret) = new_key(&id, KeyKind::Integration, "integration", Vec::new());
-    let now = Timestamp::now();
-    let app = App {
-        id,
-        name,
-        plan: plan.unwrap_or(Plan::Free),
-        integration_key_id: key.id.clone(),
-        created_at: now,
-        updated_at: now,
     };
-    let (a, k) = (app.clone(), key.clone());
-    state
-        .store
-        .run(move |db| store::create_app(db, &a, &k))
-        .await?;
-    access.registry.set_key(&key);
-    access.registry.set_app(&app);
+    let (app, secret) = tenants.create_app(name, plan).await?;
     tracing::info!(app_id = %app.id, user_id = %viewer.user.id, "app created from the dashboard");
     let notice = key_notice(&req, &app, &secret, &format!("{} is ready", app.name));
     Ok(layout::ok(
-        render(&state, &access, &viewer, notice, ("", &[])).await?,
+        render(&tenants, &viewer, notice, ("", &[])).await?,
     ))
 }
 
 /// `POST /dashboard/apps/{id}/plan`.
 pub async fn change_plan(
-    state: web::Data<AppState>,
-    access: web::Data<Access>,
-    viewer: Viewer,
-    req: HttpRequest,
-    path: web::Path<String>,
-    payload: web::Payload,
+    tenants: Tenants,
+    AppPosted(_, viewer, form, app): AppPosted,
 ) -> Result<HttpResponse, PageError> {
-    let form = session::posted(&req, payload, &viewer, FORM_LIMIT).await?;
     require_owner(&viewer)?;
     let plan = Plan::parse(form.get("plan"))
         .ok_or_else(|| PageError::bad_request("the plan must be free, pro or enterprise"))?;
-    let (id, access) = (path.into_inner(), access.into_inner());
-    state
-        .store
-        .run(move |db| {
-            let changed = store::modify_app(db, &id, |a| a.plan = plan)?;
-            access.registry.reload_app(db, &id)?;
-            Ok(changed)
-        })
-        .await?
-        .ok_or_else(|| PageError::not_found("app"))?;
+    let change = AppChange {
+        plan: Some(plan),
+        ..AppChange::default()
+    };
+    tenants.update_app(&app.id, change).await?;
     Ok(layout::see_other("/dashboard/apps"))
 }
 
 /// `POST /dashboard/apps/{id}/integration-key`: a new integration key, shown once; the old
 /// one is revoked.
 pub async fn rotate(
-    state: web::Data<AppState>,
-    access: web::Data<Access>,
-    viewer: Viewer,
+    tenants: Tenants,
+    AppPosted(_, viewer, _, app): AppPosted,
     req: HttpRequest,
-    path: web::Path<String>,
-    payload: web::Payload,
 ) -> Result<HttpResponse, PageError> {
-    session::posted(&req, payload, &viewer, FORM_LIMIT).await?;
     require_owner(&viewer)?;
-    let app_id = path.into_inner();
-    let (key, secret) = new_key(&app_id, KeyKind::Integration, "integration", Vec::new());
-    let (k, reg) = (key.clone(), access.clone().into_inner());
-    let (app, _) = state
-        .store
-        .run(move |db| {
-            let rotated = store::rotate_integration_key(db, &app_id, &k)?;
-            if let Some((app, revoked)) = &rotated {
-                reg.registry.reload_key(db, &k.id)?;
-                if let Some(r) = revoked {
-                    reg.registry.reload_key(db, &r.id)?;
-                }
-                reg.registry.reload_app(db, &app.id)?;
-            }
-            Ok(rotated)
-        })
-        .await?
-        .ok_or_else(|| PageError::not_found("app"))?;
+    let (app, _, secret) = tenants.rotate_integration_key(&app.id).await?;
     let notice = key_notice(&req, &app, &secret, "New integration key");
     Ok(layout::ok(
-        render(&state, &access, &viewer, notice, ("", &[])).await?,
+        render(&tenants, &viewer, notice, ("", &[])).await?,
     ))
 }

@@ -3,7 +3,7 @@
 //! headers; the mapping then upserts every row by e-mail (`contacts::store::batch`, the API's
 //! batch upsert) and the page reports each row that failed, with its line and reasons.
 
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::HttpResponse;
 use maud::{html, Markup};
 use serde_json::{Map, Value};
 
@@ -12,10 +12,9 @@ use crate::config::Quota;
 use crate::contacts::model::{ContactPatch, Mode};
 use crate::contacts::store::{self, BatchOutcome, ContactError};
 use crate::csv;
-use crate::dashboard::apps::list::load_app;
 use crate::dashboard::error::PageError;
 use crate::dashboard::layout::{self, csrf_field, form_errors, thousands, Section, Shell};
-use crate::dashboard::session::{self, Form, Viewer};
+use crate::dashboard::session::{AppPage, AppPosted, Form, Viewer};
 use crate::state::AppState;
 use crate::tenants::App;
 use crate::validation::FieldError;
@@ -64,12 +63,7 @@ fn upload_form(viewer: &Viewer, app: &App, text: &str, errors: &[FieldError]) ->
 }
 
 /// `GET /dashboard/apps/{id}/contacts/import`.
-pub async fn start(
-    state: web::Data<AppState>,
-    viewer: Viewer,
-    path: web::Path<String>,
-) -> Result<HttpResponse, PageError> {
-    let app = load_app(&state, &path).await?;
+pub async fn start(AppPage(_, viewer, app): AppPage) -> Result<HttpResponse, PageError> {
     Ok(layout::ok(
         shell(&viewer, &app).render(html! {}, upload_form(&viewer, &app, "", &[])),
     ))
@@ -271,14 +265,8 @@ fn report_page(app: &App, r: &Report) -> Markup {
 
 /// `POST /dashboard/apps/{id}/contacts/import`: the preview, or (with `step=run`) the import.
 pub async fn submit(
-    state: web::Data<AppState>,
-    viewer: Viewer,
-    req: HttpRequest,
-    path: web::Path<String>,
-    payload: web::Payload,
+    AppPosted(state, viewer, form, app): AppPosted<IMPORT_LIMIT>,
 ) -> Result<HttpResponse, PageError> {
-    let form = session::posted(&req, payload, &viewer, IMPORT_LIMIT).await?;
-    let app = load_app(&state, &path).await?;
     let text = form.get("csv");
     let rows = match csv::parse(text, MAX_ROWS) {
         Ok(rows) if rows.len() >= 2 => rows,

@@ -13,12 +13,11 @@ use crate::contacts::http::{parse_list, ListQuery};
 use crate::contacts::model::{Contact, ContactPatch, Mode, Source, Status};
 use crate::contacts::store::{self, ContactError, Cursor, Filter, Sort};
 use crate::csv;
-use crate::dashboard::apps::list::{all_apps, load_app};
 use crate::dashboard::error::PageError;
 use crate::dashboard::layout::{
     self, csrf_field, error_for, field, form_errors, thousands, when, Section, Shell,
 };
-use crate::dashboard::session::{self, Viewer, FORM_LIMIT};
+use crate::dashboard::session::{self, AppPage, AppPosted, Viewer};
 use crate::state::AppState;
 use crate::storage::cursor::Walk;
 use crate::storage::StoreError;
@@ -110,14 +109,6 @@ fn parse(
     let query = Listed::<ListQuery>::from_query(&encode(&all))
         .map_err(|e| vec![FieldError::new("query", e.to_string())])?;
     parse_list(&query, app).map_err(|e| e.details)
-}
-
-/// `GET /dashboard/contacts`: the contacts of the first app.
-pub async fn first(state: web::Data<AppState>, _: Viewer) -> Result<HttpResponse, PageError> {
-    Ok(match all_apps(&state).await?.first() {
-        Some(app) => layout::see_other(&format!("/dashboard/apps/{}/contacts", app.id)),
-        None => layout::see_other("/dashboard/apps"),
-    })
 }
 
 fn value_of<'a>(params: &'a [(String, String)], name: &str) -> &'a str {
@@ -320,12 +311,9 @@ pub fn render(viewer: &Viewer, app: &App, l: &Listing) -> Markup {
 
 /// `GET /dashboard/apps/{id}/contacts`.
 pub async fn list(
-    state: web::Data<AppState>,
-    viewer: Viewer,
-    path: web::Path<String>,
+    AppPage(state, viewer, app): AppPage,
     req: HttpRequest,
 ) -> Result<HttpResponse, PageError> {
-    let app = load_app(&state, &path).await?;
     let (id, query) = (app.id.clone(), req.query_string().to_owned());
     let listing = state.store.run(move |db| load(db, &id, &query)).await?;
     Ok(layout::ok(render(&viewer, &app, &listing)))
@@ -333,12 +321,9 @@ pub async fn list(
 
 /// `GET /dashboard/apps/{id}/contacts.csv`: every contact of the current filter, as CSV.
 pub async fn export(
-    state: web::Data<AppState>,
-    _: Viewer,
-    path: web::Path<String>,
+    AppPage(state, _, app): AppPage,
     req: HttpRequest,
 ) -> Result<HttpResponse, PageError> {
-    let app = load_app(&state, &path).await?;
     let params = kept_params(req.query_string(), true);
     let (filter, sort, _) = parse(&app.id, &params, "1")
         .map_err(|e| PageError::Api(crate::api::ApiError::validation(e)))?;
@@ -527,12 +512,10 @@ async fn load_contact(state: &AppState, app: &str, id: &str) -> Result<Contact, 
 
 /// `GET /dashboard/apps/{id}/contacts/{contactId}`.
 pub async fn detail(
-    state: web::Data<AppState>,
-    viewer: Viewer,
+    AppPage(state, viewer, app): AppPage,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, PageError> {
-    let (app_id, id) = path.into_inner();
-    let app = load_app(&state, &app_id).await?;
+    let (_, id) = path.into_inner();
     let c = load_contact(&state, &app.id, &id).await?;
     let edit = edit_form(&viewer, &app, &c, &|n| shown(&c, n), &[]);
     Ok(layout::ok(detail_page(&viewer, &app, &c, edit)))
@@ -563,15 +546,10 @@ fn patch_of(form: &session::Form) -> Result<ContactPatch, Vec<FieldError>> {
 /// `POST /dashboard/apps/{id}/contacts/{contactId}`: saves an edit; errors are shown next to
 /// their fields.
 pub async fn update(
-    state: web::Data<AppState>,
-    viewer: Viewer,
-    req: HttpRequest,
+    AppPosted(state, viewer, form, app): AppPosted,
     path: web::Path<(String, String)>,
-    payload: web::Payload,
 ) -> Result<HttpResponse, PageError> {
-    let form = session::posted(&req, payload, &viewer, FORM_LIMIT).await?;
-    let (app_id, id) = path.into_inner();
-    let app = load_app(&state, &app_id).await?;
+    let (_, id) = path.into_inner();
     let errors = match patch_of(&form) {
         Err(errors) => errors,
         Ok(patch) => {

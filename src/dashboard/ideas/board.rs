@@ -5,33 +5,24 @@
 //! the boards, statuses, topics and tags are set up on `settings.rs`. `Failed` is the
 //! posted form those two pages show again with its errors.
 
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::{web, HttpResponse};
 use maud::{html, Markup};
 use serde::Deserialize;
 
 use crate::api::ApiError;
 use crate::boards::model::BoardRecord;
 use crate::boards::store as boards;
-use crate::dashboard::apps::list::{all_apps, load_app};
+
 use crate::dashboard::error::PageError;
 use crate::dashboard::layout::{self, csrf_field, thousands, Section, Shell};
-use crate::dashboard::session::{self, Viewer, FORM_LIMIT};
+use crate::dashboard::session::{self, AppPage, AppPosted, Viewer};
 use crate::ideas::model::{IdeaPatch, IdeaView};
 use crate::ideas::store::{self, Filter, Sort, SortField, Walk};
-use crate::state::AppState;
 use crate::tenants::App;
 use crate::validation::FieldError;
 
 /// The most ideas the board shows (most voted first).
 const MAX_IDEAS: usize = 1000;
-
-/// `GET /dashboard/ideas`: the ideas of the first app (or the Apps page when there is none).
-pub async fn first(state: web::Data<AppState>, _viewer: Viewer) -> Result<HttpResponse, PageError> {
-    Ok(match all_apps(&state).await?.first() {
-        Some(app) => layout::see_other(&format!("/dashboard/apps/{}/ideas", app.id)),
-        None => layout::see_other("/dashboard/apps"),
-    })
-}
 
 #[derive(Deserialize)]
 pub struct BoardQuery {
@@ -125,12 +116,9 @@ fn columns(viewer: &Viewer, app: &App, board: &BoardRecord, ideas: &[IdeaView]) 
 
 /// `GET /dashboard/apps/{id}/ideas[?board=]`: the default board unless one is named.
 pub async fn board(
-    state: web::Data<AppState>,
-    viewer: Viewer,
-    path: web::Path<String>,
+    AppPage(state, viewer, app): AppPage,
     query: web::Query<BoardQuery>,
 ) -> Result<HttpResponse, PageError> {
-    let app = load_app(&state, &path).await?;
     let (id, wanted) = (app.id.clone(), query.into_inner().board);
     let (all, board, ideas) = state
         .store
@@ -180,15 +168,10 @@ pub async fn board(
 
 /// `POST /dashboard/apps/{id}/ideas/{idea}/status`: `status`, a status id of the idea's board.
 pub async fn move_idea(
-    state: web::Data<AppState>,
-    viewer: Viewer,
-    req: HttpRequest,
+    AppPosted(state, viewer, form, app): AppPosted,
     path: web::Path<(String, String)>,
-    payload: web::Payload,
 ) -> Result<HttpResponse, PageError> {
-    let form = session::posted(&req, payload, &viewer, FORM_LIMIT).await?;
-    let (app_id, id) = path.into_inner();
-    let app = load_app(&state, &app_id).await?;
+    let (_, id) = path.into_inner();
     let patch = IdeaPatch {
         status_id: Some(form.get("status").to_owned()),
         ..IdeaPatch::default()

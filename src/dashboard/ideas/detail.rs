@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::{web, HttpResponse};
 use maud::{html, Markup};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -15,13 +15,12 @@ use serde_json::{json, Map, Value};
 use super::board::{board_url, dot, Failed};
 use crate::api::{ApiError, PageQuery};
 use crate::boards::model::BoardRecord;
-use crate::dashboard::apps::list::load_app;
 use crate::dashboard::error::PageError;
 use crate::dashboard::layout::{
     self, csrf_field, error_for, field_with_id, form_errors, thousands, when,
 };
 use crate::dashboard::layout::{Section, Shell};
-use crate::dashboard::session::{self, Form, Viewer, FORM_LIMIT};
+use crate::dashboard::session::{AppPage, AppPosted, Form, Viewer};
 use crate::ideas::engagement;
 use crate::ideas::http::child_page;
 use crate::ideas::model::{fold, Comment, CommentDraft, IdeaPatch, IdeaView, Vote};
@@ -455,13 +454,11 @@ fn page(ctx: &Ctx) -> Markup {
 
 /// `GET /dashboard/apps/{id}/ideas/{idea}[?q=&merged=]`.
 pub async fn detail(
-    state: web::Data<AppState>,
-    viewer: Viewer,
+    AppPage(state, viewer, app): AppPage,
     path: web::Path<(String, String)>,
     query: web::Query<DetailQuery>,
 ) -> Result<HttpResponse, PageError> {
-    let (app_id, id) = path.into_inner();
-    let app = load_app(&state, &app_id).await?;
+    let (_, id) = path.into_inner();
     let query = query.into_inner();
     let q = query.q.clone().unwrap_or_default();
     let l = load(&state, &app.id, &id, query).await?;
@@ -527,15 +524,10 @@ fn field_errors(e: IdeaError, field: &str) -> Result<Vec<FieldError>, PageError>
 
 /// `POST /dashboard/apps/{id}/ideas/{idea}`: saves the edit form.
 pub async fn update(
-    state: web::Data<AppState>,
-    viewer: Viewer,
-    req: HttpRequest,
+    AppPosted(state, viewer, form, app): AppPosted,
     path: web::Path<(String, String)>,
-    payload: web::Payload,
 ) -> Result<HttpResponse, PageError> {
-    let form = session::posted(&req, payload, &viewer, FORM_LIMIT).await?;
-    let (app_id, id) = path.into_inner();
-    let app = load_app(&state, &app_id).await?;
+    let (_, id) = path.into_inner();
     let errors = match IdeaPatch::parse(&patch_body(&form)) {
         Err(d) => d,
         Ok(patch) => {
@@ -561,15 +553,10 @@ pub async fn update(
 /// `POST /dashboard/apps/{id}/ideas/{idea}/comments`: `content`, `internal`, `parentId`; the
 /// signed-in member is the author.
 pub async fn add_comment(
-    state: web::Data<AppState>,
-    viewer: Viewer,
-    req: HttpRequest,
+    AppPosted(state, viewer, form, app): AppPosted,
     path: web::Path<(String, String)>,
-    payload: web::Payload,
 ) -> Result<HttpResponse, PageError> {
-    let form = session::posted(&req, payload, &viewer, FORM_LIMIT).await?;
-    let (app_id, id) = path.into_inner();
-    let app = load_app(&state, &app_id).await?;
+    let (_, id) = path.into_inner();
     let parent = Some(form.get("parentId")).filter(|p| !p.is_empty());
     let u = &viewer.user;
     let body = json!({
@@ -608,15 +595,10 @@ pub async fn add_comment(
 
 /// `POST /dashboard/apps/{id}/ideas/{idea}/merge`: `into`, the target; then its page.
 pub async fn merge_idea(
-    state: web::Data<AppState>,
-    viewer: Viewer,
-    req: HttpRequest,
+    AppPosted(state, viewer, form, app): AppPosted,
     path: web::Path<(String, String)>,
-    payload: web::Payload,
 ) -> Result<HttpResponse, PageError> {
-    let form = session::posted(&req, payload, &viewer, FORM_LIMIT).await?;
-    let (app_id, id) = path.into_inner();
-    let app = load_app(&state, &app_id).await?;
+    let (_, id) = path.into_inner();
     let into = form.get("into").to_owned();
     if into == id {
         return Err(PageError::bad_request(

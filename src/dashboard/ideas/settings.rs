@@ -5,7 +5,7 @@
 //! limits, the unique names, the built-in statuses and the refusal to delete an item in use
 //! are the API's; a refusal is shown next to the field of the form that was sent.
 
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::{web, HttpResponse};
 use maud::{html, Markup};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -15,12 +15,11 @@ use crate::api::ApiError;
 use crate::boards::model::{BoardRecord, ItemPatch, Part, StatusKind};
 use crate::boards::store::{self as boards, BoardError, Change};
 use crate::config::Quota;
-use crate::dashboard::apps::list::load_app;
 use crate::dashboard::error::PageError;
 use crate::dashboard::layout::{
     self, csrf_field, error_for, field_with_id, form_errors, Section, Shell,
 };
-use crate::dashboard::session::{self, Form, Viewer, FORM_LIMIT};
+use crate::dashboard::session::{AppPage, AppPosted, Form, Viewer};
 use crate::state::AppState;
 use crate::tenants::App;
 use crate::validation::FieldError;
@@ -271,12 +270,9 @@ async fn render(
 
 /// `GET /dashboard/apps/{id}/ideas/settings[?board=]`: the default board unless one is named.
 pub async fn settings(
-    state: web::Data<AppState>,
-    viewer: Viewer,
-    path: web::Path<String>,
+    AppPage(state, viewer, app): AppPage,
     query: web::Query<SettingsQuery>,
 ) -> Result<HttpResponse, PageError> {
-    let app = load_app(&state, &path).await?;
     let page = render(&state, &viewer, &app, query.into_inner().board, None).await?;
     Ok(layout::ok(page))
 }
@@ -338,14 +334,8 @@ async fn answer(
 
 /// `POST /dashboard/apps/{id}/ideas/boards`: `name`, a new board (the plan's board limit).
 pub async fn create_board(
-    state: web::Data<AppState>,
-    viewer: Viewer,
-    req: HttpRequest,
-    path: web::Path<String>,
-    payload: web::Payload,
+    AppPosted(state, viewer, form, app): AppPosted,
 ) -> Result<HttpResponse, PageError> {
-    let form = session::posted(&req, payload, &viewer, FORM_LIMIT).await?;
-    let app = load_app(&state, &path).await?;
     let limit = state.settings.plan(app.plan).limit(Quota::Boards);
     let result = match item_body(&form, None).and_then(|b| ItemPatch::parse(&b, None, true)) {
         Err(d) => Err(BoardError::Invalid(d)),
@@ -387,15 +377,10 @@ async fn apply(
 
 /// `POST /dashboard/apps/{id}/ideas/boards/{board}`: `name`, the board's new name.
 pub async fn rename_board(
-    state: web::Data<AppState>,
-    viewer: Viewer,
-    req: HttpRequest,
+    AppPosted(state, viewer, form, app): AppPosted,
     path: web::Path<(String, String)>,
-    payload: web::Payload,
 ) -> Result<HttpResponse, PageError> {
-    let form = session::posted(&req, payload, &viewer, FORM_LIMIT).await?;
-    let (app_id, board) = path.into_inner();
-    let app = load_app(&state, &app_id).await?;
+    let (_, board) = path.into_inner();
     let change = item_body(&form, None)
         .and_then(|b| ItemPatch::parse(&b, None, false))
         .map(Change::Board);
@@ -418,16 +403,11 @@ pub async fn rename_board(
 
 /// `POST /dashboard/apps/{id}/ideas/boards/{board}/{part}`: adds a status, topic or tag.
 pub async fn add_item(
-    state: web::Data<AppState>,
-    viewer: Viewer,
-    req: HttpRequest,
+    AppPosted(state, viewer, form, app): AppPosted,
     path: web::Path<(String, String, String)>,
-    payload: web::Payload,
 ) -> Result<HttpResponse, PageError> {
-    let form = session::posted(&req, payload, &viewer, FORM_LIMIT).await?;
-    let (app_id, board, slug) = path.into_inner();
+    let (_, board, slug) = path.into_inner();
     let part = part_of(&slug)?;
-    let app = load_app(&state, &app_id).await?;
     let change = item_body(&form, Some(part))
         .and_then(|b| ItemPatch::parse(&b, Some(part), true))
         .map(|p| Change::Add(part, p));
@@ -442,16 +422,11 @@ pub async fn add_item(
 
 /// `POST /dashboard/apps/{id}/ideas/boards/{board}/{part}/{item}`: changes an item.
 pub async fn update_item(
-    state: web::Data<AppState>,
-    viewer: Viewer,
-    req: HttpRequest,
+    AppPosted(state, viewer, form, app): AppPosted,
     path: web::Path<(String, String, String, String)>,
-    payload: web::Payload,
 ) -> Result<HttpResponse, PageError> {
-    let form = session::posted(&req, payload, &viewer, FORM_LIMIT).await?;
-    let (app_id, board, slug, item) = path.into_inner();
+    let (_, board, slug, item) = path.into_inner();
     let part = part_of(&slug)?;
-    let app = load_app(&state, &app_id).await?;
     let change = item_body(&form, Some(part))
         .and_then(|b| ItemPatch::parse(&b, Some(part), false))
         .map(|p| Change::Patch(part, item.clone(), p));
@@ -467,16 +442,11 @@ pub async fn update_item(
 /// `POST /dashboard/apps/{id}/ideas/boards/{board}/{part}/{item}/delete`: refused (next to
 /// the item) while an idea uses it, or for a built-in status.
 pub async fn delete_item(
-    state: web::Data<AppState>,
-    viewer: Viewer,
-    req: HttpRequest,
+    AppPosted(state, viewer, form, app): AppPosted,
     path: web::Path<(String, String, String, String)>,
-    payload: web::Payload,
 ) -> Result<HttpResponse, PageError> {
-    let form = session::posted(&req, payload, &viewer, FORM_LIMIT).await?;
-    let (app_id, board, slug, item) = path.into_inner();
+    let (_, board, slug, item) = path.into_inner();
     let part = part_of(&slug)?;
-    let app = load_app(&state, &app_id).await?;
     let change = Ok(Change::Remove(part, item.clone()));
     let result = apply(&state, &app, &board, change).await?;
     let failed = Failed {

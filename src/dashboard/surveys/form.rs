@@ -8,16 +8,15 @@
 //! to `preview` on every change and hands the answer to the tracker's own popover
 //! (`sdk/analytics.js` loaded with `data-preview`: it draws, and sends or stores nothing).
 
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::{web, HttpResponse};
 use maud::{html, Markup};
 use serde_json::{json, Map, Value};
 
 use super::targeting::{self, Rules};
 use crate::api::ApiError;
-use crate::dashboard::apps::list::load_app;
 use crate::dashboard::error::PageError;
 use crate::dashboard::layout::{self, csrf_field, error_for, field, form_errors, Section, Shell};
-use crate::dashboard::session::{self, Form, Viewer, FORM_LIMIT};
+use crate::dashboard::session::{AppPage, AppPosted, Form, Viewer};
 use crate::state::AppState;
 use crate::surveys::model::{Question, Survey, SurveyPatch, SurveyStatus, SurveyType};
 use crate::surveys::store::{self, SurveyError};
@@ -317,12 +316,7 @@ fn render(viewer: &Viewer, app: &App, mode: Mode<'_>, d: &Draft, errors: &[Field
 }
 
 /// `GET /dashboard/apps/{id}/surveys/new`.
-pub async fn new(
-    state: web::Data<AppState>,
-    viewer: Viewer,
-    path: web::Path<String>,
-) -> Result<HttpResponse, PageError> {
-    let app = load_app(&state, &path).await?;
+pub async fn new(AppPage(_, viewer, app): AppPage) -> Result<HttpResponse, PageError> {
     Ok(layout::ok(render(
         &viewer,
         &app,
@@ -334,14 +328,8 @@ pub async fn new(
 
 /// `POST /dashboard/apps/{id}/surveys`: creates a draft and opens its page.
 pub async fn create(
-    state: web::Data<AppState>,
-    viewer: Viewer,
-    req: HttpRequest,
-    path: web::Path<String>,
-    payload: web::Payload,
+    AppPosted(state, viewer, form, app): AppPosted,
 ) -> Result<HttpResponse, PageError> {
-    let form = session::posted(&req, payload, &viewer, FORM_LIMIT).await?;
-    let app = load_app(&state, &path).await?;
     let draft = Draft::from_form(&form);
     let (body, attr_rows, url_rows) = match body(&draft, true) {
         Ok(b) => b,
@@ -392,12 +380,10 @@ async fn editable(state: &AppState, app: &str, id: &str) -> Result<Survey, PageE
 
 /// `GET /dashboard/apps/{id}/surveys/{survey}/edit`: the builder, filled in.
 pub async fn edit_form(
-    state: web::Data<AppState>,
-    viewer: Viewer,
+    AppPage(state, viewer, app): AppPage,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, PageError> {
-    let (app_id, id) = path.into_inner();
-    let app = load_app(&state, &app_id).await?;
+    let (_, id) = path.into_inner();
     let survey = editable(&state, &app.id, &id).await?;
     let draft = Draft::from_survey(&survey);
     Ok(layout::ok(render(
@@ -413,15 +399,10 @@ pub async fn edit_form(
 /// type and questions when the form sends them changed (only a draft's form has them; on a
 /// live survey the store refuses them, 409, as the API does).
 pub async fn edit(
-    state: web::Data<AppState>,
-    viewer: Viewer,
-    req: HttpRequest,
+    AppPosted(state, viewer, form, app): AppPosted,
     path: web::Path<(String, String)>,
-    payload: web::Payload,
 ) -> Result<HttpResponse, PageError> {
-    let form = session::posted(&req, payload, &viewer, FORM_LIMIT).await?;
-    let (app_id, id) = path.into_inner();
-    let app = load_app(&state, &app_id).await?;
+    let (_, id) = path.into_inner();
     let survey = editable(&state, &app.id, &id).await?;
     let mut draft = Draft::from_form(&form);
     let saved = Draft::from_survey(&survey);
@@ -491,15 +472,7 @@ fn preview_json(form: &Form) -> Value {
 
 /// `POST /dashboard/apps/{id}/surveys/preview`: the builder's form, as the survey the preview
 /// draws (JSON).
-pub async fn preview(
-    state: web::Data<AppState>,
-    viewer: Viewer,
-    req: HttpRequest,
-    path: web::Path<String>,
-    payload: web::Payload,
-) -> Result<HttpResponse, PageError> {
-    let form = session::posted(&req, payload, &viewer, FORM_LIMIT).await?;
-    load_app(&state, &path).await?;
+pub async fn preview(AppPosted(_, _, form, _): AppPosted) -> Result<HttpResponse, PageError> {
     Ok(HttpResponse::Ok()
         .insert_header((actix_web::http::header::CACHE_CONTROL, "no-store"))
         .json(preview_json(&form)))

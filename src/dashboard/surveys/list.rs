@@ -6,18 +6,18 @@
 //! their CSV (`surveys::model::csv_header` / `csv_line`, the API export's rows, with the
 //! table's filters, for a signed-in member).
 
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::{web, HttpResponse};
 use maud::{html, Markup};
 use serde::Deserialize;
 
 use super::results::{self, Filters, ResultsQuery};
 use crate::api::ApiError;
 use crate::config::Quota;
-use crate::dashboard::apps::list::{all_apps, load_app};
+
 use crate::dashboard::charts;
 use crate::dashboard::error::PageError;
 use crate::dashboard::layout::{self, csrf_field, thousands, when, Section, Shell};
-use crate::dashboard::session::{self, Viewer, FORM_LIMIT};
+use crate::dashboard::session::{AppPage, AppPosted, Viewer};
 use crate::state::AppState;
 use crate::surveys::model::{self, QuestionSummary, Summary, Survey, SurveyResponse, SurveyStatus};
 use crate::surveys::store;
@@ -26,14 +26,6 @@ use crate::validation::FieldError;
 
 /// Responses per page of the responses table.
 const PAGE: usize = 25;
-
-/// `GET /dashboard/surveys`: the surveys of the first app (or the Apps page when there is none).
-pub async fn first(state: web::Data<AppState>, _viewer: Viewer) -> Result<HttpResponse, PageError> {
-    Ok(match all_apps(&state).await?.first() {
-        Some(app) => layout::see_other(&format!("/dashboard/apps/{}/surveys", app.id)),
-        None => layout::see_other("/dashboard/apps"),
-    })
-}
 
 #[derive(Deserialize)]
 pub struct ListQuery {
@@ -72,12 +64,9 @@ fn tabs(app: &App, all: &[Survey], current: Option<SurveyStatus>) -> Markup {
 
 /// `GET /dashboard/apps/{id}/surveys[?status=]`.
 pub async fn list(
-    state: web::Data<AppState>,
-    viewer: Viewer,
-    path: web::Path<String>,
+    AppPage(state, viewer, app): AppPage,
     query: web::Query<ListQuery>,
 ) -> Result<HttpResponse, PageError> {
-    let app = load_app(&state, &path).await?;
     let status = match query.status.as_deref() {
         None | Some("") => None,
         Some(s) => Some(SurveyStatus::parse(s).ok_or_else(|| {
@@ -292,13 +281,11 @@ fn score_tiles(sum: &Summary) -> Markup {
 /// `GET /dashboard/apps/{id}/surveys/{survey}[?page=&done=&min=&max=&from=&to=]`: a bad
 /// filter is a 400 with its error next to its input.
 pub async fn detail(
-    state: web::Data<AppState>,
-    viewer: Viewer,
+    AppPage(state, viewer, app): AppPage,
     path: web::Path<(String, String)>,
     query: web::Query<ResultsQuery>,
 ) -> Result<HttpResponse, PageError> {
-    let (app_id, id) = path.into_inner();
-    let app = load_app(&state, &app_id).await?;
+    let (_, id) = path.into_inner();
     let (s, responses) = load(&state, &app.id, &id).await?;
     let (page, valid) = results_page(&viewer, &app, &s, responses, &query);
     if valid {
@@ -365,15 +352,10 @@ fn rules_note(s: &Survey) -> String {
 
 /// `POST /dashboard/apps/{id}/surveys/{survey}/transition`: `status`, one of the legal moves.
 pub async fn transition(
-    state: web::Data<AppState>,
-    viewer: Viewer,
-    req: HttpRequest,
+    AppPosted(state, viewer, form, app): AppPosted,
     path: web::Path<(String, String)>,
-    payload: web::Payload,
 ) -> Result<HttpResponse, PageError> {
-    let form = session::posted(&req, payload, &viewer, FORM_LIMIT).await?;
-    let (app_id, id) = path.into_inner();
-    let app = load_app(&state, &app_id).await?;
+    let (_, id) = path.into_inner();
     let to = SurveyStatus::parse(form.get("status"))
         .ok_or_else(|| PageError::bad_request("status must be draft, active, paused or closed"))?;
     let limit = state.settings.plan(app.plan).limit(Quota::ActiveSurveys);
