@@ -7,7 +7,7 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::model::{self, Contact, ContactPatch, Mode, Source, Status};
-use super::store::{self, BatchOutcome, ContactError, Filter, Sort, SortField};
+use super::store::{self, BatchOutcome, ContactError, Filter, Sort};
 use crate::api::{self, ApiError, FieldError, Listed, PageQuery, PageRequest};
 use crate::config::Quota;
 use crate::fields::{names, request_body, Body, Field, Kind, NameSet};
@@ -170,16 +170,9 @@ impl QueryErrors {
 
 /// `createdAt`, `-score`, `+email` (a `+` may arrive decoded as a space).
 fn parse_sort(raw: Option<&str>) -> Result<Sort, String> {
-    let raw = raw.unwrap_or("-createdAt").trim_start_matches(' ');
-    let (descending, name) = match raw.strip_prefix('-') {
-        Some(rest) => (true, rest),
-        None => (false, raw.strip_prefix('+').unwrap_or(raw)),
-    };
-    SortField::parse(name)
-        .map(|field| Sort { field, descending })
-        .ok_or_else(|| {
-            "must be createdAt, updatedAt, score, lastName or email, optionally with '-'".into()
-        })
+    Sort::parse(raw, "-createdAt").ok_or_else(|| {
+        "must be createdAt, updatedAt, score, lastName or email, optionally with '-'".into()
+    })
 }
 
 pub fn parse_list(

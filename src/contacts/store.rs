@@ -70,16 +70,8 @@ pub enum SortField {
     Email,
 }
 
-impl SortField {
-    pub const ALL: [SortField; 5] = [
-        SortField::CreatedAt,
-        SortField::UpdatedAt,
-        SortField::Score,
-        SortField::LastName,
-        SortField::Email,
-    ];
-
-    pub fn parse(s: &str) -> Option<SortField> {
+impl Sortable for SortField {
+    fn parse(s: &str) -> Option<SortField> {
         Some(match s {
             "createdAt" => SortField::CreatedAt,
             "updatedAt" => SortField::UpdatedAt,
@@ -99,6 +91,16 @@ impl SortField {
             SortField::Email => b'e',
         }
     }
+}
+
+impl SortField {
+    pub const ALL: [SortField; 5] = [
+        SortField::CreatedAt,
+        SortField::UpdatedAt,
+        SortField::Score,
+        SortField::LastName,
+        SortField::Email,
+    ];
 
     /// The value's bytes in the index: they order as the field does.
     fn encode(self, c: &Contact) -> Vec<u8> {
@@ -130,11 +132,7 @@ impl SortField {
 }
 
 /// Order of a list.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Sort {
-    pub field: SortField,
-    pub descending: bool,
-}
+pub type Sort = cursor::Sort<SortField>;
 
 /// Filters of `GET /acq/v1/contacts`; empty vectors mean "any".
 #[derive(Debug, Clone, Default)]
@@ -185,14 +183,8 @@ impl Filter {
 }
 
 pub use crate::storage::cursor::Cursor;
-use crate::storage::cursor::{self, Listing, Page, Walk};
-
-impl Sort {
-    /// What this order's cursors are bound to in `app`'s list (entries end with the id).
-    pub fn listing(self, app: &str) -> Listing {
-        Listing::new(self.field.tag(), self.descending, app)
-    }
-}
+pub use crate::storage::cursor::Sortable;
+use crate::storage::cursor::{self, Page, Walk};
 
 fn record_key(app: &str, id: &str) -> Vec<u8> {
     [b"r", app.as_bytes(), id.as_bytes()].concat()

@@ -90,15 +90,11 @@ fn split(v: &Option<String>) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// As every list's sort; trending is always descending.
 fn parse_sort(raw: Option<&str>) -> Result<Sort, String> {
-    let raw = raw.unwrap_or("-createdAt").trim_start_matches(' ');
-    let (descending, name) = match raw.strip_prefix('-') {
-        Some(rest) => (true, rest),
-        None => (false, raw.strip_prefix('+').unwrap_or(raw)),
-    };
-    match SortField::parse(name) {
-        Some(SortField::Trending) => Ok(Sort { field: SortField::Trending, descending: true }),
-        Some(field) => Ok(Sort { field, descending }),
+    match Sort::parse(raw, "-createdAt") {
+        Some(s) if s.field == SortField::Trending => Ok(Sort { descending: true, ..s }),
+        Some(s) => Ok(s),
         None => Err("must be createdAt, updatedAt, voteCount, commentCount (optionally with '-') or trending".into()),
     }
 }

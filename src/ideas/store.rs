@@ -104,16 +104,8 @@ pub enum SortField {
     Trending,
 }
 
-impl SortField {
-    pub const ALL: [SortField; 5] = [
-        SortField::CreatedAt,
-        SortField::UpdatedAt,
-        SortField::VoteCount,
-        SortField::CommentCount,
-        SortField::Trending,
-    ];
-
-    pub fn parse(s: &str) -> Option<SortField> {
+impl Sortable for SortField {
+    fn parse(s: &str) -> Option<SortField> {
         Some(match s {
             "createdAt" => SortField::CreatedAt,
             "updatedAt" => SortField::UpdatedAt,
@@ -133,6 +125,16 @@ impl SortField {
             SortField::Trending => b't',
         }
     }
+}
+
+impl SortField {
+    pub const ALL: [SortField; 5] = [
+        SortField::CreatedAt,
+        SortField::UpdatedAt,
+        SortField::VoteCount,
+        SortField::CommentCount,
+        SortField::Trending,
+    ];
 
     /// Eight bytes that order as the field does.
     fn encode(self, idea: &Idea) -> [u8; 8] {
@@ -152,11 +154,7 @@ impl SortField {
 }
 
 /// Order of a list.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Sort {
-    pub field: SortField,
-    pub descending: bool,
-}
+pub type Sort = cursor::Sort<SortField>;
 
 /// Filters of `GET /api/v1/ideas`; empty vectors mean "any", a comma is an OR.
 #[derive(Debug, Clone, Default)]
@@ -185,16 +183,9 @@ impl Filter {
     }
 }
 
-use crate::storage::cursor::{self, Listing};
+use crate::storage::cursor;
+pub use crate::storage::cursor::Sortable;
 pub use crate::storage::cursor::{Cursor, Page, Walk};
-
-impl Sort {
-    /// What this order's cursors are bound to in `app`'s list (entries: 8 bytes of the sort
-    /// key, then the id).
-    pub fn listing(self, app: &str) -> Listing {
-        Listing::new(self.field.tag(), self.descending, app)
-    }
-}
 
 /// Whether a cursor's entry can be one of the idea indexes'.
 pub fn valid_entry(entry: &[u8]) -> bool {

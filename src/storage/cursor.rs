@@ -83,6 +83,38 @@ impl Listing {
     }
 }
 
+/// The sortable fields of a list: the name clients use, and the tag cursors (and indexes)
+/// carry.
+pub trait Sortable: Copy {
+    fn parse(name: &str) -> Option<Self>;
+    fn tag(self) -> u8;
+}
+
+/// A list's order: a field and a direction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sort<F> {
+    pub field: F,
+    pub descending: bool,
+}
+
+impl<F: Sortable> Sort<F> {
+    /// `field` or `+field` ascending (a `+` may arrive decoded as a space), `-field`
+    /// descending; `default` when the parameter is absent. `None` for an unknown field.
+    pub fn parse(raw: Option<&str>, default: &str) -> Option<Sort<F>> {
+        let raw = raw.unwrap_or(default).trim();
+        let (descending, name) = match raw.strip_prefix('-') {
+            Some(rest) => (true, rest),
+            None => (false, raw.strip_prefix('+').unwrap_or(raw)),
+        };
+        F::parse(name).map(|field| Sort { field, descending })
+    }
+
+    /// What this order's cursors are bound to in the list `scope` names.
+    pub fn listing(self, scope: &str) -> Listing {
+        Listing::new(self.field.tag(), self.descending, scope)
+    }
+}
+
 /// Whether an entry ends with a record id (24 hex digits), the last part of every entry.
 pub fn ends_with_id(entry: &[u8]) -> bool {
     entry.len() >= 24

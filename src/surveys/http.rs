@@ -131,7 +131,7 @@ fn parse_page(
     sort: Option<&str>,
     page: &PageQuery,
 ) -> Result<(Sort, PageRequest), ApiError> {
-    let sort = Sort::parse(sort);
+    let sort = Sort::parse(sort, "-createdAt");
     if sort.is_none() {
         errors.push(FieldError::new(
             "sort",
@@ -518,7 +518,9 @@ async fn list_responses(
             .map(|a| canonical_anonymous_id(a).unwrap_or_else(|_| a.to_owned()))
             .collect(),
     };
-    if Sort::parse(q.sort.as_deref()).is_some_and(|s| s.field == SortField::ResponseCount) {
+    if Sort::parse(q.sort.as_deref(), "-createdAt")
+        .is_some_and(|s| s.field == SortField::ResponseCount)
+    {
         errors.push(FieldError::new(
             "sort",
             "must be createdAt or updatedAt, optionally with '-'",

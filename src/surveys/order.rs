@@ -4,7 +4,7 @@
 use super::response::{SurveyResponse, RESPONSE_PREFIX};
 use super::survey::{Survey, SurveyStatus, SurveyType};
 use crate::ids::{self, Timestamp};
-use crate::storage::cursor::{page_sorted, Listing, Page, Walk};
+use crate::storage::cursor::{self, page_sorted, Page, Sortable, Walk};
 
 /// The sortable fields of a survey list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -14,41 +14,31 @@ pub enum SortField {
     ResponseCount,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Sort {
-    pub field: SortField,
-    pub descending: bool,
-}
+/// Order of a list (default `-createdAt`).
+pub type Sort = cursor::Sort<SortField>;
 
-impl Sort {
-    /// `createdAt`, `updatedAt`, `responseCount`, each optionally with `-`; default
-    /// `-createdAt`.
-    pub fn parse(raw: Option<&str>) -> Option<Sort> {
-        let raw = raw.unwrap_or("-createdAt").trim();
-        let (descending, name) = match raw.strip_prefix('-') {
-            Some(rest) => (true, rest),
-            None => (false, raw.strip_prefix('+').unwrap_or(raw)),
-        };
-        let field = match name {
+impl Sortable for SortField {
+    fn parse(name: &str) -> Option<SortField> {
+        Some(match name {
             "createdAt" => SortField::CreatedAt,
             "updatedAt" => SortField::UpdatedAt,
             "responseCount" => SortField::ResponseCount,
             _ => return None,
-        };
-        Some(Sort { field, descending })
+        })
     }
 
-    /// The field's tag in a cursor (the shared cursor adds the direction).
     fn tag(self) -> u8 {
-        match self.field {
+        match self {
             SortField::CreatedAt => b'c',
             SortField::UpdatedAt => b'u',
             SortField::ResponseCount => b'r',
         }
     }
+}
 
+impl SortField {
     fn key(self, s: &Survey) -> i64 {
-        match self.field {
+        match self {
             SortField::CreatedAt => s.created_at.micros(),
             SortField::UpdatedAt => s.updated_at.micros(),
             SortField::ResponseCount => s.response_count as i64,
@@ -68,14 +58,6 @@ pub fn valid_entry(entry: &[u8]) -> bool {
         std::str::from_utf8(id)
             .is_ok_and(|id| ids::is_object_id(id.strip_prefix(RESPONSE_PREFIX).unwrap_or(id)))
     })
-}
-
-impl Sort {
-    /// What this order's cursors are bound to (`scope`: the app, or the app and survey; a
-    /// cursor of another list is 400).
-    pub fn listing(self, scope: &str) -> Listing {
-        Listing::new(self.tag(), self.descending, scope)
-    }
 }
 
 /// Which surveys a list shows: statuses (empty: any), types (empty: any), boards (empty: any).
@@ -100,7 +82,7 @@ impl Filter {
 /// One page of surveys, filtered and sorted.
 pub fn page(mut surveys: Vec<Survey>, filter: &Filter, sort: Sort, walk: Walk) -> Page<Survey> {
     surveys.retain(|s| filter.matches(s));
-    page_sorted(surveys, |s| entry(sort.key(s), &s.id), walk)
+    page_sorted(surveys, |s| entry(sort.field.key(s), &s.id), walk)
 }
 
 /// Which responses a list shows.
@@ -162,7 +144,7 @@ mod tests {
                 s
             })
             .collect();
-        let sort = Sort::parse(None).unwrap();
+        let sort = Sort::parse(None, "-createdAt").unwrap();
         let listing = sort.listing("app");
         let mut seen = Vec::new();
         let mut cursor = None;
