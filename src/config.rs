@@ -179,33 +179,18 @@ pub struct PlanLimits {
     pub votes_per_idea: i64,
 }
 
-/// The quotas a plan limits, named as in configuration and in `PLAN_LIMIT_REACHED` details.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Quota {
-    Contacts,
-    Ideas,
-    Boards,
-    ActiveSurveys,
-    ResponsesPerMonth,
-    EventsPerMonth,
-    CommentsPerIdea,
-    CommentDepth,
-    VotesPerIdea,
-}
-
-impl Quota {
-    pub fn name(self) -> &'static str {
-        match self {
-            Quota::Contacts => "contacts",
-            Quota::Ideas => "ideas",
-            Quota::Boards => "boards",
-            Quota::ActiveSurveys => "active_surveys",
-            Quota::ResponsesPerMonth => "responses_per_month",
-            Quota::EventsPerMonth => "events_per_month",
-            Quota::CommentsPerIdea => "comments_per_idea",
-            Quota::CommentDepth => "comment_depth",
-            Quota::VotesPerIdea => "votes_per_idea",
-        }
+crate::fields::names! {
+    /// The quotas a plan limits, named as in configuration and in `PLAN_LIMIT_REACHED` details.
+    pub Quota {
+        Contacts = "contacts",
+        Ideas = "ideas",
+        Boards = "boards",
+        ActiveSurveys = "active_surveys",
+        ResponsesPerMonth = "responses_per_month",
+        EventsPerMonth = "events_per_month",
+        CommentsPerIdea = "comments_per_idea",
+        CommentDepth = "comment_depth",
+        VotesPerIdea = "votes_per_idea",
     }
 }
 

@@ -10,6 +10,7 @@ use argon2::Argon2;
 use serde::{Deserialize, Serialize};
 use subtle::ConstantTimeEq;
 
+use crate::fields::names;
 use crate::ids::{self, Timestamp};
 use crate::validation::{check_text, normalize_email, FieldError};
 
@@ -24,29 +25,16 @@ pub const ABSOLUTE_SECS: i64 = 7 * 24 * 3600;
 /// `last_seen` is written back at most this often (a page view is not a store write).
 pub const TOUCH_EVERY_SECS: i64 = 60;
 
-/// What a team member may do. Owners do everything; members work with apps' data (contacts,
-/// imports) but manage no keys, plans or accounts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    Owner,
-    Member,
+names! {
+    /// What a team member may do. Owners do everything; members work with apps' data (contacts,
+    /// imports) but manage no keys, plans or accounts.
+    pub Role {
+        Owner = "owner",
+        Member = "member",
+    }
 }
 
 impl Role {
-    pub fn name(self) -> &'static str {
-        match self {
-            Role::Owner => "owner",
-            Role::Member => "member",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Role> {
-        [Role::Owner, Role::Member]
-            .into_iter()
-            .find(|r| r.name() == s)
-    }
-
     /// Create, edit and revoke API keys; rotate integration keys.
     pub fn manages_keys(self) -> bool {
         self == Role::Owner

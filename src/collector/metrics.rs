@@ -5,6 +5,7 @@
 //!
 //! Every handle is created once, at start: the hot path only adds to atomics.
 
+use crate::fields::names;
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -12,27 +13,15 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
-/// Why the edge refused events or requests.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Reject {
-    InvalidEvent,
-    InvalidBody,
-    TooLarge,
-    Unauthorized,
-    PlanLimit,
-    Overloaded,
-}
-
-impl Reject {
-    pub fn name(self) -> &'static str {
-        match self {
-            Reject::InvalidEvent => "invalid_event",
-            Reject::InvalidBody => "invalid_body",
-            Reject::TooLarge => "too_large",
-            Reject::Unauthorized => "unauthorized",
-            Reject::PlanLimit => "plan_limit",
-            Reject::Overloaded => "overloaded",
-        }
+names! {
+    /// Why the edge refused events or requests.
+    pub Reject {
+        InvalidEvent = "invalid_event",
+        InvalidBody = "invalid_body",
+        TooLarge = "too_large",
+        Unauthorized = "unauthorized",
+        PlanLimit = "plan_limit",
+        Overloaded = "overloaded",
     }
 }
 

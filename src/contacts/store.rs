@@ -13,6 +13,7 @@
 use sled::transaction::{ConflictableTransactionError, TransactionError, TransactionalTree};
 
 use super::model::{Contact, ContactPatch, Email, Mode, Rejection, Source, Status};
+use crate::fields::names;
 use crate::ids::{self, Timestamp};
 use crate::storage::{decode, encode, idempotency, StoreError};
 use crate::validation::FieldError;
@@ -60,26 +61,20 @@ impl From<TransactionError<ContactError>> for ContactError {
     }
 }
 
-/// The sortable fields (api.md §5) and their index tag.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SortField {
-    CreatedAt,
-    UpdatedAt,
-    Score,
-    LastName,
-    Email,
+names! {
+    /// The sortable fields (api.md §5) and their index tag.
+    pub SortField {
+        CreatedAt = "createdAt",
+        UpdatedAt = "updatedAt",
+        Score = "score",
+        LastName = "lastName",
+        Email = "email",
+    }
 }
 
 impl Sortable for SortField {
     fn parse(s: &str) -> Option<SortField> {
-        Some(match s {
-            "createdAt" => SortField::CreatedAt,
-            "updatedAt" => SortField::UpdatedAt,
-            "score" => SortField::Score,
-            "lastName" => SortField::LastName,
-            "email" => SortField::Email,
-            _ => return None,
-        })
+        SortField::parse(s)
     }
 
     fn tag(self) -> u8 {
@@ -94,14 +89,6 @@ impl Sortable for SortField {
 }
 
 impl SortField {
-    pub const ALL: [SortField; 5] = [
-        SortField::CreatedAt,
-        SortField::UpdatedAt,
-        SortField::Score,
-        SortField::LastName,
-        SortField::Email,
-    ];
-
     /// The value's bytes in the index: they order as the field does.
     fn encode(self, c: &Contact) -> Vec<u8> {
         fn micros(t: Timestamp) -> [u8; 8] {
@@ -204,7 +191,7 @@ fn count_key(app: &str) -> Vec<u8> {
 }
 
 fn index_keys(c: &Contact) -> impl Iterator<Item = Vec<u8>> + '_ {
-    SortField::ALL.into_iter().map(move |f| {
+    SortField::ALL.iter().map(move |&f| {
         [
             index_prefix(&c.app_id, f),
             f.encode(c),

@@ -22,6 +22,7 @@ use super::model::{Idea, IdeaDraft, IdeaPatch, IdeaView, StatusChange, StatusRef
 use crate::boards::store::{self as boards, add_usage_tx, decode_count};
 use crate::boards::BoardRecord;
 use crate::config::Quota;
+use crate::fields::names;
 use crate::ids::{self, Timestamp};
 use crate::storage::{decode, encode, StoreError};
 use crate::validation::FieldError;
@@ -94,26 +95,20 @@ pub fn child_key(kind: u8, app: &str, idea: &str, child: &str) -> Vec<u8> {
     [child_prefix(kind, app, idea), child.as_bytes().to_vec()].concat()
 }
 
-/// The sortable fields (api.md §6) and their index tag.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SortField {
-    CreatedAt,
-    UpdatedAt,
-    VoteCount,
-    CommentCount,
-    Trending,
+names! {
+    /// The sortable fields (api.md §6) and their index tag.
+    pub SortField {
+        CreatedAt = "createdAt",
+        UpdatedAt = "updatedAt",
+        VoteCount = "voteCount",
+        CommentCount = "commentCount",
+        Trending = "trending",
+    }
 }
 
 impl Sortable for SortField {
     fn parse(s: &str) -> Option<SortField> {
-        Some(match s {
-            "createdAt" => SortField::CreatedAt,
-            "updatedAt" => SortField::UpdatedAt,
-            "voteCount" => SortField::VoteCount,
-            "commentCount" => SortField::CommentCount,
-            "trending" => SortField::Trending,
-            _ => return None,
-        })
+        SortField::parse(s)
     }
 
     fn tag(self) -> u8 {
@@ -128,14 +123,6 @@ impl Sortable for SortField {
 }
 
 impl SortField {
-    pub const ALL: [SortField; 5] = [
-        SortField::CreatedAt,
-        SortField::UpdatedAt,
-        SortField::VoteCount,
-        SortField::CommentCount,
-        SortField::Trending,
-    ];
-
     /// Eight bytes that order as the field does.
     fn encode(self, idea: &Idea) -> [u8; 8] {
         let time = |t: Timestamp| ((t.micros() as u64) ^ (1 << 63)).to_be_bytes();
@@ -197,7 +184,7 @@ fn index_prefix(app: &str, field: SortField) -> Vec<u8> {
 }
 
 fn index_keys<'a>(app: &'a str, idea: &'a Idea) -> impl Iterator<Item = Vec<u8>> + 'a {
-    SortField::ALL.into_iter().map(move |f| {
+    SortField::ALL.iter().map(move |&f| {
         [
             index_prefix(app, f),
             f.encode(idea).to_vec(),

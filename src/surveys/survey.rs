@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::targeting::Targeting;
+use crate::fields::names;
 use crate::ids::Timestamp;
 use crate::validation::{type_name, FieldError};
 
@@ -19,70 +20,26 @@ pub const PMF_OPTIONS: [&str; 3] = [
     "not_disappointed",
 ];
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum SurveyType {
-    Nps,
-    Csat,
-    Pmf,
-    Open,
-    Poll,
-}
-
-impl SurveyType {
-    pub const ALL: [SurveyType; 5] = [
-        SurveyType::Nps,
-        SurveyType::Csat,
-        SurveyType::Pmf,
-        SurveyType::Open,
-        SurveyType::Poll,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            SurveyType::Nps => "nps",
-            SurveyType::Csat => "csat",
-            SurveyType::Pmf => "pmf",
-            SurveyType::Open => "open",
-            SurveyType::Poll => "poll",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<SurveyType> {
-        SurveyType::ALL.into_iter().find(|t| t.name() == s)
+names! {
+    pub SurveyType {
+        Nps = "nps",
+        Csat = "csat",
+        Pmf = "pmf",
+        Open = "open",
+        Poll = "poll",
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum SurveyStatus {
-    Draft,
-    Active,
-    Paused,
-    Closed,
+names! {
+    pub SurveyStatus {
+        Draft = "draft",
+        Active = "active",
+        Paused = "paused",
+        Closed = "closed",
+    }
 }
 
 impl SurveyStatus {
-    pub const ALL: [SurveyStatus; 4] = [
-        SurveyStatus::Draft,
-        SurveyStatus::Active,
-        SurveyStatus::Paused,
-        SurveyStatus::Closed,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            SurveyStatus::Draft => "draft",
-            SurveyStatus::Active => "active",
-            SurveyStatus::Paused => "paused",
-            SurveyStatus::Closed => "closed",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<SurveyStatus> {
-        SurveyStatus::ALL.into_iter().find(|t| t.name() == s)
-    }
-
     /// The moves out of this status (api.md §4): draft -> active; active <-> paused; active
     /// or paused -> closed; closed is terminal. A self-move is not a move.
     pub fn next(self) -> &'static [SurveyStatus] {
@@ -116,39 +73,17 @@ pub fn illegal_move(from: SurveyStatus, to: SurveyStatus) -> String {
     )
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum QuestionType {
-    Rating,
-    Scale,
-    SingleChoice,
-    MultipleChoice,
-    Text,
+names! {
+    pub QuestionType {
+        Rating = "rating",
+        Scale = "scale",
+        SingleChoice = "single_choice",
+        MultipleChoice = "multiple_choice",
+        Text = "text",
+    }
 }
 
 impl QuestionType {
-    pub const ALL: [QuestionType; 5] = [
-        QuestionType::Rating,
-        QuestionType::Scale,
-        QuestionType::SingleChoice,
-        QuestionType::MultipleChoice,
-        QuestionType::Text,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            QuestionType::Rating => "rating",
-            QuestionType::Scale => "scale",
-            QuestionType::SingleChoice => "single_choice",
-            QuestionType::MultipleChoice => "multiple_choice",
-            QuestionType::Text => "text",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<QuestionType> {
-        QuestionType::ALL.into_iter().find(|t| t.name() == s)
-    }
-
     pub fn is_choice(self) -> bool {
         matches!(
             self,
@@ -281,8 +216,8 @@ pub(crate) mod tests {
             (Active, Closed),
             (Paused, Closed),
         ];
-        for from in SurveyStatus::ALL {
-            for to in SurveyStatus::ALL {
+        for &from in SurveyStatus::ALL {
+            for &to in SurveyStatus::ALL {
                 assert_eq!(
                     from.next().contains(&to),
                     legal.contains(&(from, to)),

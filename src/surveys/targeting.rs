@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::survey::{at_most, unknown_keys, Survey, SurveyStatus};
+use crate::fields::names;
 use crate::validation::{check_text, type_name, FieldError};
 
 /// The most attribute rules of a targeting.
@@ -14,58 +15,24 @@ pub const MAX_URL_RULES: usize = 20;
 /// The longest value of a URL rule.
 pub const MAX_URL_RULE_CHARS: usize = 500;
 
-/// The operators of an attribute rule (api.md §4).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub enum Operator {
-    Equals,
-    NotEquals,
-    LessThan,
-    LessEqual,
-    GreaterThan,
-    GreaterEqual,
-    IsSet,
-    Contains,
-    DoesNotContain,
-    StartsWith,
-    EndsWith,
+names! {
+    /// The operators of an attribute rule (api.md §4).
+    pub Operator {
+        Equals = "equals",
+        NotEquals = "notEquals",
+        LessThan = "lessThan",
+        LessEqual = "lessEqual",
+        GreaterThan = "greaterThan",
+        GreaterEqual = "greaterEqual",
+        IsSet = "isSet",
+        Contains = "contains",
+        DoesNotContain = "doesNotContain",
+        StartsWith = "startsWith",
+        EndsWith = "endsWith",
+    }
 }
 
 impl Operator {
-    pub const ALL: [Operator; 11] = [
-        Operator::Equals,
-        Operator::NotEquals,
-        Operator::LessThan,
-        Operator::LessEqual,
-        Operator::GreaterThan,
-        Operator::GreaterEqual,
-        Operator::IsSet,
-        Operator::Contains,
-        Operator::DoesNotContain,
-        Operator::StartsWith,
-        Operator::EndsWith,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Operator::Equals => "equals",
-            Operator::NotEquals => "notEquals",
-            Operator::LessThan => "lessThan",
-            Operator::LessEqual => "lessEqual",
-            Operator::GreaterThan => "greaterThan",
-            Operator::GreaterEqual => "greaterEqual",
-            Operator::IsSet => "isSet",
-            Operator::Contains => "contains",
-            Operator::DoesNotContain => "doesNotContain",
-            Operator::StartsWith => "startsWith",
-            Operator::EndsWith => "endsWith",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Operator> {
-        Operator::ALL.into_iter().find(|o| o.name() == s)
-    }
-
     /// What `value` must be: none for isSet, a number for comparisons, a string for the text
     /// operators, a string, number or boolean for (not) equals.
     fn check_value(self, v: Option<&Value>) -> Result<(), String> {
@@ -103,40 +70,18 @@ pub struct AttributeRule {
     pub value: Option<Value>,
 }
 
-/// The operators of a URL rule (Formbricks' "show on URL" filters).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub enum UrlOperator {
-    Equals,
-    Contains,
-    StartsWith,
-    EndsWith,
-    DoesNotContain,
-}
-
-impl UrlOperator {
-    pub const ALL: [UrlOperator; 5] = [
-        UrlOperator::Equals,
-        UrlOperator::Contains,
-        UrlOperator::StartsWith,
-        UrlOperator::EndsWith,
-        UrlOperator::DoesNotContain,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            UrlOperator::Equals => "equals",
-            UrlOperator::Contains => "contains",
-            UrlOperator::StartsWith => "startsWith",
-            UrlOperator::EndsWith => "endsWith",
-            UrlOperator::DoesNotContain => "doesNotContain",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<UrlOperator> {
-        UrlOperator::ALL.into_iter().find(|o| o.name() == s)
+names! {
+    /// The operators of a URL rule (Formbricks' "show on URL" filters).
+    pub UrlOperator {
+        Equals = "equals",
+        Contains = "contains",
+        StartsWith = "startsWith",
+        EndsWith = "endsWith",
+        DoesNotContain = "doesNotContain",
     }
 }
+
+impl UrlOperator {}
 
 /// `{"operator": "contains", "value": "/pricing"}`: a rule on the full URL of the page the
 /// visitor is on (as the widget sends it: scheme, host, path, query and fragment), compared
@@ -262,10 +207,7 @@ fn parse_urls(v: Option<&Value>, errors: &mut Vec<FieldError>) -> Vec<UrlRule> {
         if operator.is_none() {
             errors.push(FieldError::new(
                 at("operator"),
-                format!(
-                    "must be one of {}",
-                    UrlOperator::ALL.map(UrlOperator::name).join(", ")
-                ),
+                format!("must be one of {}", UrlOperator::names()),
             ));
         }
         let value = match m.get("value") {
@@ -315,10 +257,7 @@ fn parse_rule(i: usize, v: &Value, errors: &mut Vec<FieldError>) -> Option<Attri
     match operator {
         None => errors.push(FieldError::new(
             at("operator"),
-            format!(
-                "must be one of {}",
-                Operator::ALL.map(Operator::name).join(", ")
-            ),
+            format!("must be one of {}", Operator::names()),
         )),
         Some(op) => {
             if let Err(e) = op.check_value(m.get("value")) {

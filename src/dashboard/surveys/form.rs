@@ -485,7 +485,7 @@ mod tests {
 
     #[test]
     fn every_preset_is_a_valid_survey_of_its_type() {
-        for kind in SurveyType::ALL {
+        for &kind in SurveyType::ALL {
             let form =
                 Form::from_pairs(&[("type", kind.name()), ("title", "T"), ("percentage", "50")]);
             let made = body(&Draft::from_form(&form), true)

@@ -57,7 +57,7 @@ fn tabs(app: &App, all: &[Survey], current: Option<SurveyStatus>) -> Markup {
     html! {
         nav.tabs aria-label="Status" {
             (tab(None))
-            @for s in SurveyStatus::ALL { (tab(Some(s))) }
+            @for &s in SurveyStatus::ALL { (tab(Some(s))) }
         }
     }
 }
