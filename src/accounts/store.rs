@@ -96,13 +96,7 @@ pub fn user_by_email(db: &sled::Db, email: &str) -> Result<Option<User>, StoreEr
 
 /// Every account, oldest first (a team is small).
 pub fn list_users(db: &sled::Db) -> Result<Vec<User>, StoreError> {
-    db.open_tree(TREE)?
-        .scan_prefix(b"u")
-        .map(|kv| {
-            let (k, v) = kv?;
-            decode(&k, &v)
-        })
-        .collect()
+    crate::storage::decode_all(&db.open_tree(TREE)?, b"u")
 }
 
 /// Stores a session under `skey` (the hash of its id).

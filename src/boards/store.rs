@@ -137,14 +137,7 @@ pub fn ensure_default(db: &sled::Db, app: &str) -> Result<String, StoreError> {
 /// limit); the API pages them all the same.
 pub fn all(db: &sled::Db, app: &str) -> Result<Vec<BoardRecord>, StoreError> {
     ensure_default(db, app)?;
-    let prefix = [b"b", app.as_bytes()].concat();
-    db.open_tree(TREE)?
-        .scan_prefix(&prefix)
-        .map(|kv| {
-            let (k, v) = kv?;
-            decode(&k, &v)
-        })
-        .collect()
+    crate::storage::decode_all(&db.open_tree(TREE)?, &[b"b", app.as_bytes()].concat())
 }
 
 /// A board of `app` (`None` for `id` = `None`: the default board).

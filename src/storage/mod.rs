@@ -155,6 +155,19 @@ impl StoreThreads {
 }
 
 /// JSON-decodes a stored record, naming its key when it is corrupt.
+/// Every JSON record of `tree` whose key starts with `prefix`, in key order.
+pub fn decode_all<T: serde::de::DeserializeOwned>(
+    tree: &sled::Tree,
+    prefix: &[u8],
+) -> Result<Vec<T>, StoreError> {
+    tree.scan_prefix(prefix)
+        .map(|kv| {
+            let (k, v) = kv?;
+            decode(&k, &v)
+        })
+        .collect()
+}
+
 pub fn decode<T: serde::de::DeserializeOwned>(key: &[u8], bytes: &[u8]) -> Result<T, StoreError> {
     serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt {
         key: String::from_utf8_lossy(key).into_owned(),

@@ -23,7 +23,7 @@ use super::model::{
 };
 use crate::config::Quota;
 use crate::ids::{self, Timestamp};
-use crate::storage::{decode, encode, StoreError};
+use crate::storage::{decode, decode_all, encode, StoreError};
 use crate::validation::FieldError;
 
 pub const TREE: &str = "surveys";
@@ -104,14 +104,7 @@ pub fn get(db: &sled::Db, app: &str, id: &str) -> Result<Option<Survey>, StoreEr
 
 /// Every survey of `app`, in id order.
 pub fn all(db: &sled::Db, app: &str) -> Result<Vec<Survey>, StoreError> {
-    let prefix = [b"s", app.as_bytes()].concat();
-    db.open_tree(TREE)?
-        .scan_prefix(&prefix)
-        .map(|kv| {
-            let (k, v) = kv?;
-            decode(&k, &v)
-        })
-        .collect()
+    decode_all(&db.open_tree(TREE)?, &[b"s", app.as_bytes()].concat())
 }
 
 /// Applies a PATCH in a transaction (the state rules of `Survey::apply`).
@@ -312,13 +305,7 @@ pub fn respond(
 
 /// Every response to survey `id` of `app`.
 pub fn responses(db: &sled::Db, app: &str, id: &str) -> Result<Vec<SurveyResponse>, StoreError> {
-    db.open_tree(TREE)?
-        .scan_prefix(response_prefix(app, id))
-        .map(|kv| {
-            let (k, v) = kv?;
-            decode(&k, &v)
-        })
-        .collect()
+    decode_all(&db.open_tree(TREE)?, &response_prefix(app, id))
 }
 
 /// Who asks the widget for surveys: the canonical anonymousId, the userId when known, the

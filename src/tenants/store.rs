@@ -21,13 +21,7 @@ fn app_key_entry(app_id: &str, key_id: &str) -> Vec<u8> {
 }
 
 fn all<T: serde::de::DeserializeOwned>(db: &sled::Db, tree: &str) -> Result<Vec<T>, StoreError> {
-    db.open_tree(tree)?
-        .iter()
-        .map(|kv| {
-            let (k, v) = kv?;
-            decode(&k, &v)
-        })
-        .collect()
+    crate::storage::decode_all(&db.open_tree(tree)?, b"")
 }
 
 /// Every app (start-up: the registry).
