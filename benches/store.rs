@@ -129,7 +129,8 @@ fn vote(c: &mut Criterion) {
     let db = open_db(dir.path());
     let app = tributary::ids::object_id();
     let body = json!({"title": "Dark mode", "author": {"id": "u1", "name": "Ada", "email": "ada@example.com"}});
-    let draft = model::IdeaDraft::parse(body.as_object().expect("object")).expect("valid idea");
+    let draft = model::IdeaDraft::parse(body.as_object().expect("object"), SystemClock.now())
+        .expect("valid idea");
     let idea = ideas::create(&db, &app, &draft, None).expect("idea created");
     let next = AtomicU64::new(0);
     let settings = tributary::config::Settings::load(None).expect("settings");

@@ -13,9 +13,10 @@ pub trait Clock: Send + Sync + std::fmt::Debug {
     /// Microseconds since the Unix epoch, UTC.
     fn now_micros(&self) -> i64;
 
-    /// Now, as the time type of every record.
+    /// Now, as the time type of every record: whole milliseconds, as records keep it (so a
+    /// time read back from a record equals the one it was written with, index keys included).
     fn now(&self) -> Timestamp {
-        Timestamp::from_micros(self.now_micros())
+        Timestamp::from_micros(self.now_micros().div_euclid(1000) * 1000)
     }
 }
 
@@ -86,6 +87,11 @@ mod tests {
         let shifted = c.now_micros();
         assert!(shifted >= before + 3_600_000_000);
         assert!(shifted < SystemClock.now_micros() + 3_601_000_000);
-        assert!(c.now().micros() >= shifted, "it runs");
+        assert!(c.now().micros() >= shifted / 1000 * 1000, "it runs");
+        assert_eq!(
+            c.now().micros() % 1000,
+            0,
+            "in whole milliseconds, as records keep it"
+        );
     }
 }

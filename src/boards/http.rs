@@ -74,10 +74,10 @@ async fn apply(
     board: String,
     change: Change,
 ) -> Result<(BoardRecord, Option<String>), ApiError> {
-    let app = app.id.clone();
+    let (app, now) = (app.id.clone(), state.now());
     Ok(state
         .store
-        .run(move |db| Ok(store::change(db, &app, &board, &change)))
+        .run(move |db| Ok(store::change(db, &app, &board, &change, now)))
         .await??)
 }
 
@@ -129,10 +129,10 @@ async fn create_board(
 ) -> Result<HttpResponse, ApiError> {
     let p = parse_body(&state, &req, payload, None, true).await?;
     let limit = state.settings.plan(app.plan).limit(Quota::Boards);
-    let a = app.id.clone();
+    let (a, now) = (app.id.clone(), state.now());
     let record = state
         .store
-        .run(move |db| Ok(store::create(db, &a, &p, limit)))
+        .run(move |db| Ok(store::create(db, &a, &p, limit, now)))
         .await??;
     let loc = format!("/admin/v1/apps/{}/boards/{}", app.id, record.board.id);
     Ok(api::created(&loc, &record.board))

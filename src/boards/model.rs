@@ -255,9 +255,13 @@ fn same_name(a: &str, b: &str) -> bool {
 }
 
 impl BoardRecord {
-    /// A new board with the default statuses.
-    pub fn new(name: String, description: Option<String>, is_default: bool) -> BoardRecord {
-        let now = Timestamp::now();
+    /// A new board with the default statuses, made at `now`.
+    pub fn new(
+        name: String,
+        description: Option<String>,
+        is_default: bool,
+        now: Timestamp,
+    ) -> BoardRecord {
         let id = ids::object_id();
         let statuses: Vec<IdeaStatus> = DEFAULT_STATUSES
             .iter()
@@ -301,7 +305,8 @@ impl BoardRecord {
         self.tags.iter().find(|t| t.id == id)
     }
 
-    /// Applies a board body (name, description).
+    /// Applies a board body (name, description). The store stamps `updated_at` after every
+    /// change (`boards::store::change`).
     pub fn patch_board(&mut self, p: &ItemPatch) {
         if let Some(n) = &p.name {
             self.board.name = n.clone();
@@ -309,7 +314,6 @@ impl BoardRecord {
         if let Some(d) = &p.description {
             self.board.description = d.clone();
         }
-        self.board.updated_at = Timestamp::now();
     }
 
     fn names(&self, part: Part) -> Vec<(&str, &str)> {
@@ -394,7 +398,6 @@ impl BoardRecord {
                 color: p.color.clone().flatten(),
             }),
         }
-        self.board.updated_at = Timestamp::now();
         Ok(id)
     }
 
@@ -451,7 +454,6 @@ impl BoardRecord {
                 }
             }
         }
-        self.board.updated_at = Timestamp::now();
         Ok(())
     }
 
@@ -483,7 +485,6 @@ impl BoardRecord {
         if !found {
             return Err(Rejection::NotFound(part.item()));
         }
-        self.board.updated_at = Timestamp::now();
         Ok(())
     }
 
@@ -517,7 +518,7 @@ mod tests {
 
     #[test]
     fn a_new_board_has_the_default_statuses_in_order() {
-        let b = BoardRecord::new("Feedback".into(), None, true);
+        let b = BoardRecord::new("Feedback".into(), None, true, Timestamp::from_micros(0));
         let names: Vec<&str> = b.statuses.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(
             names,
@@ -574,7 +575,7 @@ mod tests {
 
     #[test]
     fn reordering_renumbers_and_built_ins_stay() {
-        let mut b = BoardRecord::new("B".into(), None, false);
+        let mut b = BoardRecord::new("B".into(), None, false, Timestamp::from_micros(0));
         let p = ItemPatch {
             name: Some("Later".into()),
             position: Some(0),

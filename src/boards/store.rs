@@ -13,7 +13,7 @@
 use sled::transaction::{ConflictableTransactionError, TransactionError, TransactionalTree};
 
 use super::model::{BoardRecord, ItemPatch, Part, Rejection};
-use crate::ids;
+use crate::ids::{self, Timestamp};
 use crate::storage::{decode, encode, StoreError};
 use crate::validation::FieldError;
 
@@ -112,12 +112,15 @@ pub fn add_usage_tx<E>(tx: &TransactionalTree, app: &str, item: &str, delta: i64
 }
 
 /// The id of the app's default board, creating it (with the default statuses) on first use.
+/// That first use is often a read, which passes no request time: the board is stamped with
+/// the system clock (`SystemClock`), the one "now" of the stores not handed in.
 pub fn ensure_default(db: &sled::Db, app: &str) -> Result<String, StoreError> {
     let tree = db.open_tree(TREE)?;
     if let Some(id) = tree.get(default_key(app))? {
         return Ok(String::from_utf8_lossy(&id).into_owned());
     }
-    let record = BoardRecord::new("Feedback".into(), None, true);
+    let now = crate::clock::Clock::now(&crate::clock::SystemClock);
+    let record = BoardRecord::new("Feedback".into(), None, true, now);
     let id = tree.transaction(|tx| {
         if let Some(id) = tx.get(default_key(app))? {
             return Ok(String::from_utf8_lossy(&id).into_owned());
@@ -154,18 +157,21 @@ pub fn get(db: &sled::Db, app: &str, id: Option<&str>) -> Result<Option<BoardRec
     }
 }
 
-/// Stores a new board; `limit` is the plan's board quota (the default board counts).
+/// Stores a new board made at `now`; `limit` is the plan's board quota (the default board
+/// counts).
 pub fn create(
     db: &sled::Db,
     app: &str,
     p: &ItemPatch,
     limit: Option<u64>,
+    now: Timestamp,
 ) -> Result<BoardRecord, BoardError> {
     ensure_default(db, app)?;
     let record = BoardRecord::new(
         p.name.clone().unwrap_or_default(),
         p.description.clone().flatten(),
         false,
+        now,
     );
     let tree = db.open_tree(TREE)?;
     tree.transaction(|tx| {
@@ -194,13 +200,14 @@ pub enum Change {
     Remove(Part, String),
 }
 
-/// Applies one change to board `id` of `app` in a transaction; answers the board and the id
-/// of the item added or changed.
+/// Applies one change to board `id` of `app` in a transaction, updated at `now`; answers the
+/// board and the id of the item added or changed.
 pub fn change(
     db: &sled::Db,
     app: &str,
     id: &str,
     change: &Change,
+    now: Timestamp,
 ) -> Result<(BoardRecord, Option<String>), BoardError> {
     if !ids::is_object_id(id) {
         return Err(BoardError::NotFound("board"));
@@ -233,6 +240,7 @@ pub fn change(
                 None
             }
         };
+        board.board.updated_at = now;
         tx.insert(board_key(app, id), encode(&board))?;
         Ok((board, item))
     })?;

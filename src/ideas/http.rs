@@ -242,7 +242,7 @@ async fn create_idea(
         &fields,
         store::exists,
         || async {
-            let draft = IdeaDraft::parse(&fields).map_err(ApiError::validation)?;
+            let draft = IdeaDraft::parse(&fields, state.now()).map_err(ApiError::validation)?;
             let app = who.app_id.clone();
             let idea = state
                 .store
@@ -414,7 +414,7 @@ async fn add_vote(
 ) -> Result<HttpResponse, ApiError> {
     who.require(Permission::VotesWrite)?;
     let (_, fields) = api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
-    let (voter, at) = model::parse_vote(&fields).map_err(ApiError::validation)?;
+    let (voter, at) = model::parse_vote(&fields, state.now()).map_err(ApiError::validation)?;
     let (app, id) = (who.app_id.clone(), id.into_inner());
     let plan = state.settings.plan(who.plan);
     api::idempotency::once(
@@ -503,7 +503,7 @@ async fn add_comment(
     if draft.internal {
         who.require(Permission::IdeasModerate)?;
     }
-    let (app, id) = (who.app_id.clone(), id.into_inner());
+    let (app, id, now) = (who.app_id.clone(), id.into_inner(), state.now());
     let plan = state.settings.plan(who.plan);
     api::idempotency::once(
         &state,
@@ -514,7 +514,7 @@ async fn add_comment(
         || async {
             let c = state
                 .store
-                .run(move |db| Ok(engagement::comment(db, &app, &id, &draft, &plan)))
+                .run(move |db| Ok(engagement::comment(db, &app, &id, &draft, &plan, now)))
                 .await??;
             Ok(StoredAnswer {
                 status: 201,

@@ -263,12 +263,12 @@ impl Errors {
     }
 }
 
-/// A past time for imports (`createdAt` of an idea or a vote).
+/// A past time for imports (`createdAt` of an idea or a vote); "past" is checked against the
+/// server's clock by `dated`.
 static PAST_TIME: Shape = Shape {
     pattern: "^(19[7-9][0-9]|20[01][0-9]|202[0-5])-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])(T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,3})?Z)?$",
     parse: |s| match Timestamp::parse(s) {
-        Some(t) if t <= Timestamp::now() => Ok(t.to_string()),
-        Some(_) => Err("must not be in the future".into()),
+        Some(t) => Ok(t.to_string()),
         None => Err("must be an ISO 8601 timestamp".into()),
     },
     hint: "an ISO 8601 timestamp",
@@ -429,11 +429,29 @@ fn person(p: &Parsed) -> Person {
     }
 }
 
-/// `createdAt`, or now.
-fn created_at(p: &Parsed) -> Timestamp {
-    p.string("createdAt")
-        .and_then(|t| Timestamp::parse(&t))
-        .unwrap_or_else(Timestamp::now)
+/// `body` parsed by `kind` with its `createdAt` (else `now`), which must not be after `now`:
+/// that error joins the others.
+fn dated(
+    kind: &Body,
+    body: &Map<String, Value>,
+    now: Timestamp,
+) -> Result<(Parsed, Timestamp), Vec<FieldError>> {
+    let given = body
+        .get("createdAt")
+        .and_then(Value::as_str)
+        .and_then(Timestamp::parse);
+    let future = given
+        .filter(|t| *t > now)
+        .map(|_| FieldError::new("createdAt", "must not be in the future"));
+    match (kind.parse(body, Mode::Create), future) {
+        (Ok(p), None) => Ok((p, given.unwrap_or(now))),
+        (Ok(_), Some(e)) => Err(vec![e]),
+        (Err(mut errors), Some(e)) => {
+            errors.push(e);
+            Err(errors)
+        }
+        (Err(errors), None) => Err(errors),
+    }
 }
 
 /// A validated create body of an idea.
@@ -451,8 +469,9 @@ pub struct IdeaDraft {
 }
 
 impl IdeaDraft {
-    pub fn parse(body: &Map<String, Value>) -> Result<IdeaDraft, Vec<FieldError>> {
-        let p = IDEA.parse(body, Mode::Create)?;
+    /// A create body; its `createdAt` (default `now`) must not be after `now`.
+    pub fn parse(body: &Map<String, Value>, now: Timestamp) -> Result<IdeaDraft, Vec<FieldError>> {
+        let (p, created_at) = dated(&IDEA, body, now)?;
         Ok(IdeaDraft {
             board_id: p.string("boardId"),
             title: p.string("title").unwrap_or_default(),
@@ -460,7 +479,7 @@ impl IdeaDraft {
             topic_id: p.string("topicId"),
             tag_ids: p.strings("tagIds").flatten().unwrap_or_default(),
             author: person(&p.object("author").unwrap_or_default()),
-            created_at: created_at(&p),
+            created_at,
         })
     }
 }
@@ -538,15 +557,18 @@ impl IdeaPatch {
 }
 
 /// A validated vote body: `{"voter": {"id"?, "email"?, "name"?}, "createdAt"?}`.
-pub fn parse_vote(body: &Map<String, Value>) -> Result<(Voter, Timestamp), Vec<FieldError>> {
-    let p = VOTE.parse(body, Mode::Create)?;
+pub fn parse_vote(
+    body: &Map<String, Value>,
+    now: Timestamp,
+) -> Result<(Voter, Timestamp), Vec<FieldError>> {
+    let (p, created_at) = dated(&VOTE, body, now)?;
     let v = p.object("voter").unwrap_or_default();
     let voter = Voter {
         id: v.string("id"),
         name: v.string("name"),
         email: v.string("email"),
     };
-    Ok((voter, created_at(&p)))
+    Ok((voter, created_at))
 }
 
 /// A validated comment body.
@@ -569,8 +591,8 @@ impl CommentDraft {
         })
     }
 
-    pub fn comment(&self, idea_id: &str) -> Comment {
-        let now = Timestamp::now();
+    /// The comment, made at `now`.
+    pub fn comment(&self, idea_id: &str, now: Timestamp) -> Comment {
         Comment {
             id: ids::object_id(),
             idea_id: idea_id.to_owned(),
@@ -616,7 +638,7 @@ mod tests {
 
     #[test]
     fn recent_votes_outweigh_old_ones_and_removal_undoes_addition() {
-        let now = Timestamp::now();
+        let now = Timestamp::from_micros(1_750_000_000_000_000);
         let old = Timestamp::from_micros(now.micros() - 30 * 24 * 3_600_000_000);
         let fresh = (0..5).fold(None, |s, _| trending_add(s, now));
         let stale = (0..5).fold(None, |s, _| trending_add(s, old));
@@ -630,10 +652,13 @@ mod tests {
 
     #[test]
     fn an_idea_body_reports_every_bad_field() {
-        let e = IdeaDraft::parse(&body(json!({
-            "title": "x", "description": 5, "topicId": "nope", "tagIds": ["zz"],
-            "author": {"id": "", "email": "bad"}, "extra": 1
-        })))
+        let e = IdeaDraft::parse(
+            &body(json!({
+                "title": "x", "description": 5, "topicId": "nope", "tagIds": ["zz"],
+                "author": {"id": "", "email": "bad"}, "extra": 1, "createdAt": "2025-06-16"
+            })),
+            Timestamp::parse("2025-06-15").unwrap(),
+        )
         .unwrap_err();
         assert_eq!(
             fields(e),
@@ -641,6 +666,7 @@ mod tests {
                 "author.email",
                 "author.id",
                 "author.name",
+                "createdAt",
                 "description",
                 "extra",
                 "tagIds[0]",
@@ -652,11 +678,20 @@ mod tests {
 
     #[test]
     fn a_vote_needs_an_id_or_an_email() {
+        let now = Timestamp::parse("2025-06-15").unwrap();
         assert_eq!(
-            fields(parse_vote(&body(json!({"voter": {"name": "A"}}))).unwrap_err()),
+            fields(parse_vote(&body(json!({"voter": {"name": "A"}})), now).unwrap_err()),
             ["voter"]
         );
-        let (v, _) = parse_vote(&body(json!({"voter": {"email": " A@B.co "}}))).unwrap();
-        assert_eq!(v.keys(), ["ea@b.co"]);
+        let (v, at) = parse_vote(&body(json!({"voter": {"email": " A@B.co "}})), now).unwrap();
+        assert_eq!(
+            (v.keys(), at),
+            (vec!["ea@b.co".to_owned()], now),
+            "created now"
+        );
+        let past = body(json!({"voter": {"id": "u"}, "createdAt": "2025-06-14"}));
+        assert!(parse_vote(&past, now).is_ok());
+        let future = body(json!({"voter": {"id": "u"}, "createdAt": "2025-06-16"}));
+        assert_eq!(fields(parse_vote(&future, now).unwrap_err()), ["createdAt"]);
     }
 }

@@ -569,11 +569,11 @@ pub async fn add_comment(
     let errors = match CommentDraft::parse(&body) {
         Err(d) => d,
         Ok(draft) => {
-            let (a, i) = (app.id.clone(), id.clone());
+            let (a, i, now) = (app.id.clone(), id.clone(), state.now());
             let plan = state.settings.plan(app.plan);
             match state
                 .store
-                .run(move |db| Ok(engagement::comment(db, &a, &i, &draft, &plan)))
+                .run(move |db| Ok(engagement::comment(db, &a, &i, &draft, &plan, now)))
                 .await?
             {
                 Ok(c) => {

@@ -340,10 +340,10 @@ pub async fn create_board(
     let result = match item_body(&form, None).and_then(|b| ItemPatch::parse(&b, None, true)) {
         Err(d) => Err(BoardError::Invalid(d)),
         Ok(p) => {
-            let a = app.id.clone();
+            let (a, now) = (app.id.clone(), state.now());
             state
                 .store
-                .run(move |db| Ok(boards::create(db, &a, &p, limit)))
+                .run(move |db| Ok(boards::create(db, &a, &p, limit, now)))
                 .await?
                 .map(|b| b.board.id)
         }
@@ -367,10 +367,10 @@ async fn apply(
         Ok(c) => c,
         Err(d) => return Ok(Err(BoardError::Invalid(d))),
     };
-    let (a, b) = (app.id.clone(), board.to_owned());
+    let (a, b, now) = (app.id.clone(), board.to_owned(), state.now());
     let out = state
         .store
-        .run(move |db| Ok(boards::change(db, &a, &b, &change)))
+        .run(move |db| Ok(boards::change(db, &a, &b, &change, now)))
         .await?;
     Ok(out.map(|(record, _)| record.board.id))
 }
