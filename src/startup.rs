@@ -19,6 +19,7 @@ use crate::collector::Collector;
 use crate::config::{Secret, ServerSettings, Settings};
 use crate::state::AppState;
 use crate::storage::{Store, StoreThreads};
+use crate::tenants::auth::AdminTokens;
 use crate::tenants::{Access, Registry};
 
 #[derive(Debug, thiserror::Error)]
@@ -33,6 +34,12 @@ pub enum StartError {
     Collector(#[from] crate::collector::CollectorError),
     #[error("server: {0}")]
     Server(std::io::Error),
+    #[error(
+        "the admin token is {0} characters: at least {MIN_ADMIN_TOKEN_CHARS} are required \
+         ({GOOD_ADMIN_TOKEN_CHARS} or more advised); set a longer TRIBUTARY_ADMIN_TOKEN, or unset \
+         it to have one generated"
+    )]
+    AdminTokenTooShort(usize),
 }
 
 /// A built, bound, not yet running server.
@@ -48,10 +55,32 @@ pub struct Application {
 }
 
 const ADMIN_TOKEN_FILE: &str = "admin_token";
+/// An admin token shorter than this refuses to start the server...
+pub const MIN_ADMIN_TOKEN_CHARS: usize = 16;
+/// ...and one shorter than this starts it with a warning (a generated token has 68).
+pub const GOOD_ADMIN_TOKEN_CHARS: usize = 32;
+
+/// The admin token (see `admin_token_source`), refused under `MIN_ADMIN_TOKEN_CHARS` characters
+/// and warned about under `GOOD_ADMIN_TOKEN_CHARS`.
+fn admin_token(configured: Option<&Secret>, data_dir: &Path) -> Result<Secret, StartError> {
+    let token = admin_token_source(configured, data_dir)?;
+    match token.expose().chars().count() {
+        n if n < MIN_ADMIN_TOKEN_CHARS => Err(StartError::AdminTokenTooShort(n)),
+        n if n < GOOD_ADMIN_TOKEN_CHARS => {
+            tracing::warn!(
+                chars = n,
+                advised = GOOD_ADMIN_TOKEN_CHARS,
+                "the admin token is short: anyone who guesses it owns every app; use a longer one"
+            );
+            Ok(token)
+        }
+        _ => Ok(token),
+    }
+}
 
 /// The admin token: `TRIBUTARY_ADMIN_TOKEN`, else the one kept in the data dir, else a new one
 /// that is written there (mode 0600) and printed once.
-fn admin_token(configured: Option<&Secret>, data_dir: &Path) -> Result<Secret, StartError> {
+fn admin_token_source(configured: Option<&Secret>, data_dir: &Path) -> Result<Secret, StartError> {
     if let Some(t) = configured {
         return Ok(t.clone());
     }
@@ -358,7 +387,7 @@ impl Application {
             registry,
             rate_limits: RateLimits::default(),
             plans: settings.plans.clone(),
-            admin_token,
+            admin_token: AdminTokens::new(admin_token),
         });
         let state = web::Data::new(AppState {
             settings,

@@ -1,6 +1,7 @@
 //! The outermost middleware: every request gets an id (`X-Request-Id`, `meta.requestId`, the log
 //! span), every error answer gets the envelope (including actix's own bare 404/405), the rate
-//! limit headers go on every keyed answer, and one log line per request.
+//! limit headers go on every keyed answer, every answer says `X-Content-Type-Options: nosniff`
+//! (no JSON or CSV answer is ever sniffed into HTML), and one log line per request.
 
 use std::time::Instant;
 
@@ -15,6 +16,8 @@ use tracing::Instrument;
 use super::error::{ApiError, Enveloped};
 use super::ratelimit::RateLimitInfo;
 use super::request_id::REQUEST_ID;
+
+const NOSNIFF: HeaderValue = HeaderValue::from_static("nosniff");
 
 /// Outermost middleware: gives every request an id (`X-Request-Id`, `meta.requestId`, the log
 /// span), turns every error, including actix's own bare 404/405, into the error envelope, and
@@ -56,6 +59,7 @@ pub async fn request_context(
         res.headers_mut()
             .insert(header::HeaderName::from_static("x-request-id"), v);
     }
+    res.headers_mut().insert(header::X_CONTENT_TYPE_OPTIONS, NOSNIFF);
     let rate = res.request().extensions().get::<RateLimitInfo>().copied();
     if let Some(rate) = rate {
         rate.write_headers(res.headers_mut());
@@ -94,6 +98,7 @@ impl actix_web::ResponseError for Escaped {
             None => ApiError::from_status(self.status_code()).body(&self.id),
         };
         let mut res = HttpResponse::build(self.status_code());
+        res.insert_header((header::X_CONTENT_TYPE_OPTIONS, NOSNIFF));
         if let Ok(v) = HeaderValue::from_str(&self.id) {
             res.insert_header((header::HeaderName::from_static("x-request-id"), v));
         }

@@ -194,11 +194,10 @@ pub fn html_response(res: &mut HttpResponseBuilder, page: Markup) -> HttpRespons
         .insert_header((header::CONTENT_TYPE, "text/html; charset=utf-8"))
         .insert_header((header::CACHE_CONTROL, "no-store"))
         .insert_header(("x-frame-options", "DENY"))
-        .insert_header(("x-content-type-options", "nosniff"))
         .insert_header(("referrer-policy", "same-origin"))
         .insert_header((
             "content-security-policy",
-            "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'; form-action 'self'",
+            "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
         ))
         .body(page.into_string());
     res.extensions_mut().insert(Enveloped);

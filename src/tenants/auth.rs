@@ -1,7 +1,11 @@
 //! Authentication of API requests (`X-API-Key`), their permission and rate limit, and of admin
-//! requests (`Authorization: Bearer <admin token>`).
+//! requests (`Authorization: Bearer <admin token>`), whose wrong tokens are throttled per client
+//! address (`AdminTokens`).
 
+use std::collections::HashMap;
 use std::future::{ready, Ready};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use actix_web::dev::Payload;
 use actix_web::{web, FromRequest, HttpMessage, HttpRequest};
@@ -19,7 +23,72 @@ pub struct Access {
     pub registry: Registry,
     pub rate_limits: RateLimits,
     pub plans: Plans,
-    pub admin_token: Secret,
+    pub admin_token: AdminTokens,
+}
+
+/// Wrong admin tokens allowed per client address per minute (a burst of this many, then one a
+/// second); past them, every admin token from that address (the right one too, so guessing
+/// learns nothing) waits for `Retry-After`. Generous enough for an operator's typos and a
+/// fuzzer's one wrong-token probe per operation; a guesser gets one try a second.
+pub const WRONG_ADMIN_TOKENS_PER_MINUTE: u32 = 60;
+
+/// The admin token and the throttle of wrong ones: each wrong token takes one of the address's
+/// `WRONG_ADMIN_TOKENS_PER_MINUTE` (governor buckets, refilled over the minute); one past the
+/// last blocks the address until its bucket holds a token again.
+pub struct AdminTokens {
+    token: Secret,
+    wrong: RateLimits,
+    /// Address -> blocked until (bounded: expired entries go whenever one is added).
+    blocked: Mutex<HashMap<String, Instant>>,
+}
+
+impl AdminTokens {
+    pub fn new(token: Secret) -> AdminTokens {
+        AdminTokens {
+            token,
+            wrong: RateLimits::default(),
+            blocked: Mutex::default(),
+        }
+    }
+
+    /// Checks a presented admin token from the client `addr`: `Ok(true)` when it is the token,
+    /// `Ok(false)` when it is not (counted), `Err(seconds)` while the address is blocked.
+    pub fn check(&self, given: &str, addr: &str) -> Result<bool, u64> {
+        let now = Instant::now();
+        let mut blocked = self.blocked.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(until) = blocked.get(addr).filter(|u| **u > now) {
+            return Err(until.duration_since(now).as_secs_f64().ceil().max(1.0) as u64);
+        }
+        let expected = crate::ids::hash_secret(self.token.expose());
+        if bool::from(expected.ct_eq(&crate::ids::hash_secret(given))) {
+            return Ok(true);
+        }
+        match self.wrong.check(addr, WRONG_ADMIN_TOKENS_PER_MINUTE).retry_after {
+            None => Ok(false),
+            Some(wait) => {
+                tracing::warn!(addr, wait, "wrong admin tokens: address throttled");
+                blocked.retain(|_, u| *u > now);
+                blocked.insert(addr.to_owned(), now + Duration::from_secs(wait));
+                Err(wait)
+            }
+        }
+    }
+}
+
+/// The client address a throttle counts by.
+pub fn client_addr(req: &HttpRequest) -> String {
+    req.peer_addr()
+        .map(|a| a.ip().to_string())
+        .unwrap_or_default()
+}
+
+/// 429 RATE_LIMITED with `Retry-After` for an address that sent too many wrong admin tokens.
+pub fn too_many_wrong_tokens(wait: u64) -> ApiError {
+    ApiError::new(
+        ErrorCode::RateLimited,
+        format!("too many wrong admin tokens from this address; try again in {wait} s"),
+    )
+    .with_header("retry-after", wait.to_string())
 }
 
 impl Access {
@@ -126,12 +195,10 @@ impl FromRequest for Admin {
                 .ok_or_else(|| {
                     ApiError::unauthorized("missing Authorization: Bearer <admin token>")
                 })?;
-            let expected = crate::ids::hash_secret(access.admin_token.expose());
-            let given = crate::ids::hash_secret(token);
-            if bool::from(expected.ct_eq(&given)) {
-                Ok(Admin)
-            } else {
-                Err(ApiError::unauthorized("invalid admin token"))
+            match access.admin_token.check(token, &client_addr(req)) {
+                Ok(true) => Ok(Admin),
+                Ok(false) => Err(ApiError::unauthorized("invalid admin token")),
+                Err(wait) => Err(too_many_wrong_tokens(wait)),
             }
         })())
     }

@@ -14,5 +14,6 @@ mod helpers;
 mod ideas;
 mod lake;
 mod sdk;
+mod security;
 mod slow;
 mod surveys;

@@ -14,6 +14,7 @@ use crate::dashboard::session::{
     self, Dashboard, Posted, CSRF_COOKIE, SESSION_COOKIE, SIGN_INS_PER_MINUTE,
 };
 use crate::state::AppState;
+use crate::tenants::auth::{client_addr, too_many_wrong_tokens};
 use crate::tenants::Access;
 use crate::validation::FieldError;
 
@@ -116,8 +117,10 @@ pub async fn setup(
 ) -> Result<HttpResponse, PageError> {
     let form = session::posted_anonymous(&req, payload).await?;
     let mut errors = Vec::new();
-    if !model::tokens_match(access.admin_token.expose(), form.get("token")) {
-        errors.push(FieldError::new("token", "is not this server's admin token"));
+    match access.admin_token.check(form.get("token"), &client_addr(&req)) {
+        Ok(true) => {}
+        Ok(false) => errors.push(FieldError::new("token", "is not this server's admin token")),
+        Err(wait) => return Err(too_many_wrong_tokens(wait).into()),
     }
     let parsed = NewUser::parse(
         form.get("email"),
@@ -201,10 +204,7 @@ pub async fn sign_in(
     let raw = form.get("email");
     let email =
         crate::validation::normalize_email(raw).unwrap_or_else(|_| raw.trim().to_lowercase());
-    let ip = req
-        .peer_addr()
-        .map(|a| a.ip().to_string())
-        .unwrap_or_default();
+    let ip = client_addr(&req);
     let rate = dash
         .sign_in_limits
         .check(&format!("{email}\u{0}{ip}"), SIGN_INS_PER_MINUTE);
