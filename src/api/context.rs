@@ -59,7 +59,8 @@ pub async fn request_context(
         res.headers_mut()
             .insert(header::HeaderName::from_static("x-request-id"), v);
     }
-    res.headers_mut().insert(header::X_CONTENT_TYPE_OPTIONS, NOSNIFF);
+    res.headers_mut()
+        .insert(header::X_CONTENT_TYPE_OPTIONS, NOSNIFF);
     let rate = res.request().extensions().get::<RateLimitInfo>().copied();
     if let Some(rate) = rate {
         rate.write_headers(res.headers_mut());

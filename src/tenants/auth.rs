@@ -63,7 +63,11 @@ impl AdminTokens {
         if bool::from(expected.ct_eq(&crate::ids::hash_secret(given))) {
             return Ok(true);
         }
-        match self.wrong.check(addr, WRONG_ADMIN_TOKENS_PER_MINUTE).retry_after {
+        match self
+            .wrong
+            .check(addr, WRONG_ADMIN_TOKENS_PER_MINUTE)
+            .retry_after
+        {
             None => Ok(false),
             Some(wait) => {
                 tracing::warn!(addr, wait, "wrong admin tokens: address throttled");

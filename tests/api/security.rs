@@ -13,7 +13,11 @@ use crate::helpers::*;
 
 #[test]
 fn an_admin_token_under_16_characters_refuses_to_start_the_server() {
-    for (token, starts) in [("x", false), ("fifteen-chars-x", false), ("sixteen-chars-xy", true)] {
+    for (token, starts) in [
+        ("x", false),
+        ("fifteen-chars-x", false),
+        ("sixteen-chars-xy", true),
+    ] {
         let tmp = tempfile::tempdir().unwrap();
         let mut settings = test_settings(tmp.path());
         settings.admin_token = Some(token.into());

@@ -117,7 +117,10 @@ pub async fn setup(
 ) -> Result<HttpResponse, PageError> {
     let form = session::posted_anonymous(&req, payload).await?;
     let mut errors = Vec::new();
-    match access.admin_token.check(form.get("token"), &client_addr(&req)) {
+    match access
+        .admin_token
+        .check(form.get("token"), &client_addr(&req))
+    {
         Ok(true) => {}
         Ok(false) => errors.push(FieldError::new("token", "is not this server's admin token")),
         Err(wait) => return Err(too_many_wrong_tokens(wait).into()),
