@@ -82,6 +82,24 @@ fn load_tx(tx: &TransactionalTree, app: &str, id: &str) -> Tx<Survey> {
     }
 }
 
+/// Runs `f` over survey `id` of `app` in one transaction (a malformed or unknown id:
+/// `NotFound`), then flushes.
+fn with_survey<T>(
+    db: &sled::Db,
+    app: &str,
+    id: &str,
+    f: impl Fn(&TransactionalTree, Survey) -> Tx<T>,
+) -> Result<T, SurveyError> {
+    if !ids::is_object_id(id) {
+        return Err(SurveyError::NotFound);
+    }
+    let out = db
+        .open_tree(TREE)?
+        .transaction(|tx| f(tx, load_tx(tx, app, id)?))?;
+    db.flush()?;
+    Ok(out)
+}
+
 /// Stores a new survey.
 pub fn create(db: &sled::Db, app: &str, survey: &Survey) -> Result<(), StoreError> {
     db.open_tree(TREE)?
@@ -115,19 +133,13 @@ pub fn update(
     patch: &SurveyPatch,
     now: Timestamp,
 ) -> Result<Survey, SurveyError> {
-    if !ids::is_object_id(id) {
-        return Err(SurveyError::NotFound);
-    }
-    let out = db.open_tree(TREE)?.transaction(|tx| {
-        let mut s = load_tx(tx, app, id)?;
+    with_survey(db, app, id, |tx, mut s| {
         if let Err(r) = s.apply(patch, now) {
             return abort(r.into());
         }
         tx.insert(survey_key(app, id), encode(&s))?;
         Ok(s)
-    })?;
-    db.flush()?;
-    Ok(out)
+    })
 }
 
 /// Moves a survey to `to` in a transaction with the count of live surveys; entering the
@@ -140,11 +152,7 @@ pub fn transition(
     limit: Option<u64>,
     now: Timestamp,
 ) -> Result<Survey, SurveyError> {
-    if !ids::is_object_id(id) {
-        return Err(SurveyError::NotFound);
-    }
-    let out = db.open_tree(TREE)?.transaction(|tx| {
-        let mut s = load_tx(tx, app, id)?;
+    with_survey(db, app, id, |tx, mut s| {
         let was = s.status.holds_slot();
         if let Err(m) = s.move_to(to, now) {
             return abort(SurveyError::Conflict(m));
@@ -167,18 +175,12 @@ pub fn transition(
         tx.insert(live_key(app), &n.to_be_bytes()[..])?;
         tx.insert(survey_key(app, id), encode(&s))?;
         Ok(s)
-    })?;
-    db.flush()?;
-    Ok(out)
+    })
 }
 
 /// Deletes a draft (409 for any other status).
 pub fn delete(db: &sled::Db, app: &str, id: &str) -> Result<(), SurveyError> {
-    if !ids::is_object_id(id) {
-        return Err(SurveyError::NotFound);
-    }
-    db.open_tree(TREE)?.transaction(|tx| {
-        let s = load_tx(tx, app, id)?;
+    with_survey(db, app, id, |tx, s| {
         if s.status != SurveyStatus::Draft {
             return abort(SurveyError::Conflict(format!(
                 "only a draft can be deleted; this survey is {} (close it instead)",
@@ -187,9 +189,7 @@ pub fn delete(db: &sled::Db, app: &str, id: &str) -> Result<(), SurveyError> {
         }
         tx.remove(survey_key(app, id))?;
         Ok(())
-    })?;
-    db.flush()?;
-    Ok(())
+    })
 }
 
 fn response_prefix(app: &str, survey: &str) -> Vec<u8> {
@@ -238,8 +238,7 @@ pub fn respond(
         .user_id
         .as_deref()
         .map(|u| visitor_key(app, id, &model::visitor(Some(u), &draft.anonymous_id)));
-    let out = db.open_tree(TREE)?.transaction(|tx| {
-        let mut survey = load_tx(tx, app, id)?;
+    with_survey(db, app, id, |tx, mut survey| {
         match survey.status {
             SurveyStatus::Active => {}
             SurveyStatus::Draft => return abort(SurveyError::NotFound),
@@ -298,9 +297,7 @@ pub fn respond(
             tx.insert(key.as_slice(), response.id.as_bytes())?;
         }
         Ok((response, created))
-    })?;
-    db.flush()?;
-    Ok(out)
+    })
 }
 
 /// Every response to survey `id` of `app`.
