@@ -20,6 +20,7 @@ pub fn object_id() -> String {
         let seed = random_bytes::<4>();
         AtomicU32::new(u32::from_be_bytes(seed) & 0x00ff_ffff)
     });
+    // An id, not a record's time: the system clock (ids stay unique across a moved test clock).
     let secs = Utc::now().timestamp().max(0) as u32;
     let n = counter.fetch_add(1, Ordering::Relaxed) & 0x00ff_ffff;
     let mut bytes = [0u8; 12];
@@ -59,11 +60,6 @@ pub fn hash_secret(secret: &str) -> [u8; 32] {
     Sha256::digest(secret.as_bytes()).into()
 }
 
-/// Now, in UTC.
-pub fn now() -> DateTime<Utc> {
-    Utc::now()
-}
-
 /// ISO 8601 with millisecond precision and a `Z`, the form every API timestamp takes.
 pub fn iso(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
@@ -87,10 +83,6 @@ pub fn parse_iso(s: &str) -> Option<DateTime<Utc>> {
 pub struct Timestamp(DateTime<Utc>);
 
 impl Timestamp {
-    pub fn now() -> Timestamp {
-        Timestamp::from(now())
-    }
-
     /// Microseconds since the Unix epoch.
     pub fn micros(self) -> i64 {
         self.0.timestamp_micros()

@@ -127,12 +127,13 @@ impl From<&KeyRecord> for KeyView {
     }
 }
 
-/// Makes a new key: the record to store and the full key string to show once.
+/// Makes a new key, created at `now`: the record to store and the full key string to show once.
 pub fn new_key(
     app_id: &str,
     kind: KeyKind,
     name: &str,
     permissions: Vec<Permission>,
+    now: Timestamp,
 ) -> (KeyRecord, String) {
     let id = ids::object_id();
     let secret = ids::secret();
@@ -144,7 +145,7 @@ pub fn new_key(
         name: name.to_owned(),
         secret_sha256: hex::encode(ids::hash_secret(&secret)),
         permissions,
-        created_at: Timestamp::now(),
+        created_at: now,
         revoked_at: None,
     };
     (record, full)

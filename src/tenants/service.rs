@@ -17,7 +17,7 @@ use super::auth::{Access, Admin};
 use super::model::{new_key, App, KeyKind, KeyRecord, Permission, Plan};
 use super::store;
 use crate::api::ApiError;
-use crate::ids::{self, Timestamp};
+use crate::ids;
 use crate::state::AppState;
 
 /// The store and the registry: what every admin operation writes.
@@ -59,8 +59,8 @@ impl Tenants {
     /// once).
     pub async fn create_app(&self, name: String, plan: Plan) -> Result<(App, String), ApiError> {
         let id = ids::object_id();
-        let (key, secret) = new_key(&id, KeyKind::Integration, "integration", Vec::new());
-        let now = Timestamp::now();
+        let now = self.state.now();
+        let (key, secret) = new_key(&id, KeyKind::Integration, "integration", Vec::new(), now);
         let app = App {
             id,
             name,
@@ -85,17 +85,22 @@ impl Tenants {
     /// Renames the app or changes its plan (a downgrade never deletes data); 404 when there is
     /// no such app.
     pub async fn update_app(&self, id: &str, change: AppChange) -> Result<App, ApiError> {
-        let (id, access) = (id.to_owned(), self.access.clone());
+        let (id, access, now) = (id.to_owned(), self.access.clone(), self.state.now());
         let (_, app) = self
             .state
             .store
             .run(move |db| {
-                let changed = store::modify_app(db, &id, |app| {
-                    if let Some(n) = &change.name {
-                        app.name.clone_from(n);
-                    }
-                    app.plan = change.plan.unwrap_or(app.plan);
-                })?;
+                let changed = store::modify_app(
+                    db,
+                    &id,
+                    |app| {
+                        if let Some(n) = &change.name {
+                            app.name.clone_from(n);
+                        }
+                        app.plan = change.plan.unwrap_or(app.plan);
+                    },
+                    now,
+                )?;
                 access.registry.reload_app(db, &id)?;
                 Ok(changed)
             })
@@ -111,7 +116,8 @@ impl Tenants {
         &self,
         id: &str,
     ) -> Result<(App, KeyRecord, String), ApiError> {
-        let (key, secret) = new_key(id, KeyKind::Integration, "integration", Vec::new());
+        let now = self.state.now();
+        let (key, secret) = new_key(id, KeyKind::Integration, "integration", Vec::new(), now);
         let (id, k, access) = (id.to_owned(), key.clone(), self.access.clone());
         let (app, _) = self
             .state
@@ -140,7 +146,7 @@ impl Tenants {
         name: &str,
         permissions: Vec<Permission>,
     ) -> Result<(KeyRecord, String), ApiError> {
-        let (key, secret) = new_key(&app.id, KeyKind::Api, name, permissions);
+        let (key, secret) = new_key(&app.id, KeyKind::Api, name, permissions, self.state.now());
         let (k, access) = (key.clone(), self.access.clone());
         self.state
             .store
@@ -193,9 +199,10 @@ impl Tenants {
 
     /// Revokes a key; it stops working on its next request.
     pub async fn revoke_key(&self, app_id: &str, key_id: &str) -> Result<KeyRecord, ApiError> {
+        let now = self.state.now();
         let key = self
-            .change_key(app_id, key_id, |k| {
-                k.revoked_at.get_or_insert_with(Timestamp::now);
+            .change_key(app_id, key_id, move |k| {
+                k.revoked_at.get_or_insert(now);
             })
             .await?;
         self.access.rate_limits.forget(&key.id);

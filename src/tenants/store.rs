@@ -93,11 +93,13 @@ where
     }
 }
 
-/// Changes an app (compare-and-swap); returns (before, after), `None` when it does not exist.
+/// Changes an app at `now` (compare-and-swap); returns (before, after), `None` when it does
+/// not exist.
 pub fn modify_app(
     db: &sled::Db,
     id: &str,
     change: impl Fn(&mut App),
+    now: Timestamp,
 ) -> Result<Option<(App, App)>, StoreError> {
     let changed = modify(
         &db.open_tree(APPS)?,
@@ -105,7 +107,7 @@ pub fn modify_app(
         |_| true,
         |app: &mut App| {
             change(app);
-            app.updated_at = Timestamp::now();
+            app.updated_at = now;
         },
     )?;
     db.flush()?;
@@ -113,16 +115,22 @@ pub fn modify_app(
 }
 
 /// Gives the app `key` as its integration key and revokes the old one. Returns the app and the
-/// revoked key, `None` when the app does not exist.
+/// revoked key, `None` when the app does not exist. The rotation happens when the new key was
+/// made (its `createdAt`).
 pub fn rotate_integration_key(
     db: &sled::Db,
     app_id: &str,
     key: &KeyRecord,
 ) -> Result<Option<(App, Option<KeyRecord>)>, StoreError> {
+    let now = key.created_at;
     let keys = db.open_tree(KEYS)?;
     keys.insert(&key.id, encode(key))?;
-    let Some((before, after)) =
-        modify_app(db, app_id, |a| a.integration_key_id.clone_from(&key.id))?
+    let Some((before, after)) = modify_app(
+        db,
+        app_id,
+        |a| a.integration_key_id.clone_from(&key.id),
+        now,
+    )?
     else {
         keys.remove(&key.id)?;
         return Ok(None);
@@ -132,7 +140,7 @@ pub fn rotate_integration_key(
         &before.integration_key_id,
         |_| true,
         |k: &mut KeyRecord| {
-            k.revoked_at.get_or_insert_with(Timestamp::now);
+            k.revoked_at.get_or_insert(now);
         },
     )?
     .map(|(_, after)| after);
@@ -237,12 +245,19 @@ mod tests {
     fn keys_stored_before_the_per_app_index_are_indexed_at_start_up() {
         let dir = tempfile::tempdir().unwrap();
         let db = sled::open(dir.path()).unwrap();
-        let (old, _) = new_key("app1", KeyKind::Api, "old", vec![Permission::ContactsRead]);
+        let t0 = Timestamp::from_micros(1_750_000_000_000_000);
+        let (old, _) = new_key(
+            "app1",
+            KeyKind::Api,
+            "old",
+            vec![Permission::ContactsRead],
+            t0,
+        );
         db.open_tree(KEYS)
             .unwrap()
             .insert(&old.id, encode(&old))
             .unwrap();
-        let (new, _) = new_key("app1", KeyKind::Api, "new", vec![]);
+        let (new, _) = new_key("app1", KeyKind::Api, "new", vec![], t0);
         insert_key(&db, &new).unwrap();
         let walk = |n, after| Walk::new(n, after);
         assert_eq!(

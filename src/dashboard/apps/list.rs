@@ -10,7 +10,6 @@ use crate::dashboard::layout::{
     self, csrf_field, field, form_errors, secret_box, usage_bar, Section, Shell,
 };
 use crate::dashboard::session::{AppPosted, Form, Posted, Viewer};
-use crate::ids::Timestamp;
 use crate::state::AppState;
 use crate::tenants::{store, App, AppChange, Plan, Tenants};
 use crate::validation::{check_text, FieldError};
@@ -55,7 +54,7 @@ pub async fn first_app(state: &AppState, section: &str) -> Result<HttpResponse, 
 
 /// Every app with its usage, read in one store call.
 async fn usage(state: &AppState) -> Result<Vec<AppUsage>, PageError> {
-    let month = crate::collector::usage::month_of(Timestamp::now().micros());
+    let month = crate::collector::usage::month_of(state.now().micros());
     Ok(state
         .store
         .run(move |db| {
