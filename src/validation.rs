@@ -32,21 +32,6 @@ pub fn type_name(v: &Value) -> &'static str {
     }
 }
 
-/// Trims `value` and checks its length and that it holds no control characters (tabs and line
-/// breaks are allowed in `multiline` text).
-pub fn check_text(value: &str, max: usize, multiline: bool) -> Result<String, String> {
-    let v = value.trim();
-    if v.chars().count() > max {
-        return Err(format!("must be at most {max} characters"));
-    }
-    if v.chars()
-        .any(|c| c.is_control() && !(multiline && (c == '\n' || c == '\t')))
-    {
-        return Err("must not contain control characters".into());
-    }
-    Ok(v.to_owned())
-}
-
 /// One error per key of `body` that is not in `allowed`.
 pub fn only_fields(body: &Map<String, Value>, allowed: &[&str], errors: &mut Vec<FieldError>) {
     for k in body.keys().filter(|k| !allowed.contains(&k.as_str())) {

@@ -11,8 +11,9 @@ use serde::{Deserialize, Serialize};
 use subtle::ConstantTimeEq;
 
 use crate::fields::names;
+use crate::fields::Text;
 use crate::ids::{self, Timestamp};
-use crate::validation::{check_text, normalize_email, FieldError};
+use crate::validation::{normalize_email, FieldError};
 
 /// Shortest password accepted.
 pub const MIN_PASSWORD_CHARS: usize = 10;
@@ -84,17 +85,10 @@ impl NewUser {
         let email = normalize_email(email)
             .map_err(|m| errors.push(FieldError::new("email", m)))
             .unwrap_or_default();
-        let name = match check_text(name, 100, false) {
-            Ok(n) if !n.is_empty() => n,
-            Ok(_) => {
-                errors.push(FieldError::new("name", "is required"));
-                String::new()
-            }
-            Err(m) => {
-                errors.push(FieldError::new("name", m));
-                String::new()
-            }
-        };
+        let name = Text::line(1, 100)
+            .check(name)
+            .map_err(|m| errors.push(FieldError::new("name", m)))
+            .unwrap_or_default();
         if let Err(m) = check_password(password) {
             errors.push(FieldError::new("password", m));
         }

@@ -184,16 +184,39 @@ pub struct Collected<'a> {
     pub errors: &'a [Rejected],
 }
 
-/// One refused event of a batch.
-#[derive(utoipa::ToSchema)]
-#[allow(dead_code)] // Describes `decode::Rejected` (which stays free of utoipa for the fuzzer).
-pub struct RejectedEvent {
-    /// Its position in `batch`.
-    index: usize,
-    /// The field at fault (`body` for the event as a whole).
-    field: String,
-    message: String,
+/// The schema of `decode::Rejected` (which stays free of utoipa for the fuzzer): one refused
+/// event of a batch.
+pub struct RejectedEvent;
+
+impl utoipa::PartialSchema for RejectedEvent {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        let text = |doc: Option<&str>| {
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .description(doc)
+        };
+        let index = ObjectBuilder::new()
+            .schema_type(Type::Integer)
+            .minimum(Some(0))
+            .description(Some("Its position in `batch`."));
+        let field = text(Some(
+            "The field at fault (`body` for the event as a whole).",
+        ));
+        ObjectBuilder::new()
+            .schema_type(Type::Object)
+            .description(Some("One refused event of a batch."))
+            .property("index", index)
+            .property("field", field)
+            .property("message", text(None))
+            .required("index")
+            .required("field")
+            .required("message")
+            .into()
+    }
 }
+
+impl utoipa::ToSchema for RejectedEvent {}
 
 /// Receive a batch of analytics events from the tracker.
 ///

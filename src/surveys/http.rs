@@ -589,10 +589,9 @@ fn widget_app(access: &Access, req: &HttpRequest) -> Result<(String, Plan), ApiE
 }
 
 /// Query parameters of the widget's survey list. `attr.<key>=<value>` parameters add
-/// attributes to the visitor's profile traits (and override them). Documentation only: the
-/// handler reads the query as pairs, to take the `attr.` ones.
-#[allow(dead_code)]
-#[derive(Debug, Deserialize, IntoParams)]
+/// attributes to the visitor's profile traits (and override them). The
+/// handler reads the query as pairs (into this struct), to take the `attr.` ones.
+#[derive(Debug, Default, Deserialize, IntoParams)]
 #[serde(rename_all = "camelCase")]
 #[into_params(parameter_in = Query)]
 pub struct WidgetQuery {
@@ -627,13 +626,13 @@ async fn eligible_surveys(
 ) -> Result<HttpResponse, ApiError> {
     let (app, _) = widget_app(&access, &req)?;
     let mut errors = Vec::new();
-    let (mut anonymous_id, mut user_id, mut url) = (None, None, None);
+    let mut query = WidgetQuery::default();
     let mut attrs = serde_json::Map::new();
     for (k, v) in q.into_inner() {
         match k.as_str() {
-            "anonymousId" => anonymous_id = Some(v),
-            "userId" => user_id = Some(v).filter(|v| !v.is_empty()),
-            "url" => url = Some(v).filter(|v| !v.is_empty()),
+            "anonymousId" => query.anonymous_id = v,
+            "userId" => query.user_id = Some(v).filter(|v| !v.is_empty()),
+            "url" => query.url = Some(v).filter(|v| !v.is_empty()),
             _ => match k.strip_prefix("attr.").filter(|a| !a.is_empty()) {
                 Some(a) => {
                     attrs.insert(a.to_owned(), Value::String(v));
@@ -645,14 +644,19 @@ async fn eligible_surveys(
             },
         }
     }
-    let anonymous_id = match anonymous_id.as_deref().map(canonical_anonymous_id) {
-        Some(Ok(a)) => Some(a),
-        Some(Err(m)) => {
-            errors.push(FieldError::new("anonymousId", m));
+    let WidgetQuery {
+        anonymous_id,
+        user_id,
+        url,
+    } = query;
+    let anonymous_id = match canonical_anonymous_id(&anonymous_id) {
+        _ if anonymous_id.is_empty() => {
+            errors.push(FieldError::new("anonymousId", "is required (a UUID)"));
             None
         }
-        None => {
-            errors.push(FieldError::new("anonymousId", "is required (a UUID)"));
+        Ok(a) => Some(a),
+        Err(m) => {
+            errors.push(FieldError::new("anonymousId", m));
             None
         }
     };

@@ -8,8 +8,9 @@ use super::survey::{
     MAX_OPTIONS, MAX_QUESTIONS, PMF_OPTIONS,
 };
 use super::targeting::{parse_targeting, Targeting};
+use crate::fields::Text;
 use crate::ids::{self, Timestamp};
-use crate::validation::{check_text, only_fields, type_name, FieldError};
+use crate::validation::{only_fields, type_name, FieldError};
 
 /// Why an edit is refused.
 #[derive(Debug, Clone, PartialEq)]
@@ -44,7 +45,7 @@ impl SurveyPatch {
         };
         match body.get("title") {
             None => missing("title", &mut errors),
-            Some(Value::String(s)) => match check_text(s, 200, false) {
+            Some(Value::String(s)) => match Text::line(0, 200).check(s) {
                 Ok(t) if t.is_empty() => errors.push(FieldError::new("title", "must not be empty")),
                 Ok(t) => p.title = Some(t),
                 Err(m) => errors.push(FieldError::new("title", m)),
@@ -270,7 +271,7 @@ fn parse_question(i: usize, v: &Value, errors: &mut Vec<FieldError>) -> Option<Q
 /// A question's text: required, 1 to 1000 characters.
 fn question_text(field: &str, v: Option<&Value>, errors: &mut Vec<FieldError>) -> String {
     match v {
-        Some(Value::String(s)) => match check_text(s, 1000, true) {
+        Some(Value::String(s)) => match Text::lines(0, 1000).check(s) {
             Ok(t) if t.is_empty() => {
                 errors.push(FieldError::new(field, "must not be empty"));
                 t
@@ -371,7 +372,7 @@ fn parse_options(at: &str, v: &Value, errors: &mut Vec<FieldError>) -> Option<Ve
             }
         };
         let label = match m.get("label") {
-            Some(Value::String(s)) => match check_text(s, 200, false) {
+            Some(Value::String(s)) => match Text::line(0, 200).check(s) {
                 Ok(l) if !l.is_empty() => Some(l),
                 Ok(_) => {
                     errors.push(FieldError::new(

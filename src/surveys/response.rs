@@ -7,8 +7,9 @@ use serde_json::{Map, Value};
 use super::survey::{
     at_most, unknown_keys, Question, QuestionType, Survey, SurveyType, MAX_QUESTIONS,
 };
+use crate::fields::Text;
 use crate::ids::{self, Timestamp};
-use crate::validation::{check_text, only_fields, type_name, FieldError};
+use crate::validation::{only_fields, type_name, FieldError};
 
 /// The prefix of a response id (`resp_<ObjectId>`).
 pub const RESPONSE_PREFIX: &str = "resp_";
@@ -89,7 +90,7 @@ fn short_text(
 ) -> Option<String> {
     match m.get(name) {
         None | Some(Value::Null) => None,
-        Some(Value::String(s)) => match check_text(s, max, false) {
+        Some(Value::String(s)) => match Text::line(0, max).check(s) {
             Ok(t) if t.is_empty() => None,
             Ok(t) => Some(t),
             Err(e) => {
@@ -249,7 +250,7 @@ fn parse_attributes(v: Option<&Value>, errors: &mut Vec<FieldError>) -> Map<Stri
         }
         match v {
             // Kept as given (untrimmed), as the survey list's `attr.<key>` is.
-            Value::String(s) => match check_text(s, 500, false) {
+            Value::String(s) => match Text::line(0, 500).check(s) {
                 Ok(_) => {
                     out.insert(k.clone(), v.clone());
                 }
@@ -301,7 +302,7 @@ fn check_value(q: &Question, v: &Value) -> Result<Value, String> {
             }
         }
         QuestionType::Text => match v.as_str() {
-            Some(s) => match check_text(s, MAX_TEXT_ANSWER, true) {
+            Some(s) => match Text::lines(0, MAX_TEXT_ANSWER).check(s) {
                 Ok(t) if t.is_empty() => Err("must not be empty".into()),
                 Ok(t) => Ok(Value::String(t)),
                 Err(e) => Err(e),

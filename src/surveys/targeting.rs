@@ -6,7 +6,8 @@ use serde_json::{Map, Value};
 
 use super::survey::{at_most, unknown_keys, Survey, SurveyStatus};
 use crate::fields::names;
-use crate::validation::{check_text, type_name, FieldError};
+use crate::fields::Text;
+use crate::validation::{type_name, FieldError};
 
 /// The most attribute rules of a targeting.
 pub const MAX_RULES: usize = 50;
@@ -46,12 +47,12 @@ impl Operator {
                 Err(format!("must be a number, not {}", type_name(v)))
             }
             (Contains | DoesNotContain | StartsWith | EndsWith, Some(Value::String(s))) => {
-                check_text(s, 500, false).map(|_| ())
+                Text::line(0, 500).check(s).map(|_| ())
             }
             (Contains | DoesNotContain | StartsWith | EndsWith, Some(v)) => {
                 Err(format!("must be a string, not {}", type_name(v)))
             }
-            (Equals | NotEquals, Some(Value::String(s))) => check_text(s, 500, false).map(|_| ()),
+            (Equals | NotEquals, Some(Value::String(s))) => Text::line(0, 500).check(s).map(|_| ()),
             (Equals | NotEquals, Some(Value::Number(_) | Value::Bool(_))) => Ok(()),
             (Equals | NotEquals, Some(v)) => Err(format!(
                 "must be a string, number or boolean, not {}",
@@ -211,7 +212,7 @@ fn parse_urls(v: Option<&Value>, errors: &mut Vec<FieldError>) -> Vec<UrlRule> {
             ));
         }
         let value = match m.get("value") {
-            Some(Value::String(s)) => match check_text(s, MAX_URL_RULE_CHARS, false) {
+            Some(Value::String(s)) => match Text::line(0, MAX_URL_RULE_CHARS).check(s) {
                 Ok(t) if t.is_empty() => Err("must not be empty".to_owned()),
                 other => other,
             },

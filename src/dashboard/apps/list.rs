@@ -10,9 +10,10 @@ use crate::dashboard::layout::{
     self, csrf_field, field, form_errors, secret_box, usage_bar, Section, Shell,
 };
 use crate::dashboard::session::{AppPosted, Form, Posted, Viewer};
+use crate::fields::Text;
 use crate::state::AppState;
 use crate::tenants::{store, App, AppChange, Plan, Tenants};
-use crate::validation::{check_text, FieldError};
+use crate::validation::FieldError;
 
 /// The most apps the page lists.
 const MAX_APPS: usize = 500;
@@ -212,12 +213,10 @@ fn require_owner(viewer: &Viewer) -> Result<(), PageError> {
 
 /// The name of an app or key from a form: 1 to 100 characters once trimmed.
 pub fn name_of(form: &Form, errors: &mut Vec<FieldError>) -> String {
-    match check_text(form.get("name"), 100, false) {
-        Ok(n) if !n.is_empty() => return n,
-        Ok(_) => errors.push(FieldError::new("name", "is required: 1 to 100 characters")),
-        Err(m) => errors.push(FieldError::new("name", m)),
-    }
-    String::new()
+    Text::line(1, 100)
+        .check(form.get("name"))
+        .map_err(|m| errors.push(FieldError::new("name", m)))
+        .unwrap_or_default()
 }
 
 /// `POST /dashboard/apps`: creates an app; the page shows its integration key once.
