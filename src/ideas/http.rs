@@ -428,18 +428,24 @@ async fn add_vote(
                 .store
                 .run(move |db| Ok(engagement::vote(db, &app, &id, &voter, at, &plan)))
                 .await??;
-            Ok(StoredAnswer {
-                status: 201,
-                location: Some(format!("/api/v1/ideas/{}/votes/{}", vote.idea_id, vote.id)),
-                holds: vec![
-                    vote.idea_id.clone(),
-                    engagement::child_hold(b'v', &vote.idea_id, &vote.id),
-                ],
-                data: json!(vote),
-            })
+            Ok(child_created(b'v', &vote.idea_id, &vote.id, json!(vote)))
         },
     )
     .await
+}
+
+/// The kept answer of a new vote (`b'v'`) or comment (`b'c'`): it holds the idea and the child.
+fn child_created(kind: u8, idea_id: &str, id: &str, data: serde_json::Value) -> StoredAnswer {
+    let list = if kind == b'v' { "votes" } else { "comments" };
+    StoredAnswer {
+        status: 201,
+        location: Some(format!("/api/v1/ideas/{idea_id}/{list}/{id}")),
+        holds: vec![
+            idea_id.to_owned(),
+            engagement::child_hold(kind, idea_id, id),
+        ],
+        data,
+    }
 }
 
 /// An idea's votes, oldest first (`ideas:read`).
@@ -516,15 +522,7 @@ async fn add_comment(
                 .store
                 .run(move |db| Ok(engagement::comment(db, &app, &id, &draft, &plan, now)))
                 .await??;
-            Ok(StoredAnswer {
-                status: 201,
-                location: Some(format!("/api/v1/ideas/{}/comments/{}", c.idea_id, c.id)),
-                holds: vec![
-                    c.idea_id.clone(),
-                    engagement::child_hold(b'c', &c.idea_id, &c.id),
-                ],
-                data: json!(c),
-            })
+            Ok(child_created(b'c', &c.idea_id, &c.id, json!(c)))
         },
     )
     .await
