@@ -289,6 +289,9 @@ pub fn admin_create(args: &AdminCreate) -> Result<(), String> {
             return Err("the first owner was made meanwhile; run again".into())
         }
         Err(AccountError::Store(e)) => return Err(e.to_string()),
+        Err(AccountError::LastOwner | AccountError::NoSuchUser) => {
+            return Err("unexpected answer to an account's creation".into())
+        }
     }
     println!(
         "{}",

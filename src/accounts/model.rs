@@ -9,6 +9,7 @@ use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, Salt
 use argon2::Argon2;
 use serde::{Deserialize, Serialize};
 use subtle::ConstantTimeEq;
+use unicode_normalization::UnicodeNormalization;
 
 use crate::fields::names;
 use crate::fields::Text;
@@ -118,9 +119,16 @@ impl NewUser {
     }
 }
 
-/// The length rule of passwords.
+/// The rules of passwords: 10 to 200 characters (counted in NFC), not only white space, no
+/// control characters (NUL, tab, line breaks, ESC...).
 pub fn check_password(password: &str) -> Result<(), String> {
-    match password.chars().count() {
+    if password.chars().any(char::is_control) {
+        return Err("must not contain control characters (tabs, line breaks, NUL...)".into());
+    }
+    if password.trim().is_empty() && !password.is_empty() {
+        return Err("must not be only spaces".into());
+    }
+    match password.nfc().count() {
         n if n < MIN_PASSWORD_CHARS => {
             Err(format!("must be at least {MIN_PASSWORD_CHARS} characters"))
         }
@@ -131,24 +139,28 @@ pub fn check_password(password: &str) -> Result<(), String> {
     }
 }
 
-/// argon2id with the crate's default parameters and a random 128-bit salt, as a PHC string.
+/// argon2id with the crate's default parameters and a random 128-bit salt, as a PHC string,
+/// of the password in Unicode NFC (so "é" typed as one code point or as "e" and an accent is
+/// the same password).
 pub fn hash_password(password: &str) -> Result<String, String> {
     let salt = SaltString::encode_b64(&ids::random_bytes::<16>()).map_err(|e| e.to_string())?;
+    let nfc: String = password.nfc().collect();
     Argon2::default()
-        .hash_password(password.as_bytes(), &salt)
+        .hash_password(nfc.as_bytes(), &salt)
         .map(|h| h.to_string())
         .map_err(|e| e.to_string())
 }
 
-/// True when `password` matches the PHC string `hash` (false for a malformed hash).
+/// True when `password` matches the PHC string `hash` (false for a malformed hash). Tried in
+/// NFC, as hashed since; a hash stored before that is of the text as typed, so when the typed
+/// text is not already NFC it is tried as such too, and nobody is locked out.
 pub fn verify_password(password: &str, hash: &str) -> bool {
-    PasswordHash::new(hash)
-        .map(|h| {
-            Argon2::default()
-                .verify_password(password.as_bytes(), &h)
-                .is_ok()
-        })
-        .unwrap_or(false)
+    let Ok(h) = PasswordHash::new(hash) else {
+        return false;
+    };
+    let verify = |p: &str| Argon2::default().verify_password(p.as_bytes(), &h).is_ok();
+    let nfc: String = password.nfc().collect();
+    verify(&nfc) || (nfc != password && verify(password))
 }
 
 /// A hash of a password nobody has, verified when the e-mail is unknown so that a wrong e-mail
@@ -225,6 +237,35 @@ mod tests {
             hash_password("correct horse battery").unwrap(),
             "salted"
         );
+    }
+
+    #[test]
+    fn passwords_are_refused_blank_or_with_control_characters_and_match_across_normal_forms() {
+        for bad in [
+            "          ",
+            "\t".repeat(10).as_str(),
+            "long enough\0pw",
+            "\u{3000}".repeat(10).as_str(),
+        ] {
+            assert!(check_password(bad).is_err(), "{bad:?}");
+        }
+        assert!(
+            check_password("a b c d e f").is_ok(),
+            "inner spaces are fine"
+        );
+        let (nfd, nfc) = (
+            "A\u{30a}sa-a\u{30a}ngstro\u{308}m",
+            "\u{c5}sa-\u{e5}ngstr\u{f6}m",
+        );
+        let hash = hash_password(nfd).unwrap();
+        assert!(verify_password(nfc, &hash) && verify_password(nfd, &hash));
+        // A hash made before passwords were normalised: of the text as typed.
+        let salt = SaltString::encode_b64(&[7u8; 16]).unwrap();
+        let old = Argon2::default()
+            .hash_password(nfd.as_bytes(), &salt)
+            .unwrap()
+            .to_string();
+        assert!(verify_password(nfd, &old), "the old user still gets in");
     }
 
     #[test]

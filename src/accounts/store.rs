@@ -9,7 +9,7 @@
 
 use sled::transaction::{ConflictableTransactionError, TransactionError};
 
-use super::model::{Session, User};
+use super::model::{Role, Session, User};
 use crate::ids::Timestamp;
 use crate::storage::{decode, encode, StoreError};
 
@@ -23,6 +23,10 @@ pub enum AccountError {
     EmailTaken,
     /// The first owner exists already (the setup page is spent).
     AlreadySetUp,
+    /// The account is the last owner (someone must keep managing the team).
+    LastOwner,
+    /// No such account.
+    NoSuchUser,
     Store(StoreError),
 }
 
@@ -141,6 +145,69 @@ pub fn delete_session(db: &sled::Db, skey: &str) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Serialises the changes that count owners (two owners removing each other at once must not
+/// leave the team with none).
+static TEAM: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Removes an account, its e-mail entry and every session of it; refused for the last owner.
+pub fn delete_user(db: &sled::Db, id: &str) -> Result<User, AccountError> {
+    let _team = TEAM.lock().unwrap_or_else(|e| e.into_inner());
+    let users = list_users(db)?;
+    let user = users
+        .iter()
+        .find(|u| u.id == id)
+        .cloned()
+        .ok_or(AccountError::NoSuchUser)?;
+    let owners = users.iter().filter(|u| u.role == Role::Owner).count();
+    if user.role == Role::Owner && owners <= 1 {
+        return Err(AccountError::LastOwner);
+    }
+    let tree = db.open_tree(TREE)?;
+    tree.remove(key(b'u', id))?;
+    tree.remove(key(b'e', &user.email))?;
+    end_sessions(db, id, None)?;
+    db.flush()?;
+    Ok(user)
+}
+
+/// Replaces an account's password hash (compare-and-swap on the record).
+pub fn set_password(db: &sled::Db, id: &str, hash: &str) -> Result<(), AccountError> {
+    let tree = db.open_tree(TREE)?;
+    let k = key(b'u', id);
+    loop {
+        let Some(v) = tree.get(&k)? else {
+            return Err(AccountError::NoSuchUser);
+        };
+        let mut user: User = decode(&k, &v)?;
+        user.password_hash = hash.to_owned();
+        if tree
+            .compare_and_swap(&k, Some(v), Some(encode(&user)))?
+            .is_ok()
+        {
+            db.flush()?;
+            return Ok(());
+        }
+    }
+}
+
+/// Ends every session of an account but `keep` (the store key of the session to keep);
+/// returns how many ended.
+pub fn end_sessions(db: &sled::Db, user_id: &str, keep: Option<&str>) -> Result<usize, StoreError> {
+    let tree = db.open_tree(TREE)?;
+    let kept = keep.map(|k| key(b's', k));
+    let mut ended = 0;
+    for kv in tree.scan_prefix(b"s") {
+        let (k, v) = kv?;
+        let theirs = decode::<Session>(&k, &v).is_ok_and(|s| s.user_id == user_id);
+        if theirs && kept.as_deref() != Some(&k[..]) {
+            tree.remove(&k)?;
+            ended += 1;
+        }
+    }
+    db.flush()?;
+    Ok(ended)
+}
+
 /// Removes every expired session; returns how many (start-up).
 pub fn sweep_sessions(db: &sled::Db, now: Timestamp) -> Result<usize, StoreError> {
     let tree = db.open_tree(TREE)?;
@@ -194,6 +261,37 @@ mod tests {
         create_user(&db, &user("c@x.io"), false).unwrap();
         assert_eq!(list_users(&db).unwrap().len(), 2);
         assert!(user_by_email(&db, "c@x.io").unwrap().is_some());
+    }
+
+    #[test]
+    fn the_last_owner_stays_and_a_removed_account_loses_its_sessions() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = sled::open(dir.path()).unwrap();
+        let (owner, mut member) = (user("o@x.io"), user("m@x.io"));
+        member.role = Role::Member;
+        create_user(&db, &owner, true).unwrap();
+        create_user(&db, &member, false).unwrap();
+        let now = Timestamp::now();
+        let mut keys = Vec::new();
+        for u in [&owner, &member, &member] {
+            let (s, id) = Session::start(&u.id, now);
+            insert_session(&db, &session_key(&id), &s).unwrap();
+            keys.push(session_key(&id));
+        }
+        assert!(matches!(
+            delete_user(&db, &owner.id),
+            Err(AccountError::LastOwner)
+        ));
+        assert_eq!(end_sessions(&db, &member.id, Some(&keys[1])).unwrap(), 1);
+        assert!(session(&db, &keys[1], now).unwrap().is_some());
+        delete_user(&db, &member.id).unwrap();
+        assert!(session(&db, &keys[1], now).unwrap().is_none());
+        assert!(session(&db, &keys[0], now).unwrap().is_some());
+        assert!(user_by_email(&db, "m@x.io").unwrap().is_none());
+        assert!(matches!(
+            delete_user(&db, &member.id),
+            Err(AccountError::NoSuchUser)
+        ));
     }
 
     #[test]

@@ -7,6 +7,7 @@ use actix_web::{HttpResponse, ResponseError};
 use maud::html;
 
 use super::layout;
+use crate::accounts::store::AccountError;
 use crate::api::{ApiError, ErrorCode};
 use crate::storage::StoreError;
 
@@ -49,6 +50,21 @@ impl std::fmt::Display for PageError {
 impl From<ApiError> for PageError {
     fn from(e: ApiError) -> Self {
         PageError::Api(e)
+    }
+}
+
+impl From<AccountError> for PageError {
+    fn from(e: AccountError) -> Self {
+        let conflict = |m: &str| PageError::Api(ApiError::new(ErrorCode::Conflict, m));
+        match e {
+            AccountError::EmailTaken => conflict("that e-mail already has an account"),
+            AccountError::AlreadySetUp => conflict("the first owner exists already"),
+            AccountError::LastOwner => {
+                conflict("the last owner cannot be removed: make another member an owner first")
+            }
+            AccountError::NoSuchUser => PageError::not_found("account"),
+            AccountError::Store(e) => e.into(),
+        }
     }
 }
 

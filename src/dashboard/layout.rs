@@ -26,6 +26,8 @@ pub enum Section {
     Keys,
     Contacts,
     Team,
+    /// The signed-in member's own account (reached from their name, not from the sidebar).
+    Account,
 }
 
 struct NavItem {
@@ -148,7 +150,7 @@ impl Shell<'_> {
                     div.who {
                         span.avatar aria-hidden="true" { (initial(&self.viewer.user.name)) }
                         span.who-text {
-                            strong { (self.viewer.user.name) }
+                            strong { a href="/dashboard/account" title="Your account" { (self.viewer.user.name) } }
                             small { (self.viewer.user.role.name()) }
                         }
                         form method="post" action="/dashboard/sign-out" {

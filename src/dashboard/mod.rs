@@ -25,7 +25,7 @@ pub mod viewer;
 
 use actix_web::{web, Scope};
 
-use account::{auth, team};
+use account::{auth, password, team};
 use apps::keys;
 use contacts::{import, table as contacts_table};
 use ideas::{board, detail as idea_detail, settings as idea_settings};
@@ -65,6 +65,10 @@ fn account_routes(scope: Scope) -> Scope {
         .route("/apps/{id}/keys/{key}/revoke", web::post().to(keys::revoke))
         .route("/team", web::get().to(team::list))
         .route("/team", web::post().to(team::create))
+        .route("/team/{user}/sign-out", web::post().to(team::end_sessions))
+        .route("/team/{user}/remove", web::post().to(team::remove))
+        .route("/account", web::get().to(password::show))
+        .route("/account/password", web::post().to(password::change))
 }
 
 /// Contacts (table, detail, CSV in and out) and traffic.

@@ -1,5 +1,6 @@
 //! Black-box tests: the real server on port 0 with a temporary data dir.
 
+mod accounts;
 mod admin;
 mod analytics;
 mod binary;

@@ -155,8 +155,7 @@ pub async fn setup(
     {
         Ok(()) => {}
         Err(AccountError::AlreadySetUp) => return Ok(layout::see_other("/dashboard/sign-in")),
-        Err(AccountError::EmailTaken) => return Err(PageError::bad_request("e-mail taken")),
-        Err(AccountError::Store(e)) => return Err(e.into()),
+        Err(other) => return Err(other.into()),
     }
     tracing::info!(user_id = %id, "first owner created");
     sign_in_as(&state, &req, &id).await

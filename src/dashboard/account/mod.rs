@@ -1,4 +1,6 @@
-//! Accounts: `auth.rs` (setup, sign-in, sign-out) and `team.rs` (the members).
+//! Accounts: `auth.rs` (setup, sign-in, sign-out), `team.rs` (the members: add, remove, end
+//! their sessions) and `password.rs` (your own account: change the password).
 
 pub mod auth;
+pub mod password;
 pub mod team;

@@ -1,10 +1,11 @@
-//! The Team page (owners only): the accounts, and a form that creates a member or owner with
-//! a first password.
+//! The Team page (owners only): the accounts, a form that creates a member or owner with a
+//! first password, and per account: end its sessions (signs it out everywhere) or remove it
+//! (its sessions end with it; the last owner cannot be removed).
 
 use actix_web::{web, HttpResponse};
 use maud::{html, Markup};
 
-use crate::accounts::model::{NewUser, Role};
+use crate::accounts::model::{NewUser, Role, User};
 use crate::accounts::store::{self, AccountError};
 use crate::dashboard::error::PageError;
 use crate::dashboard::layout::{self, csrf_field, field, form_errors, when, Section, Shell};
@@ -17,6 +18,20 @@ fn require_owner(viewer: &Viewer) -> Result<(), PageError> {
         Ok(())
     } else {
         Err(PageError::forbidden("only owners manage the team"))
+    }
+}
+
+/// An account's buttons: end its sessions, remove it (each a form with the CSRF token).
+fn member_actions(viewer: &Viewer, u: &User) -> Markup {
+    html! {
+        form.inline method="post" action=(format!("/dashboard/team/{}/sign-out", u.id)) {
+            (csrf_field(&viewer.session.csrf))
+            button.button type="submit" aria-label=(format!("End the sessions of {}", u.name)) { "End sessions" }
+        }
+        form.inline method="post" action=(format!("/dashboard/team/{}/remove", u.id)) {
+            (csrf_field(&viewer.session.csrf))
+            button.button.danger-button type="submit" aria-label=(format!("Remove {}", u.name)) { "Remove" }
+        }
     }
 }
 
@@ -55,10 +70,13 @@ async fn render(
         }
         div.table-wrap {
             table aria-label="Team accounts" {
-                thead { tr { th scope="col" { "Name" } th scope="col" { "E-mail" } th scope="col" { "Role" } th scope="col" { "Since" } } }
+                thead { tr { th scope="col" { "Name" } th scope="col" { "E-mail" } th scope="col" { "Role" } th scope="col" { "Since" } th scope="col" { "Actions" } } }
                 tbody {
                     @for u in &users {
-                        tr { td { (u.name) } td { (u.email) } td { span.badge { (u.role.name()) } } td { (when(u.created_at)) } }
+                        tr {
+                            td { (u.name) } td { (u.email) } td { span.badge { (u.role.name()) } } td { (when(u.created_at)) }
+                            td.actions { (member_actions(viewer, u)) }
+                        }
                     }
                 }
             }
@@ -114,10 +132,7 @@ pub async fn create(Posted(state, viewer, form): Posted) -> Result<HttpResponse,
             let errors = vec![FieldError::new("email", "already has an account")];
             return bad(&state, &viewer, &form, errors).await;
         }
-        Err(AccountError::AlreadySetUp) => {
-            return Err(PageError::internal("setup flag on a member"))
-        }
-        Err(AccountError::Store(e)) => return Err(e.into()),
+        Err(other) => return Err(other.into()),
     }
     tracing::info!(user_id = %user.id, by = %viewer.user.id, role = user.role.name(), "account created");
     let notice = html! {
@@ -142,4 +157,52 @@ async fn bad(
     )
     .await?;
     Ok(layout::html_response(&mut HttpResponse::BadRequest(), page))
+}
+
+/// `POST /dashboard/team/{user}/sign-out`: ends every session of the account (its browsers are
+/// signed out at their next request; an owner ending their own is signed out too).
+pub async fn end_sessions(
+    Posted(state, viewer, _): Posted,
+    path: web::Path<String>,
+) -> Result<HttpResponse, PageError> {
+    require_owner(&viewer)?;
+    let id = path.into_inner();
+    let u = id.clone();
+    let user = state.store.run(move |db| store::get_user(db, &u)).await?;
+    let user = user.ok_or_else(|| PageError::not_found("account"))?;
+    let ended = state
+        .store
+        .run(move |db| store::end_sessions(db, &id, None))
+        .await?;
+    tracing::info!(user_id = %user.id, by = %viewer.user.id, ended, "sessions ended");
+    let notice = html! {
+        div.notice.ok role="status" { p { "Signed " (user.name) " out everywhere (" (ended) " sessions)." } }
+    };
+    Ok(layout::ok(
+        render(&state, &viewer, notice, ("", "", &[])).await?,
+    ))
+}
+
+/// `POST /dashboard/team/{user}/remove`: removes the account and ends its sessions; 409 for
+/// the last owner.
+pub async fn remove(
+    Posted(state, viewer, _): Posted,
+    path: web::Path<String>,
+) -> Result<HttpResponse, PageError> {
+    require_owner(&viewer)?;
+    let id = path.into_inner();
+    let user = state
+        .store
+        .run(move |db| Ok(store::delete_user(db, &id)))
+        .await??;
+    tracing::info!(user_id = %user.id, by = %viewer.user.id, "account removed");
+    if user.id == viewer.user.id {
+        return Ok(layout::see_other("/dashboard/sign-in"));
+    }
+    let notice = html! {
+        div.notice.ok role="status" { p { (user.name) " (" (user.email) ") was removed." } }
+    };
+    Ok(layout::ok(
+        render(&state, &viewer, notice, ("", "", &[])).await?,
+    ))
 }
