@@ -271,7 +271,7 @@ mod tests {
         member.role = Role::Member;
         create_user(&db, &owner, true).unwrap();
         create_user(&db, &member, false).unwrap();
-        let now = Timestamp::now();
+        let now = t0();
         let mut keys = Vec::new();
         for u in [&owner, &member, &member] {
             let (s, id) = Session::start(&u.id, now);
