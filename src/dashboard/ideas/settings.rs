@@ -307,11 +307,9 @@ fn item_body(form: &Form, part: Option<Part>) -> Result<Map<String, Value>, Vec<
 
 /// The outcome of a board write: back to the settings, or the page again with its errors.
 async fn answer(
-    state: &AppState,
-    viewer: &Viewer,
-    app: &App,
+    (state, viewer, app, form): (&AppState, &Viewer, &App, &Form),
     (board, anchor): (Option<String>, &str),
-    failed: Failed<'_>,
+    key: String,
     result: Result<String, BoardError>,
 ) -> Result<HttpResponse, PageError> {
     let errors = match result {
@@ -327,7 +325,7 @@ async fn answer(
         )],
         Err(other) => return Err(PageError::Api(ApiError::from(other))),
     };
-    let failed = Failed { errors, ..failed };
+    let failed = Failed { key, form, errors };
     let page = render(state, viewer, app, board, Some(failed)).await?;
     Ok(layout::html_response(&mut HttpResponse::BadRequest(), page))
 }
@@ -348,12 +346,8 @@ pub async fn create_board(
                 .map(|b| b.board.id)
         }
     };
-    let failed = Failed {
-        key: "new-board".into(),
-        form: &form,
-        errors: Vec::new(),
-    };
-    answer(&state, &viewer, &app, (None, "boards"), failed, result).await
+    let page = (&**state, &viewer, &app, &form);
+    answer(page, (None, "boards"), "new-board".into(), result).await
 }
 
 /// Runs one `Change` on board `board` of the app; answers the board's id.
@@ -385,20 +379,9 @@ pub async fn rename_board(
         .and_then(|b| ItemPatch::parse(&b, None, false))
         .map(Change::Board);
     let result = apply(&state, &app, &board, change).await?;
-    let failed = Failed {
-        key: format!("board-{board}"),
-        form: &form,
-        errors: Vec::new(),
-    };
-    answer(
-        &state,
-        &viewer,
-        &app,
-        (Some(board), "boards"),
-        failed,
-        result,
-    )
-    .await
+    let key = format!("board-{board}");
+    let page = (&**state, &viewer, &app, &form);
+    answer(page, (Some(board), "boards"), key, result).await
 }
 
 /// `POST /dashboard/apps/{id}/ideas/boards/{board}/{part}`: adds a status, topic or tag.
@@ -412,12 +395,9 @@ pub async fn add_item(
         .and_then(|b| ItemPatch::parse(&b, Some(part), true))
         .map(|p| Change::Add(part, p));
     let result = apply(&state, &app, &board, change).await?;
-    let failed = Failed {
-        key: format!("new-{slug}"),
-        form: &form,
-        errors: Vec::new(),
-    };
-    answer(&state, &viewer, &app, (Some(board), &slug), failed, result).await
+    let key = format!("new-{slug}");
+    let page = (&**state, &viewer, &app, &form);
+    answer(page, (Some(board), &slug), key, result).await
 }
 
 /// `POST /dashboard/apps/{id}/ideas/boards/{board}/{part}/{item}`: changes an item.
@@ -431,12 +411,9 @@ pub async fn update_item(
         .and_then(|b| ItemPatch::parse(&b, Some(part), false))
         .map(|p| Change::Patch(part, item.clone(), p));
     let result = apply(&state, &app, &board, change).await?;
-    let failed = Failed {
-        key: format!("{slug}-{item}"),
-        form: &form,
-        errors: Vec::new(),
-    };
-    answer(&state, &viewer, &app, (Some(board), &slug), failed, result).await
+    let key = format!("{slug}-{item}");
+    let page = (&**state, &viewer, &app, &form);
+    answer(page, (Some(board), &slug), key, result).await
 }
 
 /// `POST /dashboard/apps/{id}/ideas/boards/{board}/{part}/{item}/delete`: refused (next to
@@ -449,10 +426,7 @@ pub async fn delete_item(
     let part = part_of(&slug)?;
     let change = Ok(Change::Remove(part, item.clone()));
     let result = apply(&state, &app, &board, change).await?;
-    let failed = Failed {
-        key: format!("{slug}-{item}"),
-        form: &form,
-        errors: Vec::new(),
-    };
-    answer(&state, &viewer, &app, (Some(board), &slug), failed, result).await
+    let key = format!("{slug}-{item}");
+    let page = (&**state, &viewer, &app, &form);
+    answer(page, (Some(board), &slug), key, result).await
 }
