@@ -305,7 +305,7 @@ async fn receive(
         Some(w) => w,
         None => authenticate(collector, access, body_key.as_deref())?,
     };
-    let rejected_events = count_events(&rejected);
+    let rejected_events = distinct_events(&rejected);
     edge.reject(Reject::InvalidEvent, rejected_events as u64);
     if events.is_empty() {
         return Err(nothing_valid(collector, &rejected, cfg.max_event_bytes));
@@ -397,7 +397,7 @@ fn body_error(collector: &Collector, e: BodyError) -> ApiError {
 }
 
 /// The number of distinct events among the rejections (one event may fail several fields).
-fn count_events(rejected: &[Rejected]) -> usize {
+fn distinct_events(rejected: &[Rejected]) -> usize {
     let mut idx: Vec<usize> = rejected.iter().map(|r| r.index).collect();
     idx.dedup();
     idx.len()

@@ -37,15 +37,13 @@ pub struct Upload {
     pub files: Vec<Encoded>,
     /// The fingerprints of every row's messageId, for the dedupe index.
     pub ids: Arc<dedupe::Flushed>,
-    /// The rollups of the rows (`rollup.rs`), applied once before the checkpoint.
+    /// The rollups of the rows (`rollup/`), applied once before the checkpoint.
     pub rollup: rollup::Delta,
 }
 
 /// Why one attempt at a flush failed.
 #[derive(Debug, thiserror::Error)]
 pub enum UploadError {
-    #[error("parquet encoding: {0}")]
-    Encode(#[from] parquet::errors::ParquetError),
     #[error("object store, {path}: {source}")]
     Store {
         path: String,

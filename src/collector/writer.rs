@@ -1,13 +1,13 @@
 //! The shard writer actor: one thread per shard, fed by a bounded queue.
 //!
-//! `edge -> [bounded queue] -> writer -> [bounded queue of 2] -> uploader (uploader.rs)`
+//! `edge -> [bounded queue] -> writer -> [bounded queue of 1] -> uploader (uploader.rs)`
 //!
 //! For each group of batches waiting in its queue (group commit), the writer:
 //! 1. drops duplicates by messageId and fills in the userId of identified visitors;
 //! 2. appends the events to its WAL and fsyncs once;
 //! 3. folds identify / group calls into the profiles (sled), then answers each batch (the HTTP
 //!    200 waits for all this);
-//! 4. remembers the messageIds (`dedupe.rs`), records usage in sled, and appends the rows to
+//! 4. remembers the messageIds (`dedupe/`), records usage in sled, and appends the rows to
 //!    Arrow builders, one per (app, hour) partition, and to the traffic rollups' `Delta`
 //!    (`rollup/`: rows at or below the shard's rollup LSN, already counted, are left out);
 //! 5. on rows, bytes or age, rotates the WAL and hands the open files to its uploader.
@@ -118,7 +118,7 @@ pub struct Writer {
     retry_flush_at: i64,
     uploads: Sender<Upload>,
     counters: Arc<ShardCounters>,
-    /// The rollups of the open rows (`rollup.rs`), handed over with them.
+    /// The rollups of the open rows (`rollup/`), handed over with them.
     rollup: rollup::Delta,
     /// Rows at or below this LSN are in the rollups already (read at start): a replay skips them.
     rollup_lsn: u64,

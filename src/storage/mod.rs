@@ -2,8 +2,9 @@
 //!
 //! `handler -> Store::run(closure) -> [bounded queue] -> store thread -> sled -> oneshot reply`
 //!
-//! Architecture invariant: sled is only touched from store threads (or at start-up, before the
-//! server accepts requests), never from an async worker. The queue is bounded: when it is full,
+//! Architecture invariant: sled is never touched from an async worker. Requests reach it on a
+//! store thread; the collector's writer and uploader threads (usage, profiles, rollups, the
+//! uploaders' record) and start-up (before the server accepts requests) use it directly. The queue is bounded: when it is full,
 //! `run` answers `StoreError::Busy` at once, which the API turns into 503 + Retry-After.
 
 pub mod cursor;
