@@ -29,7 +29,10 @@
 //! purges, not even when idle).
 
 // The allocator calls below are the crate's only unsafe code (Cargo.toml denies it elsewhere).
-#![allow(unsafe_code, reason = "mimalloc's C API (mi_collect, mi_option_get) has no safe wrapper")]
+#![allow(
+    unsafe_code,
+    reason = "mimalloc's C API (mi_collect, mi_option_get) has no safe wrapper"
+)]
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -34,12 +34,7 @@ pub fn type_name(v: &Value) -> &'static str {
 
 /// One error per key of `body` that is not in `allowed`.
 pub fn only_fields(body: &Map<String, Value>, allowed: &[&str], errors: &mut Vec<FieldError>) {
-    for k in body.keys().filter(|k| !allowed.contains(&k.as_str())) {
-        errors.push(FieldError::new(
-            k.clone(),
-            format!("is not accepted here ({})", allowed.join(", ")),
-        ));
-    }
+    unknown_keys(body, allowed, str::to_owned, errors);
 }
 
 /// Normalises an e-mail address and checks its shape (`local@domain.tld`), so that every way of
@@ -98,6 +93,53 @@ pub fn normalize_email(raw: &str) -> Result<String, &'static str> {
     } else {
         Err("must be a valid e-mail address")
     }
+}
+
+/// One error per key of the object `m` not in `allowed`, at the path `at(key)`: "is not
+/// accepted here (the allowed keys)".
+pub fn unknown_keys(
+    m: &serde_json::Map<String, serde_json::Value>,
+    allowed: &[&str],
+    at: impl Fn(&str) -> String,
+    errors: &mut Vec<FieldError>,
+) {
+    for k in m.keys().filter(|k| !allowed.contains(&k.as_str())) {
+        errors.push(FieldError::new(
+            at(k),
+            format!("is not accepted here ({})", allowed.join(", ")),
+        ));
+    }
+}
+
+/// `v` when it is an array (with `object`, an object) of at most `max` items (`what`, in the
+/// error); `None` when absent or null, or after an error at `field`.
+pub fn at_most<'v>(
+    v: Option<&'v serde_json::Value>,
+    field: &str,
+    object: bool,
+    (max, what): (usize, &str),
+    errors: &mut Vec<FieldError>,
+) -> Option<&'v serde_json::Value> {
+    use serde_json::Value;
+    let v = v.filter(|v| !v.is_null())?;
+    let len = match (v, object) {
+        (Value::Array(a), false) => a.len(),
+        (Value::Object(m), true) => m.len(),
+        _ => {
+            let kind = if object { "an object" } else { "an array" };
+            let message = format!("must be {kind}, not {}", type_name(v));
+            errors.push(FieldError::new(field, message));
+            return None;
+        }
+    };
+    if len > max {
+        errors.push(FieldError::new(
+            field,
+            format!("must hold at most {max} {what}"),
+        ));
+        return None;
+    }
+    Some(v)
 }
 
 #[cfg(test)]

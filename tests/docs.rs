@@ -82,8 +82,7 @@ fn exists(name: &str, from: &Path, all: &[PathBuf]) -> bool {
     }
     // A bare name or a tail (`api/error.rs`) of a real path anywhere in the repository.
     let tail = format!("/{name}");
-    all.iter()
-        .any(|p| p.to_string_lossy().ends_with(&tail))
+    all.iter().any(|p| p.to_string_lossy().ends_with(&tail))
 }
 
 /// The comment lines of a Rust file (`//`, `///`, `//!`), which is where a file is named.
@@ -119,7 +118,11 @@ fn every_file_the_documents_and_comments_name_exists() {
     for (path, text) in &texts {
         for name in named_files(text) {
             if !outside(&name) && !exists(&name, path, &all) {
-                let at = path.strip_prefix(ROOT).unwrap_or(path).display().to_string();
+                let at = path
+                    .strip_prefix(ROOT)
+                    .unwrap_or(path)
+                    .display()
+                    .to_string();
                 missing.push(format!("{at} names {name}"));
             }
         }
@@ -155,7 +158,11 @@ fn no_source_file_is_over_1000_lines() {
             (n > 1000).then(|| format!("{} has {n} lines", p.display()))
         })
         .collect();
-    assert!(long.is_empty(), "split these by concern:\n{}", long.join("\n"));
+    assert!(
+        long.is_empty(),
+        "split these by concern:\n{}",
+        long.join("\n")
+    );
 }
 
 #[test]

@@ -4,13 +4,13 @@
 use serde_json::{Map, Value};
 
 use super::survey::{
-    unknown_keys, Question, QuestionOption, QuestionType, Survey, SurveyStatus, SurveyType,
-    MAX_OPTIONS, MAX_QUESTIONS, PMF_OPTIONS,
+    Question, QuestionOption, QuestionType, Survey, SurveyStatus, SurveyType, MAX_OPTIONS,
+    MAX_QUESTIONS, PMF_OPTIONS,
 };
 use super::targeting::{parse_targeting, Targeting};
 use crate::fields::Text;
 use crate::ids::{self, Timestamp};
-use crate::validation::{only_fields, type_name, FieldError};
+use crate::validation::{only_fields, type_name, unknown_keys, FieldError};
 
 /// Why an edit is refused.
 #[derive(Debug, Clone, PartialEq)]

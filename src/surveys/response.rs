@@ -4,12 +4,10 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::survey::{
-    at_most, unknown_keys, Question, QuestionType, Survey, SurveyType, MAX_QUESTIONS,
-};
+use super::survey::{Question, QuestionType, Survey, SurveyType, MAX_QUESTIONS};
 use crate::fields::Text;
 use crate::ids::{self, Timestamp};
-use crate::validation::{only_fields, type_name, FieldError};
+use crate::validation::{at_most, only_fields, type_name, unknown_keys, FieldError};
 
 /// The prefix of a response id (`resp_<ObjectId>`).
 pub const RESPONSE_PREFIX: &str = "resp_";

@@ -2,11 +2,11 @@
 //! their options, and the status machine. No sled, no HTTP.
 
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
-use super::targeting::Targeting;
+use super::targeting::{sampled, Targeting};
 use crate::fields::names;
 use crate::ids::Timestamp;
-use crate::validation::{type_name, FieldError};
 
 /// The most questions a survey holds.
 pub const MAX_QUESTIONS: usize = 50;
@@ -155,56 +155,50 @@ impl Survey {
     }
 }
 
-/// One error per key of the object `m` not in `allowed`, at the path `at(key)`: "is not
-/// accepted here (the allowed keys)".
-pub(super) fn unknown_keys(
-    m: &serde_json::Map<String, serde_json::Value>,
-    allowed: &[&str],
-    at: impl Fn(&str) -> String,
-    errors: &mut Vec<FieldError>,
-) {
-    for k in m.keys().filter(|k| !allowed.contains(&k.as_str())) {
-        errors.push(FieldError::new(
-            at(k),
-            format!("is not accepted here ({})", allowed.join(", ")),
-        ));
+impl Survey {
+    /// Whether `visitor` (see [`visitor`](super::response::visitor)) with `attrs` on the page
+    /// `url` is targeted: active, and not [`outside`](Survey::outside) the targeting.
+    pub fn targets(&self, visitor: &str, attrs: &Map<String, Value>, url: Option<&str>) -> bool {
+        self.status == SurveyStatus::Active && self.outside(visitor, attrs, url).is_none()
     }
-}
 
-/// `v` when it is an array (with `object`, an object) of at most `max` items (`what`, in the
-/// error); `None` when absent or null, or after an error at `field`.
-pub(super) fn at_most<'v>(
-    v: Option<&'v serde_json::Value>,
-    field: &str,
-    object: bool,
-    (max, what): (usize, &str),
-    errors: &mut Vec<FieldError>,
-) -> Option<&'v serde_json::Value> {
-    use serde_json::Value;
-    let v = v.filter(|v| !v.is_null())?;
-    let len = match (v, object) {
-        (Value::Array(a), false) => a.len(),
-        (Value::Object(m), true) => m.len(),
-        _ => {
-            let kind = if object { "an object" } else { "an array" };
-            let message = format!("must be {kind}, not {}", type_name(v));
-            errors.push(FieldError::new(field, message));
-            return None;
+    /// Why the visitor is outside the targeting (`None`: inside): not in the sample, an
+    /// attribute rule not satisfied, or, when the survey has URL rules, none of them matching
+    /// the page (a request without a URL matches none).
+    pub fn outside(
+        &self,
+        visitor: &str,
+        attrs: &Map<String, Value>,
+        url: Option<&str>,
+    ) -> Option<String> {
+        let t = &self.targeting;
+        if !sampled(&self.id, visitor, t.percentage) {
+            return Some(format!(
+                "the visitor is not in the survey's sample ({}% of visitors)",
+                t.percentage
+            ));
         }
-    };
-    if len > max {
-        errors.push(FieldError::new(
-            field,
-            format!("must hold at most {max} {what}"),
-        ));
-        return None;
+        if let Some(r) = t.attributes.iter().find(|r| !r.matches(attrs)) {
+            return Some(format!(
+                "the visitor's attribute {:?} does not satisfy the survey's rule ({})",
+                r.key,
+                r.operator.name()
+            ));
+        }
+        if !t.urls.is_empty() && !url.is_some_and(|u| t.urls.iter().any(|r| r.matches(u))) {
+            return Some(match url {
+                None => "the survey is shown on some pages only: metadata.url is required".into(),
+                Some(_) => "the page (metadata.url) matches none of the survey's URL rules".into(),
+            });
+        }
+        None
     }
-    Some(v)
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::surveys::targeting::{UrlOperator, UrlRule};
 
     #[test]
     fn transitions_follow_the_machine() {
@@ -246,7 +240,40 @@ pub(crate) mod tests {
     }
 
     /// A JSON object (a request body) from `json!`.
-    pub(crate) fn body(v: serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
+    pub(crate) fn body(v: Value) -> Map<String, Value> {
         v.as_object().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn url_rules_or_together_and_need_a_url() {
+        let mut s = survey(1, SurveyStatus::Active);
+        let none = Map::new();
+        assert!(
+            s.targets("a:v", &none, None),
+            "no rule: any page, even unknown"
+        );
+        let rule = |operator, value: &str| UrlRule {
+            operator,
+            value: value.into(),
+        };
+        s.targeting.urls = vec![
+            rule(UrlOperator::StartsWith, "https://a.example/docs"),
+            rule(UrlOperator::Equals, "https://a.example/"),
+        ];
+        assert!(s.targets("a:v", &none, Some("https://a.example/docs/start")));
+        assert!(s.targets("a:v", &none, Some("https://a.example/")));
+        assert!(!s.targets("a:v", &none, Some("https://a.example/blog")));
+        assert!(!s.targets("a:v", &none, None));
+        let url = "https://a.example/pricing?x=1";
+        for (op, value, want) in [
+            (UrlOperator::Contains, "/pricing", true),
+            (UrlOperator::Contains, "/Pricing", false),
+            (UrlOperator::EndsWith, "?x=1", true),
+            (UrlOperator::DoesNotContain, "/blog", true),
+            (UrlOperator::DoesNotContain, "pricing", false),
+            (UrlOperator::Equals, url, true),
+        ] {
+            assert_eq!(rule(op, value).matches(url), want, "{op:?} {value}");
+        }
     }
 }

@@ -4,8 +4,14 @@
 //! These need the Python tools in `.venv`, Chromium and `tests/browser/node_modules`, which
 //! `tests/run` installs; without them the tests stop at once with one line naming `tests/run`.
 
-// Helpers shared with the `api` binary: this one uses only some of them.
-#![allow(dead_code)]
+#![allow(
+    dead_code,
+    reason = "helpers shared with the `api` binary by path: this one uses only some of them"
+)]
+#![allow(
+    clippy::too_many_lines,
+    reason = "a scenario reads best as one story; the 100-line rule is for src/"
+)]
 
 #[path = "../api/binary.rs"]
 mod binary;
