@@ -38,11 +38,13 @@ fn files_below(dir: &str) -> Vec<PathBuf> {
 /// The words of `text` that look like a file name or path of ours (`src/clock.rs`,
 /// `writer.rs`, `docs/layers.png`), without surrounding punctuation.
 fn named_files(text: &str) -> BTreeSet<String> {
-    text.split(|c: char| c.is_whitespace() || "`'\"()[]{}<>,;:*|!".contains(c))
-        .map(|w| w.trim_end_matches('.'))
+    text.split(|c: char| c.is_whitespace() || "`'\"()[]{}<>,;*|!".contains(c))
+        .filter(|w| !w.contains("://"))
+        // A name followed by `:42` names a line of its file; one followed by `:` ends a phrase.
+        .map(|w| w.split(':').next().unwrap_or(w).trim_end_matches('.'))
         .filter(|w| ENDINGS.iter().any(|e| w.ends_with(e) && w.len() > e.len()))
         // URLs, globs and placeholders are not files of ours.
-        .filter(|w| !w.contains("://") && !w.contains('*') && !w.contains('<') && !w.contains('$'))
+        .filter(|w| !w.contains('*') && !w.contains('<') && !w.contains('$'))
         .filter(|w| {
             w.chars()
                 .all(|c| c.is_ascii_alphanumeric() || "_-./".contains(c))
