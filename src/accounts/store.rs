@@ -7,7 +7,7 @@
 //! An account and its e-mail entry are written in one transaction; every write is flushed
 //! before it returns.
 
-use sled::transaction::{ConflictableTransactionError, TransactionError};
+use sled::transaction::ConflictableTransactionError;
 
 use super::model::{Role, Session, User};
 use crate::ids::Timestamp;
@@ -30,17 +30,7 @@ pub enum AccountError {
     Store(StoreError),
 }
 
-impl From<StoreError> for AccountError {
-    fn from(e: StoreError) -> Self {
-        AccountError::Store(e)
-    }
-}
-
-impl From<sled::Error> for AccountError {
-    fn from(e: sled::Error) -> Self {
-        AccountError::Store(e.into())
-    }
-}
+crate::storage::store_error!(AccountError);
 
 fn key(tag: u8, rest: &str) -> Vec<u8> {
     [&[tag][..], rest.as_bytes()].concat()
@@ -55,7 +45,7 @@ pub fn is_set_up(db: &sled::Db) -> Result<bool, StoreError> {
 /// transaction, so two racing setup forms make one owner).
 pub fn create_user(db: &sled::Db, user: &User, first: bool) -> Result<(), AccountError> {
     let tree = db.open_tree(TREE)?;
-    let result = tree.transaction(|tx| {
+    tree.transaction(|tx| {
         if first && tx.get(SETUP)?.is_some() {
             return Err(ConflictableTransactionError::Abort(
                 AccountError::AlreadySetUp,
@@ -72,12 +62,7 @@ pub fn create_user(db: &sled::Db, user: &User, first: bool) -> Result<(), Accoun
             tx.insert(SETUP, user.id.as_bytes())?;
         }
         Ok(())
-    });
-    match result {
-        Ok(()) => {}
-        Err(TransactionError::Abort(e)) => return Err(e),
-        Err(TransactionError::Storage(e)) => return Err(e.into()),
-    }
+    })?;
     db.flush()?;
     Ok(())
 }

@@ -10,7 +10,7 @@
 //! Every app gets a default board on first access ([`ensure_default`]): tenants know nothing of
 //! boards, so app creation stays below this module.
 
-use sled::transaction::{ConflictableTransactionError, TransactionError, TransactionalTree};
+use sled::transaction::{ConflictableTransactionError, TransactionalTree};
 
 use super::model::{BoardRecord, ItemPatch, Part, Rejection};
 use crate::ids::{self, Timestamp};
@@ -29,17 +29,7 @@ pub enum BoardError {
     Store(StoreError),
 }
 
-impl From<StoreError> for BoardError {
-    fn from(e: StoreError) -> Self {
-        BoardError::Store(e)
-    }
-}
-
-impl From<sled::Error> for BoardError {
-    fn from(e: sled::Error) -> Self {
-        BoardError::Store(StoreError::Sled(e))
-    }
-}
+crate::storage::store_error!(BoardError);
 
 impl From<Rejection> for BoardError {
     fn from(r: Rejection) -> Self {
@@ -47,15 +37,6 @@ impl From<Rejection> for BoardError {
             Rejection::Invalid(d) => BoardError::Invalid(d),
             Rejection::Conflict(m) => BoardError::Conflict(m),
             Rejection::NotFound(w) => BoardError::NotFound(w),
-        }
-    }
-}
-
-impl From<TransactionError<BoardError>> for BoardError {
-    fn from(e: TransactionError<BoardError>) -> Self {
-        match e {
-            TransactionError::Abort(e) => e,
-            TransactionError::Storage(e) => e.into(),
         }
     }
 }

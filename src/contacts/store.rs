@@ -10,7 +10,7 @@
 //! Invariant: a contact's record, e-mail entry, sort entries and count change in one
 //! transaction; a hard delete removes all of them (GDPR erasure leaves nothing behind).
 
-use sled::transaction::{ConflictableTransactionError, TransactionError, TransactionalTree};
+use sled::transaction::{ConflictableTransactionError, TransactionalTree};
 
 use super::model::{Contact, ContactPatch, Email, Mode, Rejection, Source, Status};
 use crate::fields::names;
@@ -31,32 +31,13 @@ pub enum ContactError {
     Store(StoreError),
 }
 
-impl From<StoreError> for ContactError {
-    fn from(e: StoreError) -> Self {
-        ContactError::Store(e)
-    }
-}
-
-impl From<sled::Error> for ContactError {
-    fn from(e: sled::Error) -> Self {
-        ContactError::Store(StoreError::Sled(e))
-    }
-}
+crate::storage::store_error!(ContactError);
 
 impl From<Rejection> for ContactError {
     fn from(r: Rejection) -> Self {
         match r {
             Rejection::Invalid(d) => ContactError::Invalid(d),
             Rejection::NeedsConsent => ContactError::NeedsConsent,
-        }
-    }
-}
-
-impl From<TransactionError<ContactError>> for ContactError {
-    fn from(e: TransactionError<ContactError>) -> Self {
-        match e {
-            TransactionError::Abort(e) => e,
-            TransactionError::Storage(e) => e.into(),
         }
     }
 }

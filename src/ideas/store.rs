@@ -15,7 +15,7 @@
 //! (delete, merge) read them first and then check, inside the transaction, that the idea record
 //! is byte for byte what they read: every vote or comment write rewrites it, so none slipped in.
 
-use sled::transaction::{ConflictableTransactionError, TransactionError, TransactionalTree};
+use sled::transaction::{ConflictableTransactionError, TransactionalTree};
 use sled::IVec;
 
 use super::model::{Idea, IdeaDraft, IdeaPatch, IdeaView, StatusChange, StatusRef};
@@ -47,26 +47,7 @@ pub enum IdeaError {
     Store(StoreError),
 }
 
-impl From<StoreError> for IdeaError {
-    fn from(e: StoreError) -> Self {
-        IdeaError::Store(e)
-    }
-}
-
-impl From<sled::Error> for IdeaError {
-    fn from(e: sled::Error) -> Self {
-        IdeaError::Store(StoreError::Sled(e))
-    }
-}
-
-impl From<TransactionError<IdeaError>> for IdeaError {
-    fn from(e: TransactionError<IdeaError>) -> Self {
-        match e {
-            TransactionError::Abort(e) => e,
-            TransactionError::Storage(e) => e.into(),
-        }
-    }
-}
+crate::storage::store_error!(IdeaError);
 
 pub type Tx<T> = Result<T, ConflictableTransactionError<IdeaError>>;
 
