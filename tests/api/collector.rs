@@ -627,10 +627,9 @@ async fn every_thread_gives_memory_back_once_per_quiet_period() {
     assert_eq!(send("a").await.unwrap().status(), 200);
     // The batch (and its file, flushed 150 ms later, and upload) restart every idle clock.
     releases_reach(&client, &server.base, 4.0).await;
-    // Once per quiet period: more quiet (over the idle time and the 3 s poll) gives nothing
-    // back twice.
-    tokio::time::sleep(std::time::Duration::from_secs(7)).await;
-    releases_reach(&client, &server.base, 4.0).await;
+    // That it is once per quiet period, however long the quiet lasts, is the idle clock's rule,
+    // tested with explicit instants in `memory.rs` (no waiting here): the next batch starts a
+    // new period, and each thread gives back once more.
     assert_eq!(send("b").await.unwrap().status(), 200);
     releases_reach(&client, &server.base, 6.0).await;
     server.terminate().await;
