@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
 /// File endings that name a file of ours when they end a word in a document or a comment.
-const ENDINGS: [&str; 7] = [".rs", ".md", ".toml", ".py", ".mjs", ".sh", ".png"];
+const ENDINGS: [&str; 8] = [".rs", ".md", ".toml", ".py", ".mjs", ".sh", ".png", ".svg"];
 
 /// Every file below `dir` (relative to the repository), skipping build output and installs.
 fn files_below(dir: &str) -> Vec<PathBuf> {
@@ -36,7 +36,7 @@ fn files_below(dir: &str) -> Vec<PathBuf> {
 }
 
 /// The words of `text` that look like a file name or path of ours (`src/clock.rs`,
-/// `writer.rs`, `docs/layers.png`), without surrounding punctuation.
+/// `writer.rs`, `docs/collector-flamegraph.svg`), without surrounding punctuation.
 fn named_files(text: &str) -> BTreeSet<String> {
     text.split(|c: char| c.is_whitespace() || "`'\"()[]{}<>,;*|!".contains(c))
         .filter(|w| !w.contains("://"))
@@ -59,7 +59,7 @@ const SHARED: [&str; 4] = ["interface.md", "api.md", "architecture.md", "style.m
 
 /// Whether `name` is a document or output that lives outside the repository's files: a shared
 /// document, or a bare `.png` name, which is a screenshot the browser tests write into
-/// `target/screenshots/` (`docs/layers.png`, with its folder, is checked).
+/// `target/screenshots/` (`docs/collector-flamegraph.svg`, with its folder, is checked).
 fn outside(name: &str) -> bool {
     name.starts_with("../shared/")
         || SHARED.contains(&name)
