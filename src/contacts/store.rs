@@ -13,7 +13,6 @@
 use sled::transaction::{ConflictableTransactionError, TransactionalTree};
 
 use super::model::{Contact, ContactPatch, Email, Mode, Rejection, Source, Status};
-use crate::fields::names;
 use crate::ids::{self, Timestamp};
 use crate::storage::{decode, encode, idempotency, StoreError};
 use crate::validation::FieldError;
@@ -42,30 +41,14 @@ impl From<Rejection> for ContactError {
     }
 }
 
-names! {
+cursor::sort_fields! {
     /// The sortable fields (api.md §5) and their index tag.
     pub SortField {
-        CreatedAt = "createdAt",
-        UpdatedAt = "updatedAt",
-        Score = "score",
-        LastName = "lastName",
-        Email = "email",
-    }
-}
-
-impl Sortable for SortField {
-    fn parse(s: &str) -> Option<SortField> {
-        SortField::parse(s)
-    }
-
-    fn tag(self) -> u8 {
-        match self {
-            SortField::CreatedAt => b'c',
-            SortField::UpdatedAt => b'u',
-            SortField::Score => b's',
-            SortField::LastName => b'l',
-            SortField::Email => b'e',
-        }
+        CreatedAt = "createdAt" / b'c',
+        UpdatedAt = "updatedAt" / b'u',
+        Score = "score" / b's',
+        LastName = "lastName" / b'l',
+        Email = "email" / b'e',
     }
 }
 

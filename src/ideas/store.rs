@@ -22,7 +22,6 @@ use super::model::{Idea, IdeaDraft, IdeaPatch, IdeaView, StatusChange, StatusRef
 use crate::boards::store::{self as boards, add_usage_tx, decode_count};
 use crate::boards::BoardRecord;
 use crate::config::Quota;
-use crate::fields::names;
 use crate::ids::{self, Timestamp};
 use crate::storage::{decode, encode, StoreError};
 use crate::validation::FieldError;
@@ -76,30 +75,14 @@ pub fn child_key(kind: u8, app: &str, idea: &str, child: &str) -> Vec<u8> {
     [child_prefix(kind, app, idea), child.as_bytes().to_vec()].concat()
 }
 
-names! {
+cursor::sort_fields! {
     /// The sortable fields (api.md §6) and their index tag.
     pub SortField {
-        CreatedAt = "createdAt",
-        UpdatedAt = "updatedAt",
-        VoteCount = "voteCount",
-        CommentCount = "commentCount",
-        Trending = "trending",
-    }
-}
-
-impl Sortable for SortField {
-    fn parse(s: &str) -> Option<SortField> {
-        SortField::parse(s)
-    }
-
-    fn tag(self) -> u8 {
-        match self {
-            SortField::CreatedAt => b'c',
-            SortField::UpdatedAt => b'u',
-            SortField::VoteCount => b'v',
-            SortField::CommentCount => b'm',
-            SortField::Trending => b't',
-        }
+        CreatedAt = "createdAt" / b'c',
+        UpdatedAt = "updatedAt" / b'u',
+        VoteCount = "voteCount" / b'v',
+        CommentCount = "commentCount" / b'm',
+        Trending = "trending" / b't',
     }
 }
 

@@ -90,6 +90,33 @@ pub trait Sortable: Copy {
     fn tag(self) -> u8;
 }
 
+/// Declares a list's sortable fields: their names (as `names!` does) and each one's tag,
+/// `CreatedAt = "createdAt" / b'c'`, with their [`Sortable`].
+macro_rules! sort_fields {
+    (
+        $(#[doc = $doc:literal])*
+        $vis:vis $name:ident { $($variant:ident = $text:literal / $tag:literal),+ $(,)? }
+    ) => {
+        $crate::fields::names! {
+            $(#[doc = $doc])*
+            $vis $name { $($variant = $text),+ }
+        }
+
+        impl $crate::storage::cursor::Sortable for $name {
+            fn parse(s: &str) -> Option<$name> {
+                $name::parse(s)
+            }
+
+            fn tag(self) -> u8 {
+                match self {
+                    $($name::$variant => $tag),+
+                }
+            }
+        }
+    };
+}
+pub(crate) use sort_fields;
+
 /// A list's order: a field and a direction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Sort<F> {

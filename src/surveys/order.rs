@@ -4,37 +4,19 @@
 use super::response::{SurveyResponse, RESPONSE_PREFIX};
 use super::survey::{Survey, SurveyStatus, SurveyType};
 use crate::ids::{self, Timestamp};
-use crate::storage::cursor::{self, page_sorted, Page, Sortable, Walk};
+use crate::storage::cursor::{self, page_sorted, Page, Walk};
 
-/// The sortable fields of a survey list.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SortField {
-    CreatedAt,
-    UpdatedAt,
-    ResponseCount,
+cursor::sort_fields! {
+    /// The sortable fields of a survey list.
+    pub SortField {
+        CreatedAt = "createdAt" / b'c',
+        UpdatedAt = "updatedAt" / b'u',
+        ResponseCount = "responseCount" / b'r',
+    }
 }
 
 /// Order of a list (default `-createdAt`).
 pub type Sort = cursor::Sort<SortField>;
-
-impl Sortable for SortField {
-    fn parse(name: &str) -> Option<SortField> {
-        Some(match name {
-            "createdAt" => SortField::CreatedAt,
-            "updatedAt" => SortField::UpdatedAt,
-            "responseCount" => SortField::ResponseCount,
-            _ => return None,
-        })
-    }
-
-    fn tag(self) -> u8 {
-        match self {
-            SortField::CreatedAt => b'c',
-            SortField::UpdatedAt => b'u',
-            SortField::ResponseCount => b'r',
-        }
-    }
-}
 
 impl SortField {
     fn key(self, s: &Survey) -> i64 {
