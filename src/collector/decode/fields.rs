@@ -280,15 +280,9 @@ impl Checker {
     }
 }
 
-/// The identifiers of an event as sent.
-pub(super) struct RawIds<'t, 'i> {
-    pub(super) message_id: Option<Value<'t, 'i>>,
-    pub(super) anonymous_id: Option<Value<'t, 'i>>,
-    pub(super) user_id: Option<Value<'t, 'i>>,
-    pub(super) session_id: Option<Value<'t, 'i>>,
-    pub(super) event: Option<Value<'t, 'i>>,
-    pub(super) group_id: Option<Value<'t, 'i>>,
-}
+/// The identifiers of an event as sent, in this order: messageId, anonymousId, userId,
+/// sessionId, event, groupId.
+pub(super) type RawIds<'t, 'i> = [Option<Value<'t, 'i>>; 6];
 
 /// The identifiers of an event, checked against the requirements of its type.
 pub(super) struct Ids {
@@ -302,18 +296,18 @@ pub(super) struct Ids {
 
 impl Checker {
     pub(super) fn ids(&mut self, kind: Option<EventType>, raw: RawIds<'_, '_>) -> Ids {
-        let message_id = self.id(raw.message_id, "messageId", "msg_");
-        let anonymous_id =
-            self.str(raw.anonymous_id, "anonymousId", 64).and_then(
-                |a| match canonical_anonymous_id(a) {
-                    Ok(a) => Some(a),
-                    Err(m) => {
-                        self.fail("anonymousId", m);
-                        None
-                    }
-                },
-            );
-        let user_id = self.id(raw.user_id, "userId", "");
+        let [message_id, anonymous_id, user_id, session_id, event, group_id] = raw;
+        let message_id = self.id(message_id, "messageId", "msg_");
+        let anonymous_id = self.str(anonymous_id, "anonymousId", 64).and_then(|a| {
+            match canonical_anonymous_id(a) {
+                Ok(a) => Some(a),
+                Err(m) => {
+                    self.fail("anonymousId", m);
+                    None
+                }
+            }
+        });
+        let user_id = self.id(user_id, "userId", "");
         if anonymous_id.is_none()
             && user_id.is_none()
             && !self.failed("anonymousId")
@@ -321,8 +315,8 @@ impl Checker {
         {
             self.fail("anonymousId", "anonymousId or userId is required");
         }
-        let session_id = self.id(raw.session_id, "sessionId", "ses_");
-        let event = self.str(raw.event, "event", MAX_ID_CHARS);
+        let session_id = self.id(session_id, "sessionId", "ses_");
+        let event = self.str(event, "event", MAX_ID_CHARS);
         let event = self.plain(event, "event");
         if kind == Some(EventType::Track)
             && event.as_deref().is_none_or(|e| e.trim().is_empty())
@@ -330,7 +324,7 @@ impl Checker {
         {
             self.fail("event", "is required for track: the event name");
         }
-        let group_id = self.id(raw.group_id, "groupId", "");
+        let group_id = self.id(group_id, "groupId", "");
         if kind == Some(EventType::Group) && group_id.is_none() && !self.failed("groupId") {
             self.fail("groupId", "is required for group");
         }

@@ -21,7 +21,7 @@ use simd_json::tape::Value;
 use simd_json::{Buffers, Tape};
 
 use super::event::{Event, EventType};
-use fields::{pick, Checker, RawIds};
+use fields::{pick, Checker};
 pub use numbers::clamp_numbers;
 use time::parse_time;
 pub use time::{event_time, MAX_TIME, MIN_TIME};
@@ -246,7 +246,8 @@ fn check_event(
         c.fail("body", "an event must be a JSON object");
         return Err(c.errors);
     };
-    let [kind, message_id, anonymous_id, user_id, session_id, event, group_id, properties, traits, timestamp, sent_at, context] =
+    // The six identifiers, in the order `Checker::ids` takes them.
+    let [kind, raw_ids @ .., properties, traits, timestamp, sent_at, context] =
         pick(&obj, &EVENT_KEYS);
     let kind = kind
         .and_then(|v| v.into_string())
@@ -254,17 +255,7 @@ fn check_event(
     if kind.is_none() {
         c.fail("type", "must be one of: page, track, identify, group");
     }
-    let ids = c.ids(
-        kind,
-        RawIds {
-            message_id,
-            anonymous_id,
-            user_id,
-            session_id,
-            event,
-            group_id,
-        },
-    );
+    let ids = c.ids(kind, raw_ids);
     let properties = c.object_json(properties, "properties");
     let traits = c.object_json(traits, "traits");
     let original_timestamp = c.time(timestamp, "timestamp");
