@@ -1,10 +1,31 @@
 //! A survey's responses as CSV rows (the API's `responses.csv` and the dashboard's export),
 //! written by `crate::csv`.
 
+use actix_web::HttpResponse;
 use serde_json::Value;
 
 use super::response::SurveyResponse;
 use super::survey::{Question, QuestionType, Survey};
+
+/// The responses as a streamed `text/csv` attachment named `responses.csv`: the header, then
+/// one row per response, oldest first (ties by id).
+pub fn csv_download(survey: Survey, mut responses: Vec<SurveyResponse>) -> HttpResponse {
+    responses.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+    let header = csv_header(&survey);
+    let rows = responses.into_iter().map(move |r| csv_line(&survey, &r));
+    let body = futures_util::stream::iter(
+        std::iter::once(header)
+            .chain(rows)
+            .map(|line| Ok::<_, actix_web::Error>(bytes::Bytes::from(line))),
+    );
+    HttpResponse::Ok()
+        .content_type("text/csv; charset=utf-8")
+        .insert_header((
+            actix_web::http::header::CONTENT_DISPOSITION,
+            "attachment; filename=\"responses.csv\"",
+        ))
+        .streaming(body)
+}
 
 /// The CSV header: `responseId,createdAt,updatedAt,completed,userId,anonymousId`, then one
 /// column per question titled by its text.

@@ -710,22 +710,6 @@ async fn export_responses(
     id: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     who.require(Permission::ResponsesRead)?;
-    let (survey, mut responses) = answered(&state, who.app_id.clone(), id.into_inner()).await?;
-    responses.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
-    let header = model::csv_header(&survey);
-    let rows = responses
-        .into_iter()
-        .map(move |r| model::csv_line(&survey, &r));
-    let body = futures_util::stream::iter(
-        std::iter::once(header)
-            .chain(rows)
-            .map(|line| Ok::<_, actix_web::Error>(bytes::Bytes::from(line))),
-    );
-    Ok(HttpResponse::Ok()
-        .content_type("text/csv; charset=utf-8")
-        .insert_header((
-            actix_web::http::header::CONTENT_DISPOSITION,
-            "attachment; filename=\"responses.csv\"",
-        ))
-        .streaming(body))
+    let (survey, responses) = answered(&state, who.app_id.clone(), id.into_inner()).await?;
+    Ok(model::csv_download(survey, responses))
 }

@@ -4,7 +4,7 @@
 //! responses (`response.rs`), list order and cursors (`order.rs`), the summary and the score
 //! over time (`summary.rs`) and the CSV rows (`export.rs`). No sled, no HTTP.
 
-pub use super::export::{csv_header, csv_line};
+pub use super::export::{csv_download, csv_header, csv_line};
 pub use super::order::{page, page_responses, Filter, ResponseFilter, Sort, SortField};
 pub use super::patch::{conventions, Rejection, SurveyPatch};
 pub use super::response::{

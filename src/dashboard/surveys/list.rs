@@ -3,7 +3,7 @@
 //! so the plan's `active_surveys` holds here as on the API), Edit until it is closed
 //! (`form.rs`), its score, the score over time and each question's distribution as SVG
 //! (`surveys::model::summarize`, `results.rs`), the responses (filtered, paged) and
-//! their CSV (`surveys::model::csv_header` / `csv_line`, the API export's rows, with the
+//! their CSV (`surveys::model::csv_download`, the API export, with the
 //! table's filters, for a signed-in member).
 
 use actix_web::{web, HttpResponse};
@@ -391,22 +391,10 @@ pub async fn export(
     let (app_id, id) = path.into_inner();
     let (survey, mut responses) = load(&state, &app_id, &id).await?;
     responses.retain(|r| filters.matches(r));
-    responses.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
-    let header = model::csv_header(&survey);
-    let rows = responses
-        .into_iter()
-        .map(move |r| model::csv_line(&survey, &r));
-    let body = futures_util::stream::iter(
-        std::iter::once(header)
-            .chain(rows)
-            .map(|line| Ok::<_, actix_web::Error>(bytes::Bytes::from(line))),
+    let mut page = model::csv_download(survey, responses);
+    page.headers_mut().insert(
+        actix_web::http::header::CACHE_CONTROL,
+        actix_web::http::header::HeaderValue::from_static("no-store"),
     );
-    Ok(HttpResponse::Ok()
-        .content_type("text/csv; charset=utf-8")
-        .insert_header(("cache-control", "no-store"))
-        .insert_header((
-            actix_web::http::header::CONTENT_DISPOSITION,
-            "attachment; filename=\"responses.csv\"",
-        ))
-        .streaming(body))
+    Ok(page)
 }

@@ -202,11 +202,24 @@ pub fn form_field(path: &str, attr_rows: &[usize], url_rows: &[usize]) -> Option
     Some(format!("{prefix}-{row}-{part}"))
 }
 
-/// A select of `names`, `current` chosen; labelled by `label` for assistive technology.
-fn op_select(name: &str, id: &str, label: &str, names: &[&str], current: &str) -> Markup {
+/// The operator cell of rule row `i` of `kind` (`attr` or `url`): a select of `names`,
+/// `current` chosen, labelled "`title` n: operator", with its error under it.
+fn op_cell(
+    kind: &str,
+    i: usize,
+    title: &str,
+    names: &[&str],
+    current: &str,
+    errors: &[FieldError],
+) -> Markup {
+    let err = error_for(errors, &format!("{kind}-{i}-operator"));
+    let label = format!("{title} {}: operator", i + 1);
     html! {
-        select #(id) name=(name) aria-label=(label) {
-            @for n in names { option value=(n) selected[*n == current] { (n) } }
+        div.field.invalid[err.is_some()] {
+            select #(format!("f-{kind}-{i}-op")) name=(format!("{kind}-op")) aria-label=(label) {
+                @for n in names { option value=(n) selected[*n == current] { (n) } }
+            }
+            @if let Some(m) = err { p.field-error { (m) } }
         }
     }
 }
@@ -227,14 +240,10 @@ fn cell(id: &str, name: &str, label: &str, value: &str, errors: &[FieldError]) -
 fn attr_row(i: usize, r: &AttrRow, errors: &[FieldError]) -> Markup {
     let names: Vec<&str> = Operator::ALL.iter().map(|o| o.name()).collect();
     let n = i + 1;
-    let op_err = error_for(errors, &format!("attr-{i}-operator"));
     html! {
         div.rule-row data-rule="attr" {
             (cell(&format!("f-attr-{i}-key"), "attr-key", &format!("Attribute rule {n}: key"), &r.key, errors))
-            div.field.invalid[op_err.is_some()] {
-                (op_select("attr-op", &format!("f-attr-{i}-op"), &format!("Attribute rule {n}: operator"), &names, &r.op))
-                @if let Some(m) = op_err { p.field-error { (m) } }
-            }
+            (op_cell("attr", i, "Attribute rule", &names, &r.op, errors))
             (cell(&format!("f-attr-{i}-value"), "attr-value", &format!("Attribute rule {n}: value"), &r.value, errors))
         }
     }
@@ -243,13 +252,9 @@ fn attr_row(i: usize, r: &AttrRow, errors: &[FieldError]) -> Markup {
 fn url_row(i: usize, r: &UrlRow, errors: &[FieldError]) -> Markup {
     let names: Vec<&str> = UrlOperator::ALL.iter().map(|o| o.name()).collect();
     let n = i + 1;
-    let op_err = error_for(errors, &format!("url-{i}-operator"));
     html! {
         div.rule-row data-rule="url" {
-            div.field.invalid[op_err.is_some()] {
-                (op_select("url-op", &format!("f-url-{i}-op"), &format!("URL rule {n}: operator"), &names, &r.op))
-                @if let Some(m) = op_err { p.field-error { (m) } }
-            }
+            (op_cell("url", i, "URL rule", &names, &r.op, errors))
             (cell(&format!("f-url-{i}-value"), "url-value", &format!("URL rule {n}: value"), &r.value, errors))
         }
     }
