@@ -128,6 +128,17 @@ pub struct Shell<'a> {
 }
 
 impl Shell<'_> {
+    /// A page about no app in particular, without header actions: `content` under `title`.
+    pub fn plain(viewer: &Viewer, section: Section, title: &str, content: Markup) -> Markup {
+        let shell = Shell {
+            viewer,
+            section,
+            title,
+            app: None,
+        };
+        shell.render(html! {}, content)
+    }
+
     pub fn render(&self, actions: Markup, content: Markup) -> Markup {
         let role = self.viewer.user.role;
         let body = html! {

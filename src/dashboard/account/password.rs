@@ -29,13 +29,7 @@ fn page(viewer: &Viewer, notice: Markup, errors: &[FieldError]) -> Markup {
             }
         }
     };
-    let shell = Shell {
-        viewer,
-        section: Section::Account,
-        title: "Your account",
-        app: None,
-    };
-    shell.render(html! {}, content)
+    Shell::plain(viewer, Section::Account, "Your account", content)
 }
 
 /// `GET /dashboard/account`.

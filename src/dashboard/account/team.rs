@@ -82,13 +82,7 @@ async fn render(
             }
         }
     };
-    let shell = Shell {
-        viewer,
-        section: Section::Team,
-        title: "Team",
-        app: None,
-    };
-    Ok(shell.render(html! {}, content))
+    Ok(Shell::plain(viewer, Section::Team, "Team", content))
 }
 
 /// `GET /dashboard/team`.

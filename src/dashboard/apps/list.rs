@@ -172,13 +172,7 @@ async fn render(
             div.grid { @for u in &apps { (usage_card(viewer, u, &access.limits(u.app.plan))) } }
         }
     };
-    let shell = Shell {
-        viewer,
-        section: Section::Apps,
-        title: "Apps",
-        app: None,
-    };
-    Ok(shell.render(html! {}, content))
+    Ok(Shell::plain(viewer, Section::Apps, "Apps", content))
 }
 
 /// `GET /dashboard/apps`.
