@@ -151,11 +151,11 @@ fn idea_routes(scope: Scope) -> Scope {
         )
         .route(
             "/apps/{id}/ideas/boards/{board}/{part}/{item}",
-            web::post().to(idea_settings::update_item),
+            web::post().to(|p, path| idea_settings::change_item(p, path, false)),
         )
         .route(
             "/apps/{id}/ideas/boards/{board}/{part}/{item}/delete",
-            web::post().to(idea_settings::delete_item),
+            web::post().to(|p, path| idea_settings::change_item(p, path, true)),
         )
         .route(
             "/apps/{id}/ideas/{idea}",

@@ -400,32 +400,15 @@ pub async fn add_item(
     answer(page, (Some(board), &slug), key, result).await
 }
 
-/// `POST /dashboard/apps/{id}/ideas/boards/{board}/{part}/{item}`: changes an item.
-pub async fn update_item(
-    posted: AppPosted,
-    path: web::Path<(String, String, String, String)>,
-) -> Result<HttpResponse, PageError> {
-    let (_, board, slug, item) = path.into_inner();
-    change_item(posted, (board, slug, item), false).await
-}
-
-/// `POST /dashboard/apps/{id}/ideas/boards/{board}/{part}/{item}/delete`: refused (next to
-/// the item) while an idea uses it, or for a built-in status.
-pub async fn delete_item(
-    posted: AppPosted,
-    path: web::Path<(String, String, String, String)>,
-) -> Result<HttpResponse, PageError> {
-    let (_, board, slug, item) = path.into_inner();
-    change_item(posted, (board, slug, item), true).await
-}
-
-/// `update_item` (the posted fields) or `delete_item` of `item` in part `slug` of `board`;
-/// a refusal is shown next to the item.
-async fn change_item(
+/// `POST /dashboard/apps/{id}/ideas/boards/{board}/{part}/{item}` changes an item (the
+/// posted fields); `.../{item}/delete` (`delete`) removes it, refused (next to the item) while
+/// an idea uses it, or for a built-in status.
+pub async fn change_item(
     AppPosted(state, viewer, form, app): AppPosted,
-    (board, slug, item): (String, String, String),
+    path: web::Path<(String, String, String, String)>,
     delete: bool,
 ) -> Result<HttpResponse, PageError> {
+    let (_, board, slug, item) = path.into_inner();
     let part = part_of(&slug)?;
     let change = if delete {
         Ok(Change::Remove(part, item.clone()))
