@@ -73,108 +73,75 @@ fn account_routes(scope: Scope) -> Scope {
 
 /// Contacts (table, detail, CSV in and out) and traffic.
 fn contact_and_traffic_routes(scope: Scope) -> Scope {
+    let at = |tail: &str| format!("/apps/{{id}}/contacts{tail}");
     scope
         .route("/contacts", web::get().to(apps::list::first))
-        .route("/apps/{id}/contacts", web::get().to(contacts_table::list))
-        .route(
-            "/apps/{id}/contacts.csv",
-            web::get().to(contacts_table::export),
-        )
-        .route("/apps/{id}/contacts/import", web::get().to(import::start))
-        .route("/apps/{id}/contacts/import", web::post().to(import::submit))
-        .route(
-            "/apps/{id}/contacts/{contact}",
-            web::get().to(contacts_table::detail),
-        )
-        .route(
-            "/apps/{id}/contacts/{contact}",
-            web::post().to(contacts_table::update),
-        )
+        .route(&at(""), web::get().to(contacts_table::list))
+        .route(&at(".csv"), web::get().to(contacts_table::export))
+        .route(&at("/import"), web::get().to(import::start))
+        .route(&at("/import"), web::post().to(import::submit))
+        .route(&at("/{contact}"), web::get().to(contacts_table::detail))
+        .route(&at("/{contact}"), web::post().to(contacts_table::update))
         .route("/traffic", web::get().to(apps::list::first))
         .route("/apps/{id}/traffic", web::get().to(traffic::page))
 }
 
 /// Surveys: list, builder, preview, results, moves, CSV.
 fn survey_routes(scope: Scope) -> Scope {
+    let at = |tail: &str| format!("/apps/{{id}}/surveys{tail}");
     scope
         .route("/surveys", web::get().to(apps::list::first))
-        .route("/apps/{id}/surveys", web::get().to(surveys_list::list))
-        .route("/apps/{id}/surveys", web::post().to(survey_form::create))
-        .route("/apps/{id}/surveys/new", web::get().to(survey_form::new))
+        .route(&at(""), web::get().to(surveys_list::list))
+        .route(&at(""), web::post().to(survey_form::create))
+        .route(&at("/new"), web::get().to(survey_form::new))
+        .route(&at("/preview"), web::post().to(survey_form::preview))
+        .route(&at("/{survey}/edit"), web::get().to(survey_form::edit_form))
+        .route(&at("/{survey}/edit"), web::post().to(survey_form::edit))
+        .route(&at("/{survey}"), web::get().to(surveys_list::detail))
         .route(
-            "/apps/{id}/surveys/preview",
-            web::post().to(survey_form::preview),
-        )
-        .route(
-            "/apps/{id}/surveys/{survey}/edit",
-            web::get().to(survey_form::edit_form),
-        )
-        .route(
-            "/apps/{id}/surveys/{survey}/edit",
-            web::post().to(survey_form::edit),
-        )
-        .route(
-            "/apps/{id}/surveys/{survey}",
-            web::get().to(surveys_list::detail),
-        )
-        .route(
-            "/apps/{id}/surveys/{survey}/transition",
+            &at("/{survey}/transition"),
             web::post().to(surveys_list::transition),
         )
         .route(
-            "/apps/{id}/surveys/{survey}/responses.csv",
+            &at("/{survey}/responses.csv"),
             web::get().to(surveys_list::export),
         )
 }
 
 /// Ideas: the board, an idea's page, the board settings.
 fn idea_routes(scope: Scope) -> Scope {
+    let at = |tail: &str| format!("/apps/{{id}}/ideas{tail}");
     scope
         .route("/ideas", web::get().to(apps::list::first))
-        .route("/apps/{id}/ideas", web::get().to(board::board))
+        .route(&at(""), web::get().to(board::board))
         // Before `/apps/{id}/ideas/{idea}`, which would take `settings` and `boards` as ids.
+        .route(&at("/settings"), web::get().to(idea_settings::settings))
+        .route(&at("/boards"), web::post().to(idea_settings::create_board))
         .route(
-            "/apps/{id}/ideas/settings",
-            web::get().to(idea_settings::settings),
-        )
-        .route(
-            "/apps/{id}/ideas/boards",
-            web::post().to(idea_settings::create_board),
-        )
-        .route(
-            "/apps/{id}/ideas/boards/{board}",
+            &at("/boards/{board}"),
             web::post().to(idea_settings::rename_board),
         )
         .route(
-            "/apps/{id}/ideas/boards/{board}/{part}",
+            &at("/boards/{board}/{part}"),
             web::post().to(idea_settings::add_item),
         )
         .route(
-            "/apps/{id}/ideas/boards/{board}/{part}/{item}",
+            &at("/boards/{board}/{part}/{item}"),
             web::post().to(|p, path| idea_settings::change_item(p, path, false)),
         )
         .route(
-            "/apps/{id}/ideas/boards/{board}/{part}/{item}/delete",
+            &at("/boards/{board}/{part}/{item}/delete"),
             web::post().to(|p, path| idea_settings::change_item(p, path, true)),
         )
+        .route(&at("/{idea}"), web::get().to(idea_detail::detail))
+        .route(&at("/{idea}"), web::post().to(idea_detail::update))
+        .route(&at("/{idea}/status"), web::post().to(board::move_idea))
         .route(
-            "/apps/{id}/ideas/{idea}",
-            web::get().to(idea_detail::detail),
-        )
-        .route(
-            "/apps/{id}/ideas/{idea}",
-            web::post().to(idea_detail::update),
-        )
-        .route(
-            "/apps/{id}/ideas/{idea}/status",
-            web::post().to(board::move_idea),
-        )
-        .route(
-            "/apps/{id}/ideas/{idea}/comments",
+            &at("/{idea}/comments"),
             web::post().to(idea_detail::add_comment),
         )
         .route(
-            "/apps/{id}/ideas/{idea}/merge",
+            &at("/{idea}/merge"),
             web::post().to(idea_detail::merge_idea),
         )
 }

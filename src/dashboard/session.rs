@@ -21,6 +21,7 @@ pub use super::viewer::Viewer;
 use crate::accounts::model::{session_key, tokens_match, ABSOLUTE_SECS};
 use crate::accounts::store;
 use crate::api::ratelimit::RateLimits;
+use crate::ids::Timestamp;
 use crate::state::AppState;
 use crate::tenants::{store as tenants, App};
 
@@ -290,4 +291,19 @@ impl<const LIMIT: usize> FromRequest for AppPosted<LIMIT> {
             Ok(AppPosted(state, viewer, form, app))
         })
     }
+}
+
+/// Runs `write(db, app id, id, now)` on the store: a dashboard form's write to record `id` of
+/// `app`, stamped with the server's time.
+pub async fn write_to<T: Send + 'static>(
+    state: &AppState,
+    app: &App,
+    id: &str,
+    write: impl FnOnce(&sled::Db, &str, &str, Timestamp) -> T + Send + 'static,
+) -> Result<T, PageError> {
+    let (a, i, now) = (app.id.clone(), id.to_owned(), state.now());
+    Ok(state
+        .store
+        .run(move |db| Ok(write(db, &a, &i, now)))
+        .await?)
 }

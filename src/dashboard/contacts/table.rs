@@ -553,12 +553,8 @@ pub async fn update(
     let errors = match patch_of(&form) {
         Err(errors) => errors,
         Ok(patch) => {
-            let (a, i, now) = (app.id.clone(), id.clone(), state.now());
-            match state
-                .store
-                .run(move |db| Ok(store::update(db, &a, &i, &patch, now)))
-                .await?
-            {
+            let update = move |db: &_, a: &_, i: &_, now| store::update(db, a, i, &patch, now);
+            match session::write_to(&state, &app, &id, update).await? {
                 Ok(_) => {
                     return Ok(layout::see_other(&format!(
                         "/dashboard/apps/{}/contacts/{id}",

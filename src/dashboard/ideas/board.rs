@@ -176,10 +176,8 @@ pub async fn move_idea(
         status_id: Some(form.get("status").to_owned()),
         ..IdeaPatch::default()
     };
-    let (a, i, now) = (app.id.clone(), id.clone(), state.now());
-    let moved = state
-        .store
-        .run(move |db| Ok(store::update(db, &a, &i, &patch, now)))
+    let update = move |db: &_, a: &_, i: &_, now| store::update(db, a, i, &patch, now);
+    let moved = session::write_to(&state, &app, &id, update)
         .await?
         .map_err(ApiError::from)?;
     tracing::info!(app_id = %app.id, idea_id = %id, status = %moved.status.name, user_id = %viewer.user.id, "idea moved from the dashboard");

@@ -20,7 +20,7 @@ use crate::dashboard::layout::{
     self, csrf_field, error_for, field_with_id, form_errors, thousands, when,
 };
 use crate::dashboard::layout::{Section, Shell};
-use crate::dashboard::session::{AppPage, AppPosted, Form, Viewer};
+use crate::dashboard::session::{self, AppPage, AppPosted, Form, Viewer};
 use crate::ideas::engagement;
 use crate::ideas::http::child_page;
 use crate::ideas::model::{fold, Comment, CommentDraft, IdeaPatch, IdeaView, Vote};
@@ -531,12 +531,8 @@ pub async fn update(
     let errors = match IdeaPatch::parse(&patch_body(&form)) {
         Err(d) => d,
         Ok(patch) => {
-            let (a, i, now) = (app.id.clone(), id.clone(), state.now());
-            match state
-                .store
-                .run(move |db| Ok(store::update(db, &a, &i, &patch, now)))
-                .await?
-            {
+            let update = move |db: &_, a: &_, i: &_, now| store::update(db, a, i, &patch, now);
+            match session::write_to(&state, &app, &id, update).await? {
                 Ok(_) => return Ok(layout::see_other(&idea_url(&app.id, &id))),
                 Err(e) => field_errors(e, "title")?,
             }
@@ -569,13 +565,10 @@ pub async fn add_comment(
     let errors = match CommentDraft::parse(&body) {
         Err(d) => d,
         Ok(draft) => {
-            let (a, i, now) = (app.id.clone(), id.clone(), state.now());
             let plan = state.settings.plan(app.plan);
-            match state
-                .store
-                .run(move |db| Ok(engagement::comment(db, &a, &i, &draft, &plan, now)))
-                .await?
-            {
+            let add =
+                move |db: &_, a: &_, i: &_, now| engagement::comment(db, a, i, &draft, &plan, now);
+            match session::write_to(&state, &app, &id, add).await? {
                 Ok(c) => {
                     tracing::info!(app_id = %app.id, idea_id = %id, comment_id = %c.id, internal = c.internal, user_id = %u.id, "comment from the dashboard");
                     let to = format!("{}#comment-{}", idea_url(&app.id, &id), c.id);

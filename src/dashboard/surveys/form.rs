@@ -16,7 +16,7 @@ use super::targeting::{self, Rules};
 use crate::api::ApiError;
 use crate::dashboard::error::PageError;
 use crate::dashboard::layout::{self, csrf_field, error_for, field, form_errors, Section, Shell};
-use crate::dashboard::session::{AppPage, AppPosted, Form, Viewer};
+use crate::dashboard::session::{self, AppPage, AppPosted, Form, Viewer};
 use crate::state::AppState;
 use crate::surveys::model::{Question, Survey, SurveyPatch, SurveyStatus, SurveyType};
 use crate::surveys::store::{self, SurveyError};
@@ -425,11 +425,8 @@ pub async fn edit(
             return Ok(invalid(&viewer, &app, mode, &draft, errors));
         }
     };
-    let (a, i, now) = (app.id.clone(), id.clone(), state.now());
-    let done = state
-        .store
-        .run(move |db| Ok(store::update(db, &a, &i, &patch, now)))
-        .await?;
+    let update = move |db: &_, a: &_, i: &_, now| store::update(db, a, i, &patch, now);
+    let done = session::write_to(&state, &app, &id, update).await?;
     match done {
         Ok(_) => {}
         Err(SurveyError::Invalid(e)) => {

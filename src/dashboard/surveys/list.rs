@@ -17,7 +17,7 @@ use crate::config::Quota;
 use crate::dashboard::charts;
 use crate::dashboard::error::PageError;
 use crate::dashboard::layout::{self, csrf_field, thousands, when, Section, Shell};
-use crate::dashboard::session::{AppPage, AppPosted, Viewer};
+use crate::dashboard::session::{self, AppPage, AppPosted, Viewer};
 use crate::state::AppState;
 use crate::surveys::model::{self, QuestionSummary, Summary, Survey, SurveyResponse, SurveyStatus};
 use crate::surveys::store;
@@ -359,10 +359,8 @@ pub async fn transition(
     let to = SurveyStatus::parse(form.get("status"))
         .ok_or_else(|| PageError::bad_request("status must be draft, active, paused or closed"))?;
     let limit = state.settings.plan(app.plan).limit(Quota::ActiveSurveys);
-    let (a, s, now) = (app.id.clone(), id.clone(), state.now());
-    state
-        .store
-        .run(move |db| Ok(store::transition(db, &a, &s, to, limit, now)))
+    let move_to = move |db: &_, a: &_, s: &_, now| store::transition(db, a, s, to, limit, now);
+    session::write_to(&state, &app, &id, move_to)
         .await?
         .map_err(ApiError::from)?;
     tracing::info!(app_id = %app.id, survey_id = %id, to = to.name(), user_id = %viewer.user.id, "survey moved from the dashboard");
