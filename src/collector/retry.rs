@@ -94,6 +94,19 @@ mod tests {
         max: Duration::from_millis(4),
     };
 
+    /// An attempt that fails ("down") before its `works_at`-th call (always, with 0), and
+    /// counts its calls in `calls`.
+    fn attempts(calls: &mut u32, works_at: u32) -> impl FnMut() -> Result<u32, &'static str> + '_ {
+        move || {
+            *calls += 1;
+            if works_at != 0 && *calls >= works_at {
+                Ok(*calls)
+            } else {
+                Err("down")
+            }
+        }
+    }
+
     #[test]
     fn retries_until_it_works_with_growing_delays() {
         let shutdown = Shutdown::default();
@@ -103,14 +116,7 @@ mod tests {
             FAST,
             &shutdown,
             Duration::ZERO,
-            || {
-                calls += 1;
-                if calls < 5 {
-                    Err("no")
-                } else {
-                    Ok(calls)
-                }
-            },
+            attempts(&mut calls, 5),
             |_, d| delays.push(d.as_millis()),
         );
         assert_eq!(got, Ok(5));
@@ -126,21 +132,10 @@ mod tests {
         assert_eq!(got, Err("down"));
         // The patience counts from the shutdown, not from the first attempt.
         let mut calls = 0;
-        let got: Result<(), &str> = retry(
-            FAST,
-            &shutdown,
-            Duration::from_secs(3600),
-            || {
-                calls += 1;
-                if calls < 3 {
-                    Err("down")
-                } else {
-                    Ok(())
-                }
-            },
-            |_, _| {},
-        );
-        assert_eq!(got, Ok(()));
+        let patience = Duration::from_secs(3600);
+        let attempt = attempts(&mut calls, 3);
+        let got = retry(FAST, &shutdown, patience, attempt, |_, _| {});
+        assert_eq!(got, Ok(3));
     }
 
     #[test]
@@ -153,16 +148,9 @@ mod tests {
         };
         let mut calls = 0;
         let started = Instant::now();
-        let got: Result<(), &str> = retry(
-            slow,
-            &shutdown,
-            Duration::from_millis(200),
-            || {
-                calls += 1;
-                Err("down")
-            },
-            |_, _| {},
-        );
+        let patience = Duration::from_millis(200);
+        let attempt = attempts(&mut calls, 0);
+        let got = retry(slow, &shutdown, patience, attempt, |_, _| {});
         assert_eq!(got, Err("down"));
         assert!(started.elapsed() >= Duration::from_millis(150));
         assert!(calls <= 12, "{calls} attempts: spaced, not spun");
