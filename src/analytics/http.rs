@@ -70,10 +70,6 @@ async fn get_traffic(
         now,
     )
     .map_err(ApiError::validation)?;
-    let app = who.app_id.clone();
-    let answer = state
-        .store
-        .run(move |db| store::traffic(db, &app, &w))
-        .await?;
-    Ok(api::ok(&answer))
+    let answer = api::in_app(&state, &who.app_id, move |db, app| store::traffic(db, app, &w));
+    Ok(api::ok(&answer.await?))
 }

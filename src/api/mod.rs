@@ -134,6 +134,16 @@ pub fn json_object(
     }
 }
 
+/// Runs `f` on the store's thread with the app id `app` (the handlers' usual read or write).
+pub async fn in_app<T, F>(state: &crate::state::AppState, app: &str, f: F) -> Result<T, ApiError>
+where
+    T: Send + 'static,
+    F: FnOnce(&sled::Db, &str) -> Result<T, crate::storage::StoreError> + Send + 'static,
+{
+    let app = app.to_owned();
+    Ok(state.store.run(move |db| f(db, &app)).await?)
+}
+
 /// Reads (at most `limit` bytes, before and after undoing its `Content-Encoding`) and parses a
 /// JSON object body; returns the decoded bytes too.
 pub async fn json_body(

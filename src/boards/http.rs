@@ -259,194 +259,131 @@ async fn admin_remove(
     Ok(api::deleted(item))
 }
 
-/// List a board's statuses in their order.
-#[utoipa::path(tag = "boards", security(("admin_token" = [])), params(("appId" = String, Path), ("boardId" = String, Path)),
-    responses((status = 200, body = Vec<IdeaStatus>), (status = 404)))]
-#[get("/apps/{appId}/boards/{boardId}/statuses")]
-async fn list_statuses_admin(
-    app: AdminApp,
-    state: web::Data<AppState>,
-    path: web::Path<(String, String)>,
-) -> Result<HttpResponse, ApiError> {
-    admin_list(&state, app, path.into_inner(), Part::Statuses).await
+/// The five routes of one board part (`$part`, items of schema `$schema`): the admin list and
+/// add at `$list_path`, change and delete at `$item_path` (`$param` names the item's id), and
+/// the public list at `$public_path`. Each route brings its doc lines; add and delete bring
+/// their 409 answer, which says more for statuses.
+macro_rules! part_routes {
+    (
+        $part:expr, $schema:ident, $create:ident, $changes:ident, $param:tt,
+        $list_path:tt, $item_path:tt, $public_path:tt,
+        $(#[$list_doc:meta])* $list:ident,
+        $(#[$add_doc:meta])* $add:ident $add_409:tt,
+        $(#[$patch_doc:meta])* $patch:ident,
+        $(#[$remove_doc:meta])* $remove:ident $remove_409:tt,
+        $(#[$public_doc:meta])* $public:ident
+    ) => {
+        $(#[$list_doc])*
+        #[utoipa::path(tag = "boards", security(("admin_token" = [])), params(("appId" = String, Path), ("boardId" = String, Path)),
+            responses((status = 200, body = Vec<$schema>), (status = 404)))]
+        #[get($list_path)]
+        async fn $list(
+            app: AdminApp,
+            state: web::Data<AppState>,
+            path: web::Path<(String, String)>,
+        ) -> Result<HttpResponse, ApiError> {
+            admin_list(&state, app, path.into_inner(), $part).await
+        }
+
+        $(#[$add_doc])*
+        #[utoipa::path(tag = "boards", security(("admin_token" = [])), params(("appId" = String, Path), ("boardId" = String, Path)),
+            request_body(content = $create),
+            responses((status = 201, body = $schema), (status = 400), (status = 404), $add_409))]
+        #[post($list_path)]
+        async fn $add(
+            app: AdminApp,
+            state: web::Data<AppState>,
+            req: HttpRequest,
+            path: web::Path<(String, String)>,
+            payload: web::Payload,
+        ) -> Result<HttpResponse, ApiError> {
+            admin_add((&state, app), &req, path.into_inner(), payload, $part).await
+        }
+
+        $(#[$patch_doc])*
+        #[utoipa::path(tag = "boards", security(("admin_token" = [])), params(("appId" = String, Path), ("boardId" = String, Path), ($param = String, Path)),
+            request_body(content = $changes),
+            responses((status = 200, body = $schema), (status = 400), (status = 404), (status = 409)))]
+        #[patch($item_path)]
+        async fn $patch(
+            app: AdminApp,
+            state: web::Data<AppState>,
+            req: HttpRequest,
+            path: web::Path<(String, String, String)>,
+            payload: web::Payload,
+        ) -> Result<HttpResponse, ApiError> {
+            admin_patch((&state, app), &req, path.into_inner(), payload, $part).await
+        }
+
+        $(#[$remove_doc])*
+        #[utoipa::path(tag = "boards", security(("admin_token" = [])), params(("appId" = String, Path), ("boardId" = String, Path), ($param = String, Path)),
+            responses((status = 200, body = Deleted), (status = 404), $remove_409))]
+        #[delete($item_path)]
+        async fn $remove(
+            app: AdminApp,
+            state: web::Data<AppState>,
+            path: web::Path<(String, String, String)>,
+        ) -> Result<HttpResponse, ApiError> {
+            admin_remove((&state, app), path.into_inner(), $part).await
+        }
+
+        $(#[$public_doc])*
+        #[utoipa::path(tag = "ideas", security(("api_key" = [])), params(BoardQuery),
+            responses((status = 200, body = Vec<$schema>), (status = 404, description = "Unknown boardId")))]
+        #[get($public_path)]
+        async fn $public(
+            who: Principal,
+            state: web::Data<AppState>,
+            q: web::Query<BoardQuery>,
+        ) -> Result<HttpResponse, ApiError> {
+            public_list(who, &state, &q, $part).await
+        }
+    };
 }
 
-/// Add a status: `{name, color: "#rrggbb", kind?: open|closed, position?}`.
-#[utoipa::path(tag = "boards", security(("admin_token" = [])), params(("appId" = String, Path), ("boardId" = String, Path)),
-    request_body(content = StatusCreate),
-    responses((status = 201, body = IdeaStatus), (status = 400), (status = 404), (status = 409, description = "Name taken or list full")))]
-#[post("/apps/{appId}/boards/{boardId}/statuses")]
-async fn create_status(
-    app: AdminApp,
-    state: web::Data<AppState>,
-    req: HttpRequest,
-    path: web::Path<(String, String)>,
-    payload: web::Payload,
-) -> Result<HttpResponse, ApiError> {
-    admin_add(
-        (&state, app),
-        &req,
-        path.into_inner(),
-        payload,
-        Part::Statuses,
-    )
-    .await
+part_routes! {
+    Part::Statuses, IdeaStatus, StatusCreate, StatusChanges, "statusId",
+    "/apps/{appId}/boards/{boardId}/statuses", "/apps/{appId}/boards/{boardId}/statuses/{statusId}", "/idea-statuses",
+    /// List a board's statuses in their order.
+    list_statuses_admin,
+    /// Add a status: `{name, color: "#rrggbb", kind?: open|closed, position?}`.
+    create_status (status = 409, description = "Name taken or list full"),
+    /// Rename, recolour, change the kind of, or move (`position`, 0-based) a status.
+    update_status,
+    /// Delete a status: 409 while an idea has it, or for the built-in Open and Duplicate.
+    delete_status (status = 409, description = "In use or built in"),
+    /// A board's statuses in their order (`ideas:read`). Small lists: not paginated.
+    list_statuses
 }
 
-/// Rename, recolour, change the kind of, or move (`position`, 0-based) a status.
-#[utoipa::path(tag = "boards", security(("admin_token" = [])), params(("appId" = String, Path), ("boardId" = String, Path), ("statusId" = String, Path)),
-    request_body(content = StatusChanges),
-    responses((status = 200, body = IdeaStatus), (status = 400), (status = 404), (status = 409)))]
-#[patch("/apps/{appId}/boards/{boardId}/statuses/{statusId}")]
-async fn update_status(
-    app: AdminApp,
-    state: web::Data<AppState>,
-    req: HttpRequest,
-    path: web::Path<(String, String, String)>,
-    payload: web::Payload,
-) -> Result<HttpResponse, ApiError> {
-    admin_patch(
-        (&state, app),
-        &req,
-        path.into_inner(),
-        payload,
-        Part::Statuses,
-    )
-    .await
+part_routes! {
+    Part::Topics, Topic, TopicCreate, TopicChanges, "topicId",
+    "/apps/{appId}/boards/{boardId}/topics", "/apps/{appId}/boards/{boardId}/topics/{topicId}", "/topics",
+    /// List a board's topics.
+    list_topics_admin,
+    /// Add a topic: `{name}`.
+    create_topic (status = 409),
+    /// Rename a topic.
+    update_topic,
+    /// Delete a topic (409 while an idea has it).
+    delete_topic (status = 409),
+    /// A board's topics (`ideas:read`).
+    list_topics
 }
 
-/// Delete a status: 409 while an idea has it, or for the built-in Open and Duplicate.
-#[utoipa::path(tag = "boards", security(("admin_token" = [])), params(("appId" = String, Path), ("boardId" = String, Path), ("statusId" = String, Path)),
-    responses((status = 200, body = Deleted), (status = 404), (status = 409, description = "In use or built in")))]
-#[delete("/apps/{appId}/boards/{boardId}/statuses/{statusId}")]
-async fn delete_status(
-    app: AdminApp,
-    state: web::Data<AppState>,
-    path: web::Path<(String, String, String)>,
-) -> Result<HttpResponse, ApiError> {
-    admin_remove((&state, app), path.into_inner(), Part::Statuses).await
-}
-
-/// List a board's topics.
-#[utoipa::path(tag = "boards", security(("admin_token" = [])), params(("appId" = String, Path), ("boardId" = String, Path)),
-    responses((status = 200, body = Vec<Topic>), (status = 404)))]
-#[get("/apps/{appId}/boards/{boardId}/topics")]
-async fn list_topics_admin(
-    app: AdminApp,
-    state: web::Data<AppState>,
-    path: web::Path<(String, String)>,
-) -> Result<HttpResponse, ApiError> {
-    admin_list(&state, app, path.into_inner(), Part::Topics).await
-}
-
-/// Add a topic: `{name}`.
-#[utoipa::path(tag = "boards", security(("admin_token" = [])), params(("appId" = String, Path), ("boardId" = String, Path)),
-    request_body(content = TopicCreate),
-    responses((status = 201, body = Topic), (status = 400), (status = 404), (status = 409)))]
-#[post("/apps/{appId}/boards/{boardId}/topics")]
-async fn create_topic(
-    app: AdminApp,
-    state: web::Data<AppState>,
-    req: HttpRequest,
-    path: web::Path<(String, String)>,
-    payload: web::Payload,
-) -> Result<HttpResponse, ApiError> {
-    admin_add(
-        (&state, app),
-        &req,
-        path.into_inner(),
-        payload,
-        Part::Topics,
-    )
-    .await
-}
-
-/// Rename a topic.
-#[utoipa::path(tag = "boards", security(("admin_token" = [])), params(("appId" = String, Path), ("boardId" = String, Path), ("topicId" = String, Path)),
-    request_body(content = TopicChanges),
-    responses((status = 200, body = Topic), (status = 400), (status = 404), (status = 409)))]
-#[patch("/apps/{appId}/boards/{boardId}/topics/{topicId}")]
-async fn update_topic(
-    app: AdminApp,
-    state: web::Data<AppState>,
-    req: HttpRequest,
-    path: web::Path<(String, String, String)>,
-    payload: web::Payload,
-) -> Result<HttpResponse, ApiError> {
-    admin_patch(
-        (&state, app),
-        &req,
-        path.into_inner(),
-        payload,
-        Part::Topics,
-    )
-    .await
-}
-
-/// Delete a topic (409 while an idea has it).
-#[utoipa::path(tag = "boards", security(("admin_token" = [])), params(("appId" = String, Path), ("boardId" = String, Path), ("topicId" = String, Path)),
-    responses((status = 200, body = Deleted), (status = 404), (status = 409)))]
-#[delete("/apps/{appId}/boards/{boardId}/topics/{topicId}")]
-async fn delete_topic(
-    app: AdminApp,
-    state: web::Data<AppState>,
-    path: web::Path<(String, String, String)>,
-) -> Result<HttpResponse, ApiError> {
-    admin_remove((&state, app), path.into_inner(), Part::Topics).await
-}
-
-/// List a board's tags.
-#[utoipa::path(tag = "boards", security(("admin_token" = [])), params(("appId" = String, Path), ("boardId" = String, Path)),
-    responses((status = 200, body = Vec<Tag>), (status = 404)))]
-#[get("/apps/{appId}/boards/{boardId}/tags")]
-async fn list_tags_admin(
-    app: AdminApp,
-    state: web::Data<AppState>,
-    path: web::Path<(String, String)>,
-) -> Result<HttpResponse, ApiError> {
-    admin_list(&state, app, path.into_inner(), Part::Tags).await
-}
-
-/// Add a tag: `{name, color?}`.
-#[utoipa::path(tag = "boards", security(("admin_token" = [])), params(("appId" = String, Path), ("boardId" = String, Path)),
-    request_body(content = TagCreate),
-    responses((status = 201, body = Tag), (status = 400), (status = 404), (status = 409)))]
-#[post("/apps/{appId}/boards/{boardId}/tags")]
-async fn create_tag(
-    app: AdminApp,
-    state: web::Data<AppState>,
-    req: HttpRequest,
-    path: web::Path<(String, String)>,
-    payload: web::Payload,
-) -> Result<HttpResponse, ApiError> {
-    admin_add((&state, app), &req, path.into_inner(), payload, Part::Tags).await
-}
-
-/// Rename or recolour a tag (`color: null` clears it).
-#[utoipa::path(tag = "boards", security(("admin_token" = [])), params(("appId" = String, Path), ("boardId" = String, Path), ("tagId" = String, Path)),
-    request_body(content = TagChanges),
-    responses((status = 200, body = Tag), (status = 400), (status = 404), (status = 409)))]
-#[patch("/apps/{appId}/boards/{boardId}/tags/{tagId}")]
-async fn update_tag(
-    app: AdminApp,
-    state: web::Data<AppState>,
-    req: HttpRequest,
-    path: web::Path<(String, String, String)>,
-    payload: web::Payload,
-) -> Result<HttpResponse, ApiError> {
-    admin_patch((&state, app), &req, path.into_inner(), payload, Part::Tags).await
-}
-
-/// Delete a tag (409 while an idea has it).
-#[utoipa::path(tag = "boards", security(("admin_token" = [])), params(("appId" = String, Path), ("boardId" = String, Path), ("tagId" = String, Path)),
-    responses((status = 200, body = Deleted), (status = 404), (status = 409)))]
-#[delete("/apps/{appId}/boards/{boardId}/tags/{tagId}")]
-async fn delete_tag(
-    app: AdminApp,
-    state: web::Data<AppState>,
-    path: web::Path<(String, String, String)>,
-) -> Result<HttpResponse, ApiError> {
-    admin_remove((&state, app), path.into_inner(), Part::Tags).await
+part_routes! {
+    Part::Tags, Tag, TagCreate, TagChanges, "tagId",
+    "/apps/{appId}/boards/{boardId}/tags", "/apps/{appId}/boards/{boardId}/tags/{tagId}", "/tags",
+    /// List a board's tags.
+    list_tags_admin,
+    /// Add a tag: `{name, color?}`.
+    create_tag (status = 409),
+    /// Rename or recolour a tag (`color: null` clears it).
+    update_tag,
+    /// Delete a tag (409 while an idea has it).
+    delete_tag (status = 409),
+    /// A board's tags (`ideas:read`).
+    list_tags
 }
 
 /// List the app's boards, oldest first (`ideas:read`).
@@ -490,40 +427,4 @@ async fn public_list(
     found
         .map(|b| api::ok(&b.list(part)))
         .ok_or_else(|| ApiError::not_found("board"))
-}
-
-/// A board's statuses in their order (`ideas:read`). Small lists: not paginated.
-#[utoipa::path(tag = "ideas", security(("api_key" = [])), params(BoardQuery),
-    responses((status = 200, body = Vec<IdeaStatus>), (status = 404, description = "Unknown boardId")))]
-#[get("/idea-statuses")]
-async fn list_statuses(
-    who: Principal,
-    state: web::Data<AppState>,
-    q: web::Query<BoardQuery>,
-) -> Result<HttpResponse, ApiError> {
-    public_list(who, &state, &q, Part::Statuses).await
-}
-
-/// A board's topics (`ideas:read`).
-#[utoipa::path(tag = "ideas", security(("api_key" = [])), params(BoardQuery),
-    responses((status = 200, body = Vec<Topic>), (status = 404, description = "Unknown boardId")))]
-#[get("/topics")]
-async fn list_topics(
-    who: Principal,
-    state: web::Data<AppState>,
-    q: web::Query<BoardQuery>,
-) -> Result<HttpResponse, ApiError> {
-    public_list(who, &state, &q, Part::Topics).await
-}
-
-/// A board's tags (`ideas:read`).
-#[utoipa::path(tag = "ideas", security(("api_key" = [])), params(BoardQuery),
-    responses((status = 200, body = Vec<Tag>), (status = 404, description = "Unknown boardId")))]
-#[get("/tags")]
-async fn list_tags(
-    who: Principal,
-    state: web::Data<AppState>,
-    q: web::Query<BoardQuery>,
-) -> Result<HttpResponse, ApiError> {
-    public_list(who, &state, &q, Part::Tags).await
 }

@@ -49,13 +49,9 @@ async fn get_profile(
     user: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     who.require(Permission::ProfilesRead)?;
-    let app = who.app_id.clone();
     let user = user.into_inner();
-    let p = state
-        .store
-        .run(move |db| store::get(db, &app, &user))
-        .await?
-        .ok_or_else(|| ApiError::not_found("profile"))?;
+    let p = api::in_app(&state, &who.app_id, move |db, app| store::get(db, app, &user)).await?;
+    let p = p.ok_or_else(|| ApiError::not_found("profile"))?;
     Ok(api::ok(&ProfileView {
         user_id: p.user_id,
         traits: p.traits,
