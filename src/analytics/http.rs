@@ -70,6 +70,8 @@ async fn get_traffic(
         now,
     )
     .map_err(ApiError::validation)?;
-    let answer = api::in_app(&state, &who.app_id, move |db, app| store::traffic(db, app, &w));
+    let answer = api::in_app(&state, &who.app_id, move |db, app| {
+        store::traffic(db, app, &w)
+    });
     Ok(api::ok(&answer.await?))
 }

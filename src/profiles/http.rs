@@ -50,7 +50,10 @@ async fn get_profile(
 ) -> Result<HttpResponse, ApiError> {
     who.require(Permission::ProfilesRead)?;
     let user = user.into_inner();
-    let p = api::in_app(&state, &who.app_id, move |db, app| store::get(db, app, &user)).await?;
+    let p = api::in_app(&state, &who.app_id, move |db, app| {
+        store::get(db, app, &user)
+    })
+    .await?;
     let p = p.ok_or_else(|| ApiError::not_found("profile"))?;
     Ok(api::ok(&ProfileView {
         user_id: p.user_id,
