@@ -474,18 +474,17 @@ pub async fn detail(
 
 /// The page again with a refused form's errors (400).
 async fn refused(
-    state: &AppState,
-    viewer: &Viewer,
-    app: &App,
+    (state, viewer, app, form): (&AppState, &Viewer, &App, &Form),
     id: &str,
-    failed: Failed<'_>,
+    key: String,
+    errors: Vec<FieldError>,
 ) -> Result<HttpResponse, PageError> {
     let l = load(state, &app.id, id, DetailQuery::default()).await?;
     let ctx = Ctx {
         viewer,
         app,
         l: &l,
-        failed: Some(failed),
+        failed: Some(Failed { key, form, errors }),
         q: String::new(),
     };
     Ok(layout::html_response(
@@ -538,12 +537,8 @@ pub async fn update(
             }
         }
     };
-    let failed = Failed {
-        key: "edit".into(),
-        form: &form,
-        errors,
-    };
-    refused(&state, &viewer, &app, &id, failed).await
+    let page = (&**state, &viewer, &app, &form);
+    refused(page, &id, "edit".into(), errors).await
 }
 
 /// `POST /dashboard/apps/{id}/ideas/{idea}/comments`: `content`, `internal`, `parentId`; the
@@ -578,12 +573,9 @@ pub async fn add_comment(
             }
         }
     };
-    let failed = Failed {
-        key: parent.map_or("comment".into(), |p| format!("reply-{p}")),
-        form: &form,
-        errors,
-    };
-    refused(&state, &viewer, &app, &id, failed).await
+    let key = parent.map_or("comment".into(), |p| format!("reply-{p}"));
+    let page = (&**state, &viewer, &app, &form);
+    refused(page, &id, key, errors).await
 }
 
 /// `POST /dashboard/apps/{id}/ideas/{idea}/merge`: `into`, the target; then its page.

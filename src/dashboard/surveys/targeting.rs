@@ -260,6 +260,27 @@ fn url_row(i: usize, r: &UrlRow, errors: &[FieldError]) -> Markup {
     }
 }
 
+/// The rules of `kind` (`attr` or `url`): `[heading, hint, add button]`, the list's error,
+/// the `rows`, then the "Add" button `app.js` shows.
+fn rules_block(
+    kind: &str,
+    [heading, hint, add]: [&str; 3],
+    err: Option<&str>,
+    rows: Markup,
+) -> Markup {
+    let id = format!("{kind}-rules");
+    let heading_id = format!("{kind}-rules-h");
+    html! {
+        div.rules #(id) aria-labelledby=(heading_id) {
+            h3 #(heading_id) { (heading) }
+            p.hint { (hint) }
+            @if let Some(m) = err { p.field-error { (m) } }
+            (rows)
+            button.button.small type="button" data-add-row=(kind) hidden { (add) }
+        }
+    }
+}
+
 /// The targeting fieldset: the share, then the rules typed so far and one blank row of each
 /// kind (`app.js` shows the "Add" buttons, which add more rows; without script, a saved form
 /// comes back with a new blank row).
@@ -278,20 +299,10 @@ pub fn render(rules: &Rules, errors: &[FieldError]) -> Markup {
         fieldset.targeting {
             legend { "Who is asked" }
             (field("Visitors asked (%)", "percentage", "number", &rules.percentage, errors, html! {}))
-            div.rules #attr-rules aria-labelledby="attr-rules-h" {
-                h3 #attr-rules-h { "Attribute rules" }
-                p.hint { "All must hold. Values: text, a number, true or false; a value in double quotes is always text. isSet takes no value." }
-                @if let Some(m) = error_for(errors, "attrs") { p.field-error { (m) } }
-                @for (i, r) in attrs.enumerate() { (attr_row(i, r, errors)) }
-                button.button.small type="button" data-add-row="attr" hidden { "Add attribute rule" }
-            }
-            div.rules #url-rules aria-labelledby="url-rules-h" {
-                h3 #url-rules-h { "Page URL rules" }
-                p.hint { "One must hold, on the page's full URL; none: every page." }
-                @if let Some(m) = error_for(errors, "urls") { p.field-error { (m) } }
-                @for (i, r) in urls.enumerate() { (url_row(i, r, errors)) }
-                button.button.small type="button" data-add-row="url" hidden { "Add URL rule" }
-            }
+            (rules_block("attr", ["Attribute rules", "All must hold. Values: text, a number, true or false; a value in double quotes is always text. isSet takes no value.", "Add attribute rule"],
+                error_for(errors, "attrs"), html! { @for (i, r) in attrs.enumerate() { (attr_row(i, r, errors)) } }))
+            (rules_block("url", ["Page URL rules", "One must hold, on the page's full URL; none: every page.", "Add URL rule"],
+                error_for(errors, "urls"), html! { @for (i, r) in urls.enumerate() { (url_row(i, r, errors)) } }))
         }
     }
 }
