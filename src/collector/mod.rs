@@ -195,15 +195,15 @@ impl Collector {
             };
             uploaders.push(uploader::spawn(uploader, up_rx).map_err(failed(index))?);
             let (tx, rx) = bounded(c.queue_batches.max(1));
-            let w = writer::spawn(
-                writer_config(settings, &budget, index, index >= n),
-                db.clone(),
-                clock.clone(),
-                counters.clone(),
-                up_tx,
-                ids,
-                rx,
-            );
+            let parts = writer::Parts {
+                cfg: writer_config(settings, &budget, index, index >= n),
+                db: db.clone(),
+                clock: clock.clone(),
+                counters: counters.clone(),
+                uploads: up_tx,
+                index: ids,
+            };
+            let w = writer::spawn(parts, rx);
             starting.push(w.map_err(failed(index))?);
             if index < n {
                 queues.push(tx);

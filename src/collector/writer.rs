@@ -59,6 +59,18 @@ pub struct WriterConfig {
     pub dedupe_filter_bytes: usize,
 }
 
+/// What a writer is made from: its settings and the handles it shares with the collector.
+pub struct Parts {
+    pub cfg: WriterConfig,
+    pub db: sled::Db,
+    pub clock: Arc<dyn Clock>,
+    pub counters: Arc<ShardCounters>,
+    /// Where closed files go to be uploaded.
+    pub uploads: Sender<Upload>,
+    /// The shard's dedupe index on disk.
+    pub index: Arc<dedupe::Index>,
+}
+
 /// The answer to one batch: it is on disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Committed {
@@ -127,21 +139,16 @@ pub struct Writer {
 impl Writer {
     /// Opens the shard's WAL (cutting a torn tail) and dedupe memory; returns the writer and
     /// the records beyond the checkpoint, to replay.
-    pub fn open(
-        cfg: WriterConfig,
-        db: sled::Db,
-        clock: Arc<dyn Clock>,
-        counters: Arc<ShardCounters>,
-        uploads: Sender<Upload>,
-        index: Arc<dedupe::Index>,
-    ) -> std::io::Result<(Writer, Vec<wal::Record>)> {
+    pub fn open(parts: Parts) -> std::io::Result<(Writer, Vec<wal::Record>)> {
+        let Parts { cfg, db, clock, .. } = parts;
+        let counters = parts.counters;
         std::fs::create_dir_all(&cfg.dir)?;
         let checkpoint = wal::read_checkpoint(&cfg.dir)?;
         let (wal, replay) = wal::Wal::open(&cfg.dir, checkpoint)?;
         let rollup_lsn =
             rollup::store::applied_lsn(&db, cfg.index).map_err(std::io::Error::other)?;
         let seen = Seen::open(
-            index,
+            parts.index,
             clock.now_micros(),
             cfg.dedupe_filter_bytes,
             counters.dedupe_disk_lookups.clone(),
@@ -161,7 +168,7 @@ impl Writer {
             rows: 0,
             bytes: 0,
             retry_flush_at: 0,
-            uploads,
+            uploads: parts.uploads,
             counters,
             rollup: rollup::Delta::default(),
             rollup_lsn,
@@ -550,21 +557,13 @@ impl Starting {
 
 /// Starts a writer on its own thread: it opens its WAL, replays it, then serves `rx`.
 /// Shards recover in parallel; start-up never waits for the object store.
-pub fn spawn(
-    cfg: WriterConfig,
-    db: sled::Db,
-    clock: Arc<dyn Clock>,
-    counters: Arc<ShardCounters>,
-    uploads: Sender<Upload>,
-    index: Arc<dedupe::Index>,
-    rx: Receiver<Msg>,
-) -> std::io::Result<Starting> {
+pub fn spawn(parts: Parts, rx: Receiver<Msg>) -> std::io::Result<Starting> {
     let (ready_tx, ready) = std::sync::mpsc::channel();
     let thread = std::thread::Builder::new()
-        .name(format!("shard-{}", cfg.index))
+        .name(format!("shard-{}", parts.cfg.index))
         .spawn(move || {
-            let opened = Writer::open(cfg, db, clock, counters, uploads, index)
-                .and_then(|(mut w, records)| w.replay(records).map(|()| w));
+            let opened =
+                Writer::open(parts).and_then(|(mut w, records)| w.replay(records).map(|()| w));
             match opened {
                 Ok(writer) => {
                     let _ = ready_tx.send(Ok(()));
@@ -619,14 +618,14 @@ mod tests {
         fn open(&self) -> (Writer, Vec<wal::Record>, Receiver<Upload>) {
             let (tx, rx) = bounded(8);
             let index = dedupe::Index::open(&self.cfg.dir, self.clock.now_micros()).unwrap();
-            let (w, records) = Writer::open(
-                self.cfg.clone(),
-                self.db.clone(),
-                self.clock.clone(),
-                Arc::default(),
-                tx,
+            let (w, records) = Writer::open(Parts {
+                cfg: self.cfg.clone(),
+                db: self.db.clone(),
+                clock: self.clock.clone(),
+                counters: Arc::default(),
+                uploads: tx,
                 index,
-            )
+            })
             .unwrap();
             (w, records, rx)
         }
