@@ -237,7 +237,8 @@ pub fn error_for<'a>(errors: &'a [FieldError], field: &str) -> Option<&'a str> {
         .map(|e| e.message.as_str())
 }
 
-/// A labelled input with its error (if any) right under it, tied by `aria-describedby`.
+/// A labelled input with its error (if any) right under it, tied by `aria-describedby`;
+/// `extra` (a hint) sits between them.
 pub fn field(
     label: &str,
     name: &str,
@@ -246,12 +247,10 @@ pub fn field(
     errors: &[FieldError],
     extra: Markup,
 ) -> Markup {
-    field_with_id(
+    labelled(
         &format!("f-{name}"),
         label,
-        name,
-        kind,
-        value,
+        (name, kind, value),
         errors,
         extra,
     )
@@ -265,6 +264,16 @@ pub fn field_with_id(
     name: &str,
     kind: &str,
     value: &str,
+    errors: &[FieldError],
+) -> Markup {
+    labelled(id, label, (name, kind, value), errors, html! {})
+}
+
+/// `field` and `field_with_id`: the input `(name, type, value)` with id `id`.
+fn labelled(
+    id: &str,
+    label: impl maud::Render,
+    (name, kind, value): (&str, &str, &str),
     errors: &[FieldError],
     extra: Markup,
 ) -> Markup {

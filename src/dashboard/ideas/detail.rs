@@ -201,7 +201,7 @@ fn edit_form(ctx: &Ctx) -> Markup {
             (form_errors(errors, &["title", "description", "statusId", "topicId", "tagIds"]))
             form method="post" action=(ctx.url()) novalidate {
                 (csrf_field(&ctx.viewer.session.csrf))
-                (field_with_id("f-title", "Title", "title", "text", &value("title", &i.title), errors, html! {}))
+                (field_with_id("f-title", "Title", "title", "text", &value("title", &i.title), errors))
                 div.field.invalid[described.is_some()] {
                     label for="f-description" { "Description" }
                     textarea #f-description name="description" rows="4"

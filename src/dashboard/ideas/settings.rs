@@ -123,12 +123,12 @@ fn item_inputs(ctx: &Ctx, part: Part, key: &str, row: Option<&Row>) -> Markup {
     let kind = row.and_then(|r| r.kind).unwrap_or(StatusKind::Open);
     let kind_id = format!("f-{key}-kind");
     html! {
-        (field_with_id(&format!("f-{key}-name"), name_label, "name", "text", &v("name", row.map_or("", |r| r.name)), errors, html! {}))
+        (field_with_id(&format!("f-{key}-name"), name_label, "name", "text", &v("name", row.map_or("", |r| r.name)), errors))
         @if let Some(c) = color {
             @if part == Part::Statuses {
-                (field_with_id(&format!("f-{key}-color"), "Colour", "color", "color", &v("color", c), errors, html! {}))
+                (field_with_id(&format!("f-{key}-color"), "Colour", "color", "color", &v("color", c), errors))
             } @else {
-                (field_with_id(&format!("f-{key}-color"), html! { "Colour" span.muted { " (optional)" } }, "color", "text", &v("color", c), errors, html! {}))
+                (field_with_id(&format!("f-{key}-color"), html! { "Colour" span.muted { " (optional)" } }, "color", "text", &v("color", c), errors))
             }
         }
         @if part == Part::Statuses {
@@ -142,7 +142,7 @@ fn item_inputs(ctx: &Ctx, part: Part, key: &str, row: Option<&Row>) -> Markup {
                 @if let Some(m) = error_for(errors, "kind") { p.field-error { (m) } }
             }
             @let pos = row.and_then(|r| r.position).map(|p| p.to_string()).unwrap_or_default();
-            (field_with_id(&format!("f-{key}-position"), "Position", "position", "number", &v("position", &pos), errors, html! {}))
+            (field_with_id(&format!("f-{key}-position"), "Position", "position", "number", &v("position", &pos), errors))
         }
     }
 }
@@ -204,7 +204,7 @@ fn boards_section(ctx: &Ctx) -> Markup {
                         form.settings-row method="post" action=(format!("{base}/{}", b.board.id)) novalidate {
                             (csrf_field(&ctx.viewer.session.csrf))
                             (field_with_id(&format!("f-{key}-name"), html! { "Name" span.sr-only { " of board " (b.board.name) } }, "name", "text",
-                                &Failed::value(&ctx.failed, &key, "name", &b.board.name), Failed::errors(&ctx.failed, &key), html! {}))
+                                &Failed::value(&ctx.failed, &key, "name", &b.board.name), Failed::errors(&ctx.failed, &key)))
                             button.button type="submit" { "Rename" span.sr-only { " " (b.board.name) } }
                         }
                         @if b.board.id == ctx.board.board.id { span.badge { "shown below" } }
@@ -217,7 +217,7 @@ fn boards_section(ctx: &Ctx) -> Markup {
             form.settings-row method="post" action=(base) novalidate {
                 (csrf_field(&ctx.viewer.session.csrf))
                 (form_errors(new_errors, &["name"]))
-                (field_with_id("f-new-board-name", "New board name", "name", "text", &Failed::value(&ctx.failed, "new-board", "name", ""), new_errors, html! {}))
+                (field_with_id("f-new-board-name", "New board name", "name", "text", &Failed::value(&ctx.failed, "new-board", "name", ""), new_errors))
                 button.button.primary type="submit" { "Create board" }
             }
         }
