@@ -46,45 +46,72 @@ fn seconds() -> Histogram {
     Histogram::new(exponential_buckets(0.0001, 2.0, 19))
 }
 
-/// One shard's handles (the writer and the uploader add to them).
-#[derive(Debug, Clone)]
-pub struct ShardCounters {
-    pub accepted: Counter,
-    pub duplicates: Counter,
-    pub wal_bytes: Counter,
-    /// One observation per group commit: WAL write + fdatasync.
-    pub wal_fsync: Histogram,
-    pub rows_written: Counter,
-    pub files_written: Counter,
-    /// One observation per flush: encode, put, checkpoint.
-    pub flush: Histogram,
-    pub upload_retries: Counter,
-    /// Flushes the writer could not start (the WAL would not rotate); retried a second later.
-    pub flush_failures: Counter,
-    pub replayed: Counter,
-    /// messageIds the dedupe filter could not rule out, looked up on disk.
-    pub dedupe_disk_lookups: Counter,
-    pub queue_depth: Gauge,
+/// Declares the per-shard metrics once: each one's handle in [`ShardCounters`], its family
+/// (labelled `shard="<index>"`) in `ShardFamilies`, and its name and help when registered.
+macro_rules! shard_metrics {
+    ($($(#[doc = $doc:literal])* $field:ident: $kind:ty = $make:path, $name:literal, $help:literal;)+) => {
+        /// One shard's handles (the writer and the uploader add to them).
+        #[derive(Debug, Clone)]
+        pub struct ShardCounters {
+            $($(#[doc = $doc])* pub $field: $kind,)+
+        }
+
+        impl Default for ShardCounters {
+            /// Handles registered nowhere (unit tests).
+            fn default() -> Self {
+                ShardCounters { $($field: $make(),)+ }
+            }
+        }
+
+        /// The per-shard families, labelled `shard="<index>"`.
+        struct ShardFamilies {
+            $($field: Family<ShardLabel, $kind>,)+
+        }
+
+        impl ShardFamilies {
+            fn register(r: &mut Registry) -> ShardFamilies {
+                let f = ShardFamilies { $($field: Family::new_with_constructor($make),)+ };
+                $(r.register($name, $help, f.$field.clone());)+
+                f
+            }
+
+            fn handles(&self, shards: usize) -> Vec<ShardCounters> {
+                (0..shards as u32)
+                    .map(|shard| {
+                        let l = ShardLabel { shard };
+                        ShardCounters { $($field: self.$field.get_or_create(&l).clone(),)+ }
+                    })
+                    .collect()
+            }
+        }
+    };
 }
 
-impl Default for ShardCounters {
-    /// Handles registered nowhere (unit tests).
-    fn default() -> Self {
-        ShardCounters {
-            accepted: Counter::default(),
-            duplicates: Counter::default(),
-            wal_bytes: Counter::default(),
-            wal_fsync: seconds(),
-            rows_written: Counter::default(),
-            files_written: Counter::default(),
-            flush: seconds(),
-            upload_retries: Counter::default(),
-            flush_failures: Counter::default(),
-            replayed: Counter::default(),
-            dedupe_disk_lookups: Counter::default(),
-            queue_depth: Gauge::default(),
-        }
-    }
+shard_metrics! {
+    accepted: Counter = Counter::default, "accepted", "Events made durable and acknowledged";
+    duplicates: Counter = Counter::default, "duplicates",
+        "Events dropped as duplicates by messageId";
+    wal_bytes: Counter = Counter::default, "wal_bytes", "Bytes appended to the write-ahead log";
+    /// One observation per group commit: WAL write + fdatasync.
+    wal_fsync: Histogram = seconds, "wal_fsync_seconds",
+        "Group commits: time to write and fdatasync the WAL";
+    rows_written: Counter = Counter::default, "rows_written",
+        "Rows written to Parquet files in the lake";
+    files_written: Counter = Counter::default, "files_written", "Parquet files put in the lake";
+    /// One observation per flush: encode, put, checkpoint.
+    flush: Histogram = seconds, "flush_seconds",
+        "Flushes: time to encode, upload and checkpoint a shard's open files";
+    upload_retries: Counter = Counter::default, "upload_retries",
+        "Failed flush steps that were retried";
+    /// Flushes the writer could not start (the WAL would not rotate); retried a second later.
+    flush_failures: Counter = Counter::default, "flush_failures",
+        "Flushes that could not start (the WAL would not rotate); retried";
+    replayed: Counter = Counter::default, "replayed",
+        "Events replayed from the write-ahead log at start";
+    /// messageIds the dedupe filter could not rule out, looked up on disk.
+    dedupe_disk_lookups: Counter = Counter::default, "dedupe_disk_lookups",
+        "messageIds the in-memory filter could not rule out, looked up on disk";
+    queue_depth: Gauge = Gauge::default, "queue_depth", "Batches waiting for the shard";
 }
 
 /// The edge's handles.
@@ -174,124 +201,6 @@ impl Metrics {
         // Writing to a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
-    }
-}
-
-/// The per-shard families, labelled `shard="<index>"`.
-struct ShardFamilies {
-    accepted: Family<ShardLabel, Counter>,
-    duplicates: Family<ShardLabel, Counter>,
-    wal_bytes: Family<ShardLabel, Counter>,
-    wal_fsync: Family<ShardLabel, Histogram>,
-    rows_written: Family<ShardLabel, Counter>,
-    files_written: Family<ShardLabel, Counter>,
-    flush: Family<ShardLabel, Histogram>,
-    upload_retries: Family<ShardLabel, Counter>,
-    flush_failures: Family<ShardLabel, Counter>,
-    replayed: Family<ShardLabel, Counter>,
-    dedupe_disk_lookups: Family<ShardLabel, Counter>,
-    queue_depth: Family<ShardLabel, Gauge>,
-}
-
-impl ShardFamilies {
-    fn register(r: &mut Registry) -> ShardFamilies {
-        let f = ShardFamilies {
-            accepted: Family::default(),
-            duplicates: Family::default(),
-            wal_bytes: Family::default(),
-            wal_fsync: Family::new_with_constructor(seconds),
-            rows_written: Family::default(),
-            files_written: Family::default(),
-            flush: Family::new_with_constructor(seconds),
-            upload_retries: Family::default(),
-            flush_failures: Family::default(),
-            replayed: Family::default(),
-            dedupe_disk_lookups: Family::default(),
-            queue_depth: Family::default(),
-        };
-        r.register(
-            "accepted",
-            "Events made durable and acknowledged",
-            f.accepted.clone(),
-        );
-        r.register(
-            "duplicates",
-            "Events dropped as duplicates by messageId",
-            f.duplicates.clone(),
-        );
-        r.register(
-            "wal_bytes",
-            "Bytes appended to the write-ahead log",
-            f.wal_bytes.clone(),
-        );
-        r.register(
-            "wal_fsync_seconds",
-            "Group commits: time to write and fdatasync the WAL",
-            f.wal_fsync.clone(),
-        );
-        r.register(
-            "rows_written",
-            "Rows written to Parquet files in the lake",
-            f.rows_written.clone(),
-        );
-        r.register(
-            "files_written",
-            "Parquet files put in the lake",
-            f.files_written.clone(),
-        );
-        r.register(
-            "flush_seconds",
-            "Flushes: time to encode, upload and checkpoint a shard's open files",
-            f.flush.clone(),
-        );
-        r.register(
-            "upload_retries",
-            "Failed flush steps that were retried",
-            f.upload_retries.clone(),
-        );
-        r.register(
-            "flush_failures",
-            "Flushes that could not start (the WAL would not rotate); retried",
-            f.flush_failures.clone(),
-        );
-        r.register(
-            "replayed",
-            "Events replayed from the write-ahead log at start",
-            f.replayed.clone(),
-        );
-        r.register(
-            "dedupe_disk_lookups",
-            "messageIds the in-memory filter could not rule out, looked up on disk",
-            f.dedupe_disk_lookups.clone(),
-        );
-        r.register(
-            "queue_depth",
-            "Batches waiting for the shard",
-            f.queue_depth.clone(),
-        );
-        f
-    }
-
-    fn handles(&self, shards: usize) -> Vec<ShardCounters> {
-        (0..shards as u32)
-            .map(|shard| {
-                let l = ShardLabel { shard };
-                ShardCounters {
-                    accepted: self.accepted.get_or_create(&l).clone(),
-                    duplicates: self.duplicates.get_or_create(&l).clone(),
-                    wal_bytes: self.wal_bytes.get_or_create(&l).clone(),
-                    wal_fsync: self.wal_fsync.get_or_create(&l).clone(),
-                    rows_written: self.rows_written.get_or_create(&l).clone(),
-                    files_written: self.files_written.get_or_create(&l).clone(),
-                    flush: self.flush.get_or_create(&l).clone(),
-                    upload_retries: self.upload_retries.get_or_create(&l).clone(),
-                    flush_failures: self.flush_failures.get_or_create(&l).clone(),
-                    replayed: self.replayed.get_or_create(&l).clone(),
-                    dedupe_disk_lookups: self.dedupe_disk_lookups.get_or_create(&l).clone(),
-                    queue_depth: self.queue_depth.get_or_create(&l).clone(),
-                }
-            })
-            .collect()
     }
 }
 
