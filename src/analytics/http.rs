@@ -43,16 +43,11 @@ pub struct TrafficQuery {
 /// below about 2 000), identified visitors (anonymousIds seen with a userId), the top 10 pages
 /// and track events by count then name. Read from rollups kept as events are committed, never
 /// from the lake; an event counts once, even after a crash and the replay of the WAL.
-#[utoipa::path(
-    tag = "analytics",
-    security(("api_key" = [])),
-    params(TrafficQuery),
-    responses(
-        (status = 200, description = "The app's traffic over the window", body = Traffic),
-        (status = 400, description = "Bad from, to or interval; from after to; a window over 92 days"),
-        (status = 401), (status = 403), (status = 429)
-    )
-)]
+#[utoipa::path(tag = "analytics", security(("api_key" = [])), params(TrafficQuery), responses(
+    (status = 200, description = "The app's traffic over the window", body = Traffic),
+    (status = 400, description = "Bad from, to or interval; from after to; a window over 92 days"),
+    (status = 401), (status = 403), (status = 429),
+))]
 #[get("/analytics/traffic")]
 async fn get_traffic(
     who: Principal,

@@ -428,21 +428,13 @@ async fn update_contact(
     Ok(api::ok(&updated))
 }
 
-/// The answer of a delete.
-#[derive(Serialize, ToSchema)]
-struct Deleted {
-    id: String,
-    /// Always true.
-    deleted: bool,
-}
-
 /// Delete a contact for good, with every index entry that names it and every kept
 /// `Idempotency-Key` answer that shows it (GDPR erasure).
 #[utoipa::path(
     tag = "contacts",
     security(("api_key" = [])),
     params(("id" = String, Path, description = "Contact id")),
-    responses((status = 200, body = Deleted), (status = 404))
+    responses((status = 200, body = api::Deleted), (status = 404))
 )]
 #[delete("/contacts/{id}")]
 async fn delete_contact(
@@ -451,17 +443,13 @@ async fn delete_contact(
     id: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     who.require(Permission::ContactsDelete)?;
-    let app = who.app_id.clone();
     let id = id.into_inner();
     let gone = id.clone();
-    state
-        .store
-        .run(move |db| Ok(store::delete(db, &app, &id)))
-        .await??;
-    Ok(api::ok(&Deleted {
-        id: gone,
-        deleted: true,
-    }))
+    api::in_app(&state, &who.app_id, move |db, app| {
+        Ok(store::delete(db, app, &id))
+    })
+    .await??;
+    Ok(api::deleted(gone))
 }
 
 /// The items of a batch parsed one by one (an invalid item is reported in its result, not
