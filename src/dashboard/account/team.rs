@@ -13,6 +13,12 @@ use crate::dashboard::session::{Form, Posted, Viewer};
 use crate::state::AppState;
 use crate::validation::FieldError;
 
+/// The account in the path, for an owner (403 for anyone else).
+fn owners_pick(viewer: &Viewer, path: web::Path<String>) -> Result<String, PageError> {
+    require_owner(viewer)?;
+    Ok(path.into_inner())
+}
+
 fn require_owner(viewer: &Viewer) -> Result<(), PageError> {
     if viewer.user.role.manages_team() {
         Ok(())
@@ -159,8 +165,7 @@ pub async fn end_sessions(
     Posted(state, viewer, _): Posted,
     path: web::Path<String>,
 ) -> Result<HttpResponse, PageError> {
-    require_owner(&viewer)?;
-    let id = path.into_inner();
+    let id = owners_pick(&viewer, path)?;
     let u = id.clone();
     let user = state.store.run(move |db| store::get_user(db, &u)).await?;
     let user = user.ok_or_else(|| PageError::not_found("account"))?;
@@ -183,8 +188,7 @@ pub async fn remove(
     Posted(state, viewer, _): Posted,
     path: web::Path<String>,
 ) -> Result<HttpResponse, PageError> {
-    require_owner(&viewer)?;
-    let id = path.into_inner();
+    let id = owners_pick(&viewer, path)?;
     let user = state
         .store
         .run(move |db| Ok(store::delete_user(db, &id)))
