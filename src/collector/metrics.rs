@@ -46,10 +46,20 @@ fn seconds() -> Histogram {
     Histogram::new(exponential_buckets(0.0001, 2.0, 19))
 }
 
+/// Registers each metric with its name and help.
+macro_rules! register {
+    ($r:expr, $($name:literal, $help:literal, $metric:expr;)+) => {
+        $($r.register($name, $help, $metric);)+
+    };
+}
+
 /// Declares the per-shard metrics once: each one's handle in [`ShardCounters`], its family
 /// (labelled `shard="<index>"`) in `ShardFamilies`, and its name and help when registered.
 macro_rules! shard_metrics {
-    ($($(#[doc = $doc:literal])* $field:ident: $kind:ty = $make:path, $name:literal, $help:literal;)+) => {
+    ($(
+        $(#[doc = $doc:literal])*
+        $field:ident: $kind:ty = $make:path, $name:literal, $help:literal;
+    )+) => {
         /// One shard's handles (the writer and the uploader add to them).
         #[derive(Debug, Clone)]
         pub struct ShardCounters {
@@ -71,7 +81,7 @@ macro_rules! shard_metrics {
         impl ShardFamilies {
             fn register(r: &mut Registry) -> ShardFamilies {
                 let f = ShardFamilies { $($field: Family::new_with_constructor($make),)+ };
-                $(r.register($name, $help, f.$field.clone());)+
+                register!(r, $($name, $help, f.$field.clone();)+);
                 f
             }
 
@@ -162,30 +172,15 @@ impl Metrics {
             rejected: Family::default(),
         };
         let r = &mut registry;
-        r.register(
-            "requests",
-            "Collect requests received",
-            edge.requests.clone(),
-        );
-        r.register(
-            "body_bytes",
-            "Request body bytes received (after decompression)",
-            edge.body_bytes.clone(),
-        );
-        r.register(
-            "request_seconds",
-            "Time to answer a collect request",
-            edge.latency.clone(),
-        );
-        r.register(
-            "rejected",
-            "Events or requests refused, by reason",
-            edge.rejected.clone(),
-        );
-        r.register(
+        register!(r,
+            "requests", "Collect requests received", edge.requests.clone();
+            "body_bytes", "Request body bytes received (after decompression)",
+                edge.body_bytes.clone();
+            "request_seconds", "Time to answer a collect request", edge.latency.clone();
+            "rejected", "Events or requests refused, by reason", edge.rejected.clone();
             "idle_memory_releases",
             "Times a thread gave its free memory back after the collector went quiet, by thread",
-            crate::memory::RELEASES.clone(),
+            crate::memory::RELEASES.clone();
         );
         let shards = ShardFamilies::register(r).handles(shards);
         Metrics {
