@@ -213,10 +213,6 @@ mod tests {
     use super::*;
     use crate::accounts::model::{session_key, Role, User};
 
-    fn t0() -> Timestamp {
-        Timestamp::from_micros(1_750_000_000_000_000)
-    }
-
     fn user(email: &str) -> User {
         User {
             id: crate::ids::object_id(),
@@ -224,7 +220,7 @@ mod tests {
             name: "N".into(),
             role: Role::Owner,
             password_hash: "x".into(),
-            created_at: t0(),
+            created_at: Timestamp::t0(),
         }
     }
 
@@ -256,7 +252,7 @@ mod tests {
         member.role = Role::Member;
         create_user(&db, &owner, true).unwrap();
         create_user(&db, &member, false).unwrap();
-        let now = t0();
+        let now = Timestamp::t0();
         let mut keys = Vec::new();
         for u in [&owner, &member, &member] {
             let (s, id) = Session::start(&u.id, now);
@@ -285,7 +281,7 @@ mod tests {
         let db = sled::open(dir.path()).unwrap();
         let u = user("a@x.io");
         create_user(&db, &u, true).unwrap();
-        let now = t0();
+        let now = Timestamp::t0();
         let (s, id) = Session::start(&u.id, now);
         insert_session(&db, &session_key(&id), &s).unwrap();
         assert!(

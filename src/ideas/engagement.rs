@@ -449,17 +449,15 @@ mod tests {
     use super::*;
     use crate::ideas::store;
 
-    fn t0() -> Timestamp {
-        Timestamp::from_micros(1_750_000_000_000_000)
-    }
-
     fn open(dir: &std::path::Path) -> sled::Db {
         sled::Config::new().path(dir).open().expect("open sled")
     }
 
     fn idea(db: &sled::Db, app: &str) -> String {
         let body = serde_json::json!({"title": "Idea", "author": {"id": "a", "name": "A", "email": "a@b.co"}});
-        let draft = super::super::model::IdeaDraft::parse(body.as_object().unwrap(), t0()).unwrap();
+        let draft =
+            super::super::model::IdeaDraft::parse(body.as_object().unwrap(), Timestamp::t0())
+                .unwrap();
         store::create(db, app, &draft, None).unwrap().id
     }
 
@@ -521,7 +519,7 @@ mod tests {
                         email: None,
                     };
                     let fresh = voters.insert((idea_id.clone(), format!("v{n}")));
-                    match vote(&db, &app, idea_id, &voter, t0(), &plan) {
+                    match vote(&db, &app, idea_id, &voter, Timestamp::t0(), &plan) {
                         Ok(v) => {
                             assert!(fresh);
                             m.votes.insert(v.id, (idea_id.clone(), format!("v{n}")));
@@ -545,7 +543,7 @@ mod tests {
                 3 => {
                     let body = serde_json::json!({"content": "c", "author": {"id": "a", "name": "A", "email": "a@b.co"}, "internal": n % 3 == 0});
                     let draft = CommentDraft::parse(body.as_object().unwrap()).unwrap();
-                    let c = comment(&db, &app, idea_id, &draft, &plan, t0()).unwrap();
+                    let c = comment(&db, &app, idea_id, &draft, &plan, Timestamp::t0()).unwrap();
                     m.comments.insert(c.id, (idea_id.clone(), c.internal));
                 }
                 _ => {

@@ -82,6 +82,14 @@ pub fn parse_iso(s: &str) -> Option<DateTime<Utc>> {
 #[schema(value_type = String, format = DateTime, example = "2026-11-22T10:00:00.000Z")]
 pub struct Timestamp(DateTime<Utc>);
 
+#[cfg(test)]
+impl Timestamp {
+    /// A fixed instant for unit tests (mid-June 2025).
+    pub fn t0() -> Timestamp {
+        Timestamp::from_micros(1_750_000_000_000_000)
+    }
+}
+
 impl Timestamp {
     /// Microseconds since the Unix epoch.
     pub fn micros(self) -> i64 {

@@ -224,10 +224,6 @@ mod tests {
     use super::*;
     use crate::clock::ManualClock;
 
-    fn t0() -> Timestamp {
-        Timestamp::from_micros(1_750_000_000_000_000)
-    }
-
     fn answer(holds: &[&str]) -> StoredAnswer {
         StoredAnswer {
             status: 201,
@@ -247,22 +243,30 @@ mod tests {
             ("k3", vec!["c3"]),
         ] {
             assert!(matches!(
-                begin(&db, "app", idem, "fp", 60, t0()).unwrap(),
+                begin(&db, "app", idem, "fp", 60, Timestamp::t0()).unwrap(),
                 Begin::Started
             ));
-            finish(&db, "app", idem, "fp".into(), answer(&holds), t0()).unwrap();
+            finish(
+                &db,
+                "app",
+                idem,
+                "fp".into(),
+                answer(&holds),
+                Timestamp::t0(),
+            )
+            .unwrap();
         }
         assert_eq!(forget_holding(&db, "app", "c1").unwrap(), 2);
         assert!(matches!(
-            begin(&db, "app", "k1", "fp", 60, t0()).unwrap(),
+            begin(&db, "app", "k1", "fp", 60, Timestamp::t0()).unwrap(),
             Begin::Started
         ));
         assert!(matches!(
-            begin(&db, "app", "k2", "fp", 60, t0()).unwrap(),
+            begin(&db, "app", "k2", "fp", 60, Timestamp::t0()).unwrap(),
             Begin::Started
         ));
         assert!(matches!(
-            begin(&db, "app", "k3", "fp", 60, t0()).unwrap(),
+            begin(&db, "app", "k3", "fp", 60, Timestamp::t0()).unwrap(),
             Begin::Replay(_)
         ));
         // k2's other hold went with its record.
@@ -275,12 +279,20 @@ mod tests {
         let (store, threads) = Store::open(dir.path(), 1, 16, 8 << 20).unwrap();
         let db = store.db_for_startup().clone();
         assert!(matches!(
-            begin(&db, "app", "k", "fp", 1, t0()).unwrap(),
+            begin(&db, "app", "k", "fp", 1, Timestamp::t0()).unwrap(),
             Begin::Started
         ));
-        finish(&db, "app", "k", "fp".into(), answer(&["c1"]), t0()).unwrap();
+        finish(
+            &db,
+            "app",
+            "k",
+            "fp".into(),
+            answer(&["c1"]),
+            Timestamp::t0(),
+        )
+        .unwrap();
         // A second later on the sweeper's clock, the record is a second old: expired.
-        let clock = Arc::new(ManualClock::at(t0().micros() + 1_000_000));
+        let clock = Arc::new(ManualClock::at(Timestamp::t0().micros() + 1_000_000));
         let sweeper = spawn_sweeper(store.clone(), 1, Duration::from_millis(50), clock);
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while !db.open_tree(TREE).unwrap().is_empty() || !db.open_tree(HOLDS).unwrap().is_empty() {
