@@ -17,7 +17,9 @@ use crate::boards::BoardRecord;
 use crate::config::Quota;
 use crate::fields::{request_body, Mode};
 use crate::state::AppState;
+use crate::storage::cursor::Walk;
 use crate::storage::idempotency::StoredAnswer;
+use crate::storage::StoreError;
 use crate::tenants::{Permission, Principal};
 
 pub fn configure(cfg: &mut ServiceConfig) {
@@ -334,11 +336,27 @@ pub fn child_page(q: &PageQuery, tag: u8, app: &str, idea: &str) -> Result<PageR
     q.in_order(tag, &format!("{app}/{idea}"))
 }
 
-fn child_answer<T: serde::Serialize>(
-    page: &PageRequest,
-    found: Option<store::Page<T>>,
-) -> Result<HttpResponse, ApiError> {
-    Ok(page.answer(&found.ok_or_else(|| ApiError::not_found("idea"))?))
+/// One page of an idea's list (`tag` as for [`child_page`]): `read` runs on the store with the
+/// app, the idea and the page's walk, and answers `None` for an unknown idea (404).
+async fn child_list<T, F>(
+    (state, who): (&AppState, &Principal),
+    id: String,
+    q: &PageQuery,
+    tag: u8,
+    read: F,
+) -> Result<HttpResponse, ApiError>
+where
+    T: serde::Serialize + Send + 'static,
+    F: FnOnce(&sled::Db, &str, &str, Walk<'_>) -> Result<Option<store::Page<T>>, StoreError>
+        + Send
+        + 'static,
+{
+    let page = child_page(q, tag, &who.app_id, &id)?;
+    let asked = page.clone();
+    let found = api::in_app(state, &who.app_id, move |db, app| {
+        read(db, app, &id, asked.walk())
+    });
+    Ok(page.answer(&found.await?.ok_or_else(|| ApiError::not_found("idea"))?))
 }
 
 /// An idea's status changes, oldest first (`ideas:read`).
@@ -352,14 +370,7 @@ async fn status_history(
     q: web::Query<PageQuery>,
 ) -> Result<HttpResponse, ApiError> {
     who.require(Permission::IdeasRead)?;
-    let (app, id) = (who.app_id.clone(), id.into_inner());
-    let page = child_page(&q, b'h', &app, &id)?;
-    let asked = page.clone();
-    let found = state
-        .store
-        .run(move |db| store::history(db, &app, &id, asked.walk()))
-        .await?;
-    child_answer(&page, found)
+    child_list((&state, &who), id.into_inner(), &q, b'h', store::history).await
 }
 
 /// Merge the idea into `intoId` (`ideas:moderate`): votes are unioned without counting a voter
@@ -459,14 +470,7 @@ async fn list_votes(
     q: web::Query<PageQuery>,
 ) -> Result<HttpResponse, ApiError> {
     who.require(Permission::IdeasRead)?;
-    let (app, id) = (who.app_id.clone(), id.into_inner());
-    let page = child_page(&q, b'v', &app, &id)?;
-    let asked = page.clone();
-    let found = state
-        .store
-        .run(move |db| engagement::votes(db, &app, &id, asked.walk()))
-        .await?;
-    child_answer(&page, found)
+    child_list((&state, &who), id.into_inner(), &q, b'v', engagement::votes).await
 }
 
 /// Remove a vote (`votes:write`).
@@ -540,14 +544,14 @@ async fn list_comments(
 ) -> Result<HttpResponse, ApiError> {
     who.require(Permission::IdeasRead)?;
     let moderator = who.require(Permission::IdeasModerate).is_ok();
-    let (app, id) = (who.app_id.clone(), id.into_inner());
-    let page = child_page(&q, b'c', &app, &id)?;
-    let asked = page.clone();
-    let found = state
-        .store
-        .run(move |db| engagement::comments(db, &app, &id, moderator, asked.walk()))
-        .await?;
-    child_answer(&page, found)
+    child_list(
+        (&state, &who),
+        id.into_inner(),
+        &q,
+        b'c',
+        move |db, app, id, walk| engagement::comments(db, app, id, moderator, walk),
+    )
+    .await
 }
 
 /// Edit a comment's content (`comments:write` and the same `author.id`, or `ideas:moderate`).
