@@ -51,7 +51,7 @@ wait_up() { # url
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 field() { sed -E "s/.*(^| )$1=([^ ]+).*/\2/" <<<"$2"; }
 
-export TRIBUTARY_ADMIN_TOKEN=load-test-token
+export TRIBUTARY_ADMIN_TOKEN=load-test-admin-token-0123456789abcdef  # 16+ characters, or serve refuses it
 start_tributary() { # data dir; sets tpid, tport
   tport=$(free_port)
   RUST_LOG=warn "$bin/tributary" serve --bind "127.0.0.1:$tport" --data-dir "$1" >>"$work/tributary.log" 2>&1 &
