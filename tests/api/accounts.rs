@@ -21,6 +21,11 @@ async fn add(b: &mut Browser<'_>, email: &str, password: &str, role: &str) -> St
     .status
 }
 
+/// Adds the member Mel (`mel@example.com`, the usual password) from the Team page.
+async fn add_mel(b: &mut Browser<'_>) {
+    assert_eq!(add(b, "mel@example.com", PASSWORD, "member").await, 200);
+}
+
 /// The id of the account `email`, read from the Team page's forms.
 async fn id_of(b: &mut Browser<'_>, email: &str) -> String {
     let page = b.get("/dashboard/team").await.body;
@@ -54,10 +59,7 @@ async fn blank_or_control_character_passwords_are_refused_and_normal_forms_sign_
 async fn an_owner_removes_a_member_whose_sessions_end_but_never_the_last_owner() {
     let app = spawn_app();
     let mut b = owner(&app).await;
-    assert_eq!(
-        add(&mut b, "mel@example.com", PASSWORD, "member").await,
-        200
-    );
+    add_mel(&mut b).await;
     let mut m = Browser::new(&app);
     assert_eq!(m.sign_in("mel@example.com", PASSWORD).await.status, 303);
     assert_eq!(m.get("/dashboard/apps").await.status, 200);
@@ -100,10 +102,7 @@ async fn an_owner_removes_a_member_whose_sessions_end_but_never_the_last_owner()
 async fn an_owner_ends_another_accounts_sessions() {
     let app = spawn_app();
     let mut b = owner(&app).await;
-    assert_eq!(
-        add(&mut b, "mel@example.com", PASSWORD, "member").await,
-        200
-    );
+    add_mel(&mut b).await;
     let mut m = Browser::new(&app);
     m.sign_in("mel@example.com", PASSWORD).await;
     let mel = id_of(&mut b, "mel@example.com").await;
@@ -128,10 +127,7 @@ async fn an_owner_ends_another_accounts_sessions() {
 async fn a_member_changes_their_password_with_the_current_one_and_other_sessions_end() {
     let app = spawn_app();
     let mut b = owner(&app).await;
-    assert_eq!(
-        add(&mut b, "mel@example.com", PASSWORD, "member").await,
-        200
-    );
+    add_mel(&mut b).await;
     let (mut here, mut there) = (Browser::new(&app), Browser::new(&app));
     here.sign_in("mel@example.com", PASSWORD).await;
     there.sign_in("mel@example.com", PASSWORD).await;
