@@ -237,7 +237,9 @@ fn idempotency_sweeps(
     clock: &Arc<dyn Clock>,
 ) -> Result<tokio::task::JoinHandle<()>, StartError> {
     let ttl = settings.api.idempotency_ttl_secs as i64;
-    let swept = crate::storage::idempotency::sweep(store.db_for_startup(), ttl, clock.now())?;
+    let swept = store
+        .db()
+        .with(|db| crate::storage::idempotency::sweep(db, ttl, clock.now()))?;
     if swept > 0 {
         tracing::info!(swept, "expired idempotency records removed");
     }
@@ -331,7 +333,9 @@ impl ConnectionLimits {
 
 /// Removes the dashboard sessions that expired while the server was down.
 fn sweep_dashboard_sessions(store: &Store, now: crate::ids::Timestamp) -> Result<(), StartError> {
-    let swept = crate::accounts::store::sweep_sessions(store.db_for_startup(), now)?;
+    let swept = store
+        .db()
+        .with(|db| crate::accounts::store::sweep_sessions(db, now))?;
     if swept > 0 {
         tracing::info!(swept, "expired dashboard sessions removed");
     }
@@ -362,15 +366,15 @@ impl Application {
             settings.collector.release_memory_after_idle_secs,
         ));
         let (store, threads) = open_store(&settings)?;
-        let registry = Registry::load(store.db_for_startup(), clock.clone())?;
-        crate::tenants::store::index_api_keys(store.db_for_startup())?;
+        let registry = store.db().with(|db| Registry::load(db, clock.clone()))?;
+        store.db().with(crate::tenants::store::index_api_keys)?;
         let sweeper = idempotency_sweeps(&store, &settings, &clock)?;
         let admin_token = admin_token(settings.admin_token.as_ref(), &data_dir)?;
         let lake = crate::collector::lake::open(&settings.lake, &data_dir.join("lake"))
             .map_err(crate::collector::CollectorError::from)?;
         let collector = web::Data::new(Collector::start(
             &settings,
-            store.db_for_startup(),
+            &store.db().get().map_err(crate::storage::StoreError::from)?,
             lake,
             clock.clone(),
         )?);
@@ -485,7 +489,15 @@ impl Application {
         let _ = tokio::task::spawn_blocking(move || drained.shutdown()).await;
         drop(collector);
         tracing::info!("flushing the store");
-        store.flush()?;
+        if let Err(e) = store.flush() {
+            // Not fatal: every API write was flushed before its answer, and the collector's
+            // events are in the lake or its WAL.
+            tracing::error!(
+                error = %e,
+                "the store's final flush failed (disk full?); acknowledged writes were flushed \
+                 when answered and collected events are safe in the WAL"
+            );
+        }
         drop(store);
         threads.join();
         tracing::info!("shutdown complete");

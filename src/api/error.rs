@@ -240,11 +240,42 @@ impl ResponseError for ApiError {
     }
 }
 
+/// The Retry-After of a store that failed to write (a full disk): freeing space takes a while.
+const STORE_IO_RETRY_SECS: u64 = 5;
+
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::Busy => ApiError::unavailable("the store is busy, retry later", 1),
+            // A full disk (ENOSPC) or a store being reopened after one: a retry can succeed.
+            StoreError::Sled(sled::Error::Io(e)) => {
+                tracing::warn!(error = %e, "the store cannot write");
+                ApiError::unavailable(
+                    "the store cannot write to its disk now, retry later",
+                    STORE_IO_RETRY_SECS,
+                )
+            }
             other => ApiError::internal(other),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_store_that_cannot_write_answers_503_with_retry_after_never_500() {
+        let full = std::io::Error::from_raw_os_error(28);
+        for e in [StoreError::Sled(sled::Error::Io(full)), StoreError::Busy] {
+            let answer = ApiError::from(e);
+            assert_eq!(answer.status_code(), StatusCode::SERVICE_UNAVAILABLE);
+            assert!(answer
+                .headers()
+                .iter()
+                .any(|(name, _)| name.as_str() == "retry-after"));
+        }
+        let bug = ApiError::from(StoreError::Sled(sled::Error::ReportableBug("x".into())));
+        assert_eq!(bug.status_code(), StatusCode::INTERNAL_SERVER_ERROR);
     }
 }

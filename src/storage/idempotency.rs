@@ -277,7 +277,7 @@ mod tests {
     async fn expired_records_are_swept_on_a_timer_while_the_store_runs() {
         let dir = tempfile::tempdir().unwrap();
         let (store, threads) = Store::open(dir.path(), 1, 16, 8 << 20).unwrap();
-        let db = store.db_for_startup().clone();
+        let db = store.db().get().unwrap();
         assert!(matches!(
             begin(&db, "app", "k", "fp", 1, Timestamp::t0()).unwrap(),
             Begin::Started

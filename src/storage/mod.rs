@@ -4,19 +4,25 @@
 //!
 //! Architecture invariant: sled is never touched from an async worker. Requests reach it on a
 //! store thread; the collector's writer and uploader threads (usage, profiles, rollups, the
-//! uploaders' record) and start-up (before the server accepts requests) use it directly. The queue is bounded: when it is full,
-//! `run` answers `StoreError::Busy` at once, which the API turns into 503 + Retry-After.
+//! uploaders' record) and start-up (before the server accepts requests) use it directly,
+//! through the same `Db` handle (`db.rs`: reopened after a disk error). The queue is bounded:
+//! when it is full, `run` answers `StoreError::Busy` at once, which the API turns into 503 +
+//! Retry-After; while the database is being reopened, `run` answers its I/O error at once
+//! (503 too).
 
 pub mod cursor;
+mod db;
 pub mod files;
 pub mod idempotency;
+
+pub use db::{Db, Unavailable};
 
 use std::path::Path;
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{bounded, RecvTimeoutError, Sender, TrySendError};
 
-type Job = Box<dyn FnOnce(&sled::Db) + Send + 'static>;
+type Job = Box<dyn FnOnce(&Db) + Send + 'static>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -72,7 +78,7 @@ pub(crate) use store_error;
 #[derive(Clone)]
 pub struct Store {
     tx: Sender<Job>,
-    db: sled::Db,
+    db: Db,
 }
 
 /// Owns the store threads; dropping the last `Store` and calling `join` ends them.
@@ -89,11 +95,7 @@ impl Store {
         queue: usize,
         cache_bytes: u64,
     ) -> Result<(Store, StoreThreads), StoreError> {
-        let db = sled::Config::new()
-            .path(dir)
-            .cache_capacity(cache_bytes)
-            .mode(sled::Mode::HighThroughput)
-            .open()?;
+        let db = Db::open(dir, cache_bytes)?;
         let (tx, rx) = bounded::<Job>(queue.max(1));
         let handles = (0..threads.max(1))
             .map(|i| {
@@ -122,8 +124,11 @@ impl Store {
         F: FnOnce(&sled::Db) -> Result<T, StoreError> + Send + 'static,
     {
         let (reply, answer) = tokio::sync::oneshot::channel();
+        if let Some(down) = self.db.unavailable() {
+            return Err(StoreError::Sled(down.error()));
+        }
         let job: Job = Box::new(move |db| {
-            let _ = reply.send(f(db));
+            let _ = reply.send(db.with(f));
         });
         match self.tx.try_send(job) {
             Ok(()) => {}
@@ -133,14 +138,15 @@ impl Store {
         answer.await.map_err(|_| StoreError::Closed)?
     }
 
-    /// Direct access for start-up code that runs before any request is served.
-    pub fn db_for_startup(&self) -> &sled::Db {
+    /// The database handle, for code on its own threads: start-up (before any request is
+    /// served) and the collector's writers and uploaders. Take a `sled::Db` per operation.
+    pub fn db(&self) -> &Db {
         &self.db
     }
 
     /// Writes every dirty buffer to disk.
     pub fn flush(&self) -> Result<(), StoreError> {
-        self.db.flush()?;
+        self.db.with(|db| db.flush())?;
         Ok(())
     }
 }
