@@ -124,6 +124,8 @@ pub struct CollectorSettings {
     pub node_id: String,
     pub allowed_origins: Vec<String>,
     pub shutdown_upload_timeout_ms: u64,
+    pub max_backlog_mb: u64,
+    pub answer_timeout_ms: u64,
     pub dedupe_memory_mb: usize,
     pub max_memory_mb: usize,
     pub release_memory_after_idle_secs: u64,

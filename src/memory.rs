@@ -63,6 +63,7 @@ static IDLE_MS: AtomicU64 = AtomicU64::new(60_000);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Thread {
     Writer,
+    Stager,
     Uploader,
     Store,
     Http,
@@ -135,6 +136,7 @@ pub fn release_if_idle(thread: Thread) {
         release();
         let thread = match thread {
             Thread::Writer => "writer",
+            Thread::Stager => "stager",
             Thread::Uploader => "uploader",
             Thread::Store => "store",
             Thread::Http => "http",

@@ -9,7 +9,7 @@ use std::time::Duration;
 use actix_web::dev::Server;
 use actix_web::http::KeepAlive;
 use actix_web::middleware::from_fn;
-use actix_web::{get, web, App, HttpResponse, HttpServer};
+use actix_web::{web, App, HttpResponse, HttpServer};
 use utoipa::OpenApi;
 use utoipa_actix_web::{scope, AppExt};
 
@@ -155,19 +155,6 @@ impl utoipa::Modify for SecuritySchemes {
     }
 }
 
-#[derive(serde::Serialize, utoipa::ToSchema)]
-struct Health {
-    /// Always `ok`.
-    status: &'static str,
-}
-
-/// Liveness: 200 while the server runs (HEAD too).
-#[utoipa::path(tag = "service", responses((status = 200, description = "The server runs", body = Health)))]
-#[get("/healthz")]
-async fn healthz() -> HttpResponse {
-    api::ok(&Health { status: "ok" })
-}
-
 /// Every route, on an app being built: the running server and the OpenAPI document use this
 /// one list, so the document cannot miss a route.
 fn services<T>(app: utoipa_actix_web::UtoipaApp<T>) -> utoipa_actix_web::UtoipaApp<T>
@@ -179,7 +166,8 @@ where
         InitError = (),
     >,
 {
-    app.service(healthz)
+    app.service(crate::collector::http::healthz)
+        .service(crate::collector::http::readyz)
         .service(crate::collector::http::metrics)
         .configure(crate::sdk::configure)
         .service(scope::scope("/acq/v1").configure(crate::contacts::configure))

@@ -4,9 +4,10 @@
 //! ```text
 //! max_memory_mb = dedupe_memory_mb                    Bloom filters (dedupe/), fixed
 //!               + max_memory_mb / 4                   queued batches, all shards (Gate)
-//!               + shards x 3 x file_bytes             per shard: open files, one flush
-//!                                                     queued for the uploader, one uploading
-//! file_bytes    = min(max_file_bytes, (max_memory_mb x 3/4 - dedupe_memory_mb) / (3 x shards))
+//!               + shards x 4 x file_bytes             per shard: open files, one flush
+//!                                                     queued for the stager, one being
+//!                                                     staged, one file being uploaded
+//! file_bytes    = min(max_file_bytes, (max_memory_mb x 3/4 - dedupe_memory_mb) / (4 x shards))
 //! ```
 //!
 //! Sizes are the events' estimated bytes (`Event::approx_bytes`). What a pool cannot take is
@@ -20,8 +21,9 @@ use std::sync::Arc;
 
 use crate::config::CollectorSettings;
 
-/// Flushes a shard may hold at once: its open files, one queued, one being uploaded.
-const FILES_IN_MEMORY: usize = 3;
+/// Flushes a shard may hold at once: its open files, one queued for the stager, one being
+/// staged, one (file) being uploaded. A backlog waits on disk, in the outbox.
+const FILES_IN_MEMORY: usize = 4;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Budget {
@@ -142,7 +144,7 @@ mod tests {
         c.dedupe_memory_mb = 64;
         let b = Budget::new(&c, 2).unwrap();
         assert_eq!(b.queued_bytes, 64 << 20);
-        assert_eq!(b.file_bytes, (128 << 20) / 6);
+        assert_eq!(b.file_bytes, (128 << 20) / 8);
         assert_eq!(b.filter_bytes, (64 << 20) / 6, "3 generations x 2 shards");
         c.max_memory_mb = 80;
         assert!(

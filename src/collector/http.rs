@@ -13,9 +13,9 @@ use actix_web::{get, post, web, HttpRequest, HttpResponse};
 use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::decode::{self, BodyError, Decoded, Enrichment, Rejected};
-use super::metrics::Reject;
+use super::metrics::{EdgeCounters, Reject};
 use super::Collector;
-use super::{usage, SubmitError};
+use super::{usage, SubmitError, WriteError};
 use crate::api::{self, ApiError, ErrorCode, FieldError, Undecoded};
 use crate::config::{CollectorSettings, Quota};
 use crate::state::AppState;
@@ -328,15 +328,30 @@ async fn receive(
                 errors: &rejected[..rejected.len().min(MAX_REPORTED_ERRORS)],
             }))
         }
-        Err(SubmitError::Overloaded) => {
-            edge.reject(Reject::Overloaded, 1);
-            Err(ApiError::unavailable(
-                "the collector is overloaded, retry later",
-                1,
-            ))
-        }
-        Err(SubmitError::Failed(e)) => Err(ApiError::internal(e)),
+        Err(e) => Err(submit_error(edge, e)),
     }
+}
+
+/// What a batch that was not committed is answered: 503 + Retry-After for whatever a retry
+/// can cure (a full queue, the backlog at its budget, a shard too slow, a full disk), 500 only
+/// for a writer broken by a bug.
+fn submit_error(edge: &EdgeCounters, e: SubmitError) -> ApiError {
+    let (message, retry_after) = match &e {
+        SubmitError::Overloaded => ("the collector is overloaded, retry later", 1),
+        SubmitError::Backlogged => (
+            "the collector holds as many events as it may while the lake is unreachable, retry later",
+            30,
+        ),
+        SubmitError::TimedOut => ("the collector could not commit the batch in time, retry later", 5),
+        SubmitError::Failed(WriteError::Full) => ("the collector is busy writing, retry later", 1),
+        SubmitError::Failed(w) if w.retryable() => {
+            tracing::warn!(error = %w, "batch not committed; answered 503");
+            ("the collector cannot write to its disk now, retry later", 10)
+        }
+        SubmitError::Failed(w) => return ApiError::internal(w),
+    };
+    edge.reject(Reject::Overloaded, 1);
+    ApiError::unavailable(message, retry_after)
 }
 
 fn check_content_type(collector: &Collector, req: &HttpRequest) -> Result<(), ApiError> {
@@ -441,6 +456,55 @@ async fn check_quota(
         return Err(ApiError::plan_limit(Quota::EventsPerMonth, limit, current));
     }
     Ok(())
+}
+
+/// What `/healthz` and `/readyz` say.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct Health {
+    /// `ok`, or `degraded` while something behind the edge fails (see `problems`).
+    status: &'static str,
+    /// What fails, since when: `lake` (uploads fail; events wait on disk), `disk` (writes to the
+    /// data dir fail), `backlog` (at `collector.max_backlog_mb`: collect answers 503).
+    problems: Vec<super::health::Problem>,
+}
+
+fn health_of(collector: &Collector) -> Health {
+    let problems = collector.health.problems();
+    let status = if problems.is_empty() {
+        "ok"
+    } else {
+        "degraded"
+    };
+    Health { status, problems }
+}
+
+/// Liveness: 200 while the server runs (HEAD too), saying what is degraded behind it.
+#[utoipa::path(tag = "service", responses((status = 200, description = "The server runs", body = Health)))]
+#[get("/healthz")]
+pub async fn healthz(collector: web::Data<Collector>) -> HttpResponse {
+    api::ok(&health_of(&collector))
+}
+
+/// Readiness: 200 when nothing is degraded; else 503 SERVICE_UNAVAILABLE + Retry-After naming
+/// each problem in `details` (field = the check), so a load balancer can steer traffic to
+/// another node while this one rides out a lake outage on its disk.
+#[utoipa::path(tag = "service", responses(
+    (status = 200, description = "Ready", body = Health),
+    (status = 503, description = "SERVICE_UNAVAILABLE: degraded (the lake, the disk or the backlog), each problem in details; retry after Retry-After"),
+))]
+#[get("/readyz")]
+pub async fn readyz(collector: web::Data<Collector>) -> Result<HttpResponse, ApiError> {
+    let health = health_of(&collector);
+    let Some(first) = health.problems.first() else {
+        return Ok(api::ok(&health));
+    };
+    let message = format!("degraded: {} since {}", first.message, first.since);
+    let details = health
+        .problems
+        .iter()
+        .map(|p| FieldError::new(p.check, format!("since {}: {}", p.since, p.message)))
+        .collect();
+    Err(ApiError::unavailable(message, 5).with_details(details))
 }
 
 /// Prometheus metrics of the collector.

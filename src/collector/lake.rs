@@ -7,6 +7,7 @@
 //! client clocks never reopen old partitions.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use object_store::path::Path;
@@ -48,7 +49,9 @@ pub fn open(
             // Credentials come from the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, ...).
             let mut b = object_store::aws::AmazonS3Builder::from_env()
                 .with_bucket_name(&settings.s3_bucket)
-                .with_allow_http(settings.s3_allow_http);
+                .with_allow_http(settings.s3_allow_http)
+                .with_client_options(client_options())
+                .with_retry(retry_config());
             if !settings.s3_region.is_empty() {
                 b = b.with_region(&settings.s3_region);
             }
@@ -62,6 +65,28 @@ pub fn open(
             }
             Ok(Arc::new(b.build()?))
         }
+    }
+}
+
+/// Connections to S3: a host that does not answer fails an attempt in seconds, not minutes
+/// (the uploader retries it, and the outbox keeps the file meanwhile).
+fn client_options() -> object_store::ClientOptions {
+    object_store::ClientOptions::new()
+        .with_connect_timeout(Duration::from_secs(3))
+        .with_timeout(Duration::from_secs(120))
+}
+
+/// The client's own retries stay short: the uploader's retry rule (`retry.rs`) is the one that
+/// rides out an outage, so a lake that comes back is used within seconds.
+fn retry_config() -> object_store::RetryConfig {
+    object_store::RetryConfig {
+        backoff: object_store::BackoffConfig {
+            init_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(1),
+            base: 2.0,
+        },
+        max_retries: 2,
+        retry_timeout: Duration::from_secs(10),
     }
 }
 

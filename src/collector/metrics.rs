@@ -110,9 +110,13 @@ shard_metrics! {
     files_written: Counter = Counter::default, "files_written", "Parquet files put in the lake";
     /// One observation per flush: encode, put, checkpoint.
     flush: Histogram = seconds, "flush_seconds",
-        "Flushes: time to encode, upload and checkpoint a shard's open files";
+        "Flushes: time to stage a shard's closed files in its outbox and checkpoint them";
     upload_retries: Counter = Counter::default, "upload_retries",
-        "Failed flush steps that were retried";
+        "Failed staging or upload attempts that were retried";
+    upload_failures: Counter = Counter::default, "upload_failures",
+        "Puts to the object store that failed (each is retried)";
+    refused_full: Counter = Counter::default, "refused_full",
+        "Batches refused (503) because the shard's open files were full and not handed over yet";
     /// Flushes the writer could not start (the WAL would not rotate); retried a second later.
     flush_failures: Counter = Counter::default, "flush_failures",
         "Flushes that could not start (the WAL would not rotate); retried";
@@ -188,6 +192,28 @@ impl Metrics {
             edge,
             shards,
         }
+    }
+
+    /// Registers the gauges of the collector's health (`health.rs`).
+    pub fn register_health(&mut self, g: &super::health::Gauges) {
+        let r = &mut self.registry;
+        register!(r,
+            "backlog_bytes",
+            "Bytes on the data dir that are not in the lake yet: WAL segments and outbox files",
+            g.backlog_bytes.clone();
+            "backlog_budget_bytes",
+            "At this backlog the collector answers 503 + Retry-After (collector.max_backlog_mb)",
+            g.backlog_budget_bytes.clone();
+            "outbox_files", "Closed lake files waiting in the outboxes for their upload",
+            g.outbox_files.clone();
+            "oldest_unuploaded_age_seconds",
+            "How long the oldest outbox file has waited for its upload (0: none waits)",
+            g.oldest_unuploaded_age_seconds.clone();
+            "last_upload_timestamp_seconds", "Unix time of the last successful put to the lake",
+            g.last_upload_timestamp_seconds.clone();
+            "data_dir_free_bytes", "Free space on the data dir's disk",
+            g.data_dir_free_bytes.clone();
+        );
     }
 
     /// The OpenMetrics text of every metric.

@@ -5,9 +5,14 @@
 //!   -> route by hash(app, anonymousId) over bounded queues       Collector::submit (mod.rs)
 //!   -> shard writer: dedupe, WAL append + fsync, reply            writer.rs, wal.rs, dedupe/
 //!   -> open Parquet files per (app, hour), row group by group     columns.rs (from event.rs)
-//!   -> uploader: object_store put, checkpoint, trim               uploader.rs, lake.rs, retry.rs
+//!   -> stager: files to the outbox on disk, checkpoint, trim      stager.rs, outbox.rs
 //!      (+ the traffic rollups, applied once per LSN before the checkpoint)   rollup/
+//!   -> uploader: outbox -> object_store put, delete               uploader.rs, lake.rs, retry.rs
 //! ```
+//!
+//! Nothing on the way to the answer waits for the object store: a lake that is away grows the
+//! outbox on disk (`health.rs`: the backlog and its budget), and every request is answered
+//! within `collector.answer_timeout_ms`.
 //!
 //! Architecture invariant: a 200 from the collector means every accepted event of the batch is
 //! fsync'd in a shard's WAL. Architecture invariant: every queue is bounded; a full shard queue
@@ -18,11 +23,14 @@ pub mod columns;
 pub mod decode;
 pub mod dedupe;
 pub mod event;
+pub mod health;
 pub mod http;
 pub mod lake;
 pub mod metrics;
+pub mod outbox;
 pub mod retry;
 pub mod rollup;
+pub mod stager;
 pub mod uploader;
 pub mod usage;
 pub mod wal;
@@ -30,6 +38,7 @@ pub mod writer;
 pub mod written;
 
 use std::path::Path;
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -40,8 +49,11 @@ use object_store::ObjectStore;
 use crate::clock::Clock;
 use crate::config::Settings;
 pub use event::{Event, EventType};
+use health::Health;
 use metrics::Metrics;
+use outbox::Outbox;
 use retry::{Backoff, Shutdown};
+use stager::Stager;
 use uploader::Uploader;
 pub use writer::{Committed, WriteError};
 
@@ -64,6 +76,13 @@ pub enum SubmitError {
     /// A shard's queue is full: retry later.
     #[error("a shard queue is full")]
     Overloaded,
+    /// The backlog waiting for the lake reached `collector.max_backlog_mb`: retry later.
+    #[error("the backlog waiting for the lake is at its budget")]
+    Backlogged,
+    /// A shard did not answer within `collector.answer_timeout_ms`: retry later (the retry is
+    /// deduplicated if the batch was committed meanwhile).
+    #[error("a shard did not answer in time")]
+    TimedOut,
     /// A shard failed to write.
     #[error(transparent)]
     Failed(#[from] WriteError),
@@ -75,6 +94,10 @@ pub struct Collector {
     pub metrics: Metrics,
     pub meter: usage::Meter,
     pub clock: Arc<dyn Clock>,
+    /// What is broken behind the edge, and the backlog with its budget.
+    pub health: Arc<Health>,
+    /// How long `submit` waits for the shards.
+    answer_timeout: Duration,
     /// The queued-batch pool of the memory budget (`budget.rs`).
     gate: budget::Gate,
     /// Writer threads, then uploader threads: joined in that order at shutdown.
@@ -139,7 +162,16 @@ fn shard_dirs_from(data_dir: &Path, n: usize) -> usize {
         .count()
 }
 
-/// The directory of shard `index`: its WAL, checkpoint, intent and dedupe files.
+/// A directory that does not exist yet holds nothing.
+fn none_yet(e: std::io::Error) -> std::io::Result<u64> {
+    if e.kind() == std::io::ErrorKind::NotFound {
+        Ok(0)
+    } else {
+        Err(e)
+    }
+}
+
+/// The directory of shard `index`: its WAL, checkpoint, outbox and dedupe files.
 pub fn shard_dir(data_dir: &Path, index: usize) -> std::path::PathBuf {
     data_dir.join("wal").join(format!("shard-{index}"))
 }
@@ -155,8 +187,9 @@ pub fn shard_of(app_id: &str, visitor: &str, shards: usize) -> usize {
 }
 
 impl Collector {
-    /// Starts one writer and one uploader per shard over `lake`; each writer first replays
-    /// its WAL into the lake (in parallel; start-up never waits for the object store).
+    /// Starts one writer, one stager and one uploader per shard over `lake`; each writer first
+    /// replays its WAL (in parallel, into the outbox; start-up never waits for the object
+    /// store), and the uploaders ship the outboxes in the background.
     pub fn start(
         settings: &Settings,
         db: &sled::Db,
@@ -164,43 +197,80 @@ impl Collector {
         clock: Arc<dyn Clock>,
     ) -> Result<Collector, CollectorError> {
         let c = &settings.collector;
-        let n = shard_count(c.shards, &settings.storage.data_dir);
+        let data_dir = &settings.storage.data_dir;
+        let n = shard_count(c.shards, data_dir);
         let budget = budget::Budget::new(c, n).map_err(CollectorError::Config)?;
         // Directories of shards beyond `n` (the count was lowered): started too, so their WALs
         // replay into the lake, then stopped at once; they take no new events.
-        let retired = shard_dirs_from(&settings.storage.data_dir, n);
+        let retired = shard_dirs_from(data_dir, n);
         let total = n + retired;
+        let failed = |shard| move |source| CollectorError::Shard { shard, source };
+        let mut backlog = 0;
+        let mut checkpoints = Vec::with_capacity(total);
+        for index in 0..total {
+            let dir = shard_dir(data_dir, index);
+            let checkpoint = wal::read_checkpoint(&dir).map_err(failed(index))?;
+            let staged = Outbox::new(&dir)
+                .recover(checkpoint)
+                .map_err(failed(index))?;
+            backlog += staged + wal::bytes(&dir).or_else(none_yet).map_err(failed(index))?;
+            checkpoints.push(Arc::new(AtomicU64::new(checkpoint)));
+        }
+        let backlog_budget = health::backlog_budget(c.max_backlog_mb, data_dir, backlog);
+        let health = Arc::new(Health::new(backlog_budget, data_dir, total));
+        health.add_backlog(backlog as i64, clock.now_micros());
         let shutdown = Arc::new(Shutdown::default());
-        let metrics = Metrics::new(total);
+        let mut metrics = Metrics::new(total);
+        metrics.register_health(&health.gauges);
         let mut queues = Vec::with_capacity(n);
         let mut starting = Vec::with_capacity(total);
-        let mut uploaders = Vec::with_capacity(total);
-        let failed = |shard| move |source| CollectorError::Shard { shard, source };
-        for index in 0..total {
-            let dir = shard_dir(&settings.storage.data_dir, index);
+        let mut background = Vec::with_capacity(2 * total);
+        for (index, checkpoint) in checkpoints.into_iter().enumerate() {
+            let dir = shard_dir(data_dir, index);
             let counters = Arc::new(metrics.shards[index].clone());
-            let (up_tx, up_rx) = bounded(1);
             let ids = dedupe::Index::open(&dir, clock.now_micros()).map_err(failed(index))?;
+            let (wake_tx, wake_rx) = bounded(1);
             let uploader = Uploader {
                 index,
-                dir,
+                dir: dir.clone(),
+                outbox: Outbox::new(&dir),
                 db: db.clone(),
-                dedupe: ids.clone(),
                 store: lake.clone(),
                 counters: counters.clone(),
+                health: health.clone(),
                 shutdown: shutdown.clone(),
                 patience: Duration::from_millis(c.shutdown_upload_timeout_ms),
                 backoff: Backoff::default(),
                 clock: clock.clone(),
+                checkpoint: checkpoint.clone(),
             };
-            uploaders.push(uploader::spawn(uploader, up_rx).map_err(failed(index))?);
+            let (stage_tx, stage_rx) = bounded(1);
+            let stager = Stager {
+                index,
+                dir: dir.clone(),
+                outbox: Outbox::new(&dir),
+                db: db.clone(),
+                dedupe: ids.clone(),
+                counters: counters.clone(),
+                health: health.clone(),
+                shutdown: shutdown.clone(),
+                patience: Duration::from_millis(c.shutdown_upload_timeout_ms),
+                backoff: Backoff::default(),
+                clock: clock.clone(),
+                checkpoint,
+                wake: wake_tx,
+            };
+            // Stagers end before uploaders (which then ship what is left): joined in order.
+            background.push(stager::spawn(stager, stage_rx).map_err(failed(index))?);
+            background.push(uploader::spawn(uploader, wake_rx).map_err(failed(index))?);
             let (tx, rx) = bounded(c.queue_batches.max(1));
             let parts = writer::Parts {
                 cfg: writer_config(settings, &budget, index, index >= n),
                 db: db.clone(),
                 clock: clock.clone(),
                 counters: counters.clone(),
-                uploads: up_tx,
+                stager: stage_tx,
+                health: health.clone(),
                 index: ids,
             };
             let w = writer::spawn(parts, rx);
@@ -217,7 +287,7 @@ impl Collector {
                 let _ = tx.send(writer::Msg::Stop);
             }
         }
-        let mut threads = Vec::with_capacity(2 * total);
+        let mut threads = Vec::with_capacity(3 * total);
         let mut failure = None;
         for (index, s) in starting.into_iter().enumerate() {
             match s.wait() {
@@ -225,12 +295,14 @@ impl Collector {
                 Err(e) => failure = failure.or(Some(failed(index)(e))),
             }
         }
-        threads.extend(uploaders);
+        threads.extend(background);
         let collector = Collector {
             queues,
             metrics,
             meter: usage::Meter::default(),
             clock,
+            health,
+            answer_timeout: Duration::from_millis(c.answer_timeout_ms.max(1)),
             gate: budget::Gate::new(budget.queued_bytes),
             threads: Mutex::new(threads),
             shutdown,
@@ -241,6 +313,11 @@ impl Collector {
             queued_mb = budget.queued_bytes >> 20,
             dedupe_mb = c.dedupe_memory_mb,
             "collector memory budget"
+        );
+        tracing::info!(
+            backlog_mb = backlog >> 20,
+            budget_mb = backlog_budget >> 20,
+            "collector backlog (WAL and outbox files not in the lake yet)"
         );
         if let Some(e) = failure {
             collector.shutdown();
@@ -254,8 +331,13 @@ impl Collector {
         shard_of(&e.app_id, e.visitor(), self.queues.len())
     }
 
-    /// Hands the events to their shards and waits until they are durable.
+    /// Hands the events to their shards and waits until they are durable, at most
+    /// `collector.answer_timeout_ms`.
     pub async fn submit(&self, events: Vec<Event>) -> Result<Committed, SubmitError> {
+        if self.health.over_budget() {
+            return Err(SubmitError::Backlogged);
+        }
+        let deadline = tokio::time::Instant::now() + self.answer_timeout;
         let per_shard: Vec<Vec<Event>> = if self.queues.len() == 1 {
             // One shard (the default on 2 cores): the batch goes as it is, not moved event by event.
             vec![events]
@@ -281,11 +363,15 @@ impl Collector {
                 continue;
             };
             let (reply, answer) = tokio::sync::oneshot::channel();
-            match self.queues[i].try_send(writer::Msg::Write {
+            let sent = self.queues[i].try_send(writer::Msg::Write {
                 events,
                 reply,
                 held,
-            }) {
+            });
+            self.metrics.shards[i]
+                .queue_depth
+                .set(self.queues[i].len() as i64);
+            match sent {
                 Ok(()) => waiting.push(answer),
                 Err(TrySendError::Full(_)) => overloaded = true,
                 Err(TrySendError::Disconnected(_)) => {
@@ -294,21 +380,28 @@ impl Collector {
             }
         }
         // Wait for what was sent even when another shard was full: a retry of the whole batch
-        // is then deduplicated by messageId.
+        // is then deduplicated by messageId. A shard that does not answer in time keeps the
+        // batch queued (it is committed later, or dropped by a stopped writer); the client's
+        // retry meets it in the dedupe memory.
         let mut total = Committed::default();
         let mut failure = None;
+        let mut timed_out = false;
         for answer in waiting {
-            match answer.await {
-                Ok(Ok(c)) => {
+            match tokio::time::timeout_at(deadline, answer).await {
+                Ok(Ok(Ok(c))) => {
                     total.accepted += c.accepted;
                     total.duplicates += c.duplicates;
                 }
-                Ok(Err(e)) => failure = Some(e),
-                Err(_) => failure = Some(WriteError::Stopped),
+                Ok(Ok(Err(e))) => failure = Some(e),
+                Ok(Err(_)) => failure = Some(WriteError::Stopped),
+                Err(_) => timed_out = true,
             }
         }
         if let Some(e) = failure {
             return Err(SubmitError::Failed(e));
+        }
+        if timed_out {
+            return Err(SubmitError::TimedOut);
         }
         if overloaded {
             return Err(SubmitError::Overloaded);
@@ -331,6 +424,7 @@ impl Collector {
 
     /// `/metrics` text.
     pub fn metrics(&self) -> String {
+        self.health.refresh(self.clock.now_micros());
         self.metrics.render()
     }
 }
@@ -371,18 +465,46 @@ mod tests {
         assert_eq!(shard_dirs_from(dir.path(), 3), 0);
     }
 
-    #[tokio::test]
-    async fn a_full_shard_queue_answers_overloaded_instead_of_buffering() {
-        let (tx, rx) = bounded(1);
-        let collector = Collector {
-            queues: vec![tx],
+    /// A collector over one shard queue that nobody serves unless the test does.
+    fn unserved(queue: Sender<writer::Msg>, budget: u64, timeout: Duration) -> Collector {
+        let dir = std::env::temp_dir();
+        Collector {
+            queues: vec![queue],
             metrics: Metrics::new(1),
             meter: usage::Meter::default(),
             clock: Arc::new(crate::clock::SystemClock),
+            health: Arc::new(Health::new(budget, &dir, 1)),
+            answer_timeout: timeout,
             gate: budget::Gate::default(),
             threads: Mutex::default(),
             shutdown: Arc::default(),
-        };
+        }
+    }
+
+    #[tokio::test]
+    async fn a_stuck_shard_is_answered_timed_out_and_a_full_backlog_backlogged() {
+        let (tx, rx) = bounded(8);
+        let collector = unserved(tx, 1000, Duration::from_millis(50));
+        let started = std::time::Instant::now();
+        assert!(matches!(
+            collector.submit(vec![event(1)]).await,
+            Err(SubmitError::TimedOut)
+        ));
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert_eq!(rx.len(), 1, "the batch stays queued for the shard");
+        assert_eq!(collector.metrics.shards[0].queue_depth.get(), 1);
+        collector.health.add_backlog(1000, 0);
+        assert!(matches!(
+            collector.submit(vec![event(2)]).await,
+            Err(SubmitError::Backlogged)
+        ));
+        assert_eq!(rx.len(), 1, "refused before it reaches a shard");
+    }
+
+    #[tokio::test]
+    async fn a_full_shard_queue_answers_overloaded_instead_of_buffering() {
+        let (tx, rx) = bounded(1);
+        let collector = unserved(tx, u64::MAX, Duration::from_secs(60));
         let collector = Arc::new(collector);
         // The first batch takes the only slot; nobody serves the queue, so it waits.
         let first = tokio::spawn({

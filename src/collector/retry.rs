@@ -1,7 +1,8 @@
-//! The one retry rule of the collector's background work (uploads, undoing an unfinished
-//! flush): exponential backoff between attempts, for as long as it takes, except once the
+//! The one retry rule of the collector's background work (staging flushes, uploads, undoing an
+//! unfinished flush): exponential backoff between attempts (from the first delay again for each
+//! new piece of work, so it resets after a success), for as long as it takes, except once the
 //! service is shutting down, when work gives up `shutdown_upload_timeout` after the shutdown
-//! began (the WAL keeps the events for the next start).
+//! began (the WAL or the outbox keeps the events for the next start).
 
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -13,11 +14,13 @@ pub struct Backoff {
     pub max: Duration,
 }
 
+/// 200 ms, doubling up to 2 s: an outage costs one cheap failed attempt per 2 s and shard,
+/// and a lake (or a disk) that is back is used again within 2 s.
 impl Default for Backoff {
     fn default() -> Self {
         Backoff {
             first: Duration::from_millis(200),
-            max: Duration::from_secs(30),
+            max: Duration::from_secs(2),
         }
     }
 }

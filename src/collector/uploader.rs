@@ -1,47 +1,41 @@
-//! The uploader actor: one thread per shard, fed by its writer over a bounded queue of 1.
+//! The uploader actor: one thread per shard, woken by its stager (or once a poll interval).
 //!
-//! For each flush (files its writer encoded as Parquet, zstd, as rows came) it notes the paths
-//! it is about to write in an *intent* file (fsync'd), puts each file, applies the flush's
-//! traffic rollups (once per LSN: `rollup/store.rs`), writes the files' messageId fingerprints
-//! as a dedupe run, flushes sled (profiles), writes the checkpoint (the last LSN now in the lake),
-//! clears
-//! the intent and trims the WAL. It also records the files it put (`written.rs`) for the
-//! dashboard. Every failure is retried with the collector's one backoff rule
-//! (`retry.rs`), while the WAL keeps the events.
+//! It puts the shard's outbox files (`outbox.rs`) into the object store, oldest flush first,
+//! only those whose flush is checkpointed; after each put it records the file for the
+//! dashboard (`written.rs`) and deletes it from the outbox. A put is atomic (readers see the
+//! whole file or nothing) and idempotent (a crash between the put and the delete puts the same
+//! bytes at the same path again), so every staged file lands in the lake exactly once.
+//! Failures are retried with the collector's one backoff rule (`retry.rs`: at most 2 s apart,
+//! from the first delay again after a success), so a lake that comes back is used within
+//! seconds; meanwhile the outbox keeps the files on disk, and `health.rs` reports the lake as
+//! unreachable. At shutdown it keeps trying for `collector.shutdown_upload_timeout_ms`; what is
+//! left stays in the outbox and is put after the next start.
 //!
-//! At start, before any flush, the paths of an unfinished intent are deleted: the WAL still
-//! holds their events and the writer's replay writes them again, so every acknowledged event
-//! lands in the lake exactly once.
+//! Upgrade from a release that put files before its checkpoint: an unfinished `intent` file
+//! (the lake paths of a flush cut by a crash) is undone first: the paths are deleted from the
+//! lake, since the WAL replay writes their rows again.
 
-use std::path::{Path as FsPath, PathBuf};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::{Duration, UNIX_EPOCH};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 
+use super::health::{Check, Health};
 use super::metrics::ShardCounters;
+use super::outbox::{Outbox, Staged};
 use super::retry::{retry, Backoff, Shutdown};
+use super::wal;
 use super::written::{self, WrittenFile};
-use super::{dedupe, rollup, wal};
 use crate::clock::Clock;
-use crate::storage::files::write_atomic;
 
 const INTENT: &str = "intent";
 
-/// One flush: the closed files of a shard and the last WAL LSN they cover.
-pub struct Upload {
-    pub last_lsn: u64,
-    pub files: Vec<Encoded>,
-    /// The fingerprints of every row's messageId, for the dedupe index.
-    pub ids: Arc<dedupe::Flushed>,
-    /// The rollups of the rows (`rollup/`), applied once before the checkpoint.
-    pub rollup: rollup::Delta,
-}
-
-/// Why one attempt at a flush failed.
+/// Why one attempt at putting a file failed.
 #[derive(Debug, thiserror::Error)]
 pub enum UploadError {
     #[error("object store, {path}: {source}")]
@@ -54,10 +48,18 @@ pub enum UploadError {
         what: &'static str,
         source: std::io::Error,
     },
-    #[error("sled flush: {0}")]
+    #[error("sled: {0}")]
     Sled(#[from] sled::Error),
-    #[error("rollups: {0}")]
-    Rollup(#[from] rollup::store::RollupError),
+}
+
+impl UploadError {
+    /// Which health check a failure concerns.
+    fn check(&self) -> (Check, &'static str) {
+        match self {
+            UploadError::Store { .. } => (Check::Lake, "put"),
+            UploadError::Local { .. } | UploadError::Sled(_) => (Check::Disk, "outbox"),
+        }
+    }
 }
 
 fn local(what: &'static str) -> impl FnOnce(std::io::Error) -> UploadError {
@@ -67,44 +69,43 @@ fn local(what: &'static str) -> impl FnOnce(std::io::Error) -> UploadError {
 /// What an uploader needs.
 pub struct Uploader {
     pub index: usize,
-    /// The shard's directory (WAL, checkpoint, intent, dedupe files).
+    /// The shard's directory (checkpoint, a legacy intent).
     pub dir: PathBuf,
+    pub outbox: Outbox,
     pub db: sled::Db,
-    pub dedupe: Arc<dedupe::Index>,
     pub store: Arc<dyn ObjectStore>,
     pub counters: Arc<ShardCounters>,
+    pub health: Arc<Health>,
     pub shutdown: Arc<Shutdown>,
     /// How long after the shutdown began failing work is still retried.
     pub patience: Duration,
     pub backoff: Backoff,
-    /// When a file was written (the dashboard's list of recent files).
     pub clock: Arc<dyn Clock>,
+    /// The shard's checkpoint: files of later flushes are not shipped.
+    pub checkpoint: Arc<AtomicU64>,
 }
 
-/// Starts the uploader on its own thread; it ends when its writer drops the queue.
-pub fn spawn(uploader: Uploader, jobs: Receiver<Upload>) -> std::io::Result<JoinHandle<()>> {
+/// Starts the uploader on its own thread; it ships what is left and ends when its stager
+/// drops the channel.
+pub fn spawn(uploader: Uploader, wake: Receiver<()>) -> std::io::Result<JoinHandle<()>> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     std::thread::Builder::new()
         .name(format!("uploader-{}", uploader.index))
         .spawn(move || {
-            let mut running = Running {
-                u: uploader,
-                rt,
-                failed: false,
-            };
-            running.undo_unfinished();
+            let mut running = Running { u: uploader, rt };
+            let mut gave_up = !running.undo_unfinished();
             loop {
-                match jobs.recv_timeout(crate::memory::poll()) {
-                    Ok(job) => {
-                        // Work from start to end: a slow upload is not a quiet period.
-                        crate::memory::note_activity();
-                        running.upload(job);
-                        crate::memory::note_activity();
-                    }
-                    Err(RecvTimeoutError::Timeout) => {}
-                    Err(RecvTimeoutError::Disconnected) => return,
+                let stopping = match wake.recv_timeout(crate::memory::poll()) {
+                    Ok(()) | Err(RecvTimeoutError::Timeout) => false,
+                    Err(RecvTimeoutError::Disconnected) => true,
+                };
+                if !gave_up {
+                    gave_up = !running.ship_all();
+                }
+                if stopping {
+                    return;
                 }
                 crate::memory::release_if_idle(crate::memory::Thread::Uploader);
             }
@@ -114,49 +115,128 @@ pub fn spawn(uploader: Uploader, jobs: Receiver<Upload>) -> std::io::Result<Join
 struct Running {
     u: Uploader,
     rt: tokio::runtime::Runtime,
-    /// Set once work was abandoned (only at shutdown): later jobs must not checkpoint past it,
-    /// so they are left in the WAL too.
-    failed: bool,
 }
 
 impl Running {
-    fn dir(&self) -> &FsPath {
-        &self.u.dir
-    }
-
-    /// Runs `attempt` under the retry rule, logging each failure.
-    fn retrying<T>(
+    /// Runs `attempt` under the retry rule, logging, counting and reporting each failure.
+    /// False when it gave up (only at shutdown).
+    fn retrying(
         &mut self,
         what: &str,
-        mut attempt: impl FnMut(&mut Self) -> Result<T, UploadError>,
-    ) -> Result<T, UploadError> {
+        mut attempt: impl FnMut(&mut Self) -> Result<(), UploadError>,
+    ) -> bool {
         let (backoff, patience, shutdown) =
             (self.u.backoff, self.u.patience, self.u.shutdown.clone());
         let (index, counters) = (self.u.index, self.u.counters.clone());
-        retry(
+        let (health, clock) = (self.u.health.clone(), self.u.clock.clone());
+        let failed_check = std::cell::Cell::new(None);
+        let done = retry(
             backoff,
             &shutdown,
             patience,
             || attempt(self),
             |e, delay| {
+                let (check, part) = e.check();
+                failed_check.set(Some((check, part)));
+                health.failing(check, part, index, clock.now_micros(), e);
                 counters.upload_retries.inc();
-                tracing::error!(shard = index, error = %e, retry_in_ms = delay.as_millis() as u64, "{what} failed; the WAL keeps the events, retrying");
+                if check == Check::Lake {
+                    counters.upload_failures.inc();
+                }
+                tracing::error!(shard = index, error = %e, retry_in_ms = delay.as_millis() as u64, "{what} failed; the outbox keeps the file, retrying");
             },
-        )
-    }
-
-    /// Deletes the files of a flush that did not reach its checkpoint (a crash mid-upload). An
-    /// intent whose checkpoint was written (a crash just before it was removed) is only
-    /// removed. Runs before any job, retrying while the object store is unreachable.
-    fn undo_unfinished(&mut self) {
-        if let Err(e) = self.retrying("undoing an unfinished flush", Self::try_undo) {
-            tracing::error!(shard = self.u.index, error = %e, "unfinished flush not undone at shutdown; nothing more is written");
-            self.failed = true;
+        );
+        match done {
+            Ok(()) => {
+                if let Some((check, part)) = failed_check.get() {
+                    health.recovered(check, part, index);
+                    tracing::info!(shard = index, "{what} works again");
+                }
+                true
+            }
+            Err(e) => {
+                tracing::error!(shard = index, error = %e, "{what} abandoned at shutdown; the outbox keeps the files for the next start");
+                false
+            }
         }
     }
 
+    /// Ships every checkpointed outbox file, oldest first. False when it gave up (shutdown).
+    fn ship_all(&mut self) -> bool {
+        let staged = match self.u.outbox.list() {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(shard = self.u.index, error = %e, "outbox not listed; trying again later");
+                return true;
+            }
+        };
+        let checkpoint = self.u.checkpoint.load(Ordering::Acquire);
+        let ready: Vec<Staged> = staged
+            .into_iter()
+            .filter(|s| s.first_lsn <= checkpoint)
+            .collect();
+        self.u.health.gauges.outbox_files.set(ready.len() as i64);
+        for (i, s) in ready.iter().enumerate() {
+            let since = s.staged_at.duration_since(UNIX_EPOCH).unwrap_or_default();
+            self.u
+                .health
+                .set_oldest_staged(self.u.index, since.as_micros() as i64);
+            if !self.retrying("upload", |me| me.ship(s)) {
+                return false;
+            }
+            crate::memory::note_activity();
+            self.u
+                .health
+                .gauges
+                .outbox_files
+                .set((ready.len() - i - 1) as i64);
+        }
+        self.u.health.set_oldest_staged(self.u.index, 0);
+        true
+    }
+
+    /// Puts one outbox file, records it and deletes it from the outbox.
+    fn ship(&mut self, s: &Staged) -> Result<(), UploadError> {
+        let bytes = bytes::Bytes::from(std::fs::read(&s.file).map_err(local("outbox read"))?);
+        let rows = rows_of(&bytes);
+        let put = self.u.store.put(&s.path, PutPayload::from(bytes.clone()));
+        self.rt.block_on(put).map_err(|source| UploadError::Store {
+            path: s.path.to_string(),
+            source,
+        })?;
+        let at = self.u.clock.now();
+        self.u.counters.files_written.inc();
+        self.u.counters.rows_written.inc_by(rows);
+        self.u
+            .health
+            .gauges
+            .last_upload_timestamp_seconds
+            .set(at.unix_secs());
+        let file = WrittenFile {
+            path: s.path.to_string(),
+            rows,
+            bytes: bytes.len() as u64,
+            written_at: at,
+        };
+        // The dashboard's list of recent files: a file missing from it is no reason to put
+        // the file again.
+        if let Err(e) = written::record(&self.u.db, &[(s.app_id().to_owned(), file)], at) {
+            tracing::warn!(shard = self.u.index, error = %e, "file put but not recorded for the dashboard");
+        }
+        self.u.outbox.remove(s).map_err(local("outbox delete"))?;
+        self.u.health.add_backlog(-(s.bytes as i64), at.micros());
+        Ok(())
+    }
+
+    /// Deletes the lake files of a flush that an earlier release put but did not checkpoint (a
+    /// crash mid-upload). An intent whose checkpoint was written is only removed. Runs before
+    /// anything is shipped. False when it gave up (shutdown).
+    fn undo_unfinished(&mut self) -> bool {
+        self.retrying("undoing an unfinished flush", Self::try_undo)
+    }
+
     fn try_undo(&mut self) -> Result<(), UploadError> {
-        let path = self.dir().join(INTENT);
+        let path = self.u.dir.join(INTENT);
         let Ok(text) = std::fs::read_to_string(&path) else {
             return Ok(());
         };
@@ -165,7 +245,7 @@ impl Running {
             .next()
             .and_then(|l| l.strip_prefix("lsn "))
             .and_then(|n| n.parse::<u64>().ok());
-        let checkpoint = wal::read_checkpoint(self.dir()).map_err(local("checkpoint"))?;
+        let checkpoint = wal::read_checkpoint(&self.u.dir).map_err(local("checkpoint"))?;
         let finished = intent_lsn.is_some_and(|lsn| checkpoint >= lsn);
         for line in lines.filter(|l| !l.is_empty() && !finished) {
             match self.rt.block_on(self.u.store.delete(&Path::from(line))) {
@@ -186,224 +266,12 @@ impl Running {
         }
         std::fs::remove_file(&path).map_err(local("intent"))
     }
-
-    /// Writes one flush to the lake and checkpoints it, retrying until it works. Only at
-    /// shutdown does it give up, leaving the events in the WAL.
-    fn upload(&mut self, job: Upload) {
-        if self.failed {
-            return;
-        }
-        let started = Instant::now();
-        if let Err(e) = self.retrying("flush", |me| me.put_and_checkpoint(&job)) {
-            return self.abandon(e);
-        }
-        self.u
-            .counters
-            .flush
-            .observe(started.elapsed().as_secs_f64());
-        tracing::debug!(
-            shard = self.u.index,
-            files = job.files.len(),
-            last_lsn = job.last_lsn,
-            "flush done"
-        );
-    }
-
-    fn abandon(&mut self, e: UploadError) {
-        tracing::error!(shard = self.u.index, error = %e, "flush abandoned at shutdown; the WAL keeps the events");
-        self.failed = true;
-    }
-
-    fn put_and_checkpoint(&mut self, job: &Upload) -> Result<(), UploadError> {
-        let files = &job.files;
-        let mut intent = format!("lsn {}\n", job.last_lsn);
-        intent.extend(files.iter().map(|f| format!("{}\n", f.path)));
-        write_atomic(self.dir(), INTENT, intent.as_bytes()).map_err(local("intent"))?;
-        for f in files {
-            // A put is atomic: readers see the whole file or nothing.
-            let put = self.u.store.put(&f.path, PutPayload::from(f.bytes.clone()));
-            self.rt.block_on(put).map_err(|source| UploadError::Store {
-                path: f.path.to_string(),
-                source,
-            })?;
-            self.u.counters.files_written.inc();
-            self.u.counters.rows_written.inc_by(f.rows as u64);
-        }
-        // The dashboard's list of recent files; forgotten again if this flush is undone.
-        let at = self.u.clock.now();
-        let record: Vec<(String, WrittenFile)> = files
-            .iter()
-            .map(|f| {
-                let file = WrittenFile {
-                    path: f.path.to_string(),
-                    rows: f.rows as u64,
-                    bytes: f.bytes.len() as u64,
-                    written_at: at,
-                };
-                (f.app_id.clone(), file)
-            })
-            .collect();
-        written::record(&self.u.db, &record, at)?;
-        // Exactly once: skipped when the shard's rollup LSN already covers the job.
-        rollup::store::apply(&self.u.db, self.u.index, job.last_lsn, &job.rollup)?;
-        self.u
-            .dedupe
-            .persist(&job.ids)
-            .map_err(local("dedupe runs"))?;
-        self.u.db.flush()?;
-        wal::write_checkpoint(self.dir(), job.last_lsn).map_err(local("checkpoint"))?;
-        std::fs::remove_file(self.dir().join(INTENT)).map_err(local("intent"))?;
-        wal::trim(self.dir(), job.last_lsn).map_err(local("trim"))?;
-        if let Err(e) = self.u.dedupe.compact() {
-            // Lookups stay exact over more runs; the next flush tries again.
-            tracing::warn!(shard = self.u.index, error = %e, "dedupe runs not merged");
-        }
-        Ok(())
-    }
 }
 
-/// A closed lake file: its app, where it goes, its Parquet bytes, its rows.
-pub struct Encoded {
-    pub app_id: String,
-    pub path: Path,
-    pub bytes: bytes::Bytes,
-    pub rows: usize,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::collector::columns::{encode_parquet, RowBuilder};
-    use crate::collector::event::Event;
-    use object_store::memory::InMemory;
-    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-
-    struct Fixture {
-        _tmp: tempfile::TempDir,
-        dir: PathBuf,
-        store: Arc<InMemory>,
-        counters: Arc<ShardCounters>,
-        index: Arc<dedupe::Index>,
-    }
-
-    fn fixture() -> Fixture {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().join("shard-0");
-        std::fs::create_dir_all(&dir).unwrap();
-        Fixture {
-            _tmp: tmp,
-            store: Arc::new(InMemory::new()),
-            counters: Arc::default(),
-            index: dedupe::Index::open(&dir, 1).unwrap(),
-            dir,
-        }
-    }
-
-    impl Fixture {
-        /// Runs an uploader over `jobs` until they are done.
-        fn run(&self, jobs: Vec<Upload>) {
-            let uploader = Uploader {
-                index: 0,
-                dir: self.dir.clone(),
-                db: sled::Config::new().temporary(true).open().unwrap(),
-                dedupe: self.index.clone(),
-                store: self.store.clone(),
-                counters: self.counters.clone(),
-                shutdown: Arc::default(),
-                patience: Duration::ZERO,
-                backoff: Backoff::default(),
-                clock: Arc::new(crate::clock::SystemClock),
-            };
-            let (tx, rx) = crossbeam_channel::bounded(jobs.len().max(1));
-            for j in jobs {
-                tx.send(j).unwrap();
-            }
-            drop(tx);
-            spawn(uploader, rx).unwrap().join().unwrap();
-        }
-
-        fn get(&self, path: &str) -> Option<bytes::Bytes> {
-            let store = self.store.clone();
-            let path = Path::from(path);
-            tokio::runtime::Builder::new_current_thread()
-                .build()
-                .unwrap()
-                .block_on(async move {
-                    match store.get(&path).await {
-                        Ok(r) => Some(r.bytes().await.unwrap()),
-                        Err(_) => None,
-                    }
-                })
-        }
-    }
-
-    fn job(index: &dedupe::Index, path: &str, last_lsn: u64, rows: usize) -> Upload {
-        let mut b = RowBuilder::default();
-        for i in 0..rows {
-            b.append(&Event::example("app", &format!("msg_{i}"), "a", 1));
-        }
-        let bytes = encode_parquet(&b.finish()).unwrap().into();
-        Upload {
-            last_lsn,
-            files: vec![Encoded {
-                app_id: "app".into(),
-                path: Path::from(path),
-                bytes,
-                rows,
-            }],
-            ids: {
-                let mut ids: Vec<u128> = (0..rows)
-                    .map(|i| index.fingerprint("app", &format!("msg_{i}")))
-                    .collect();
-                ids.sort_unstable();
-                Arc::new(dedupe::Flushed {
-                    lsn: last_lsn,
-                    ids: vec![(0, ids)],
-                })
-            },
-            rollup: Default::default(),
-        }
-    }
-
-    #[test]
-    fn a_flush_puts_parquet_then_checkpoints_and_remembers_the_ids() {
-        let f = fixture();
-        f.run(vec![job(&f.index, "events/a.parquet", 7, 3)]);
-        let bytes = f.get("events/a.parquet").expect("file in the store");
-        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
-            .unwrap()
-            .build()
-            .unwrap();
-        let rows: usize = reader.map(|b| b.unwrap().num_rows()).sum();
-        assert_eq!(rows, 3);
-        assert_eq!(wal::read_checkpoint(&f.dir).unwrap(), 7);
-        assert!(!f.dir.join(INTENT).exists());
-        // A writer started afterwards finds the ids on disk.
-        let index = dedupe::Index::open(&f.dir, 1).unwrap();
-        let key = index.fingerprint("app", "msg_2");
-        let seen = dedupe::Seen::open(index, 1, 4096, Default::default()).unwrap();
-        assert!(seen.contains(key));
-        assert_eq!(f.counters.files_written.get(), 1);
-        assert_eq!(f.counters.rows_written.get(), 3);
-    }
-
-    #[test]
-    fn the_files_of_an_unfinished_flush_are_removed_before_anything_else() {
-        let f = fixture();
-        f.run(vec![job(&f.index, "events/half.parquet", 9, 1)]);
-        // A crash after the put but before the checkpoint: the intent names the file.
-        wal::write_checkpoint(&f.dir, 4).unwrap();
-        write_atomic(&f.dir, INTENT, b"lsn 9\nevents/half.parquet\n").unwrap();
-        f.run(vec![]);
-        assert!(
-            f.get("events/half.parquet").is_none(),
-            "the WAL replay writes it again"
-        );
-        assert!(!f.dir.join(INTENT).exists());
-        // An intent the checkpoint already covers removes nothing.
-        f.run(vec![job(&f.index, "events/done.parquet", 12, 1)]);
-        write_atomic(&f.dir, INTENT, b"lsn 12\nevents/done.parquet\n").unwrap();
-        f.run(vec![]);
-        assert!(f.get("events/done.parquet").is_some());
-    }
+/// The rows of a Parquet file, from its footer (0 if it cannot be read: the count is for
+/// metrics and the dashboard only).
+fn rows_of(bytes: &bytes::Bytes) -> u64 {
+    parquet::file::metadata::ParquetMetaDataReader::new()
+        .parse_and_finish(bytes)
+        .map_or(0, |m| m.file_metadata().num_rows().max(0) as u64)
 }

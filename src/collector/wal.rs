@@ -25,9 +25,12 @@ pub struct Wal {
     file: File,
     next_lsn: u64,
     segment_bytes: u64,
-    /// Set when a failed append could not be undone: the log refuses writes from then on
-    /// rather than acknowledge records behind a torn one.
+    /// Set when a failed append could not be undone: the next append first retries the undo,
+    /// and refuses rather than acknowledge records behind a torn one.
     broken: bool,
+    /// Tests only: every append fails, as on a full disk.
+    #[cfg(test)]
+    pub fail_appends: bool,
 }
 
 /// A record found when opening the log.
@@ -116,6 +119,8 @@ impl Wal {
                 next_lsn,
                 segment_bytes: 0,
                 broken: false,
+                #[cfg(test)]
+                fail_appends: false,
             },
             replay,
         ))
@@ -154,10 +159,17 @@ impl Wal {
             buf[start..start + 4].copy_from_slice(&len.to_le_bytes());
             buf[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
         }
+        #[cfg(test)]
+        if self.fail_appends {
+            return Err(io::Error::from_raw_os_error(28)); // ENOSPC
+        }
         if self.broken {
-            return Err(io::Error::other(
-                "write-ahead log is unusable after a failed write; restart the service",
-            ));
+            // The undo of a failed append failed too: try it again (the disk may be back)
+            // before anything is written behind the torn record.
+            self.file
+                .set_len(self.segment_bytes)
+                .and_then(|_| self.file.sync_all())?;
+            self.broken = false;
         }
         if let Err(e) = self
             .file
@@ -182,12 +194,6 @@ impl Wal {
     }
 
     /// The LSN the next record will get.
-    /// Tests only: make appends fail (as after an unrecoverable write error) or work again.
-    #[cfg(test)]
-    pub fn set_broken(&mut self, broken: bool) {
-        self.broken = broken;
-    }
-
     pub fn next_lsn(&self) -> u64 {
         self.next_lsn
     }
@@ -205,22 +211,34 @@ impl Wal {
     }
 }
 
-/// Deletes the segments whose records all have LSNs up to `upto` (never the newest segment).
-pub fn trim(dir: &Path, upto: u64) -> io::Result<usize> {
+/// Deletes the segments whose records all have LSNs up to `upto` (never the newest segment);
+/// returns the bytes freed.
+pub fn trim(dir: &Path, upto: u64) -> io::Result<u64> {
     let segs = segments(dir)?;
-    let mut removed = 0;
+    let mut freed = 0;
+    let mut removed = false;
     for pair in segs.windows(2) {
         let (_, path) = &pair[0];
         let (next_first, _) = pair[1];
         if next_first <= upto + 1 {
+            freed += fs::metadata(path).map_or(0, |m| m.len());
             fs::remove_file(path)?;
-            removed += 1;
+            removed = true;
         }
     }
-    if removed > 0 {
+    if removed {
         sync_dir(dir)?;
     }
-    Ok(removed)
+    Ok(freed)
+}
+
+/// The bytes of every segment in `dir` (the WAL's share of the backlog at start).
+pub fn bytes(dir: &Path) -> io::Result<u64> {
+    let mut total = 0;
+    for (_, path) in segments(dir)? {
+        total += fs::metadata(path)?.len();
+    }
+    Ok(total)
 }
 
 const CHECKPOINT: &str = "checkpoint";
@@ -285,8 +303,14 @@ mod tests {
         wal.rotate().unwrap();
         wal.append(&[b"3"]).unwrap();
         wal.rotate().unwrap();
-        assert_eq!(trim(dir.path(), 2).unwrap(), 1);
-        assert_eq!(trim(dir.path(), 3).unwrap(), 1);
+        assert_eq!(bytes(dir.path()).unwrap(), 3 * 17);
+        assert_eq!(
+            trim(dir.path(), 2).unwrap(),
+            2 * 17,
+            "two records of 16 + 1 bytes"
+        );
+        assert_eq!(trim(dir.path(), 3).unwrap(), 17);
+        assert_eq!(bytes(dir.path()).unwrap(), 0);
         assert_eq!(
             segments(dir.path()).unwrap().len(),
             1,

@@ -1,6 +1,6 @@
 //! The shard writer actor: one thread per shard, fed by a bounded queue.
 //!
-//! `edge -> [bounded queue] -> writer -> [bounded queue of 1] -> uploader (uploader.rs)`
+//! `edge -> [bounded queue] -> writer -> [queue of 1] -> stager (stager.rs) -> outbox -> uploader`
 //!
 //! For each group of batches waiting in its queue (group commit), the writer:
 //! 1. drops duplicates by messageId and fills in the userId of identified visitors;
@@ -10,7 +10,10 @@
 //! 4. remembers the messageIds (`dedupe/`), records usage in sled, and appends the rows to
 //!    Arrow builders, one per (app, hour) partition, and to the traffic rollups' `Delta`
 //!    (`rollup/`: rows at or below the shard's rollup LSN, already counted, are left out);
-//! 5. on rows, bytes or age, rotates the WAL and hands the open files to its uploader.
+//! 5. on rows, bytes or age, rotates the WAL and hands the open files to its stager, unless the
+//!    stager still has a flush waiting: then the files stay open, and once they are full the
+//!    writer answers `Full` (503 + Retry-After) until the stager takes them. The writer never
+//!    waits for the stager, the outbox or the object store.
 //!
 //! At start it replays what its WAL holds beyond the checkpoint through the same steps 3-5.
 
@@ -25,8 +28,9 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use super::columns::OpenFile;
 use super::dedupe::{self, FingerprintMap, FingerprintSet, Seen};
 use super::event::{Event, EventType};
+use super::health::{Check, Health};
 use super::metrics::ShardCounters;
-use super::uploader::{Encoded, Upload};
+use super::stager::{Encoded, Flush};
 use super::{lake, rollup, usage, wal};
 use crate::clock::Clock;
 use crate::profiles::{self, Change, Touch};
@@ -39,6 +43,8 @@ const MAX_CACHED_IDENTITIES: usize = 100_000;
 const TICK: Duration = Duration::from_millis(500);
 /// How long after a failed flush the next one is tried.
 const FLUSH_RETRY: Duration = Duration::from_secs(1);
+/// How long after finding its stager busy the writer tries to hand its files over again.
+const STAGER_RETRY: Duration = Duration::from_millis(50);
 
 /// What a writer needs to know.
 #[derive(Debug, Clone)]
@@ -65,8 +71,9 @@ pub struct Parts {
     pub db: sled::Db,
     pub clock: Arc<dyn Clock>,
     pub counters: Arc<ShardCounters>,
-    /// Where closed files go to be uploaded.
-    pub uploads: Sender<Upload>,
+    /// Where closed files go to be staged (a queue of 1).
+    pub stager: Sender<Flush>,
+    pub health: Arc<Health>,
     /// The shard's dedupe index on disk.
     pub index: Arc<dedupe::Index>,
 }
@@ -87,6 +94,17 @@ pub enum WriteError {
     Stopped,
     #[error("the shard writer stopped taking events after a Parquet encoding error: {0}")]
     Broken(Arc<str>),
+    /// The open files are full and could not be handed over yet (the stager is busy, or the
+    /// disk refuses the flush): retry later.
+    #[error("the shard's open files are full and wait for the stager")]
+    Full,
+}
+
+impl WriteError {
+    /// Whether a retry can cure it (a full disk, a busy stager): 503, not 500.
+    pub fn retryable(&self) -> bool {
+        !matches!(self, WriteError::Broken(_))
+    }
 }
 
 pub type Reply = tokio::sync::oneshot::Sender<Result<Committed, WriteError>>;
@@ -128,7 +146,10 @@ pub struct Writer {
     /// After a failed flush (the WAL cannot rotate), none is tried before this clock time
     /// (µs): a failing disk is retried once a second, not spun on.
     retry_flush_at: i64,
-    uploads: Sender<Upload>,
+    stager: Sender<Flush>,
+    health: Arc<Health>,
+    /// Whether the last WAL append failed (reported in `health` until one works again).
+    wal_failing: bool,
     counters: Arc<ShardCounters>,
     /// The rollups of the open rows (`rollup/`), handed over with them.
     rollup: rollup::Delta,
@@ -168,7 +189,9 @@ impl Writer {
             rows: 0,
             bytes: 0,
             retry_flush_at: 0,
-            uploads: parts.uploads,
+            stager: parts.stager,
+            health: parts.health,
+            wal_failing: false,
             counters,
             rollup: rollup::Delta::default(),
             rollup_lsn,
@@ -197,10 +220,10 @@ impl Writer {
                 }
             }
             if self.full() {
-                self.flush()?;
+                self.flush(true)?;
             }
         }
-        self.flush()?;
+        self.flush(true)?;
         self.counters.replayed.inc_by(n as u64);
         tracing::info!(shard = index, events = n, "write-ahead log replayed");
         Ok(())
@@ -220,7 +243,7 @@ impl Writer {
             };
             let may_retry = self.clock.now_micros() >= self.retry_flush_at;
             if stop || (may_retry && (self.aged() || self.full())) {
-                if let Err(e) = self.flush() {
+                if let Err(e) = self.flush(stop) {
                     tracing::error!(shard = self.cfg.index, error = %e, "flush failed; the WAL keeps the events");
                     self.counters.flush_failures.inc();
                     self.retry_flush_at = self.clock.now_micros() + FLUSH_RETRY.as_micros() as i64;
@@ -236,14 +259,16 @@ impl Writer {
         }
     }
 
-    /// How long to wait for the next batch: until the oldest open row ages out, at most a tick.
+    /// How long to wait for the next batch: until the oldest open row ages out (or the next
+    /// flush may be tried), at most a tick.
     fn wait(&self) -> Duration {
         let now = self.clock.now_micros();
-        let Some(oldest) = self.oldest.filter(|_| now >= self.retry_flush_at) else {
+        let Some(oldest) = self.oldest else {
             return TICK;
         };
         let age = Duration::from_micros(now.saturating_sub(oldest).max(0) as u64);
-        self.cfg.max_age.saturating_sub(age).min(TICK)
+        let retry = Duration::from_micros(self.retry_flush_at.saturating_sub(now).max(0) as u64);
+        self.cfg.max_age.saturating_sub(age).max(retry).min(TICK)
     }
 
     fn aged(&self) -> bool {
@@ -302,6 +327,15 @@ impl Writer {
             }
             return;
         }
+        if self.full() {
+            // The files could not be handed over (the stager is busy, or the flush failed):
+            // taking more would grow them past the memory budget.
+            self.counters.refused_full.inc_by(group.len() as u64);
+            for (_, reply) in group {
+                let _ = reply.send(Err(WriteError::Full));
+            }
+            return;
+        }
         // When these rows arrived, for the file-age rule: read before anyone is answered.
         let arrived = self.clock.now_micros();
         let (kept, keys, outcomes) = self.prepare(group);
@@ -309,6 +343,9 @@ impl Writer {
             Ok(lsn) => lsn,
             Err(e) => {
                 tracing::error!(shard = self.cfg.index, error = %e, "write-ahead log append failed");
+                self.health
+                    .failing(Check::Disk, "wal", self.cfg.index, arrived, &e);
+                self.wal_failing = true;
                 let e = WriteError::Wal(Arc::new(e));
                 for (reply, _) in outcomes {
                     let _ = reply.send(Err(e.clone()));
@@ -348,7 +385,15 @@ impl Writer {
         let first = self.wal.append_with(kept, Event::encode_wal)?;
         let c = &self.counters;
         c.wal_fsync.observe(started.elapsed().as_secs_f64());
-        c.wal_bytes.inc_by(self.wal.segment_bytes() - bytes_before);
+        let appended = self.wal.segment_bytes() - bytes_before;
+        c.wal_bytes.inc_by(appended);
+        self.health
+            .add_backlog(appended as i64, self.clock.now_micros());
+        if self.wal_failing {
+            self.wal_failing = false;
+            self.health.recovered(Check::Disk, "wal", self.cfg.index);
+            tracing::info!(shard = self.cfg.index, "write-ahead log appends work again");
+        }
         Ok(first)
     }
 
@@ -461,7 +506,7 @@ impl Writer {
 
     /// Closes the open files: rotates the WAL and returns them with the last LSN they cover.
     /// Nothing changes when the rotation fails: the files stay open and are tried again.
-    fn take_files(&mut self) -> std::io::Result<Option<Upload>> {
+    fn take_files(&mut self) -> std::io::Result<Option<Flush>> {
         if let Some(why) = &self.broken {
             return Err(std::io::Error::other(why.to_string()));
         }
@@ -484,7 +529,6 @@ impl Writer {
             );
             match file.close() {
                 Ok(closed) => files.push(Encoded {
-                    app_id: app.to_string(),
                     path,
                     rows: closed.rows,
                     bytes: closed.bytes.into(),
@@ -498,7 +542,7 @@ impl Writer {
         self.rows = 0;
         self.bytes = 0;
         self.oldest = None;
-        Ok(Some(Upload {
+        Ok(Some(Flush {
             last_lsn,
             files,
             ids: self.seen.take_open(last_lsn),
@@ -506,11 +550,18 @@ impl Writer {
         }))
     }
 
-    fn flush(&mut self) -> std::io::Result<()> {
+    /// Hands the open files to the stager. Unless `wait` (the replay at start, the stop), a
+    /// stager that still has a flush queued leaves them open: tried again `STAGER_RETRY` later.
+    fn flush(&mut self, wait: bool) -> std::io::Result<()> {
+        if !wait && self.stager.is_full() {
+            self.retry_flush_at = self.clock.now_micros() + STAGER_RETRY.as_micros() as i64;
+            return Ok(());
+        }
         if let Some(job) = self.take_files()? {
             crate::memory::note_activity();
-            if self.uploads.send(job).is_err() {
-                return Err(std::io::Error::other("uploader stopped"));
+            // Never blocks unless `wait`: the writer is the only sender and the queue had room.
+            if self.stager.send(job).is_err() {
+                return Err(std::io::Error::other("stager stopped"));
             }
         }
         Ok(())
@@ -615,7 +666,7 @@ mod tests {
     }
 
     impl Fixture {
-        fn open(&self) -> (Writer, Vec<wal::Record>, Receiver<Upload>) {
+        fn open(&self) -> (Writer, Vec<wal::Record>, Receiver<Flush>) {
             let (tx, rx) = bounded(8);
             let index = dedupe::Index::open(&self.cfg.dir, self.clock.now_micros()).unwrap();
             let (w, records) = Writer::open(Parts {
@@ -623,7 +674,8 @@ mod tests {
                 db: self.db.clone(),
                 clock: self.clock.clone(),
                 counters: Arc::default(),
-                uploads: tx,
+                stager: tx,
+                health: Arc::new(Health::new(u64::MAX, &self.cfg.dir, 1)),
                 index,
             })
             .unwrap();
@@ -710,7 +762,7 @@ mod tests {
         let identify = identify_a_as_u1();
         commit(&mut w, vec![identify, ev("msg_2", "a")]).unwrap();
         commit(&mut w, vec![ev("msg_3", "a"), ev("msg_4", "other")]).unwrap();
-        w.flush().unwrap();
+        w.flush(true).unwrap();
         let job = uploads.try_recv().unwrap();
         let batch = read(&job.files[0]);
         let users = batch
@@ -812,7 +864,7 @@ mod tests {
         };
         let (mut w, _, uploads) = f.open();
         commit(&mut w, evs(0..6)).unwrap();
-        w.flush().unwrap();
+        w.flush(true).unwrap();
         let first = uploads.try_recv().unwrap();
         assert_eq!((first.last_lsn, first.rollup.rows()), (6, 6));
         assert!(rollup::store::apply(&f.db, 0, first.last_lsn, &first.rollup).unwrap());
@@ -843,14 +895,14 @@ mod tests {
         let f = fixture();
         let (mut w, _, uploads) = f.open();
         let identify = identify_a_as_u1();
-        w.wal.set_broken(true);
+        w.wal.fail_appends = true;
         assert!(matches!(
             commit(&mut w, vec![identify]),
             Err(WriteError::Wal(_))
         ));
-        w.wal.set_broken(false);
+        w.wal.fail_appends = false;
         commit(&mut w, vec![ev("msg_2", "a")]).unwrap();
-        w.flush().unwrap();
+        w.flush(true).unwrap();
         let job = uploads.try_recv().unwrap();
         let batch = read(&job.files[0]);
         let users = batch.column(batch.schema().index_of("user_id").unwrap());

@@ -1,0 +1,166 @@
+//! The stager actor: one thread per shard, fed by its writer over a rendezvous channel (the
+//! writer hands a flush over only when the stager is free, and otherwise keeps its files open).
+//!
+//! For each flush (files its writer encoded as Parquet, zstd, as rows came) it writes the
+//! files to the shard's outbox (`outbox.rs`, fsync'd), applies the flush's traffic rollups
+//! (once per LSN: `rollup/store.rs`), writes the files' messageId fingerprints as a dedupe run,
+//! flushes sled (profiles), writes the checkpoint (the last LSN now safe outside the WAL),
+//! trims the WAL and wakes the uploader. Nothing here waits for the object store: a lake that
+//! is away only grows the outbox, within `collector.max_backlog_mb` (`health.rs`). Every
+//! failure (a full disk) is retried with the collector's one backoff rule (`retry.rs`) while
+//! the WAL keeps the events; meanwhile the writer keeps its files open, then answers 503.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use object_store::path::Path;
+
+use super::health::{Check, Health};
+use super::metrics::ShardCounters;
+use super::outbox::Outbox;
+use super::retry::{retry, Backoff, Shutdown};
+use super::{dedupe, rollup, wal};
+use crate::clock::Clock;
+
+/// One flush: the closed files of a shard and the last WAL LSN they cover.
+pub struct Flush {
+    pub last_lsn: u64,
+    pub files: Vec<Encoded>,
+    /// The fingerprints of every row's messageId, for the dedupe index.
+    pub ids: Arc<dedupe::Flushed>,
+    /// The rollups of the rows (`rollup/`), applied once before the checkpoint.
+    pub rollup: rollup::Delta,
+}
+
+/// A closed lake file: where it goes, its Parquet bytes, its rows.
+pub struct Encoded {
+    pub path: Path,
+    pub bytes: bytes::Bytes,
+    pub rows: usize,
+}
+
+/// Why one attempt at staging a flush failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StageError {
+    #[error("{what}: {source}")]
+    Local {
+        what: &'static str,
+        source: std::io::Error,
+    },
+    #[error("sled flush: {0}")]
+    Sled(#[from] sled::Error),
+    #[error("rollups: {0}")]
+    Rollup(#[from] rollup::store::RollupError),
+}
+
+fn local(what: &'static str) -> impl FnOnce(std::io::Error) -> StageError {
+    move |source| StageError::Local { what, source }
+}
+
+/// What a stager needs.
+pub struct Stager {
+    pub index: usize,
+    /// The shard's directory (WAL, checkpoint, outbox, dedupe files).
+    pub dir: PathBuf,
+    pub outbox: Outbox,
+    pub db: sled::Db,
+    pub dedupe: Arc<dedupe::Index>,
+    pub counters: Arc<ShardCounters>,
+    pub health: Arc<Health>,
+    pub shutdown: Arc<Shutdown>,
+    /// How long after the shutdown began failing work is still retried.
+    pub patience: Duration,
+    pub backoff: Backoff,
+    pub clock: Arc<dyn Clock>,
+    /// The shard's checkpoint, shared with its uploader (which ships only what it covers).
+    pub checkpoint: Arc<AtomicU64>,
+    /// Wakes the uploader (a full channel means it is awake already).
+    pub wake: Sender<()>,
+}
+
+/// Starts the stager on its own thread; it ends when its writer drops the channel.
+pub fn spawn(stager: Stager, jobs: Receiver<Flush>) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name(format!("stager-{}", stager.index))
+        .spawn(move || {
+            let mut failed = false;
+            loop {
+                match jobs.recv_timeout(crate::memory::poll()) {
+                    // After an abandoned flush (only at shutdown) later ones must not
+                    // checkpoint past it: they stay in the WAL too.
+                    Ok(job) if !failed => {
+                        crate::memory::note_activity();
+                        failed = !stager.stage(&job);
+                        crate::memory::note_activity();
+                    }
+                    Ok(_) | Err(RecvTimeoutError::Timeout) => {}
+                    Err(RecvTimeoutError::Disconnected) => return,
+                }
+                crate::memory::release_if_idle(crate::memory::Thread::Stager);
+            }
+        })
+}
+
+impl Stager {
+    /// Stages one flush and checkpoints it, retrying until it works. Only at shutdown does it
+    /// give up (false), leaving the events in the WAL.
+    fn stage(&self, job: &Flush) -> bool {
+        let started = Instant::now();
+        let (index, counters, health, clock) =
+            (self.index, &self.counters, &self.health, &self.clock);
+        let done = retry(
+            self.backoff,
+            &self.shutdown,
+            self.patience,
+            || self.try_stage(job),
+            |e, delay| {
+                counters.upload_retries.inc();
+                health.failing(Check::Disk, "outbox", index, clock.now_micros(), e);
+                tracing::error!(shard = index, error = %e, retry_in_ms = delay.as_millis() as u64, "staging a flush failed; the WAL keeps the events, retrying");
+            },
+        );
+        match done {
+            Ok(()) => {
+                health.recovered(Check::Disk, "outbox", index);
+                counters.flush.observe(started.elapsed().as_secs_f64());
+                // Full: the uploader is awake already and lists the outbox again.
+                let _ = self.wake.try_send(());
+                true
+            }
+            Err(e) => {
+                tracing::error!(shard = index, error = %e, "flush abandoned at shutdown; the WAL keeps the events");
+                false
+            }
+        }
+    }
+
+    fn try_stage(&self, job: &Flush) -> Result<(), StageError> {
+        let now = self.clock.now_micros();
+        for f in &job.files {
+            let grew = self
+                .outbox
+                .write(&f.path, &f.bytes)
+                .map_err(local("outbox"))?;
+            self.health.add_backlog(grew, now);
+        }
+        // Exactly once: skipped when the shard's rollup LSN already covers the job.
+        rollup::store::apply(&self.db, self.index, job.last_lsn, &job.rollup)?;
+        self.dedupe
+            .persist(&job.ids)
+            .map_err(local("dedupe runs"))?;
+        self.db.flush()?;
+        wal::write_checkpoint(&self.dir, job.last_lsn).map_err(local("checkpoint"))?;
+        self.checkpoint.store(job.last_lsn, Ordering::Release);
+        let trimmed = wal::trim(&self.dir, job.last_lsn).map_err(local("trim"))?;
+        self.health.add_backlog(-(trimmed as i64), now);
+        if let Err(e) = self.dedupe.compact() {
+            // Lookups stay exact over more runs; the next flush tries again.
+            tracing::warn!(shard = self.index, error = %e, "dedupe runs not merged");
+        }
+        Ok(())
+    }
+}
