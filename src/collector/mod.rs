@@ -162,6 +162,91 @@ fn shard_dirs_from(data_dir: &Path, n: usize) -> usize {
         .count()
 }
 
+/// What every shard's threads share.
+struct Common<'a> {
+    settings: &'a Settings,
+    budget: &'a budget::Budget,
+    db: &'a sled::Db,
+    lake: &'a Arc<dyn ObjectStore>,
+    clock: &'a Arc<dyn Clock>,
+    health: &'a Arc<Health>,
+    shutdown: &'a Arc<Shutdown>,
+}
+
+/// One shard's threads, just started.
+struct Shard {
+    queue: Sender<writer::Msg>,
+    writer: writer::Starting,
+    /// Its stager, then its uploader.
+    background: [JoinHandle<()>; 2],
+}
+
+impl Common<'_> {
+    /// Starts shard `index`: its uploader, its stager and its writer (which replays its WAL).
+    fn spawn_shard(
+        &self,
+        index: usize,
+        retired: bool,
+        checkpoint: Arc<AtomicU64>,
+        counters: Arc<metrics::ShardCounters>,
+    ) -> std::io::Result<Shard> {
+        let c = &self.settings.collector;
+        let dir = shard_dir(&self.settings.storage.data_dir, index);
+        let ids = dedupe::Index::open(&dir, self.clock.now_micros())?;
+        let patience = Duration::from_millis(c.shutdown_upload_timeout_ms);
+        let (wake_tx, wake_rx) = bounded(1);
+        let uploader = Uploader {
+            index,
+            dir: dir.clone(),
+            outbox: Outbox::new(&dir),
+            db: self.db.clone(),
+            store: self.lake.clone(),
+            counters: counters.clone(),
+            health: self.health.clone(),
+            shutdown: self.shutdown.clone(),
+            patience,
+            backoff: Backoff::default(),
+            clock: self.clock.clone(),
+            checkpoint: checkpoint.clone(),
+        };
+        let (stage_tx, stage_rx) = bounded(1);
+        let stager = Stager {
+            index,
+            dir: dir.clone(),
+            outbox: Outbox::new(&dir),
+            db: self.db.clone(),
+            dedupe: ids.clone(),
+            counters: counters.clone(),
+            health: self.health.clone(),
+            shutdown: self.shutdown.clone(),
+            patience,
+            backoff: Backoff::default(),
+            clock: self.clock.clone(),
+            checkpoint,
+            wake: wake_tx,
+        };
+        let background = [
+            stager::spawn(stager, stage_rx)?,
+            uploader::spawn(uploader, wake_rx)?,
+        ];
+        let (queue, rx) = bounded(c.queue_batches.max(1));
+        let parts = writer::Parts {
+            cfg: writer_config(self.settings, self.budget, index, retired),
+            db: self.db.clone(),
+            clock: self.clock.clone(),
+            counters,
+            stager: stage_tx,
+            health: self.health.clone(),
+            index: ids,
+        };
+        Ok(Shard {
+            queue,
+            writer: writer::spawn(parts, rx)?,
+            background,
+        })
+    }
+}
+
 /// A directory that does not exist yet holds nothing.
 fn none_yet(e: std::io::Error) -> std::io::Result<u64> {
     if e.kind() == std::io::ErrorKind::NotFound {
@@ -225,58 +310,25 @@ impl Collector {
         let mut queues = Vec::with_capacity(n);
         let mut starting = Vec::with_capacity(total);
         let mut background = Vec::with_capacity(2 * total);
+        let common = Common {
+            settings,
+            budget: &budget,
+            db,
+            lake: &lake,
+            clock: &clock,
+            health: &health,
+            shutdown: &shutdown,
+        };
         for (index, checkpoint) in checkpoints.into_iter().enumerate() {
-            let dir = shard_dir(data_dir, index);
             let counters = Arc::new(metrics.shards[index].clone());
-            let ids = dedupe::Index::open(&dir, clock.now_micros()).map_err(failed(index))?;
-            let (wake_tx, wake_rx) = bounded(1);
-            let uploader = Uploader {
-                index,
-                dir: dir.clone(),
-                outbox: Outbox::new(&dir),
-                db: db.clone(),
-                store: lake.clone(),
-                counters: counters.clone(),
-                health: health.clone(),
-                shutdown: shutdown.clone(),
-                patience: Duration::from_millis(c.shutdown_upload_timeout_ms),
-                backoff: Backoff::default(),
-                clock: clock.clone(),
-                checkpoint: checkpoint.clone(),
-            };
-            let (stage_tx, stage_rx) = bounded(1);
-            let stager = Stager {
-                index,
-                dir: dir.clone(),
-                outbox: Outbox::new(&dir),
-                db: db.clone(),
-                dedupe: ids.clone(),
-                counters: counters.clone(),
-                health: health.clone(),
-                shutdown: shutdown.clone(),
-                patience: Duration::from_millis(c.shutdown_upload_timeout_ms),
-                backoff: Backoff::default(),
-                clock: clock.clone(),
-                checkpoint,
-                wake: wake_tx,
-            };
+            let shard = common
+                .spawn_shard(index, index >= n, checkpoint, counters)
+                .map_err(failed(index))?;
+            starting.push(shard.writer);
             // Stagers end before uploaders (which then ship what is left): joined in order.
-            background.push(stager::spawn(stager, stage_rx).map_err(failed(index))?);
-            background.push(uploader::spawn(uploader, wake_rx).map_err(failed(index))?);
-            let (tx, rx) = bounded(c.queue_batches.max(1));
-            let parts = writer::Parts {
-                cfg: writer_config(settings, &budget, index, index >= n),
-                db: db.clone(),
-                clock: clock.clone(),
-                counters: counters.clone(),
-                stager: stage_tx,
-                health: health.clone(),
-                index: ids,
-            };
-            let w = writer::spawn(parts, rx);
-            starting.push(w.map_err(failed(index))?);
+            background.extend(shard.background);
             if index < n {
-                queues.push(tx);
+                queues.push(shard.queue);
             } else {
                 tracing::info!(
                     shard = index,
@@ -284,7 +336,7 @@ impl Collector {
                     "shard beyond collector.shards: its WAL is replayed, then it stops"
                 );
                 // The writer serves its queue after the replay: `Stop` is its first message.
-                let _ = tx.send(writer::Msg::Stop);
+                let _ = shard.queue.send(writer::Msg::Stop);
             }
         }
         let mut threads = Vec::with_capacity(3 * total);
