@@ -49,8 +49,9 @@ pub fn open(
             // Credentials come from the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, ...).
             let mut b = object_store::aws::AmazonS3Builder::from_env()
                 .with_bucket_name(&settings.s3_bucket)
-                .with_allow_http(settings.s3_allow_http)
+                // Before `with_allow_http`, which is one of the client options.
                 .with_client_options(client_options())
+                .with_allow_http(settings.s3_allow_http)
                 .with_retry(retry_config());
             if !settings.s3_region.is_empty() {
                 b = b.with_region(&settings.s3_region);

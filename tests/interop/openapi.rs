@@ -554,15 +554,55 @@ async fn survey_answers(app: &TestApp, s: &mut Samples) {
     );
 }
 
+/// `/readyz` and `/healthz` of a server whose lake refuses every connection.
+async fn degraded_answers(s: &mut Samples) {
+    let app = spawn_app_with(|s| {
+        s.collector.max_file_rows = 1;
+        s.lake.kind = tributary::config::LakeKind::S3;
+        s.lake.s3_bucket = "nowhere".into();
+        s.lake.s3_endpoint = "http://127.0.0.1:1".into();
+        s.lake.s3_allow_http = true;
+        s.lake.s3_access_key_id = "test".into();
+        s.lake.s3_secret_access_key = "test".into();
+        s.collector.shutdown_upload_timeout_ms = 0;
+    });
+    let (_, ik) = app.create_app("free").await;
+    assert_eq!(
+        app.collect(&ik, crate::events::tracks("r", 2)).await.status,
+        200
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let ready = loop {
+        let a = app.send(Method::GET, "/readyz", &[], None).await;
+        if a.status == 503 {
+            break a;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never degraded: {}",
+            a.body
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert!(ready.header("retry-after").is_some());
+    assert_eq!(ready.fields(), ["lake"], "{}", ready.body);
+    s.add(&Method::GET, "/readyz", &ready);
+    let health = app.send(Method::GET, "/healthz", &[], None).await;
+    assert_eq!(health.data()["status"], "degraded");
+    s.add(&Method::GET, "/healthz", &health);
+}
+
 #[tokio::test]
 async fn every_operation_answers_as_its_openapi_schema_says() {
     let app = spawn_app_with(|s| s.plans.free.requests_per_minute = 2);
     let mut s = Samples::default();
     let service: Vec<Step> = vec![
         ("GET", "/healthz", "/healthz".into(), None, None),
+        ("GET", "/readyz", "/readyz".into(), None, None),
         ("GET", "/openapi.json", "/openapi.json".into(), None, None),
     ];
     run(&app, &mut s, service).await;
+    degraded_answers(&mut s).await;
     let metrics = app
         .client
         .get(format!("{}/metrics", app.base))
