@@ -67,6 +67,7 @@ pub struct Health {
 
 impl Health {
     pub fn new(budget: u64, data_dir: &Path, shards: usize) -> Health {
+        let budget = budget.min(i64::MAX as u64);
         let gauges = Gauges::default();
         gauges.backlog_budget_bytes.set(budget as i64);
         Health {

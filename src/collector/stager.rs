@@ -164,3 +164,136 @@ impl Stager {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::SystemClock;
+
+    const FAST: Backoff = Backoff {
+        first: Duration::from_millis(1),
+        max: Duration::from_millis(5),
+    };
+
+    struct Fixture {
+        _tmp: tempfile::TempDir,
+        dir: PathBuf,
+        health: Arc<Health>,
+        checkpoint: Arc<AtomicU64>,
+        counters: Arc<ShardCounters>,
+    }
+
+    fn fixture() -> Fixture {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("shard-0");
+        std::fs::create_dir_all(&dir).unwrap();
+        Fixture {
+            health: Arc::new(Health::new(u64::MAX, tmp.path(), 1)),
+            _tmp: tmp,
+            dir,
+            checkpoint: Arc::default(),
+            counters: Arc::default(),
+        }
+    }
+
+    impl Fixture {
+        fn stager(&self, wake: Sender<()>) -> Stager {
+            Stager {
+                index: 0,
+                dir: self.dir.clone(),
+                outbox: Outbox::new(&self.dir),
+                db: sled::Config::new().temporary(true).open().unwrap(),
+                dedupe: dedupe::Index::open(&self.dir, 1).unwrap(),
+                counters: self.counters.clone(),
+                health: self.health.clone(),
+                shutdown: Arc::default(),
+                patience: Duration::ZERO,
+                backoff: FAST,
+                clock: Arc::new(SystemClock),
+                checkpoint: self.checkpoint.clone(),
+                wake,
+            }
+        }
+    }
+
+    fn flush(last_lsn: u64) -> Flush {
+        let path =
+            format!("events/app_id=a/dt=2026-11-26/hour=10/part-n0-0-{last_lsn:020}.parquet");
+        Flush {
+            last_lsn,
+            files: vec![Encoded {
+                path: Path::from(path),
+                bytes: bytes::Bytes::from_static(b"parquet bytes"),
+                rows: 3,
+            }],
+            ids: Arc::new(dedupe::Flushed {
+                lsn: last_lsn,
+                ids: Vec::new(),
+            }),
+            rollup: rollup::Delta::default(),
+        }
+    }
+
+    #[test]
+    fn a_flush_goes_to_the_outbox_then_the_checkpoint_trims_the_wal_and_wakes_the_uploader() {
+        let f = fixture();
+        let (mut log, _) = wal::Wal::open(&f.dir, 0).unwrap();
+        log.append(&[b"1", b"2", b"3"]).unwrap();
+        log.rotate().unwrap();
+        let wal_bytes = wal::bytes(&f.dir).unwrap();
+        f.health.add_backlog(wal_bytes as i64, 0);
+        let (wake, woken) = crossbeam_channel::bounded(1);
+        assert!(f.stager(wake).stage(&flush(3)));
+        let staged = Outbox::new(&f.dir).list().unwrap();
+        assert_eq!(staged.len(), 1);
+        assert_eq!(std::fs::read(&staged[0].file).unwrap(), b"parquet bytes");
+        assert_eq!(wal::read_checkpoint(&f.dir).unwrap(), 3);
+        assert_eq!(f.checkpoint.load(Ordering::Acquire), 3);
+        assert_eq!(
+            wal::bytes(&f.dir).unwrap(),
+            0,
+            "the segment of the flush is trimmed"
+        );
+        assert_eq!(
+            f.health.backlog_bytes(),
+            13,
+            "the backlog is now the outbox file"
+        );
+        assert!(woken.try_recv().is_ok());
+    }
+
+    #[test]
+    fn a_disk_that_refuses_the_outbox_is_retried_and_reported_until_it_works() {
+        let f = fixture();
+        // The outbox's directory is taken by a file: every write fails.
+        let blocker = f.dir.join("outbox");
+        std::fs::write(&blocker, b"").unwrap();
+        let (wake, _woken) = crossbeam_channel::bounded(1);
+        let (jobs, rx) = crossbeam_channel::bounded(1);
+        let thread = spawn(f.stager(wake), rx).unwrap();
+        jobs.send(flush(5)).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while f.health.problems().is_empty() {
+            assert!(Instant::now() < deadline, "the failure was not reported");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(f.health.problems()[0].check, "disk");
+        assert_eq!(
+            wal::read_checkpoint(&f.dir).unwrap(),
+            0,
+            "nothing checkpointed"
+        );
+        std::fs::remove_file(&blocker).unwrap();
+        // Staged, checkpointed, and reported as recovered.
+        while wal::read_checkpoint(&f.dir).unwrap() != 5 || !f.health.problems().is_empty() {
+            assert!(
+                Instant::now() < deadline,
+                "not staged once the disk was back"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(f.counters.upload_retries.get() > 0);
+        drop(jobs);
+        thread.join().unwrap();
+    }
+}

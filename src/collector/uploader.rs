@@ -275,3 +275,85 @@ fn rows_of(bytes: &bytes::Bytes) -> u64 {
         .parse_and_finish(bytes)
         .map_or(0, |m| m.file_metadata().num_rows().max(0) as u64)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    const FAST: Backoff = Backoff {
+        first: Duration::from_millis(1),
+        max: Duration::from_millis(5),
+    };
+
+    fn lake_path(lsn: u64) -> Path {
+        Path::from(format!(
+            "events/app_id=a/dt=2026-11-26/hour=10/part-n0-0-{lsn:020}.parquet"
+        ))
+    }
+
+    fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !done() {
+            assert!(Instant::now() < deadline, "{what}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn checkpointed_files_are_put_once_the_lake_is_back_and_later_flushes_wait() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("shard-0");
+        let lake_dir = tmp.path().join("lake");
+        std::fs::create_dir_all(&lake_dir).unwrap();
+        let store = object_store::local::LocalFileSystem::new_with_prefix(&lake_dir).unwrap();
+        let outbox = Outbox::new(&dir);
+        outbox.write(&lake_path(3), b"three").unwrap();
+        outbox.write(&lake_path(9), b"nine!").unwrap();
+        let health = Arc::new(Health::new(u64::MAX, tmp.path(), 1));
+        health.add_backlog(10, 0);
+        let counters: Arc<ShardCounters> = Arc::default();
+        let checkpoint = Arc::new(AtomicU64::new(5));
+        // The lake is away: its directory is a file, so every put fails.
+        std::fs::remove_dir(&lake_dir).unwrap();
+        std::fs::write(&lake_dir, b"").unwrap();
+        let uploader = Uploader {
+            index: 0,
+            dir: dir.clone(),
+            outbox: outbox.clone(),
+            db: sled::Config::new().temporary(true).open().unwrap(),
+            store: Arc::new(store),
+            counters: counters.clone(),
+            health: health.clone(),
+            shutdown: Arc::default(),
+            patience: Duration::ZERO,
+            backoff: FAST,
+            clock: Arc::new(crate::clock::SystemClock),
+            checkpoint: checkpoint.clone(),
+        };
+        let (wake, woken) = crossbeam_channel::bounded(1);
+        let thread = spawn(uploader, woken).unwrap();
+        wake.send(()).unwrap();
+        wait_for("the outage is reported", || {
+            health.problems().first().is_some_and(|p| p.check == "lake")
+        });
+        assert!(counters.upload_failures.get() > 0);
+        std::fs::remove_file(&lake_dir).unwrap();
+        std::fs::create_dir(&lake_dir).unwrap();
+        let put = |lsn: u64| lake_dir.join(lake_path(lsn).as_ref());
+        wait_for("put once the lake is back", || put(3).exists());
+        wait_for("the outage is over", || health.problems().is_empty());
+        assert_eq!(std::fs::read(put(3)).unwrap(), b"three");
+        let left: Vec<u64> = outbox.list().unwrap().iter().map(|s| s.first_lsn).collect();
+        assert_eq!(left, [9], "a flush beyond the checkpoint is not put");
+        assert_eq!(health.backlog_bytes(), 5);
+        checkpoint.store(9, Ordering::Release);
+        wake.send(()).unwrap();
+        wait_for("the next flush is put", || put(9).exists());
+        wait_for("the outbox is empty", || outbox.list().unwrap().is_empty());
+        assert_eq!(health.backlog_bytes(), 0);
+        assert_eq!(counters.files_written.get(), 2);
+        drop(wake);
+        thread.join().unwrap();
+    }
+}
