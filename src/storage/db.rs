@@ -98,6 +98,20 @@ impl Db {
         })
     }
 
+    /// A database deleted when its last handle is dropped, for unit tests (never reopened).
+    #[cfg(test)]
+    pub fn temporary() -> Db {
+        let config = sled::Config::new().temporary(true);
+        let db = config.open().expect("a temporary database");
+        Db {
+            shared: Arc::new(Shared {
+                path: PathBuf::new(),
+                cache_bytes: 0,
+                state: Mutex::new(State::Open { db, config }),
+            }),
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         self.shared.state.lock().unwrap_or_else(|e| e.into_inner())
     }

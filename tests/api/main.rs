@@ -13,6 +13,7 @@ mod collector;
 mod contacts;
 mod crash;
 mod dashboard;
+mod disk;
 mod errors;
 mod events;
 mod helpers;
