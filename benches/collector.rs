@@ -164,11 +164,7 @@ fn submit(c: &mut Criterion) {
     settings.lake.kind = tributary::config::LakeKind::Local;
     settings.lake.path = String::new();
     settings.collector.shards = 1;
-    let db = sled::Config::new()
-        .path(dir.path().join("db"))
-        .mode(sled::Mode::HighThroughput)
-        .open()
-        .expect("open sled");
+    let db = tributary::storage::Db::open(&dir.path().join("db"), 1 << 30).expect("open sled");
     let lake = tributary::collector::lake::open(&settings.lake, &dir.path().join("lake"))
         .expect("lake opens");
     let clock = std::sync::Arc::new(tributary::clock::SystemClock);

@@ -362,7 +362,7 @@ impl Application {
             .map_err(crate::collector::CollectorError::from)?;
         let collector = web::Data::new(Collector::start(
             &settings,
-            &store.db().get().map_err(crate::storage::StoreError::from)?,
+            store.db(),
             lake,
             clock.clone(),
         )?);

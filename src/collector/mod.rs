@@ -48,6 +48,7 @@ use object_store::ObjectStore;
 
 use crate::clock::Clock;
 use crate::config::Settings;
+use crate::storage::Db;
 pub use event::{Event, EventType};
 use health::Health;
 use metrics::Metrics;
@@ -166,7 +167,7 @@ fn shard_dirs_from(data_dir: &Path, n: usize) -> usize {
 struct Common<'a> {
     settings: &'a Settings,
     budget: &'a budget::Budget,
-    db: &'a sled::Db,
+    db: &'a Db,
     lake: &'a Arc<dyn ObjectStore>,
     clock: &'a Arc<dyn Clock>,
     health: &'a Arc<Health>,
@@ -277,7 +278,7 @@ impl Collector {
     /// store), and the uploaders ship the outboxes in the background.
     pub fn start(
         settings: &Settings,
-        db: &sled::Db,
+        db: &Db,
         lake: Arc<dyn ObjectStore>,
         clock: Arc<dyn Clock>,
     ) -> Result<Collector, CollectorError> {

@@ -25,6 +25,7 @@ use super::outbox::Outbox;
 use super::retry::{retry, Backoff, Shutdown};
 use super::{dedupe, rollup, wal};
 use crate::clock::Clock;
+use crate::storage::Db;
 
 /// One flush: the closed files of a shard and the last WAL LSN they cover.
 pub struct Flush {
@@ -67,7 +68,7 @@ pub struct Stager {
     /// The shard's directory (WAL, checkpoint, outbox, dedupe files).
     pub dir: PathBuf,
     pub outbox: Outbox,
-    pub db: sled::Db,
+    pub db: Db,
     pub dedupe: Arc<dedupe::Index>,
     pub counters: Arc<ShardCounters>,
     pub health: Arc<Health>,
@@ -148,11 +149,12 @@ impl Stager {
             self.health.add_backlog(grew, now);
         }
         // Exactly once: skipped when the shard's rollup LSN already covers the job.
-        rollup::store::apply(&self.db, self.index, job.last_lsn, &job.rollup)?;
+        self.db
+            .with(|db| rollup::store::apply(db, self.index, job.last_lsn, &job.rollup))?;
         self.dedupe
             .persist(&job.ids)
             .map_err(local("dedupe runs"))?;
-        self.db.flush()?;
+        self.db.with(|db| db.flush())?;
         wal::write_checkpoint(&self.dir, job.last_lsn).map_err(local("checkpoint"))?;
         self.checkpoint.store(job.last_lsn, Ordering::Release);
         let trimmed = wal::trim(&self.dir, job.last_lsn).map_err(local("trim"))?;
@@ -202,7 +204,7 @@ mod tests {
                 index: 0,
                 dir: self.dir.clone(),
                 outbox: Outbox::new(&self.dir),
-                db: sled::Config::new().temporary(true).open().unwrap(),
+                db: Db::temporary(),
                 dedupe: dedupe::Index::open(&self.dir, 1).unwrap(),
                 counters: self.counters.clone(),
                 health: self.health.clone(),

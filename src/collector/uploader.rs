@@ -32,6 +32,7 @@ use super::retry::{retry, Backoff, Shutdown};
 use super::wal;
 use super::written::{self, WrittenFile};
 use crate::clock::Clock;
+use crate::storage::Db;
 
 const INTENT: &str = "intent";
 
@@ -72,7 +73,7 @@ pub struct Uploader {
     /// The shard's directory (checkpoint, a legacy intent).
     pub dir: PathBuf,
     pub outbox: Outbox,
-    pub db: sled::Db,
+    pub db: Db,
     pub store: Arc<dyn ObjectStore>,
     pub counters: Arc<ShardCounters>,
     pub health: Arc<Health>,
@@ -220,7 +221,11 @@ impl Running {
         };
         // The dashboard's list of recent files: a file missing from it is no reason to put
         // the file again.
-        if let Err(e) = written::record(&self.u.db, &[(s.app_id().to_owned(), file)], at) {
+        if let Err(e) = self
+            .u
+            .db
+            .with(|db| written::record(db, &[(s.app_id().to_owned(), file)], at))
+        {
             tracing::warn!(shard = self.u.index, error = %e, "file put but not recorded for the dashboard");
         }
         self.u.outbox.remove(s).map_err(local("outbox delete"))?;
@@ -257,7 +262,7 @@ impl Running {
                     })
                 }
             }
-            written::forget(&self.u.db, &[line])?;
+            self.u.db.with(|db| written::forget(db, &[line]))?;
             tracing::info!(
                 shard = self.u.index,
                 path = line,
@@ -321,7 +326,7 @@ mod tests {
             index: 0,
             dir: dir.clone(),
             outbox: outbox.clone(),
-            db: sled::Config::new().temporary(true).open().unwrap(),
+            db: Db::temporary(),
             store: Arc::new(store),
             counters: counters.clone(),
             health: health.clone(),

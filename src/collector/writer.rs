@@ -34,6 +34,7 @@ use super::stager::{Encoded, Flush};
 use super::{lake, rollup, usage, wal};
 use crate::clock::Clock;
 use crate::profiles::{self, Change, Touch};
+use crate::storage::Db;
 
 /// Batches taken together into one group commit.
 const MAX_GROUP: usize = 128;
@@ -68,7 +69,7 @@ pub struct WriterConfig {
 /// What a writer is made from: its settings and the handles it shares with the collector.
 pub struct Parts {
     pub cfg: WriterConfig,
-    pub db: sled::Db,
+    pub db: Db,
     pub clock: Arc<dyn Clock>,
     pub counters: Arc<ShardCounters>,
     /// Where closed files go to be staged (a queue of 1).
@@ -123,7 +124,7 @@ pub enum Msg {
 /// The writer's own state: WAL, dedupe memory, open files.
 pub struct Writer {
     cfg: WriterConfig,
-    db: sled::Db,
+    db: Db,
     clock: Arc<dyn Clock>,
     seen: Seen,
     /// anonymousId -> userId of this shard's visitors (all their events come here), misses
@@ -166,8 +167,9 @@ impl Writer {
         std::fs::create_dir_all(&cfg.dir)?;
         let checkpoint = wal::read_checkpoint(&cfg.dir)?;
         let (wal, replay) = wal::Wal::open(&cfg.dir, checkpoint)?;
-        let rollup_lsn =
-            rollup::store::applied_lsn(&db, cfg.index).map_err(std::io::Error::other)?;
+        let rollup_lsn = db
+            .with(|db| rollup::store::applied_lsn(db, cfg.index))
+            .map_err(std::io::Error::other)?;
         let seen = Seen::open(
             parts.index,
             clock.now_micros(),
@@ -367,7 +369,7 @@ impl Writer {
             c.duplicates.inc_by(done.duplicates as u64);
             let _ = reply.send(Ok(done));
         }
-        if let Err(e) = usage::add_events(&self.db, &kept) {
+        if let Err(e) = self.db.with(|db| usage::add_events(db, &kept)) {
             tracing::warn!(shard = self.cfg.index, error = %e, "usage counter not updated");
         }
         for (i, (e, key)) in kept.iter().zip(keys).enumerate() {
@@ -460,7 +462,7 @@ impl Writer {
         if let Some(known) = self.identities.get(&k) {
             return known.clone();
         }
-        let user = match profiles::store::user_of(&self.db, app, anon) {
+        let user = match self.db.with(|db| profiles::store::user_of(db, app, anon)) {
             Ok(u) => u,
             Err(e) => {
                 tracing::warn!(shard = self.cfg.index, error = %e, "identity lookup failed");
@@ -499,7 +501,7 @@ impl Writer {
     /// Folds an event into its user's profile; an error is logged, never fatal to the event.
     fn update_profile(&self, e: &Event) {
         let Some(touch) = touch(e) else { return };
-        if let Err(err) = profiles::store::apply(&self.db, &touch) {
+        if let Err(err) = self.db.with(|db| profiles::store::apply(db, &touch)) {
             tracing::error!(shard = self.cfg.index, error = %err, "profile not updated");
         }
     }
@@ -639,7 +641,7 @@ mod tests {
     struct Fixture {
         _dir: tempfile::TempDir,
         cfg: WriterConfig,
-        db: sled::Db,
+        db: Db,
         clock: Arc<ManualClock>,
     }
 
@@ -656,7 +658,7 @@ mod tests {
             max_memory: 1 << 30,
             dedupe_filter_bytes: 64 * 1024,
         };
-        let db = sled::Config::new().temporary(true).open().unwrap();
+        let db = Db::temporary();
         Fixture {
             _dir: dir,
             cfg,
@@ -774,7 +776,9 @@ mod tests {
             .map(|i| users.is_valid(i).then(|| users.value(i)))
             .collect();
         assert_eq!(got, [Some("u1"), Some("u1"), Some("u1"), None]);
-        let profile = profiles::store::get(&f.db, "app", "u1").unwrap().unwrap();
+        let profile = profiles::store::get(&f.db.get().unwrap(), "app", "u1")
+            .unwrap()
+            .unwrap();
         assert_eq!(profile.anonymous_ids, ["a"]);
     }
 
@@ -867,7 +871,9 @@ mod tests {
         w.flush(true).unwrap();
         let first = uploads.try_recv().unwrap();
         assert_eq!((first.last_lsn, first.rollup.rows()), (6, 6));
-        assert!(rollup::store::apply(&f.db, 0, first.last_lsn, &first.rollup).unwrap());
+        assert!(
+            rollup::store::apply(&f.db.get().unwrap(), 0, first.last_lsn, &first.rollup).unwrap()
+        );
         commit(&mut w, evs(6..10)).unwrap();
         drop(w); // a crash after the rollups were applied, before the checkpoint
         let (mut w, records, uploads) = f.open();
@@ -875,7 +881,7 @@ mod tests {
         w.replay(records).unwrap();
         let mut jobs = Vec::new();
         while let Ok(job) = uploads.try_recv() {
-            rollup::store::apply(&f.db, 0, job.last_lsn, &job.rollup).unwrap();
+            rollup::store::apply(&f.db.get().unwrap(), 0, job.last_lsn, &job.rollup).unwrap();
             jobs.push((job.last_lsn, job.rollup.rows()));
         }
         assert_eq!(
@@ -884,7 +890,13 @@ mod tests {
             "other boundaries than the first time"
         );
         let hour = T0.div_euclid(rollup::HOUR_MICROS);
-        let got = rollup::store::read(&f.db, "app", rollup::store::Unit::Hour, hour, hour + 1);
+        let got = rollup::store::read(
+            &f.db.get().unwrap(),
+            "app",
+            rollup::store::Unit::Hour,
+            hour,
+            hour + 1,
+        );
         let bucket = &got.unwrap()[0].1;
         assert_eq!(bucket.events(), 10, "every row once");
         assert_eq!(bucket.visitors.estimate().round(), 10.0);
@@ -911,6 +923,9 @@ mod tests {
             arrow_array::Array::is_null(users.as_ref(), 0),
             "the visitor was never durably identified"
         );
-        assert_eq!(profiles::store::user_of(&f.db, "app", "a").unwrap(), None);
+        assert_eq!(
+            profiles::store::user_of(&f.db.get().unwrap(), "app", "a").unwrap(),
+            None
+        );
     }
 }
