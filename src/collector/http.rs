@@ -464,12 +464,24 @@ struct Health {
     /// `ok`, or `degraded` while something behind the edge fails (see `problems`).
     status: &'static str,
     /// What fails, since when: `lake` (uploads fail; events wait on disk), `disk` (writes to the
-    /// data dir fail), `backlog` (at `collector.max_backlog_mb`: collect answers 503).
+    /// data dir fail), `backlog` (at `collector.max_backlog_mb`: collect answers 503), `store`
+    /// (the database is reopening after a failed write: API writes answer 503).
     problems: Vec<super::health::Problem>,
 }
 
-fn health_of(collector: &Collector) -> Health {
-    let problems = collector.health.problems();
+fn health_of(state: &AppState, collector: &Collector) -> Health {
+    let mut problems = collector.health.problems();
+    if let Some(down) = state.store.db().unavailable() {
+        let since = state.now().micros() - down.since.elapsed().as_micros() as i64;
+        problems.push(super::health::Problem {
+            check: "store",
+            since: crate::ids::Timestamp::from_micros(since),
+            message: format!(
+                "the database is reopening after a failed write: {}",
+                down.cause
+            ),
+        });
+    }
     let status = if problems.is_empty() {
         "ok"
     } else {
@@ -481,8 +493,8 @@ fn health_of(collector: &Collector) -> Health {
 /// Liveness: 200 while the server runs (HEAD too), saying what is degraded behind it.
 #[utoipa::path(tag = "service", responses((status = 200, description = "The server runs", body = Health)))]
 #[get("/healthz")]
-pub async fn healthz(collector: web::Data<Collector>) -> HttpResponse {
-    api::ok(&health_of(&collector))
+pub async fn healthz(state: web::Data<AppState>, collector: web::Data<Collector>) -> HttpResponse {
+    api::ok(&health_of(&state, &collector))
 }
 
 /// Readiness: 200 when nothing is degraded; else 503 SERVICE_UNAVAILABLE + Retry-After naming
@@ -493,8 +505,11 @@ pub async fn healthz(collector: web::Data<Collector>) -> HttpResponse {
     (status = 503, description = "SERVICE_UNAVAILABLE: degraded (the lake, the disk or the backlog), each problem in details; retry after Retry-After"),
 ))]
 #[get("/readyz")]
-pub async fn readyz(collector: web::Data<Collector>) -> Result<HttpResponse, ApiError> {
-    let health = health_of(&collector);
+pub async fn readyz(
+    state: web::Data<AppState>,
+    collector: web::Data<Collector>,
+) -> Result<HttpResponse, ApiError> {
+    let health = health_of(&state, &collector);
     let Some(first) = health.problems.first() else {
         return Ok(api::ok(&health));
     };
