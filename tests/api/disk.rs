@@ -281,6 +281,18 @@ const SETTINGS: &[(&str, &str)] = &[
     ("TRIBUTARY__COLLECTOR__SHUTDOWN_UPLOAD_TIMEOUT_MS", "3000"),
 ];
 
+/// The checks `/healthz` names as failing.
+fn checks(health: &Value) -> Vec<String> {
+    let problems = health["data"]["problems"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    problems
+        .iter()
+        .filter_map(|p| p["check"].as_str().map(str::to_owned))
+        .collect()
+}
+
 /// The disk being filled: a filler thread, stopped (and its file removed) by `free`.
 struct Filling {
     stop: Arc<AtomicBool>,
@@ -377,10 +389,51 @@ impl Scenario {
             load.refused("collect", 200, filled) >= 40 && load.refused("contact", 201, filled) >= 40
         })
         .await;
-        let health = self.client.get(format!("{}/healthz", self.server.base));
-        let health = health.send().await.unwrap();
-        assert_eq!(health.status(), 200, "the process serves");
+        // The store is down (reads too), and says so; a load balancer is told to steer away.
+        self.wait_health("store reported", |h| {
+            checks(h).contains(&"store".to_owned())
+        })
+        .await;
+        self.wait_ready(503).await;
         Filling { stop, thread }
+    }
+
+    /// Polls `/healthz` (always 200) until `test` holds of its body, for at most 30 s.
+    async fn wait_health(&self, what: &str, test: impl Fn(&Value) -> bool) {
+        let started = Instant::now();
+        loop {
+            let got = self.client.get(format!("{}/healthz", self.server.base));
+            let got = got.send().await.unwrap();
+            assert_eq!(got.status(), 200, "the process serves");
+            let body: Value = got.json().await.unwrap();
+            if test(&body) {
+                return;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "{what}: {body}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Polls `/readyz` until it answers `status` (a 503 with Retry-After), for at most 30 s.
+    async fn wait_ready(&self, status: u16) {
+        let started = Instant::now();
+        loop {
+            let got = self.client.get(format!("{}/readyz", self.server.base));
+            let got = got.send().await.unwrap();
+            if got.status() == status {
+                assert!(status == 200 || got.headers().contains_key("retry-after"));
+                return;
+            }
+            let body = got.text().await.unwrap();
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "readyz: {body}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     async fn stop_load(&mut self) {
@@ -484,6 +537,9 @@ async fn a_full_disk_answers_503_and_collection_and_the_api_recover_once_space_i
         );
     }
     s.both_succeed("steady again", freed, limit).await;
+    s.wait_health("healthy again", |h| h["data"]["status"] == "ok")
+        .await;
+    s.wait_ready(200).await;
     s.stop_load().await;
     s.check_contacts().await;
     s.check_answers();
