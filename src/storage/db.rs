@@ -7,8 +7,9 @@
 //! threads and start-up keep a `Db` and take a `sled::Db` from it per operation (`get`, `with`).
 //!
 //! When the global error is set, the handle lets go of the database (`Reopening`) and a
-//! `store-reopen` thread drops it and opens it again, retrying every `RETRY_FIRST` to
-//! `RETRY_MAX` while a clone still holds the lock or the disk is still full. Meanwhile `get`
+//! `store-reopen` thread drops it and opens it again once the disk has `MIN_FREE` bytes free
+//! (an open recovers sled's log: not something to repeat against a full disk), retrying every
+//! `RETRY_FIRST` to `RETRY_MAX` while a clone still holds the lock. Meanwhile `get`
 //! fails at once with an I/O error, which the API answers 503 + Retry-After. Nothing that was
 //! acknowledged is lost: every API write is flushed before its answer, and a write that sled
 //! failed to flush was answered 503.
@@ -20,7 +21,9 @@ use std::time::{Duration, Instant};
 /// The first wait between two attempts to reopen; it doubles up to `RETRY_MAX`.
 const RETRY_FIRST: Duration = Duration::from_millis(10);
 /// The longest wait between two attempts: space freed is noticed within this.
-const RETRY_MAX: Duration = Duration::from_millis(500);
+const RETRY_MAX: Duration = Duration::from_millis(200);
+/// The free space an attempt to reopen waits for (sled writes 512 KiB segments and snapshots).
+const MIN_FREE: u64 = 4 << 20;
 
 /// The sled database of the process; cheap to clone. Take a `sled::Db` per operation and drop
 /// it after: a clone kept for long would hold the file lock and stop a reopen.
@@ -178,16 +181,23 @@ impl Db {
     }
 }
 
-/// Drops the old database, then opens it again until it works (the lock is free and the
-/// disk has room), backing off from `RETRY_FIRST` to `RETRY_MAX`. Gives up when every `Db`
-/// handle is gone.
+/// Drops the old database, then opens it again until it works (the disk has room and the lock
+/// is free), backing off from `RETRY_FIRST` to `RETRY_MAX`. Gives up when every `Db` handle is
+/// gone.
 fn reopen(shared: Weak<Shared>, old: State) {
     drop(old);
     let started = Instant::now();
     let mut wait = RETRY_FIRST;
     for attempt in 1u64.. {
         let Some(s) = shared.upgrade() else { return };
-        match open(&s.path, s.cache_bytes) {
+        let free = fs2::available_space(&s.path).unwrap_or(u64::MAX);
+        let opened = if free >= MIN_FREE {
+            open(&s.path, s.cache_bytes)
+        } else {
+            let short = format!("{free} bytes free, waiting for {MIN_FREE}");
+            Err(sled::Error::Io(std::io::Error::other(short)))
+        };
+        match opened {
             Ok(state) => {
                 *s.state.lock().unwrap_or_else(|e| e.into_inner()) = state;
                 tracing::info!(
@@ -198,7 +208,7 @@ fn reopen(shared: Weak<Shared>, old: State) {
                 return;
             }
             // Logged at the first failure, then about every minute.
-            Err(e) if attempt == 1 || attempt % 120 == 0 => {
+            Err(e) if attempt == 1 || attempt % 300 == 0 => {
                 tracing::warn!(error = %e, attempt, "the store cannot be reopened yet; retrying");
             }
             Err(_) => {}
@@ -271,9 +281,9 @@ mod tests {
 
     #[test]
     fn a_full_disk_makes_the_store_unavailable_until_it_is_reopened_with_space() {
-        let fs = Tmpfs::mount("8m");
+        let fs = Tmpfs::mount("16m");
         let filler = fs.0.path().join("filler");
-        std::fs::write(&filler, vec![0u8; 3 << 20]).unwrap();
+        std::fs::write(&filler, vec![0u8; 8 << 20]).unwrap();
         let db = Db::open(&fs.0.path().join("db"), 4 << 20).unwrap();
         let (flushed, error) = fill(&db);
         assert!(
@@ -300,9 +310,9 @@ mod tests {
 
     #[test]
     fn a_clone_held_across_the_failure_delays_the_reopen_until_it_is_dropped() {
-        let fs = Tmpfs::mount("8m");
+        let fs = Tmpfs::mount("16m");
         let filler = fs.0.path().join("filler");
-        std::fs::write(&filler, vec![0u8; 3 << 20]).unwrap();
+        std::fs::write(&filler, vec![0u8; 8 << 20]).unwrap();
         let db = Db::open(&fs.0.path().join("db"), 4 << 20).unwrap();
         let held = db.get().unwrap();
         fill(&db);
@@ -322,9 +332,9 @@ mod tests {
 
     #[tokio::test]
     async fn store_calls_fail_fast_while_the_disk_is_full_and_work_again_once_it_has_room() {
-        let fs = Tmpfs::mount("8m");
+        let fs = Tmpfs::mount("16m");
         let filler = fs.0.path().join("filler");
-        std::fs::write(&filler, vec![0u8; 3 << 20]).unwrap();
+        std::fs::write(&filler, vec![0u8; 8 << 20]).unwrap();
         let (store, threads) =
             crate::storage::Store::open(&fs.0.path().join("db"), 2, 16, 4 << 20).unwrap();
         let write = |i: u64| {
