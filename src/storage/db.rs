@@ -239,6 +239,14 @@ mod tests {
             assert!(status.success(), "mounting a tmpfs needs root");
             Tmpfs(dir)
         }
+
+        /// A 16 MiB tmpfs and the path of an 8 MiB filler on it.
+        fn half_filled() -> (Tmpfs, PathBuf) {
+            let fs = Tmpfs::mount("16m");
+            let filler = fs.0.path().join("filler");
+            std::fs::write(&filler, vec![0u8; 8 << 20]).unwrap();
+            (fs, filler)
+        }
     }
 
     impl Drop for Tmpfs {
@@ -281,9 +289,7 @@ mod tests {
 
     #[test]
     fn a_full_disk_makes_the_store_unavailable_until_it_is_reopened_with_space() {
-        let fs = Tmpfs::mount("16m");
-        let filler = fs.0.path().join("filler");
-        std::fs::write(&filler, vec![0u8; 8 << 20]).unwrap();
+        let (fs, filler) = Tmpfs::half_filled();
         let db = Db::open(&fs.0.path().join("db"), 4 << 20).unwrap();
         let (flushed, error) = fill(&db);
         assert!(
@@ -310,9 +316,7 @@ mod tests {
 
     #[test]
     fn a_clone_held_across_the_failure_delays_the_reopen_until_it_is_dropped() {
-        let fs = Tmpfs::mount("16m");
-        let filler = fs.0.path().join("filler");
-        std::fs::write(&filler, vec![0u8; 8 << 20]).unwrap();
+        let (fs, filler) = Tmpfs::half_filled();
         let db = Db::open(&fs.0.path().join("db"), 4 << 20).unwrap();
         let held = db.get().unwrap();
         fill(&db);
@@ -332,9 +336,7 @@ mod tests {
 
     #[tokio::test]
     async fn store_calls_fail_fast_while_the_disk_is_full_and_work_again_once_it_has_room() {
-        let fs = Tmpfs::mount("16m");
-        let filler = fs.0.path().join("filler");
-        std::fs::write(&filler, vec![0u8; 8 << 20]).unwrap();
+        let (fs, filler) = Tmpfs::half_filled();
         let (store, threads) =
             crate::storage::Store::open(&fs.0.path().join("db"), 2, 16, 4 << 20).unwrap();
         let write = |i: u64| {

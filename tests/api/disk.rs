@@ -92,7 +92,17 @@ struct Load {
 }
 
 impl Load {
-    fn record(&self, what: &'static str, status: u16, retry_after: bool, started: Instant) {
+    /// Sends `req` and records its answer as `what`; returns the status (0: no answer) and body.
+    async fn send(&self, what: &'static str, req: reqwest::RequestBuilder) -> (u16, Value) {
+        let started = Instant::now();
+        let (status, retry_after, body) = match req.send().await {
+            Ok(r) => {
+                let status = r.status().as_u16();
+                let retry_after = r.headers().contains_key("retry-after");
+                (status, retry_after, r.json().await.unwrap_or_default())
+            }
+            Err(_) => (0, false, Value::Null),
+        };
         self.answers.lock().unwrap().push(Answered {
             what,
             status,
@@ -100,6 +110,7 @@ impl Load {
             took: started.elapsed(),
             at: Instant::now(),
         });
+        (status, body)
     }
 
     /// The first `ok` answer to `what` after `since`, if any.
@@ -149,31 +160,15 @@ async fn collect_load(load: Arc<Load>, client: reqwest::Client, base: String, ke
             .map(|e| e["messageId"].as_str().unwrap().to_owned())
             .collect();
         load.sent.lock().unwrap().extend(ids.iter().cloned());
-        let started = Instant::now();
-        let res = client
-            .post(format!("{base}/api/w/analytics/collect"))
-            .header("x-app-key", &key)
-            .json(&batch(evs))
-            .send()
-            .await;
-        let (status, retry_after) = match res {
-            Ok(r) => {
-                let status = r.status().as_u16();
-                let retry_after = r.headers().contains_key("retry-after");
-                let body: Value = r.json().await.unwrap_or_default();
-                if status == 200 {
-                    let d = &body["data"];
-                    let total =
-                        d["accepted"].as_u64().unwrap_or(0) + d["duplicates"].as_u64().unwrap_or(0);
-                    assert_eq!(total, 10, "every event accepted or a duplicate: {body}");
-                    load.acked.lock().unwrap().extend(ids);
-                }
-                (status, retry_after)
-            }
-            Err(_) => (0, false),
-        };
-        load.record("collect", status, retry_after, started);
-        if status != 200 {
+        let url = format!("{base}/api/w/analytics/collect");
+        let req = client.post(url).header("x-app-key", &key).json(&batch(evs));
+        let (status, body) = load.send("collect", req).await;
+        if status == 200 {
+            let d = &body["data"];
+            let total = d["accepted"].as_u64().unwrap_or(0) + d["duplicates"].as_u64().unwrap_or(0);
+            assert_eq!(total, 10, "every event accepted or a duplicate: {body}");
+            load.acked.lock().unwrap().extend(ids);
+        } else {
             retry = Some(b);
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -186,28 +181,14 @@ async fn contact_load(load: Arc<Load>, client: reqwest::Client, base: String, ke
     while !load.stop.load(Ordering::SeqCst) {
         n += 1;
         let email = format!("filled-{n}@example.com");
-        let started = Instant::now();
-        let res = client
-            .post(format!("{base}/acq/v1/contacts"))
-            .header("x-api-key", &key)
-            .json(&json!({"email": email, "firstName": "Disk", "tags": ["full"]}))
-            .send()
-            .await;
-        let (status, retry_after) = match res {
-            Ok(r) => {
-                let status = r.status().as_u16();
-                let retry_after = r.headers().contains_key("retry-after");
-                let body: Value = r.json().await.unwrap_or_default();
-                if status == 201 {
-                    let id = body["data"]["id"].as_str().unwrap().to_owned();
-                    load.contacts.lock().unwrap().push((id, email));
-                }
-                (status, retry_after)
-            }
-            Err(_) => (0, false),
-        };
-        load.record("contact", status, retry_after, started);
-        if status != 201 {
+        let contact = json!({"email": email, "firstName": "Disk", "tags": ["full"]});
+        let url = format!("{base}/acq/v1/contacts");
+        let req = client.post(url).header("x-api-key", &key).json(&contact);
+        let (status, body) = load.send("contact", req).await;
+        if status == 201 {
+            let id = body["data"]["id"].as_str().unwrap().to_owned();
+            load.contacts.lock().unwrap().push((id, email));
+        } else {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
