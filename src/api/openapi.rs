@@ -91,7 +91,7 @@ fn complete_operation(path: &str, method: &str, op: &mut Value) {
     if !schemes.is_empty() {
         extra.push((
             "503",
-            "SERVICE_UNAVAILABLE: busy; retry after Retry-After seconds",
+            "SERVICE_UNAVAILABLE: busy, or the disk is full; retry after Retry-After seconds",
         ));
     }
     let responses = op["responses"]

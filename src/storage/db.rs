@@ -41,7 +41,9 @@ struct Shared {
 enum State {
     Open {
         db: sled::Db,
-        /// The configuration `db` was opened with: it shares sled's global error.
+        /// The configuration `db` was opened with: it shares sled's global error, which
+        /// `Config::global_error` reads (public but undocumented in sled 0.34; the tests below
+        /// fail if an upgrade changes it).
         config: sled::Config,
     },
     Reopening {

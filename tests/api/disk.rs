@@ -427,6 +427,10 @@ impl Scenario {
     /// Every answer: 200/201, or 503 with Retry-After, within 5 s.
     fn check_answers(&self) {
         eprintln!("answers: {}", self.load.summary(self.t0));
+        let answers = self.load.answers.lock().unwrap();
+        let slowest = answers.iter().map(|a| a.took).max().unwrap_or_default();
+        eprintln!("slowest answer: {slowest:?}");
+        drop(answers);
         for a in self.load.answers.lock().unwrap().iter() {
             let ok = matches!((a.what, a.status), ("collect", 200) | ("contact", 201));
             assert!(
