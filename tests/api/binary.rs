@@ -1,17 +1,32 @@
 //! The real binary for the tests that kill it: `tributary serve` on a free port, `kill -9`,
 //! SIGTERM, and a small seeded generator. Shared by the `api` and `interop` test binaries.
 
+use std::collections::VecDeque;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::helpers::ADMIN_TOKEN;
 
+/// A running `tributary serve`, killed (SIGKILL) on drop if still running.
 pub struct Server {
     pub child: Child,
     pub base: String,
+    /// The last lines it logged (stderr), to show when a test fails.
+    log: Arc<Mutex<VecDeque<String>>>,
 }
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Lines of the server's log kept for `Server::log_tail`.
+const LOG_LINES: usize = 200;
 
 /// Starts `tributary serve` on a free port, with small files (60 rows, 150 ms) and 2 shards,
 /// and waits until it listens.
@@ -41,9 +56,18 @@ pub fn start_with(data_dir: &Path, env: &[(&str, &str)]) -> Server {
         .expect("tributary starts");
     let stderr = child.stderr.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
+    let log: Arc<Mutex<VecDeque<String>>> = Arc::default();
+    let kept = log.clone();
     std::thread::spawn(move || {
         let mut sent = false;
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            {
+                let mut kept = kept.lock().unwrap();
+                if kept.len() == LOG_LINES {
+                    kept.pop_front();
+                }
+                kept.push_back(line.clone());
+            }
             if !sent && line.contains("tributary listening") {
                 let addr = line
                     .split("addr=")
@@ -62,6 +86,7 @@ pub fn start_with(data_dir: &Path, env: &[(&str, &str)]) -> Server {
     Server {
         child,
         base: format!("http://{addr}"),
+        log,
     }
 }
 
@@ -97,6 +122,17 @@ impl Server {
             .to_owned()
     }
 
+    /// The last lines the server logged, oldest first.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let log = self.log.lock().unwrap();
+        let skip = log.len().saturating_sub(lines);
+        log.iter()
+            .skip(skip)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
     /// SIGKILL, and waits for the process to be gone.
     pub fn kill_9(&mut self) {
         self.child.kill().expect("SIGKILL");
@@ -117,12 +153,17 @@ impl Server {
         assert!(sent.unwrap().success());
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
-                assert!(status.success(), "exit status {status}");
+                assert!(
+                    status.success(),
+                    "exit status {status}; the server's last lines:\n{}",
+                    self.log_tail(30)
+                );
                 return;
             }
             assert!(
                 Instant::now() < deadline,
-                "no clean exit within 60 s of SIGTERM"
+                "no clean exit within 60 s of SIGTERM; the server's last lines:\n{}",
+                self.log_tail(30)
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }

@@ -18,11 +18,14 @@ mod binary;
 mod browser;
 #[path = "../api/events.rs"]
 mod events;
+mod faults;
 #[path = "../api/helpers.rs"]
 mod helpers;
 #[path = "../api/lake.rs"]
 mod lake;
+mod load;
 mod openapi;
+mod proxy;
 mod python;
 mod rollups;
 mod surveys_csv;

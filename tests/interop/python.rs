@@ -27,7 +27,8 @@ pub fn venv_bin(name: &str) -> PathBuf {
     p
 }
 
-fn run_reader(args: &[&str]) -> LakeView {
+/// Runs `tests/support/lake.py` with `args` and parses the JSON it prints.
+fn lake_py<T: serde::de::DeserializeOwned>(args: &[&std::ffi::OsStr]) -> T {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/lake.py");
     let out = Command::new(venv_bin("python"))
         .arg(script)
@@ -36,10 +37,15 @@ fn run_reader(args: &[&str]) -> LakeView {
         .expect("python runs");
     assert!(
         out.status.success(),
-        "lake.py failed: {}",
+        "lake.py {args:?} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).expect("lake.py prints JSON")
+}
+
+fn run_reader(args: &[&str]) -> LakeView {
+    let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
+    lake_py(&args)
 }
 
 pub fn read_local(lake_dir: &Path) -> LakeView {
@@ -50,26 +56,23 @@ pub fn read_local(lake_dir: &Path) -> LakeView {
 /// (`byType`, `events`, exact `visitors` and `identifiedVisitors`, `topPages` and `topEvents`
 /// as `[name, count]` pairs).
 pub fn rollup_by_sql(lake_dir: &Path, app_id: &str) -> Value {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/lake.py");
-    let out = Command::new(venv_bin("python"))
-        .args([
-            script.as_os_str(),
-            "rollup".as_ref(),
-            lake_dir.as_os_str(),
-            app_id.as_ref(),
-        ])
-        .output()
-        .expect("python runs");
-    assert!(
-        out.status.success(),
-        "lake.py rollup failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("lake.py prints JSON")
+    lake_py(&["rollup".as_ref(), lake_dir.as_os_str(), app_id.as_ref()])
 }
 
 pub fn read_s3(endpoint: &str, bucket: &str) -> LakeView {
     run_reader(&["s3", endpoint, bucket])
+}
+
+/// What an S3 lake holds, read with DuckDB: its number of files and every row's messageId
+/// (duplicates kept), without the other columns, for lakes of millions of rows.
+#[derive(Debug, Deserialize)]
+pub struct S3Ids {
+    pub files: usize,
+    pub ids: Vec<String>,
+}
+
+pub fn read_s3_ids(endpoint: &str, bucket: &str) -> S3Ids {
+    lake_py(&["s3-ids".as_ref(), endpoint.as_ref(), bucket.as_ref()])
 }
 
 /// What Spark sees in a local lake: column types, and each row's timestamp (µs) by messageId.

@@ -5,6 +5,8 @@ usage: lake.py local <lake dir>
        lake.py rollup <lake dir> <app id>  (what the traffic rollups must show, by SQL)
        lake.py s3 <endpoint> <bucket>      (objects are fetched with boto3: DuckDB's httpfs
                                             extension cannot be downloaded on this machine)
+       lake.py s3-ids <endpoint> <bucket>  (only the files and every row's message_id, for
+                                            lakes of millions of rows)
 """
 import json
 import os
@@ -58,10 +60,23 @@ def rollup(root, app_id):
     }))
 
 
+def s3_ids(endpoint, bucket):
+    """The number of files and every row's message_id (duplicates kept), as JSON."""
+    with tempfile.TemporaryDirectory() as root:
+        files = fetch_s3(endpoint, bucket, root)
+        ids = []
+        if files:
+            src = f"read_parquet('{root}/**/*.parquet')"
+            ids = [r[0] for r in duckdb.connect().sql(f"select message_id from {src}").fetchall()]
+        print(json.dumps({"files": files, "ids": ids}))
+
+
 def main():
     mode = sys.argv[1]
     if mode == "rollup":
         return rollup(sys.argv[2], sys.argv[3])
+    if mode == "s3-ids":
+        return s3_ids(sys.argv[2], sys.argv[3])
     tmp = None
     if mode == "local":
         root = sys.argv[2]

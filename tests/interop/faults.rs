@@ -1,0 +1,669 @@
+//! The collector through faults of its lake (issue 22), with real processes: the release binary's
+//! twin (`tributary serve`, debug), the lake on S3 (moto) behind a proxy the test cuts, and a
+//! steady load from concurrent clients. The lake cut for five minutes, a small backlog budget,
+//! a restart over a million events of backlog. (The full disk is in its own tests.)
+//!
+//! Each test prints its figures (`eprintln!`, shown with `--no-capture`) for the closing note.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::binary::{self, Server};
+use crate::helpers::ADMIN_TOKEN;
+use crate::load::{self, Load, Spec};
+use crate::proxy::Proxy;
+use crate::python::{self, Moto};
+
+const BUCKET: &str = "tributary-faults";
+
+/// moto, and the cuttable proxy in front of it that the server talks to.
+struct CutLake {
+    moto: Moto,
+    proxy: Proxy,
+}
+
+impl CutLake {
+    async fn start() -> CutLake {
+        let moto = Moto::start(BUCKET).await;
+        let upstream: SocketAddr = moto
+            .endpoint
+            .trim_start_matches("http://")
+            .parse()
+            .expect("moto's address");
+        let proxy = Proxy::start(upstream);
+        CutLake { moto, proxy }
+    }
+
+    /// `tributary serve` over `data_dir` with its lake behind the proxy, and `env` on top.
+    fn serve(&self, data_dir: &std::path::Path, env: &[(&str, &str)]) -> Server {
+        let endpoint = self.proxy.endpoint();
+        let mut all = vec![
+            ("TRIBUTARY__LAKE__KIND", "s3"),
+            ("TRIBUTARY__LAKE__S3_BUCKET", BUCKET),
+            ("TRIBUTARY__LAKE__S3_ENDPOINT", endpoint.as_str()),
+            ("TRIBUTARY__LAKE__S3_ALLOW_HTTP", "true"),
+            ("TRIBUTARY__LAKE__S3_ACCESS_KEY_ID", "test"),
+            ("TRIBUTARY__LAKE__S3_SECRET_ACCESS_KEY", "test"),
+        ];
+        all.extend_from_slice(env);
+        binary::start_with(data_dir, &all)
+    }
+
+    /// Every row's messageId in the bucket, read by DuckDB straight from moto.
+    fn message_ids(&self) -> python::S3Ids {
+        python::read_s3_ids(&self.moto.endpoint, BUCKET)
+    }
+}
+
+/// The samples of `GET /metrics`, summed over their labels by name.
+struct Metrics(HashMap<String, f64>);
+
+impl Metrics {
+    async fn read(http: &reqwest::Client, base: &str) -> Metrics {
+        let text = http
+            .get(format!("{base}/metrics"))
+            .bearer_auth(ADMIN_TOKEN)
+            .send()
+            .await
+            .expect("/metrics answers")
+            .text()
+            .await
+            .unwrap();
+        let mut samples = HashMap::new();
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let (name, rest) = match line.split_once('{') {
+                Some((name, rest)) => (name, rest.rsplit_once('}').map_or("", |r| r.1)),
+                None => line.split_once(' ').unwrap_or((line, "")),
+            };
+            if let Some(v) = rest
+                .split_whitespace()
+                .next()
+                .and_then(|v| v.parse::<f64>().ok())
+            {
+                *samples.entry(name.to_owned()).or_insert(0.0) += v;
+            }
+        }
+        Metrics(samples)
+    }
+
+    /// `tributary_collector_<name>`; panics if the server does not export it.
+    fn get(&self, name: &str) -> f64 {
+        let full = format!("tributary_collector_{name}");
+        *self
+            .0
+            .get(&full)
+            .unwrap_or_else(|| panic!("{full} is missing from /metrics"))
+    }
+}
+
+/// An answer of `/healthz` or `/readyz`.
+#[derive(Debug)]
+struct Health {
+    status: u16,
+    retry_after: bool,
+    body: Value,
+}
+
+impl Health {
+    async fn read(http: &reqwest::Client, base: &str, path: &str) -> Health {
+        let r = http
+            .get(format!("{base}{path}"))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{path} answers: {e}"));
+        let status = r.status().as_u16();
+        let retry_after = r.headers().contains_key("retry-after");
+        let body = r.json().await.unwrap_or(Value::Null);
+        Health {
+            status,
+            retry_after,
+            body,
+        }
+    }
+
+    /// `status` of the body, inside the envelope's `data` or at the top.
+    fn says(&self) -> &str {
+        let doc = if self.body["data"].is_object() {
+            &self.body["data"]
+        } else {
+            &self.body
+        };
+        doc["status"].as_str().unwrap_or("")
+    }
+
+    /// Whether a problem of `check` is listed (wherever the body puts its problems).
+    fn has_problem(&self, check: &str) -> bool {
+        fn walk(v: &Value, check: &str) -> bool {
+            match v {
+                Value::Object(m) => {
+                    m.get("check") == Some(&Value::from(check))
+                        || m.values().any(|v| walk(v, check))
+                }
+                Value::Array(a) => a.iter().any(|v| walk(v, check)),
+                _ => false,
+            }
+        }
+        walk(&self.body, check)
+    }
+}
+
+/// Polls `probe` every 100 ms until it gives a value, failing after `within` (or at once when
+/// the load saw a violation); returns the value and how long it took.
+async fn eventually<T>(
+    what: &str,
+    within: Duration,
+    load: Option<&Load>,
+    mut probe: impl AsyncFnMut() -> Option<T>,
+) -> (T, Duration) {
+    let start = Instant::now();
+    loop {
+        if let Some(load) = load {
+            load.check();
+        }
+        if let Some(v) = probe().await {
+            return (v, start.elapsed());
+        }
+        assert!(start.elapsed() < within, "{what}: not within {within:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The peak resident set of a process so far (`VmHWM`), in bytes.
+fn peak_rss_bytes(server: &Server) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", server.child.id()))
+        .expect("the server's /proc status");
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("VmHWM in /proc/<pid>/status");
+    kb * 1024
+}
+
+fn http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(load::CLIENT_TIMEOUT)
+        .build()
+        .unwrap()
+}
+
+/// Waits until an upload has succeeded since `after` (the metric moved past it).
+async fn uploads_resume(
+    http: &reqwest::Client,
+    base: &str,
+    after: f64,
+    load: Option<&Load>,
+    within: Duration,
+) {
+    eventually("an upload succeeds", within, load, async || {
+        let m = Metrics::read(http, base).await;
+        (m.get("last_upload_timestamp_seconds") > after).then_some(())
+    })
+    .await;
+}
+
+/// Waits until the outbox is empty and the backlog at most `slack` bytes (under load the WAL
+/// always holds the open files' rows).
+async fn backlog_drains(
+    http: &reqwest::Client,
+    base: &str,
+    slack: f64,
+    load: Option<&Load>,
+    within: Duration,
+) {
+    eventually("the backlog drains", within, load, async || {
+        let m = Metrics::read(http, base).await;
+        (m.get("outbox_files") == 0.0 && m.get("backlog_bytes") <= slack).then_some(())
+    })
+    .await;
+}
+
+/// `tributary_collector_backlog_bytes` sampled every 100 ms in the background.
+struct BacklogSampler {
+    samples: std::sync::Arc<std::sync::Mutex<Vec<(Instant, f64)>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl BacklogSampler {
+    fn start(http: &reqwest::Client, base: &str) -> BacklogSampler {
+        let samples: std::sync::Arc<std::sync::Mutex<Vec<(Instant, f64)>>> =
+            std::sync::Arc::default();
+        let (http, base, kept) = (
+            http.clone(),
+            base.to_owned(),
+            std::sync::Arc::clone(&samples),
+        );
+        let task = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(100));
+            loop {
+                tick.tick().await;
+                let at = Instant::now();
+                let backlog = Metrics::read(&http, &base).await.get("backlog_bytes");
+                kept.lock().unwrap().push((at, backlog));
+            }
+        });
+        BacklogSampler { samples, task }
+    }
+
+    /// The samples taken between `from` and `to`.
+    fn between(&self, from: Instant, to: Instant) -> Vec<f64> {
+        let samples = self.samples.lock().unwrap();
+        samples
+            .iter()
+            .filter(|(t, _)| (from..=to).contains(t))
+            .map(|s| s.1)
+            .collect()
+    }
+}
+
+impl Drop for BacklogSampler {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+const STEADY: Spec = Spec {
+    prefix: "steady",
+    clients: 2,
+    events_per_batch: 10,
+    every: Some(Duration::from_millis(250)),
+    pad: 0,
+};
+
+#[tokio::test]
+async fn the_lake_cut_for_five_minutes_under_steady_load() {
+    const CUT: Duration = Duration::from_secs(300);
+    let mut lake = CutLake::start().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let mut server = lake.serve(
+        tmp.path(),
+        &[
+            ("TRIBUTARY__COLLECTOR__MAX_FILE_ROWS", "100000"),
+            ("TRIBUTARY__COLLECTOR__MAX_FILE_AGE_MS", "1000"),
+        ],
+    );
+    let http = http();
+    let base = server.base.clone();
+    let key = server.create_app(&http, "cut").await;
+    let load = Load::start(&base, &key, STEADY);
+
+    // Before: the lake takes the uploads and the service is ready.
+    uploads_resume(&http, &base, 0.0, Some(&load), Duration::from_secs(30)).await;
+    eventually(
+        "/readyz says ok",
+        Duration::from_secs(30),
+        Some(&load),
+        async || {
+            let r = Health::read(&http, &base, "/readyz").await;
+            (r.status == 200 && r.says() == "ok").then_some(())
+        },
+    )
+    .await;
+
+    lake.proxy.cut().await;
+    let cut_at = Instant::now();
+    let (_, to_report) = eventually(
+        "/readyz reports the lake",
+        Duration::from_secs(30),
+        Some(&load),
+        async || {
+            let r = Health::read(&http, &base, "/readyz").await;
+            (r.status == 503 && r.has_problem("lake")).then_some(r)
+        },
+    )
+    .await;
+    let ready = Health::read(&http, &base, "/readyz").await;
+    assert!(
+        ready.retry_after,
+        "a 503 readiness carries Retry-After: {ready:?}"
+    );
+    let health = Health::read(&http, &base, "/healthz").await;
+    assert_eq!(health.status, 200, "the process serves: {health:?}");
+    assert_eq!(health.says(), "degraded", "{health:?}");
+    assert!(health.has_problem("lake"), "{health:?}");
+
+    // The cut holds for five minutes; every second the load's answers are checked, and now and
+    // then that the outage is still reported.
+    let mut samples = 0;
+    while cut_at.elapsed() < CUT {
+        load.check();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        samples += 1;
+        if samples % 15 == 0 {
+            let r = Health::read(&http, &base, "/readyz").await;
+            assert!(
+                r.status == 503 && r.has_problem("lake"),
+                "{:?} into the cut: {r:?}",
+                cut_at.elapsed()
+            );
+        }
+    }
+    let m = Metrics::read(&http, &base).await;
+    let backlog_at_restore = m.get("backlog_bytes");
+    let outbox_at_restore = m.get("outbox_files");
+    let failures = m.get("upload_failures_total");
+    let oldest = m.get("oldest_unuploaded_age_seconds");
+    assert!(
+        backlog_at_restore > 0.0 && outbox_at_restore > 0.0,
+        "the backlog grew during the cut"
+    );
+    assert!(failures > 0.0, "failed puts are counted");
+    assert!(
+        oldest >= CUT.as_secs_f64() * 0.9,
+        "the oldest unuploaded file is about as old as the cut: {oldest} s"
+    );
+    let last_upload = m.get("last_upload_timestamp_seconds");
+
+    lake.proxy.restore().await;
+    let restored = Instant::now();
+    uploads_resume(
+        &http,
+        &base,
+        last_upload,
+        Some(&load),
+        Duration::from_secs(60),
+    )
+    .await;
+    let to_resume = restored.elapsed();
+    backlog_drains(&http, &base, 1e6, Some(&load), Duration::from_secs(180)).await;
+    let to_drain = restored.elapsed();
+    eventually(
+        "/readyz says ok again",
+        Duration::from_secs(30),
+        Some(&load),
+        async || {
+            let r = Health::read(&http, &base, "/readyz").await;
+            (r.status == 200 && r.says() == "ok").then_some(())
+        },
+    )
+    .await;
+    // A little more of the steady load after the drain.
+    let after = Instant::now();
+    eventually(
+        "ten answers after the drain",
+        Duration::from_secs(30),
+        Some(&load),
+        async || (load.replies_since(after).len() >= 10).then_some(()),
+    )
+    .await;
+    let outcome = load.stop().await;
+    server.terminate().await;
+
+    let ids = lake.message_ids();
+    let rows = load::assert_every_acknowledged_event_once(&ids.ids, &[&outcome]);
+    eprintln!(
+        "lake cut {CUT:?} under steady load: {}; readiness reported the outage {to_report:?} after the cut; \
+         at restore: backlog {backlog_at_restore} bytes in {outbox_at_restore} outbox files, {failures} failed puts, \
+         oldest {oldest} s; uploads resumed {to_resume:?} after the restore, backlog drained {to_drain:?} after it; \
+         lake: {rows} rows in {} files",
+        outcome.figures(),
+        ids.files
+    );
+    assert!(
+        to_resume <= Duration::from_secs(5),
+        "uploads resumed {to_resume:?} after the lake came back (want 5 s at most)"
+    );
+}
+
+#[tokio::test]
+async fn a_small_backlog_budget_answers_503_until_the_backlog_drains() {
+    let mut lake = CutLake::start().await;
+    let tmp = tempfile::tempdir().unwrap();
+    // Small files, so that the outbox fills in small steps under the cut.
+    let mut server = lake.serve(
+        tmp.path(),
+        &[
+            ("TRIBUTARY__COLLECTOR__MAX_BACKLOG_MB", "1"),
+            ("TRIBUTARY__COLLECTOR__MAX_FILE_ROWS", "50"),
+            ("TRIBUTARY__COLLECTOR__MAX_FILE_AGE_MS", "500"),
+        ],
+    );
+    let http = http();
+    let base = server.base.clone();
+    let key = server.create_app(&http, "budget").await;
+    // 200 events a second of about 400 bytes each: the budget lasts some seconds of the cut.
+    let spec = Spec {
+        prefix: "budget",
+        clients: 2,
+        events_per_batch: 20,
+        every: Some(Duration::from_millis(200)),
+        pad: 300,
+    };
+    let load = Load::start(&base, &key, spec);
+    uploads_resume(&http, &base, 0.0, Some(&load), Duration::from_secs(30)).await;
+    let budget = Metrics::read(&http, &base)
+        .await
+        .get("backlog_budget_bytes");
+    assert!(
+        (1e6..=f64::from(1 << 20)).contains(&budget),
+        "collector.max_backlog_mb = 1 is a budget of 1 MB: {budget}"
+    );
+    let sampler = BacklogSampler::start(&http, &base);
+
+    lake.proxy.cut().await;
+    let cut_at = Instant::now();
+    let (first_503, to_full) = eventually(
+        "a 503 once the budget is reached",
+        Duration::from_secs(120),
+        Some(&load),
+        async || {
+            load.replies_since(cut_at)
+                .into_iter()
+                .filter(|r| r.status == 503)
+                .min_by_key(|r| r.sent)
+        },
+    )
+    .await;
+    let during = load.replies_since(cut_at);
+    let before_full = during.iter().filter(|r| r.sent < first_503.sent).count();
+    assert!(
+        before_full >= 3 && during.iter().all(|r| r.sent >= first_503.sent || r.status == 200),
+        "the first requests of the cut are 200, until the budget is reached: {before_full} before the first 503"
+    );
+    // The backlog stood at the budget when the 503s began (sampled every 100 ms: a flush
+    // that compresses the WAL into the outbox may lower it a little right after).
+    let answered = first_503.sent + first_503.latency;
+    let near = sampler.between(
+        answered - Duration::from_secs(2),
+        answered + Duration::from_secs(1),
+    );
+    let peak = near.iter().copied().fold(0.0, f64::max);
+    assert!(
+        peak >= 0.8 * budget,
+        "the first 503 came with a backlog of {peak} bytes (budget {budget}): samples {near:?}"
+    );
+    // The 503s go on while the lake is away.
+    eventually(
+        "ten 503s",
+        Duration::from_secs(60),
+        Some(&load),
+        async || {
+            (load
+                .replies_since(first_503.sent)
+                .iter()
+                .filter(|r| r.status == 503)
+                .count()
+                >= 10)
+                .then_some(())
+        },
+    )
+    .await;
+
+    lake.proxy.restore().await;
+    let restored = Instant::now();
+    let ok_during_cut = load
+        .replies_since(first_503.sent)
+        .iter()
+        .filter(|r| r.sent < restored && r.status == 200)
+        .count();
+    backlog_drains(
+        &http,
+        &base,
+        budget / 2.0,
+        Some(&load),
+        Duration::from_secs(120),
+    )
+    .await;
+    let to_drain = restored.elapsed();
+    let (first_200, _) = eventually(
+        "a 200 after the restore",
+        Duration::from_secs(30),
+        Some(&load),
+        async || {
+            load.replies_since(restored)
+                .into_iter()
+                .find(|r| r.status == 200)
+        },
+    )
+    .await;
+    let drained = Instant::now();
+    eventually(
+        "ten answers after the drain",
+        Duration::from_secs(30),
+        Some(&load),
+        async || (load.replies_since(drained).len() >= 10).then_some(()),
+    )
+    .await;
+    let after: Vec<u16> = load
+        .replies_since(drained)
+        .iter()
+        .map(|r| r.status)
+        .collect();
+    assert!(
+        after.iter().all(|s| *s == 200),
+        "200s once the backlog drained: {after:?}"
+    );
+    drop(sampler);
+    let outcome = load.stop().await;
+    server.terminate().await;
+
+    let ids = lake.message_ids();
+    let rows = load::assert_every_acknowledged_event_once(&ids.ids, &[&outcome]);
+    eprintln!(
+        "backlog budget {budget} bytes: {}; first 503 {to_full:?} into the cut after {before_full} requests (backlog \
+         peak {peak} bytes), {ok_during_cut} x 200 during the cut after it; drained {to_drain:?} after the restore, \
+         first 200 {:?} after it; lake: {rows} rows in {} files",
+        outcome.figures(),
+        first_200.sent + first_200.latency - restored,
+        ids.files
+    );
+}
+
+/// The allowance over `collector.max_memory_mb` + `storage.cache_mb` for what the budget does
+/// not count (src/collector/budget.rs): the HTTP layer's buffers (two clients' 100 KB
+/// batches here), the identity caches, the runtime and the binary itself.
+const RSS_ALLOWANCE_MB: u64 = 64;
+
+#[tokio::test]
+async fn a_restart_with_a_million_events_of_backlog_listens_at_once() {
+    const BACKLOG_EVENTS: usize = 1_000_000;
+    const MAX_MEMORY_MB: u64 = 256;
+    const CACHE_MB: u64 = 64;
+    let mut lake = CutLake::start().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let (memory, cache) = (MAX_MEMORY_MB.to_string(), CACHE_MB.to_string());
+    let env = [
+        ("TRIBUTARY__COLLECTOR__MAX_MEMORY_MB", memory.as_str()),
+        ("TRIBUTARY__STORAGE__CACHE_MB", cache.as_str()),
+        ("TRIBUTARY__COLLECTOR__MAX_FILE_ROWS", "100000"),
+        ("TRIBUTARY__COLLECTOR__MAX_FILE_AGE_MS", "5000"),
+        // With the lake cut, a shutdown leaves the backlog on disk after a second of retries.
+        ("TRIBUTARY__COLLECTOR__SHUTDOWN_UPLOAD_TIMEOUT_MS", "1000"),
+    ];
+    let bound = (MAX_MEMORY_MB + CACHE_MB + RSS_ALLOWANCE_MB) << 20;
+    let http = http();
+    let mut first = lake.serve(tmp.path(), &env);
+    let key = first.create_app(&http, "restart").await;
+
+    // A million events held while the lake is away, in large batches.
+    lake.proxy.cut().await;
+    let big = |prefix, every| Spec {
+        prefix,
+        clients: 2,
+        events_per_batch: 500,
+        every,
+        pad: 0,
+    };
+    let filling = Instant::now();
+    let load = Load::start(&first.base, &key, big("held", None));
+    eventually(
+        "a million events acknowledged",
+        Duration::from_secs(900),
+        Some(&load),
+        async || (load.acked_events() >= BACKLOG_EVENTS).then_some(()),
+    )
+    .await;
+    let held = load.stop().await;
+    let fill_time = filling.elapsed();
+    let backlog_before = Metrics::read(&http, &first.base).await.get("backlog_bytes");
+    let first_peak = peak_rss_bytes(&first);
+    let stopping = Instant::now();
+    first.terminate().await;
+    let stop_time = stopping.elapsed();
+
+    // The restart, the lake still cut: it listens at once and takes new batches.
+    let starting = Instant::now();
+    let mut second = lake.serve(tmp.path(), &env);
+    let base = second.base.clone();
+    eventually(
+        "/healthz answers",
+        Duration::from_secs(30),
+        None,
+        async || (Health::read(&http, &base, "/healthz").await.status == 200).then_some(()),
+    )
+    .await;
+    let to_health = starting.elapsed();
+    assert!(
+        to_health <= Duration::from_secs(1),
+        "/healthz answered {to_health:?} after the start (want 1 s); log:\n{}",
+        second.log_tail(20)
+    );
+    let load = Load::start(&base, &key, big("new", Some(Duration::from_millis(500))));
+    eventually(
+        "new batches accepted over the backlog",
+        Duration::from_secs(60),
+        Some(&load),
+        async || (load.acked_events() >= 20 * 500).then_some(()),
+    )
+    .await;
+    let backlog_restarted = Metrics::read(&http, &base).await.get("backlog_bytes");
+    assert!(
+        backlog_restarted >= backlog_before * 0.9,
+        "the backlog is still there: {backlog_restarted} bytes, {backlog_before} before the restart"
+    );
+
+    lake.proxy.restore().await;
+    let restored = Instant::now();
+    backlog_drains(&http, &base, 4e6, Some(&load), Duration::from_secs(600)).await;
+    let to_drain = restored.elapsed();
+    let fresh = load.stop().await;
+    let peak = peak_rss_bytes(&second);
+    second.terminate().await;
+
+    let ids = lake.message_ids();
+    let rows = load::assert_every_acknowledged_event_once(&ids.ids, &[&held, &fresh]);
+    let mib = |b: u64| b >> 20;
+    eprintln!(
+        "restart over a backlog of {} events: held in {fill_time:?} ({}), backlog {backlog_before} bytes, first \
+         server's peak RSS {} MiB, SIGTERM took {stop_time:?}; restart: /healthz after {to_health:?}, then {}; \
+         drained {to_drain:?} after the restore; peak RSS {} MiB (bound {} MiB = max_memory_mb {MAX_MEMORY_MB} + \
+         cache_mb {CACHE_MB} + {RSS_ALLOWANCE_MB}); lake: {rows} rows in {} files",
+        held.acked_events(),
+        held.figures(),
+        mib(first_peak),
+        fresh.figures(),
+        mib(peak),
+        mib(bound),
+        ids.files
+    );
+    assert!(
+        peak <= bound,
+        "the restarted server peaked at {} MiB, over the bound of {} MiB",
+        mib(peak),
+        mib(bound)
+    );
+}
