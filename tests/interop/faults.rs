@@ -52,6 +52,21 @@ impl CutLake {
         binary::start_with(data_dir, &all)
     }
 
+    /// Waits until a first file is in the bucket (listed straight from moto).
+    async fn first_file(&self, load: &Load) {
+        let list = format!("{}/{BUCKET}?list-type=2&max-keys=1", self.moto.endpoint);
+        eventually(
+            "a first file in the lake",
+            Duration::from_secs(30),
+            Some(load),
+            async || {
+                let r = reqwest::get(&list).await.ok()?.text().await.ok()?;
+                r.contains("<Key>").then_some(())
+            },
+        )
+        .await;
+    }
+
     /// Every row's messageId in the bucket, read by DuckDB straight from moto.
     fn message_ids(&self) -> python::S3Ids {
         python::read_s3_ids(&self.moto.endpoint, BUCKET)
@@ -292,7 +307,7 @@ async fn the_lake_cut_for_five_minutes_under_steady_load() {
     let load = Load::start(&base, &key, STEADY);
 
     // Before: the lake takes the uploads and the service is ready.
-    uploads_resume(&http, &base, 0.0, Some(&load), Duration::from_secs(30)).await;
+    lake.first_file(&load).await;
     eventually(
         "/readyz says ok",
         Duration::from_secs(30),
@@ -434,7 +449,7 @@ async fn a_small_backlog_budget_answers_503_until_the_backlog_drains() {
         pad: 300,
     };
     let load = Load::start(&base, &key, spec);
-    uploads_resume(&http, &base, 0.0, Some(&load), Duration::from_secs(30)).await;
+    lake.first_file(&load).await;
     let budget = Metrics::read(&http, &base)
         .await
         .get("backlog_budget_bytes");

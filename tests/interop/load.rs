@@ -22,7 +22,7 @@ const RETRY_AFTER_CAP: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Clone)]
 pub struct Spec {
-    /// Names this load's messageIds: `<prefix>_<client>_<batch>_<i>`.
+    /// Names this load's messageIds: `msg_<prefix>_<client>_<batch>_<i>`.
     pub prefix: &'static str,
     pub clients: usize,
     pub events_per_batch: usize,
@@ -40,8 +40,10 @@ pub struct Reply {
     pub latency: Duration,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Stats {
+    /// When the load began: violations say when they happened from here.
+    began: Instant,
     replies: Vec<Reply>,
     /// `(client, batch)` of every batch answered 200.
     acked: Vec<(usize, u64)>,
@@ -67,12 +69,12 @@ pub struct Outcome {
 }
 
 pub fn message_id(prefix: &str, client: usize, batch: u64, i: usize) -> String {
-    format!("{prefix}_{client}_{batch}_{i}")
+    format!("msg_{prefix}_{client}_{batch}_{i}")
 }
 
 fn body(spec: &Spec, visitors: &[String], client: usize, batch: u64) -> String {
     let now = chrono::Utc::now().to_rfc3339();
-    let mut seed = ((client as u64 + 1) * 0x9E37_79B9_7F4A_7C15) ^ batch;
+    let mut seed = (client as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ batch;
     let events: Vec<Value> = (0..spec.events_per_batch)
         .map(|i| {
             let mut pad = String::with_capacity(spec.pad + 16);
@@ -102,8 +104,11 @@ impl Load {
             .build()
             .unwrap();
         let stats = Arc::new(Mutex::new(Stats {
+            began: Instant::now(),
+            replies: Vec::new(),
+            acked: Vec::new(),
             sent: vec![0; spec.clients],
-            ..Stats::default()
+            violations: Vec::new(),
         }));
         let stop = Arc::new(AtomicBool::new(false));
         // Several visitors, so that every shard gets some of the load.
@@ -134,8 +139,12 @@ impl Load {
         }
     }
 
-    /// Panics with the violations seen so far, if any.
+    /// Panics with the violations seen so far, if any (or if a client stopped: it panicked).
     pub fn check(&self) {
+        assert!(
+            !self.tasks.iter().any(|t| t.is_finished()),
+            "a load client stopped before the load did"
+        );
         let stats = self.stats.lock().unwrap();
         assert!(
             stats.violations.is_empty(),
@@ -166,7 +175,7 @@ impl Load {
         for t in self.tasks {
             t.await.expect("a load client panicked");
         }
-        let stats = std::mem::take(&mut *self.stats.lock().unwrap());
+        let stats = self.stats.lock().unwrap();
         assert!(
             stats.violations.is_empty(),
             "{} violations of the collector's promise, the first ones: {:#?}",
@@ -174,10 +183,10 @@ impl Load {
             &stats.violations[..stats.violations.len().min(5)]
         );
         Outcome {
-            spec: self.spec,
-            replies: stats.replies,
-            acked: stats.acked,
-            sent: stats.sent,
+            spec: self.spec.clone(),
+            replies: stats.replies.clone(),
+            acked: stats.acked.clone(),
+            sent: stats.sent.clone(),
         }
     }
 }
@@ -236,7 +245,10 @@ impl Client {
             status,
             latency,
         });
-        let at = format!("batch {c}/{b} sent at {sent:?}, answered in {latency:?}");
+        let at = format!(
+            "batch {c}/{b} sent {:?} into the load, answered in {latency:?}",
+            sent - stats.began
+        );
         if latency > ANSWER_WITHIN {
             stats
                 .violations
@@ -332,7 +344,8 @@ impl Outcome {
 
     fn was_sent(&self, id: &str) -> bool {
         let Some(rest) = id
-            .strip_prefix(self.spec.prefix)
+            .strip_prefix("msg_")
+            .and_then(|r| r.strip_prefix(self.spec.prefix))
             .and_then(|r| r.strip_prefix('_'))
         else {
             return false;
