@@ -149,12 +149,15 @@ impl Health {
         doc["status"].as_str().unwrap_or("")
     }
 
-    /// Whether a problem of `check` is listed (wherever the body puts its problems).
+    /// Whether a problem of `check` is listed, wherever the body puts its problems: `problems[]`
+    /// with a `check`, or an error envelope's `details[]` with the check as `field`.
     fn has_problem(&self, check: &str) -> bool {
         fn walk(v: &Value, check: &str) -> bool {
+            let named = Some(&Value::from(check));
             match v {
                 Value::Object(m) => {
-                    m.get("check") == Some(&Value::from(check))
+                    m.get("check") == named
+                        || m.get("field") == named
                         || m.values().any(|v| walk(v, check))
                 }
                 Value::Array(a) => a.iter().any(|v| walk(v, check)),
