@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use crate::helpers::ADMIN_TOKEN;
 
-/// A running `tributary serve`, killed (SIGKILL) on drop if still running.
+/// A running `tributary serve`, killed (SIGKILL) on drop if still running; when a test fails,
+/// the drop shows the server's last log lines.
 pub struct Server {
     pub child: Child,
     pub base: String,
@@ -20,6 +21,14 @@ pub struct Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "the last lines of {} (pid {}):\n{}",
+                self.base,
+                self.child.id(),
+                self.log_tail(40)
+            );
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
