@@ -189,6 +189,67 @@ async fn eventually<T>(
     }
 }
 
+/// What waits for the lake on the data dir, read from the disk: outbox files, their bytes, and
+/// the bytes of WAL segments (`<data_dir>/wal/shard-<i>/...`).
+#[derive(Debug, Default)]
+struct OnDisk {
+    outbox_files: usize,
+    outbox_bytes: u64,
+    wal_bytes: u64,
+}
+
+fn on_disk(data_dir: &std::path::Path) -> OnDisk {
+    fn walk(dir: &std::path::Path, in_outbox: bool, into: &mut OnDisk) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let (path, name) = (e.path(), e.file_name().to_string_lossy().into_owned());
+            let Ok(meta) = e.metadata() else { continue };
+            if meta.is_dir() {
+                walk(&path, in_outbox || name == "outbox", into);
+            } else if in_outbox && name.ends_with(".parquet") {
+                into.outbox_files += 1;
+                into.outbox_bytes += meta.len();
+            } else if name.starts_with("wal-") && name.ends_with(".log") {
+                into.wal_bytes += meta.len();
+            }
+        }
+    }
+    let mut found = OnDisk::default();
+    walk(&data_dir.join("wal"), false, &mut found);
+    found
+}
+
+/// Asserts that `/metrics` tells what the disk holds (the lake is cut: nothing leaves the
+/// outbox; files the shards close meanwhile are the tolerance).
+async fn metrics_match_the_disk(
+    http: &reqwest::Client,
+    base: &str,
+    data_dir: &std::path::Path,
+) -> (Metrics, OnDisk) {
+    let before = on_disk(data_dir);
+    let m = Metrics::read(http, base).await;
+    let after = on_disk(data_dir);
+    let files = m.get("outbox_files");
+    assert!(
+        (before.outbox_files as f64 - 2.0..=after.outbox_files as f64 + 2.0).contains(&files),
+        "outbox_files says {files}, the disk holds {} then {} files",
+        before.outbox_files,
+        after.outbox_files
+    );
+    let bytes = m.get("backlog_bytes");
+    let (low, high) = (
+        (before.outbox_bytes + before.wal_bytes) as f64,
+        (after.outbox_bytes + after.wal_bytes) as f64,
+    );
+    assert!(
+        bytes >= low * 0.9 - 1e6 && bytes <= high * 1.1 + 1e6,
+        "backlog_bytes says {bytes}, the disk holds {low} then {high} bytes ({after:?})"
+    );
+    (m, after)
+}
+
 /// The peak resident set of a process so far (`VmHWM`), in bytes.
 fn peak_rss_bytes(server: &Server) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{}/status", server.child.id()))
@@ -360,7 +421,7 @@ async fn the_lake_cut_for_five_minutes_under_steady_load() {
             );
         }
     }
-    let m = Metrics::read(&http, &base).await;
+    let (m, _) = metrics_match_the_disk(&http, &base, tmp.path()).await;
     let backlog_at_restore = m.get("backlog_bytes");
     let outbox_at_restore = m.get("outbox_files");
     let failures = m.get("upload_failures_total");
@@ -650,10 +711,10 @@ async fn a_restart_with_a_million_events_of_backlog_listens_at_once() {
     )
     .await;
     // (A clean stop may have turned WAL segments into smaller Parquet files meanwhile.)
-    let m = Metrics::read(&http, &base).await;
+    let (m, disk) = metrics_match_the_disk(&http, &base, tmp.path()).await;
     let backlog_restarted = m.get("backlog_bytes");
     assert!(
-        backlog_restarted > 0.0 && m.get("outbox_files") > 0.0,
+        backlog_restarted > 0.0,
         "the backlog is still there: {backlog_restarted} bytes, {backlog_before} before the restart"
     );
 
@@ -671,7 +732,7 @@ async fn a_restart_with_a_million_events_of_backlog_listens_at_once() {
     eprintln!(
         "restart over a backlog of {} events: held in {fill_time:?} ({}), backlog {backlog_before} bytes, first \
          server's peak RSS {} MiB, SIGTERM took {stop_time:?}; restart: /healthz after {to_health:?}, backlog \
-         {backlog_restarted} bytes, then {}; drained {to_drain:?} after the restore; peak RSS {} MiB (bound {} MiB = max_memory_mb {MAX_MEMORY_MB} + \
+         {backlog_restarted} bytes ({disk:?}), then {}; drained {to_drain:?} after the restore; peak RSS {} MiB (bound {} MiB = max_memory_mb {MAX_MEMORY_MB} + \
          cache_mb {CACHE_MB} + {RSS_ALLOWANCE_MB}); lake: {rows} rows in {} files",
         held.acked_events(),
         held.figures(),
