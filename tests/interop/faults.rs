@@ -308,14 +308,11 @@ struct BacklogSampler {
 }
 
 impl BacklogSampler {
-    fn start(http: &reqwest::Client, base: &str) -> BacklogSampler {
+    fn start(base: &str) -> BacklogSampler {
         let samples: std::sync::Arc<std::sync::Mutex<Vec<(Instant, f64)>>> =
             std::sync::Arc::default();
-        let (http, base, kept) = (
-            http.clone(),
-            base.to_owned(),
-            std::sync::Arc::clone(&samples),
-        );
+        // Its own connection: see `load::Load::start`.
+        let (http, base, kept) = (http(), base.to_owned(), std::sync::Arc::clone(&samples));
         let task = tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_millis(100));
             loop {
@@ -521,7 +518,7 @@ async fn a_small_backlog_budget_answers_503_until_the_backlog_drains() {
         (1e6..=f64::from(1 << 20)).contains(&budget),
         "collector.max_backlog_mb = 1 is a budget of 1 MB: {budget}"
     );
-    let sampler = BacklogSampler::start(&http, &base);
+    let sampler = BacklogSampler::start(&base);
 
     lake.proxy.cut().await;
     let cut_at = Instant::now();

@@ -99,10 +99,6 @@ fn body(spec: &Spec, visitors: &[String], client: usize, batch: u64) -> String {
 
 impl Load {
     pub fn start(base: &str, key: &str, spec: Spec) -> Load {
-        let http = reqwest::Client::builder()
-            .timeout(CLIENT_TIMEOUT)
-            .build()
-            .unwrap();
         let stats = Arc::new(Mutex::new(Stats {
             began: Instant::now(),
             replies: Vec::new(),
@@ -120,7 +116,13 @@ impl Load {
         let tasks = (0..spec.clients)
             .map(|c| {
                 let client = Client {
-                    http: http.clone(),
+                    // A pool of its own: one connection, used by one request at a time, as a
+                    // browser tab's. (A shared pool may open a connection it then keeps idle,
+                    // which the server answers 408 once `client_request_timeout_ms` passed.)
+                    http: reqwest::Client::builder()
+                        .timeout(CLIENT_TIMEOUT)
+                        .build()
+                        .unwrap(),
                     url: format!("{base}/api/w/analytics/collect"),
                     key: key.to_owned(),
                     spec: spec.clone(),
