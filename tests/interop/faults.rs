@@ -5,15 +5,12 @@
 //!
 //! Each test prints its figures (`eprintln!`, shown with `--no-capture`) for the closing note.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
 use crate::binary::{self, Server};
-use crate::helpers::ADMIN_TOKEN;
 use crate::load::{self, Load, Spec};
+use crate::observe::{eventually, http, BacklogSampler, Node};
 use crate::proxy::Proxy;
 use crate::python::{self, Moto};
 
@@ -73,275 +70,6 @@ impl CutLake {
     }
 }
 
-/// The samples of `GET /metrics`, summed over their labels by name.
-struct Metrics(HashMap<String, f64>);
-
-impl Metrics {
-    async fn read(http: &reqwest::Client, base: &str) -> Metrics {
-        let text = http
-            .get(format!("{base}/metrics"))
-            .bearer_auth(ADMIN_TOKEN)
-            .send()
-            .await
-            .expect("/metrics answers")
-            .text()
-            .await
-            .unwrap();
-        let mut samples = HashMap::new();
-        for line in text.lines().filter(|l| !l.starts_with('#')) {
-            let (name, rest) = match line.split_once('{') {
-                Some((name, rest)) => (name, rest.rsplit_once('}').map_or("", |r| r.1)),
-                None => line.split_once(' ').unwrap_or((line, "")),
-            };
-            if let Some(v) = rest
-                .split_whitespace()
-                .next()
-                .and_then(|v| v.parse::<f64>().ok())
-            {
-                *samples.entry(name.to_owned()).or_insert(0.0) += v;
-            }
-        }
-        Metrics(samples)
-    }
-
-    /// `tributary_collector_<name>`; panics if the server does not export it.
-    fn get(&self, name: &str) -> f64 {
-        let full = format!("tributary_collector_{name}");
-        *self
-            .0
-            .get(&full)
-            .unwrap_or_else(|| panic!("{full} is missing from /metrics"))
-    }
-}
-
-/// An answer of `/healthz` or `/readyz`.
-#[derive(Debug)]
-struct Health {
-    status: u16,
-    retry_after: bool,
-    body: Value,
-}
-
-impl Health {
-    async fn read(http: &reqwest::Client, base: &str, path: &str) -> Health {
-        let r = http
-            .get(format!("{base}{path}"))
-            .send()
-            .await
-            .unwrap_or_else(|e| panic!("{path} answers: {e}"));
-        let status = r.status().as_u16();
-        let retry_after = r.headers().contains_key("retry-after");
-        let body = r.json().await.unwrap_or(Value::Null);
-        Health {
-            status,
-            retry_after,
-            body,
-        }
-    }
-
-    /// `status` of the body, inside the envelope's `data` or at the top.
-    fn says(&self) -> &str {
-        let doc = if self.body["data"].is_object() {
-            &self.body["data"]
-        } else {
-            &self.body
-        };
-        doc["status"].as_str().unwrap_or("")
-    }
-
-    /// Whether a problem of `check` is listed, wherever the body puts its problems: `problems[]`
-    /// with a `check`, or an error envelope's `details[]` with the check as `field`.
-    fn has_problem(&self, check: &str) -> bool {
-        fn walk(v: &Value, check: &str) -> bool {
-            let named = Some(&Value::from(check));
-            match v {
-                Value::Object(m) => {
-                    m.get("check") == named
-                        || m.get("field") == named
-                        || m.values().any(|v| walk(v, check))
-                }
-                Value::Array(a) => a.iter().any(|v| walk(v, check)),
-                _ => false,
-            }
-        }
-        walk(&self.body, check)
-    }
-}
-
-/// Polls `probe` every 100 ms until it gives a value, failing after `within` (or at once when
-/// the load saw a violation); returns the value and how long it took.
-async fn eventually<T>(
-    what: &str,
-    within: Duration,
-    load: Option<&Load>,
-    mut probe: impl AsyncFnMut() -> Option<T>,
-) -> (T, Duration) {
-    let start = Instant::now();
-    loop {
-        if let Some(load) = load {
-            load.check();
-        }
-        if let Some(v) = probe().await {
-            return (v, start.elapsed());
-        }
-        assert!(start.elapsed() < within, "{what}: not within {within:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// What waits for the lake on the data dir, read from the disk: outbox files, their bytes, and
-/// the bytes of WAL segments (`<data_dir>/wal/shard-<i>/...`).
-#[derive(Debug, Default)]
-struct OnDisk {
-    outbox_files: usize,
-    outbox_bytes: u64,
-    wal_bytes: u64,
-}
-
-fn on_disk(data_dir: &std::path::Path) -> OnDisk {
-    fn walk(dir: &std::path::Path, in_outbox: bool, into: &mut OnDisk) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
-        for e in entries.flatten() {
-            let (path, name) = (e.path(), e.file_name().to_string_lossy().into_owned());
-            let Ok(meta) = e.metadata() else { continue };
-            if meta.is_dir() {
-                walk(&path, in_outbox || name == "outbox", into);
-            } else if in_outbox && name.ends_with(".parquet") {
-                into.outbox_files += 1;
-                into.outbox_bytes += meta.len();
-            } else if name.starts_with("wal-") && name.ends_with(".log") {
-                into.wal_bytes += meta.len();
-            }
-        }
-    }
-    let mut found = OnDisk::default();
-    walk(&data_dir.join("wal"), false, &mut found);
-    found
-}
-
-/// Asserts that `/metrics` tells what the disk holds (the lake is cut: nothing leaves the
-/// outbox; files the shards close meanwhile are the tolerance).
-async fn metrics_match_the_disk(
-    http: &reqwest::Client,
-    base: &str,
-    data_dir: &std::path::Path,
-) -> (Metrics, OnDisk) {
-    let before = on_disk(data_dir);
-    let m = Metrics::read(http, base).await;
-    let after = on_disk(data_dir);
-    let files = m.get("outbox_files");
-    assert!(
-        (before.outbox_files as f64 - 2.0..=after.outbox_files as f64 + 2.0).contains(&files),
-        "outbox_files says {files}, the disk holds {} then {} files",
-        before.outbox_files,
-        after.outbox_files
-    );
-    let bytes = m.get("backlog_bytes");
-    let (low, high) = (
-        (before.outbox_bytes + before.wal_bytes) as f64,
-        (after.outbox_bytes + after.wal_bytes) as f64,
-    );
-    assert!(
-        bytes >= low * 0.9 - 1e6 && bytes <= high * 1.1 + 1e6,
-        "backlog_bytes says {bytes}, the disk holds {low} then {high} bytes ({after:?})"
-    );
-    (m, after)
-}
-
-/// The peak resident set of a process so far (`VmHWM`), in bytes.
-fn peak_rss_bytes(server: &Server) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{}/status", server.child.id()))
-        .expect("the server's /proc status");
-    let kb: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .expect("VmHWM in /proc/<pid>/status");
-    kb * 1024
-}
-
-fn http() -> reqwest::Client {
-    reqwest::Client::builder()
-        .timeout(load::CLIENT_TIMEOUT)
-        .build()
-        .unwrap()
-}
-
-/// Waits until an upload has succeeded since `after` (the metric moved past it).
-async fn uploads_resume(
-    http: &reqwest::Client,
-    base: &str,
-    after: f64,
-    load: Option<&Load>,
-    within: Duration,
-) {
-    eventually("an upload succeeds", within, load, async || {
-        let m = Metrics::read(http, base).await;
-        (m.get("last_upload_timestamp_seconds") > after).then_some(())
-    })
-    .await;
-}
-
-/// Waits until the outbox is empty and the backlog at most `slack` bytes (under load the WAL
-/// always holds the open files' rows).
-async fn backlog_drains(
-    http: &reqwest::Client,
-    base: &str,
-    slack: f64,
-    load: Option<&Load>,
-    within: Duration,
-) {
-    eventually("the backlog drains", within, load, async || {
-        let m = Metrics::read(http, base).await;
-        (m.get("outbox_files") == 0.0 && m.get("backlog_bytes") <= slack).then_some(())
-    })
-    .await;
-}
-
-/// `tributary_collector_backlog_bytes` sampled every 100 ms in the background.
-struct BacklogSampler {
-    samples: std::sync::Arc<std::sync::Mutex<Vec<(Instant, f64)>>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl BacklogSampler {
-    fn start(base: &str) -> BacklogSampler {
-        let samples: std::sync::Arc<std::sync::Mutex<Vec<(Instant, f64)>>> =
-            std::sync::Arc::default();
-        // Its own connection: see `load::Load::start`.
-        let (http, base, kept) = (http(), base.to_owned(), std::sync::Arc::clone(&samples));
-        let task = tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_millis(100));
-            loop {
-                tick.tick().await;
-                let at = Instant::now();
-                let backlog = Metrics::read(&http, &base).await.get("backlog_bytes");
-                kept.lock().unwrap().push((at, backlog));
-            }
-        });
-        BacklogSampler { samples, task }
-    }
-
-    /// The samples taken between `from` and `to`.
-    fn between(&self, from: Instant, to: Instant) -> Vec<f64> {
-        let samples = self.samples.lock().unwrap();
-        samples
-            .iter()
-            .filter(|(t, _)| (from..=to).contains(t))
-            .map(|s| s.1)
-            .collect()
-    }
-}
-
-impl Drop for BacklogSampler {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
 const STEADY: Spec = Spec {
     prefix: "steady",
     clients: 2,
@@ -363,9 +91,9 @@ async fn the_lake_cut_for_five_minutes_under_steady_load() {
         ],
     );
     let http = http();
-    let base = server.base.clone();
     let key = server.create_app(&http, "cut").await;
-    let load = Load::start(&base, &key, STEADY);
+    let node = Node::new(&server, tmp.path());
+    let load = Load::start(&node.base, &key, STEADY);
 
     // Before: the lake takes the uploads and the service is ready.
     lake.first_file(&load).await;
@@ -374,7 +102,7 @@ async fn the_lake_cut_for_five_minutes_under_steady_load() {
         Duration::from_secs(30),
         Some(&load),
         async || {
-            let r = Health::read(&http, &base, "/readyz").await;
+            let r = node.health("/readyz").await;
             (r.status == 200 && r.says() == "ok").then_some(())
         },
     )
@@ -387,17 +115,17 @@ async fn the_lake_cut_for_five_minutes_under_steady_load() {
         Duration::from_secs(30),
         Some(&load),
         async || {
-            let r = Health::read(&http, &base, "/readyz").await;
+            let r = node.health("/readyz").await;
             (r.status == 503 && r.has_problem("lake")).then_some(r)
         },
     )
     .await;
-    let ready = Health::read(&http, &base, "/readyz").await;
+    let ready = node.health("/readyz").await;
     assert!(
         ready.retry_after,
         "a 503 readiness carries Retry-After: {ready:?}"
     );
-    let health = Health::read(&http, &base, "/healthz").await;
+    let health = node.health("/healthz").await;
     assert_eq!(health.status, 200, "the process serves: {health:?}");
     assert_eq!(health.says(), "degraded", "{health:?}");
     assert!(health.has_problem("lake"), "{health:?}");
@@ -410,7 +138,7 @@ async fn the_lake_cut_for_five_minutes_under_steady_load() {
         tokio::time::sleep(Duration::from_secs(1)).await;
         samples += 1;
         if samples % 15 == 0 {
-            let r = Health::read(&http, &base, "/readyz").await;
+            let r = node.health("/readyz").await;
             assert!(
                 r.status == 503 && r.has_problem("lake"),
                 "{:?} into the cut: {r:?}",
@@ -418,7 +146,7 @@ async fn the_lake_cut_for_five_minutes_under_steady_load() {
             );
         }
     }
-    let (m, _) = metrics_match_the_disk(&http, &base, tmp.path()).await;
+    let (m, _) = node.metrics_match_the_disk().await;
     let backlog_at_restore = m.get("backlog_bytes");
     let outbox_at_restore = m.get("outbox_files");
     let failures = m.get("upload_failures_total");
@@ -436,23 +164,18 @@ async fn the_lake_cut_for_five_minutes_under_steady_load() {
 
     lake.proxy.restore().await;
     let restored = Instant::now();
-    uploads_resume(
-        &http,
-        &base,
-        last_upload,
-        Some(&load),
-        Duration::from_secs(60),
-    )
-    .await;
+    node.uploads_resume(last_upload, Some(&load), Duration::from_secs(60))
+        .await;
     let to_resume = restored.elapsed();
-    backlog_drains(&http, &base, 1e6, Some(&load), Duration::from_secs(180)).await;
+    node.backlog_drains(1e6, Some(&load), Duration::from_secs(180))
+        .await;
     let to_drain = restored.elapsed();
     eventually(
         "/readyz says ok again",
         Duration::from_secs(30),
         Some(&load),
         async || {
-            let r = Health::read(&http, &base, "/readyz").await;
+            let r = node.health("/readyz").await;
             (r.status == 200 && r.says() == "ok").then_some(())
         },
     )
@@ -499,8 +222,8 @@ async fn a_small_backlog_budget_answers_503_until_the_backlog_drains() {
         ],
     );
     let http = http();
-    let base = server.base.clone();
     let key = server.create_app(&http, "budget").await;
+    let node = Node::new(&server, tmp.path());
     // 200 events a second of about 400 bytes each: the budget lasts some seconds of the cut.
     let spec = Spec {
         prefix: "budget",
@@ -509,16 +232,14 @@ async fn a_small_backlog_budget_answers_503_until_the_backlog_drains() {
         every: Some(Duration::from_millis(200)),
         pad: 300,
     };
-    let load = Load::start(&base, &key, spec);
+    let load = Load::start(&node.base, &key, spec);
     lake.first_file(&load).await;
-    let budget = Metrics::read(&http, &base)
-        .await
-        .get("backlog_budget_bytes");
+    let budget = node.metrics().await.get("backlog_budget_bytes");
     assert!(
         (1e6..=f64::from(1 << 20)).contains(&budget),
         "collector.max_backlog_mb = 1 is a budget of 1 MB: {budget}"
     );
-    let sampler = BacklogSampler::start(&base);
+    let sampler = BacklogSampler::start(&node);
 
     lake.proxy.cut().await;
     let cut_at = Instant::now();
@@ -576,14 +297,8 @@ async fn a_small_backlog_budget_answers_503_until_the_backlog_drains() {
         .iter()
         .filter(|r| r.sent < restored && r.status == 200)
         .count();
-    backlog_drains(
-        &http,
-        &base,
-        budget / 2.0,
-        Some(&load),
-        Duration::from_secs(120),
-    )
-    .await;
+    node.backlog_drains(budget / 2.0, Some(&load), Duration::from_secs(120))
+        .await;
     let to_drain = restored.elapsed();
     let (first_200, _) = eventually(
         "a 200 after the restore",
@@ -676,8 +391,9 @@ async fn a_restart_with_a_million_events_of_backlog_listens_at_once() {
     .await;
     let held = load.stop().await;
     let fill_time = filling.elapsed();
-    let backlog_before = Metrics::read(&http, &first.base).await.get("backlog_bytes");
-    let first_peak = peak_rss_bytes(&first);
+    let before = Node::new(&first, tmp.path());
+    let backlog_before = before.metrics().await.get("backlog_bytes");
+    let first_peak = before.peak_rss_bytes();
     let stopping = Instant::now();
     first.terminate().await;
     let stop_time = stopping.elapsed();
@@ -685,12 +401,12 @@ async fn a_restart_with_a_million_events_of_backlog_listens_at_once() {
     // The restart, the lake still cut: it listens at once and takes new batches.
     let starting = Instant::now();
     let mut second = lake.serve(tmp.path(), &env);
-    let base = second.base.clone();
+    let node = Node::new(&second, tmp.path());
     eventually(
         "/healthz answers",
         Duration::from_secs(30),
         None,
-        async || (Health::read(&http, &base, "/healthz").await.status == 200).then_some(()),
+        async || (node.health("/healthz").await.status == 200).then_some(()),
     )
     .await;
     let to_health = starting.elapsed();
@@ -699,7 +415,11 @@ async fn a_restart_with_a_million_events_of_backlog_listens_at_once() {
         "/healthz answered {to_health:?} after the start (want 1 s); log:\n{}",
         second.log_tail(20)
     );
-    let load = Load::start(&base, &key, big("new", Some(Duration::from_millis(500))));
+    let load = Load::start(
+        &node.base,
+        &key,
+        big("new", Some(Duration::from_millis(500))),
+    );
     eventually(
         "new batches accepted over the backlog",
         Duration::from_secs(60),
@@ -708,7 +428,7 @@ async fn a_restart_with_a_million_events_of_backlog_listens_at_once() {
     )
     .await;
     // (A clean stop may have turned WAL segments into smaller Parquet files meanwhile.)
-    let (m, disk) = metrics_match_the_disk(&http, &base, tmp.path()).await;
+    let (m, disk) = node.metrics_match_the_disk().await;
     let backlog_restarted = m.get("backlog_bytes");
     assert!(
         backlog_restarted > 0.0,
@@ -717,10 +437,11 @@ async fn a_restart_with_a_million_events_of_backlog_listens_at_once() {
 
     lake.proxy.restore().await;
     let restored = Instant::now();
-    backlog_drains(&http, &base, 4e6, Some(&load), Duration::from_secs(600)).await;
+    node.backlog_drains(4e6, Some(&load), Duration::from_secs(600))
+        .await;
     let to_drain = restored.elapsed();
     let fresh = load.stop().await;
-    let peak = peak_rss_bytes(&second);
+    let peak = node.peak_rss_bytes();
     second.terminate().await;
 
     let ids = lake.message_ids();

@@ -24,6 +24,7 @@ mod helpers;
 #[path = "../api/lake.rs"]
 mod lake;
 mod load;
+mod observe;
 mod openapi;
 mod proxy;
 mod python;
