@@ -9,8 +9,8 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use crate::binary::{self, Server};
-use crate::load::{self, Load, Spec};
-use crate::observe::{eventually, http, BacklogSampler, Node};
+use crate::load::{self, Load, Reply, Spec};
+use crate::observe::{eventually, BacklogSampler, Node};
 use crate::proxy::Proxy;
 use crate::python::{self, Moto};
 
@@ -70,6 +70,45 @@ impl CutLake {
     }
 }
 
+/// Waits for `n` answers to requests sent from now on; returns them.
+async fn next_answers(load: &Load, n: usize, what: &str) -> Vec<Reply> {
+    let from = Instant::now();
+    let within = Duration::from_secs(30);
+    eventually(what, within, Some(load), async || {
+        let answers = load.replies_since(from);
+        (answers.len() >= n).then_some(answers)
+    })
+    .await
+    .0
+}
+
+/// moto behind the cuttable proxy, `tributary serve` over a fresh data dir with its lake
+/// there, and an app's integration key.
+struct Scene {
+    lake: CutLake,
+    tmp: tempfile::TempDir,
+    server: Server,
+    node: Node,
+    key: String,
+}
+
+impl Scene {
+    async fn start(app: &str, env: &[(&str, &str)]) -> Scene {
+        let lake = CutLake::start().await;
+        let tmp = tempfile::tempdir().unwrap();
+        let server = lake.serve(tmp.path(), env);
+        let node = Node::new(&server, tmp.path());
+        let key = server.create_app(&node.http, app).await;
+        Scene {
+            lake,
+            tmp,
+            server,
+            node,
+            key,
+        }
+    }
+}
+
 const STEADY: Spec = Spec {
     prefix: "steady",
     clients: 2,
@@ -81,51 +120,41 @@ const STEADY: Spec = Spec {
 #[tokio::test]
 async fn the_lake_cut_for_five_minutes_under_steady_load() {
     const CUT: Duration = Duration::from_secs(300);
-    let mut lake = CutLake::start().await;
-    let tmp = tempfile::tempdir().unwrap();
-    let mut server = lake.serve(
-        tmp.path(),
+    let mut scene = Scene::start(
+        "cut",
         &[
             ("TRIBUTARY__COLLECTOR__MAX_FILE_ROWS", "100000"),
             ("TRIBUTARY__COLLECTOR__MAX_FILE_AGE_MS", "1000"),
         ],
-    );
-    let http = http();
-    let key = server.create_app(&http, "cut").await;
-    let node = Node::new(&server, tmp.path());
-    let load = Load::start(&node.base, &key, STEADY);
-
-    // Before: the lake takes the uploads and the service is ready.
-    lake.first_file(&load).await;
-    eventually(
-        "/readyz says ok",
-        Duration::from_secs(30),
-        Some(&load),
-        async || {
-            let r = node.health("/readyz").await;
-            (r.status == 200 && r.says() == "ok").then_some(())
-        },
     )
     .await;
+    let load = Load::start(&scene.node.base, &scene.key, STEADY);
 
-    lake.proxy.cut().await;
+    // Before: the lake takes the uploads and the service is ready.
+    scene.lake.first_file(&load).await;
+    scene
+        .node
+        .becomes_ready("/readyz says ok", Some(&load))
+        .await;
+
+    scene.lake.proxy.cut().await;
     let cut_at = Instant::now();
     let (_, to_report) = eventually(
         "/readyz reports the lake",
         Duration::from_secs(30),
         Some(&load),
         async || {
-            let r = node.health("/readyz").await;
+            let r = scene.node.health("/readyz").await;
             (r.status == 503 && r.has_problem("lake")).then_some(r)
         },
     )
     .await;
-    let ready = node.health("/readyz").await;
+    let ready = scene.node.health("/readyz").await;
     assert!(
         ready.retry_after,
         "a 503 readiness carries Retry-After: {ready:?}"
     );
-    let health = node.health("/healthz").await;
+    let health = scene.node.health("/healthz").await;
     assert_eq!(health.status, 200, "the process serves: {health:?}");
     assert_eq!(health.says(), "degraded", "{health:?}");
     assert!(health.has_problem("lake"), "{health:?}");
@@ -138,7 +167,7 @@ async fn the_lake_cut_for_five_minutes_under_steady_load() {
         tokio::time::sleep(Duration::from_secs(1)).await;
         samples += 1;
         if samples % 15 == 0 {
-            let r = node.health("/readyz").await;
+            let r = scene.node.health("/readyz").await;
             assert!(
                 r.status == 503 && r.has_problem("lake"),
                 "{:?} into the cut: {r:?}",
@@ -146,7 +175,7 @@ async fn the_lake_cut_for_five_minutes_under_steady_load() {
             );
         }
     }
-    let (m, _) = node.metrics_match_the_disk().await;
+    let (m, _) = scene.node.metrics_match_the_disk().await;
     let backlog_at_restore = m.get("backlog_bytes");
     let outbox_at_restore = m.get("outbox_files");
     let failures = m.get("upload_failures_total");
@@ -162,37 +191,28 @@ async fn the_lake_cut_for_five_minutes_under_steady_load() {
     );
     let last_upload = m.get("last_upload_timestamp_seconds");
 
-    lake.proxy.restore().await;
+    scene.lake.proxy.restore().await;
     let restored = Instant::now();
-    node.uploads_resume(last_upload, Some(&load), Duration::from_secs(60))
+    scene
+        .node
+        .uploads_resume(last_upload, Some(&load), Duration::from_secs(60))
         .await;
     let to_resume = restored.elapsed();
-    node.backlog_drains(1e6, Some(&load), Duration::from_secs(180))
+    scene
+        .node
+        .backlog_drains(1e6, Some(&load), Duration::from_secs(180))
         .await;
     let to_drain = restored.elapsed();
-    eventually(
-        "/readyz says ok again",
-        Duration::from_secs(30),
-        Some(&load),
-        async || {
-            let r = node.health("/readyz").await;
-            (r.status == 200 && r.says() == "ok").then_some(())
-        },
-    )
-    .await;
+    scene
+        .node
+        .becomes_ready("/readyz says ok again", Some(&load))
+        .await;
     // A little more of the steady load after the drain.
-    let after = Instant::now();
-    eventually(
-        "ten answers after the drain",
-        Duration::from_secs(30),
-        Some(&load),
-        async || (load.replies_since(after).len() >= 10).then_some(()),
-    )
-    .await;
+    next_answers(&load, 10, "ten answers after the drain").await;
     let outcome = load.stop().await;
-    server.terminate().await;
+    scene.server.terminate().await;
 
-    let ids = lake.message_ids();
+    let ids = scene.lake.message_ids();
     let rows = load::assert_every_acknowledged_event_once(&ids.ids, &[&outcome]);
     eprintln!(
         "lake cut {CUT:?} under steady load: {}; readiness reported the outage {to_report:?} after the cut; \
@@ -210,20 +230,16 @@ async fn the_lake_cut_for_five_minutes_under_steady_load() {
 
 #[tokio::test]
 async fn a_small_backlog_budget_answers_503_until_the_backlog_drains() {
-    let mut lake = CutLake::start().await;
-    let tmp = tempfile::tempdir().unwrap();
     // Small files, so that the outbox fills in small steps under the cut.
-    let mut server = lake.serve(
-        tmp.path(),
+    let mut scene = Scene::start(
+        "budget",
         &[
             ("TRIBUTARY__COLLECTOR__MAX_BACKLOG_MB", "1"),
             ("TRIBUTARY__COLLECTOR__MAX_FILE_ROWS", "50"),
             ("TRIBUTARY__COLLECTOR__MAX_FILE_AGE_MS", "500"),
         ],
-    );
-    let http = http();
-    let key = server.create_app(&http, "budget").await;
-    let node = Node::new(&server, tmp.path());
+    )
+    .await;
     // 200 events a second of about 400 bytes each: the budget lasts some seconds of the cut.
     let spec = Spec {
         prefix: "budget",
@@ -232,27 +248,22 @@ async fn a_small_backlog_budget_answers_503_until_the_backlog_drains() {
         every: Some(Duration::from_millis(200)),
         pad: 300,
     };
-    let load = Load::start(&node.base, &key, spec);
-    lake.first_file(&load).await;
-    let budget = node.metrics().await.get("backlog_budget_bytes");
+    let load = Load::start(&scene.node.base, &scene.key, spec);
+    scene.lake.first_file(&load).await;
+    let budget = scene.node.metrics().await.get("backlog_budget_bytes");
     assert!(
         (1e6..=f64::from(1 << 20)).contains(&budget),
         "collector.max_backlog_mb = 1 is a budget of 1 MB: {budget}"
     );
-    let sampler = BacklogSampler::start(&node);
+    let sampler = BacklogSampler::start(&scene.node);
 
-    lake.proxy.cut().await;
+    scene.lake.proxy.cut().await;
     let cut_at = Instant::now();
     let (first_503, to_full) = eventually(
         "a 503 once the budget is reached",
         Duration::from_secs(120),
         Some(&load),
-        async || {
-            load.replies_since(cut_at)
-                .into_iter()
-                .filter(|r| r.status == 503)
-                .min_by_key(|r| r.sent)
-        },
+        async || load.first_since(cut_at, 503),
     )
     .await;
     let during = load.replies_since(cut_at);
@@ -278,49 +289,31 @@ async fn a_small_backlog_budget_answers_503_until_the_backlog_drains() {
         "ten 503s",
         Duration::from_secs(60),
         Some(&load),
-        async || {
-            (load
-                .replies_since(first_503.sent)
-                .iter()
-                .filter(|r| r.status == 503)
-                .count()
-                >= 10)
-                .then_some(())
-        },
+        async || (load.count_since(first_503.sent, 503) >= 10).then_some(()),
     )
     .await;
 
-    lake.proxy.restore().await;
+    scene.lake.proxy.restore().await;
     let restored = Instant::now();
     let ok_during_cut = load
         .replies_since(first_503.sent)
         .iter()
         .filter(|r| r.sent < restored && r.status == 200)
         .count();
-    node.backlog_drains(budget / 2.0, Some(&load), Duration::from_secs(120))
+    scene
+        .node
+        .backlog_drains(budget / 2.0, Some(&load), Duration::from_secs(120))
         .await;
     let to_drain = restored.elapsed();
     let (first_200, _) = eventually(
         "a 200 after the restore",
         Duration::from_secs(30),
         Some(&load),
-        async || {
-            load.replies_since(restored)
-                .into_iter()
-                .find(|r| r.status == 200)
-        },
+        async || load.first_since(restored, 200),
     )
     .await;
-    let drained = Instant::now();
-    eventually(
-        "ten answers after the drain",
-        Duration::from_secs(30),
-        Some(&load),
-        async || (load.replies_since(drained).len() >= 10).then_some(()),
-    )
-    .await;
-    let after: Vec<u16> = load
-        .replies_since(drained)
+    let after: Vec<u16> = next_answers(&load, 10, "ten answers after the drain")
+        .await
         .iter()
         .map(|r| r.status)
         .collect();
@@ -330,9 +323,9 @@ async fn a_small_backlog_budget_answers_503_until_the_backlog_drains() {
     );
     drop(sampler);
     let outcome = load.stop().await;
-    server.terminate().await;
+    scene.server.terminate().await;
 
-    let ids = lake.message_ids();
+    let ids = scene.lake.message_ids();
     let rows = load::assert_every_acknowledged_event_once(&ids.ids, &[&outcome]);
     eprintln!(
         "backlog budget {budget} bytes: {}; first 503 {to_full:?} into the cut after {before_full} requests (backlog \
@@ -354,8 +347,6 @@ async fn a_restart_with_a_million_events_of_backlog_listens_at_once() {
     const BACKLOG_EVENTS: usize = 1_000_000;
     const MAX_MEMORY_MB: u64 = 256;
     const CACHE_MB: u64 = 64;
-    let mut lake = CutLake::start().await;
-    let tmp = tempfile::tempdir().unwrap();
     let (memory, cache) = (MAX_MEMORY_MB.to_string(), CACHE_MB.to_string());
     let env = [
         ("TRIBUTARY__COLLECTOR__MAX_MEMORY_MB", memory.as_str()),
@@ -366,9 +357,13 @@ async fn a_restart_with_a_million_events_of_backlog_listens_at_once() {
         ("TRIBUTARY__COLLECTOR__SHUTDOWN_UPLOAD_TIMEOUT_MS", "1000"),
     ];
     let bound = (MAX_MEMORY_MB + CACHE_MB + RSS_ALLOWANCE_MB) << 20;
-    let http = http();
-    let mut first = lake.serve(tmp.path(), &env);
-    let key = first.create_app(&http, "restart").await;
+    let Scene {
+        mut lake,
+        tmp,
+        server: mut first,
+        node: before,
+        key,
+    } = Scene::start("restart", &env).await;
 
     // A million events held while the lake is away, in large batches.
     lake.proxy.cut().await;
@@ -391,7 +386,6 @@ async fn a_restart_with_a_million_events_of_backlog_listens_at_once() {
     .await;
     let held = load.stop().await;
     let fill_time = filling.elapsed();
-    let before = Node::new(&first, tmp.path());
     let backlog_before = before.metrics().await.get("backlog_bytes");
     let first_peak = before.peak_rss_bytes();
     let stopping = Instant::now();

@@ -52,6 +52,17 @@ struct Stats {
     violations: Vec<String>,
 }
 
+impl Stats {
+    fn assert_no_violations(&self) {
+        assert!(
+            self.violations.is_empty(),
+            "{} violations of the collector's promise, the first ones: {:#?}",
+            self.violations.len(),
+            &self.violations[..self.violations.len().min(5)]
+        );
+    }
+}
+
 pub struct Load {
     spec: Spec,
     stop: Arc<AtomicBool>,
@@ -148,12 +159,7 @@ impl Load {
             "a load client stopped before the load did"
         );
         let stats = self.stats.lock().unwrap();
-        assert!(
-            stats.violations.is_empty(),
-            "{} violations of the collector's promise, the first ones: {:#?}",
-            stats.violations.len(),
-            &stats.violations[..stats.violations.len().min(5)]
-        );
+        stats.assert_no_violations();
     }
 
     /// The answers to requests sent since `t`.
@@ -167,6 +173,22 @@ impl Load {
             .collect()
     }
 
+    /// The first request sent since `t` that was answered `status`.
+    pub fn first_since(&self, t: Instant, status: u16) -> Option<Reply> {
+        self.replies_since(t)
+            .into_iter()
+            .filter(|r| r.status == status)
+            .min_by_key(|r| r.sent)
+    }
+
+    /// How many requests sent since `t` were answered `status`.
+    pub fn count_since(&self, t: Instant, status: u16) -> usize {
+        self.replies_since(t)
+            .iter()
+            .filter(|r| r.status == status)
+            .count()
+    }
+
     pub fn acked_events(&self) -> usize {
         self.stats.lock().unwrap().acked.len() * self.spec.events_per_batch
     }
@@ -178,12 +200,7 @@ impl Load {
             t.await.expect("a load client panicked");
         }
         let stats = self.stats.lock().unwrap();
-        assert!(
-            stats.violations.is_empty(),
-            "{} violations of the collector's promise, the first ones: {:#?}",
-            stats.violations.len(),
-            &stats.violations[..stats.violations.len().min(5)]
-        );
+        stats.assert_no_violations();
         Outcome {
             spec: self.spec.clone(),
             replies: stats.replies.clone(),

@@ -225,6 +225,15 @@ impl Node {
         (m, after)
     }
 
+    /// Waits until `/readyz` answers 200 and says `ok`.
+    pub async fn becomes_ready(&self, what: &str, load: Option<&Load>) {
+        eventually(what, Duration::from_secs(30), load, async || {
+            let r = self.health("/readyz").await;
+            (r.status == 200 && r.says() == "ok").then_some(())
+        })
+        .await;
+    }
+
     /// Waits until an upload has succeeded since `after` (the metric moved past it).
     pub async fn uploads_resume(&self, after: f64, load: Option<&Load>, within: Duration) {
         eventually("an upload succeeds", within, load, async || {
