@@ -496,6 +496,14 @@ impl Scenario {
     }
 }
 
+impl Drop for Scenario {
+    /// A failed assertion leaves no server running on the tmpfs.
+    fn drop(&mut self) {
+        let _ = self.server.child.kill();
+        let _ = self.server.child.wait();
+    }
+}
+
 #[tokio::test]
 async fn a_full_disk_answers_503_and_collection_and_the_api_recover_once_space_is_freed() {
     let mut s = Scenario::start().await;
