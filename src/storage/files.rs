@@ -11,12 +11,18 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
 
 /// Atomically replaces a small file: write a temporary, fsync, rename, fsync the directory.
 /// A crash leaves either the old contents or the new ones, never a mix.
+/// A failed write (a full disk) removes its temporary.
 pub fn write_atomic(dir: &Path, name: &str, contents: &[u8]) -> io::Result<()> {
     let tmp = dir.join(format!("{name}.tmp"));
-    let mut f = File::create(&tmp)?;
-    f.write_all(contents)?;
-    f.sync_all()?;
-    fs::rename(&tmp, dir.join(name))?;
+    let written = File::create(&tmp).and_then(|mut f| {
+        f.write_all(contents)?;
+        f.sync_all()?;
+        fs::rename(&tmp, dir.join(name))
+    });
+    if let Err(e) = written {
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
     sync_dir(dir)
 }
 

@@ -123,14 +123,21 @@ pub fn write(
 ) -> io::Result<Run> {
     let name = file_name(generation, lsn);
     let tmp = dir.join(format!("{name}.tmp"));
-    let mut w = BufWriter::with_capacity(64 * 1024, File::create(&tmp)?);
-    for k in keys {
-        w.write_all(&k?.to_be_bytes())?;
-    }
-    let f = w.into_inner().map_err(|e| e.into_error())?;
-    f.sync_all()?;
     let path = dir.join(name);
-    fs::rename(&tmp, &path)?;
+    let written = (|| {
+        let mut w = BufWriter::with_capacity(64 * 1024, File::create(&tmp)?);
+        for k in keys {
+            w.write_all(&k?.to_be_bytes())?;
+        }
+        let f = w.into_inner().map_err(|e| e.into_error())?;
+        f.sync_all()?;
+        fs::rename(&tmp, &path)
+    })();
+    if let Err(e) = written {
+        // A full disk: give the space of the half-written run back at once.
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
     sync_dir(dir)?;
     Run::open(path, generation, lsn)
 }
