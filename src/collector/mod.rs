@@ -220,7 +220,9 @@ impl Common<'_> {
             counters: counters.clone(),
             health: self.health.clone(),
             shutdown: self.shutdown.clone(),
-            patience,
+            // At shutdown a flush that fails to stage (a full disk) is left in the WAL at once:
+            // waiting would only hold the exit up.
+            patience: Duration::ZERO,
             backoff: Backoff::default(),
             clock: self.clock.clone(),
             checkpoint,
