@@ -30,6 +30,7 @@ pub mod metrics;
 pub mod outbox;
 pub mod retry;
 pub mod rollup;
+pub mod shard;
 pub mod stager;
 pub mod uploader;
 pub mod usage;
@@ -194,38 +195,33 @@ impl Common<'_> {
         let c = &self.settings.collector;
         let dir = shard_dir(&self.settings.storage.data_dir, index);
         let ids = dedupe::Index::open(&dir, self.clock.now_micros())?;
-        let patience = Duration::from_millis(c.shutdown_upload_timeout_ms);
         let (wake_tx, wake_rx) = bounded(1);
-        let uploader = Uploader {
+        let bg = shard::Background {
             index,
             dir: dir.clone(),
             outbox: Outbox::new(&dir),
             db: self.db.clone(),
-            store: self.lake.clone(),
             counters: counters.clone(),
             health: self.health.clone(),
             shutdown: self.shutdown.clone(),
-            patience,
-            backoff: Backoff::default(),
-            clock: self.clock.clone(),
-            checkpoint: checkpoint.clone(),
-        };
-        let (stage_tx, stage_rx) = bounded(1);
-        let stager = Stager {
-            index,
-            dir: dir.clone(),
-            outbox: Outbox::new(&dir),
-            db: self.db.clone(),
-            dedupe: ids.clone(),
-            counters: counters.clone(),
-            health: self.health.clone(),
-            shutdown: self.shutdown.clone(),
-            // At shutdown a flush that fails to stage (a full disk) is left in the WAL at once:
-            // waiting would only hold the exit up.
-            patience: Duration::ZERO,
+            patience: Duration::from_millis(c.shutdown_upload_timeout_ms),
             backoff: Backoff::default(),
             clock: self.clock.clone(),
             checkpoint,
+        };
+        let uploader = Uploader {
+            bg: bg.clone(),
+            store: self.lake.clone(),
+        };
+        let (stage_tx, stage_rx) = bounded(1);
+        let stager = Stager {
+            bg: shard::Background {
+                // At shutdown a flush that fails to stage (a full disk) is left in the WAL at
+                // once: waiting would only hold the exit up.
+                patience: Duration::ZERO,
+                ..bg
+            },
+            dedupe: ids.clone(),
             wake: wake_tx,
         };
         let background = [

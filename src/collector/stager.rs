@@ -10,22 +10,18 @@
 //! failure (a full disk) is retried with the collector's one backoff rule (`retry.rs`) while
 //! the WAL keeps the events; meanwhile the writer keeps its files open, then answers 503.
 
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use object_store::path::Path;
 
-use super::health::{Check, Health};
-use super::metrics::ShardCounters;
-use super::outbox::Outbox;
-use super::retry::{retry, Backoff, Shutdown};
+use super::health::Check;
+use super::retry::retry;
+use super::shard::Background;
 use super::{dedupe, rollup, wal};
-use crate::clock::Clock;
-use crate::storage::Db;
 
 /// One flush: the closed files of a shard and the last WAL LSN they cover.
 pub struct Flush {
@@ -64,21 +60,8 @@ fn local(what: &'static str) -> impl FnOnce(std::io::Error) -> StageError {
 
 /// What a stager needs.
 pub struct Stager {
-    pub index: usize,
-    /// The shard's directory (WAL, checkpoint, outbox, dedupe files).
-    pub dir: PathBuf,
-    pub outbox: Outbox,
-    pub db: Db,
+    pub bg: Background,
     pub dedupe: Arc<dedupe::Index>,
-    pub counters: Arc<ShardCounters>,
-    pub health: Arc<Health>,
-    pub shutdown: Arc<Shutdown>,
-    /// How long after the shutdown began failing work is still retried.
-    pub patience: Duration,
-    pub backoff: Backoff,
-    pub clock: Arc<dyn Clock>,
-    /// The shard's checkpoint, shared with its uploader (which ships only what it covers).
-    pub checkpoint: Arc<AtomicU64>,
     /// Wakes the uploader (a full channel means it is awake already).
     pub wake: Sender<()>,
 }
@@ -86,7 +69,7 @@ pub struct Stager {
 /// Starts the stager on its own thread; it ends when its writer drops the channel.
 pub fn spawn(stager: Stager, jobs: Receiver<Flush>) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new()
-        .name(format!("stager-{}", stager.index))
+        .name(format!("stager-{}", stager.bg.index))
         .spawn(move || {
             let mut failed = false;
             loop {
@@ -111,12 +94,16 @@ impl Stager {
     /// give up (false), leaving the events in the WAL.
     fn stage(&self, job: &Flush) -> bool {
         let started = Instant::now();
-        let (index, counters, health, clock) =
-            (self.index, &self.counters, &self.health, &self.clock);
+        let (index, counters, health, clock) = (
+            self.bg.index,
+            &self.bg.counters,
+            &self.bg.health,
+            &self.bg.clock,
+        );
         let done = retry(
-            self.backoff,
-            &self.shutdown,
-            self.patience,
+            self.bg.backoff,
+            &self.bg.shutdown,
+            self.bg.patience,
             || self.try_stage(job),
             |e, delay| {
                 counters.upload_retries.inc();
@@ -140,28 +127,30 @@ impl Stager {
     }
 
     fn try_stage(&self, job: &Flush) -> Result<(), StageError> {
-        let now = self.clock.now_micros();
+        let now = self.bg.clock.now_micros();
         for f in &job.files {
             let grew = self
+                .bg
                 .outbox
                 .write(&f.path, &f.bytes)
                 .map_err(local("outbox"))?;
-            self.health.add_backlog(grew, now);
+            self.bg.health.add_backlog(grew, now);
         }
         // Exactly once: skipped when the shard's rollup LSN already covers the job.
-        self.db
-            .with(|db| rollup::store::apply(db, self.index, job.last_lsn, &job.rollup))?;
+        self.bg
+            .db
+            .with(|db| rollup::store::apply(db, self.bg.index, job.last_lsn, &job.rollup))?;
         self.dedupe
             .persist(&job.ids)
             .map_err(local("dedupe runs"))?;
-        self.db.with(|db| db.flush())?;
-        wal::write_checkpoint(&self.dir, job.last_lsn).map_err(local("checkpoint"))?;
-        self.checkpoint.store(job.last_lsn, Ordering::Release);
-        let trimmed = wal::trim(&self.dir, job.last_lsn).map_err(local("trim"))?;
-        self.health.add_backlog(-(trimmed as i64), now);
+        self.bg.db.with(|db| db.flush())?;
+        wal::write_checkpoint(&self.bg.dir, job.last_lsn).map_err(local("checkpoint"))?;
+        self.bg.checkpoint.store(job.last_lsn, Ordering::Release);
+        let trimmed = wal::trim(&self.bg.dir, job.last_lsn).map_err(local("trim"))?;
+        self.bg.health.add_backlog(-(trimmed as i64), now);
         if let Err(e) = self.dedupe.compact() {
             // Lookups stay exact over more runs; the next flush tries again.
-            tracing::warn!(shard = self.index, error = %e, "dedupe runs not merged");
+            tracing::warn!(shard = self.bg.index, error = %e, "dedupe runs not merged");
         }
         Ok(())
     }
@@ -171,6 +160,14 @@ impl Stager {
 mod tests {
     use super::*;
     use crate::clock::SystemClock;
+    use crate::collector::health::Health;
+    use crate::collector::metrics::ShardCounters;
+    use crate::collector::outbox::Outbox;
+    use crate::collector::retry::Backoff;
+    use crate::storage::Db;
+    use std::path::PathBuf;
+    use std::sync::atomic::AtomicU64;
+    use std::time::Duration;
 
     const FAST: Backoff = Backoff {
         first: Duration::from_millis(1),
@@ -201,18 +198,20 @@ mod tests {
     impl Fixture {
         fn stager(&self, wake: Sender<()>) -> Stager {
             Stager {
-                index: 0,
-                dir: self.dir.clone(),
-                outbox: Outbox::new(&self.dir),
-                db: Db::temporary(),
+                bg: Background {
+                    index: 0,
+                    dir: self.dir.clone(),
+                    outbox: Outbox::new(&self.dir),
+                    db: Db::temporary(),
+                    counters: self.counters.clone(),
+                    health: self.health.clone(),
+                    shutdown: Arc::default(),
+                    patience: Duration::ZERO,
+                    backoff: FAST,
+                    clock: Arc::new(SystemClock),
+                    checkpoint: self.checkpoint.clone(),
+                },
                 dedupe: dedupe::Index::open(&self.dir, 1).unwrap(),
-                counters: self.counters.clone(),
-                health: self.health.clone(),
-                shutdown: Arc::default(),
-                patience: Duration::ZERO,
-                backoff: FAST,
-                clock: Arc::new(SystemClock),
-                checkpoint: self.checkpoint.clone(),
                 wake,
             }
         }

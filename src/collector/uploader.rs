@@ -15,24 +15,21 @@
 //! (the lake paths of a flush cut by a crash) is undone first: the paths are deleted from the
 //! lake, since the WAL replay writes their rows again.
 
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::UNIX_EPOCH;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 
-use super::health::{Check, Health};
-use super::metrics::ShardCounters;
-use super::outbox::{Outbox, Staged};
-use super::retry::{retry, Backoff, Shutdown};
+use super::health::Check;
+use super::outbox::Staged;
+use super::retry::retry;
+use super::shard::Background;
 use super::wal;
 use super::written::{self, WrittenFile};
-use crate::clock::Clock;
-use crate::storage::Db;
 
 const INTENT: &str = "intent";
 
@@ -69,21 +66,8 @@ fn local(what: &'static str) -> impl FnOnce(std::io::Error) -> UploadError {
 
 /// What an uploader needs.
 pub struct Uploader {
-    pub index: usize,
-    /// The shard's directory (checkpoint, a legacy intent).
-    pub dir: PathBuf,
-    pub outbox: Outbox,
-    pub db: Db,
+    pub bg: Background,
     pub store: Arc<dyn ObjectStore>,
-    pub counters: Arc<ShardCounters>,
-    pub health: Arc<Health>,
-    pub shutdown: Arc<Shutdown>,
-    /// How long after the shutdown began failing work is still retried.
-    pub patience: Duration,
-    pub backoff: Backoff,
-    pub clock: Arc<dyn Clock>,
-    /// The shard's checkpoint: files of later flushes are not shipped.
-    pub checkpoint: Arc<AtomicU64>,
 }
 
 /// Starts the uploader on its own thread; it ships what is left and ends when its stager
@@ -93,7 +77,7 @@ pub fn spawn(uploader: Uploader, wake: Receiver<()>) -> std::io::Result<JoinHand
         .enable_all()
         .build()?;
     std::thread::Builder::new()
-        .name(format!("uploader-{}", uploader.index))
+        .name(format!("uploader-{}", uploader.bg.index))
         .spawn(move || {
             let mut running = Running { u: uploader, rt };
             let mut gave_up = !running.undo_unfinished();
@@ -126,10 +110,13 @@ impl Running {
         what: &str,
         mut attempt: impl FnMut(&mut Self) -> Result<(), UploadError>,
     ) -> bool {
-        let (backoff, patience, shutdown) =
-            (self.u.backoff, self.u.patience, self.u.shutdown.clone());
-        let (index, counters) = (self.u.index, self.u.counters.clone());
-        let (health, clock) = (self.u.health.clone(), self.u.clock.clone());
+        let (backoff, patience, shutdown) = (
+            self.u.bg.backoff,
+            self.u.bg.patience,
+            self.u.bg.shutdown.clone(),
+        );
+        let (index, counters) = (self.u.bg.index, self.u.bg.counters.clone());
+        let (health, clock) = (self.u.bg.health.clone(), self.u.bg.clock.clone());
         let failed_check = std::cell::Cell::new(None);
         let done = retry(
             backoff,
@@ -164,35 +151,37 @@ impl Running {
 
     /// Ships every checkpointed outbox file, oldest first. False when it gave up (shutdown).
     fn ship_all(&mut self) -> bool {
-        let staged = match self.u.outbox.list() {
+        let staged = match self.u.bg.outbox.list() {
             Ok(s) => s,
             Err(e) => {
-                tracing::error!(shard = self.u.index, error = %e, "outbox not listed; trying again later");
+                tracing::error!(shard = self.u.bg.index, error = %e, "outbox not listed; trying again later");
                 return true;
             }
         };
-        let checkpoint = self.u.checkpoint.load(Ordering::Acquire);
+        let checkpoint = self.u.bg.checkpoint.load(Ordering::Acquire);
         let ready: Vec<Staged> = staged
             .into_iter()
             .filter(|s| s.first_lsn <= checkpoint)
             .collect();
-        self.u.health.gauges.outbox_files.set(ready.len() as i64);
+        self.u.bg.health.gauges.outbox_files.set(ready.len() as i64);
         for (i, s) in ready.iter().enumerate() {
             let since = s.staged_at.duration_since(UNIX_EPOCH).unwrap_or_default();
             self.u
+                .bg
                 .health
-                .set_oldest_staged(self.u.index, since.as_micros() as i64);
+                .set_oldest_staged(self.u.bg.index, since.as_micros() as i64);
             if !self.retrying("upload", |me| me.ship(s)) {
                 return false;
             }
             crate::memory::note_activity();
             self.u
+                .bg
                 .health
                 .gauges
                 .outbox_files
                 .set((ready.len() - i - 1) as i64);
         }
-        self.u.health.set_oldest_staged(self.u.index, 0);
+        self.u.bg.health.set_oldest_staged(self.u.bg.index, 0);
         true
     }
 
@@ -205,10 +194,11 @@ impl Running {
             path: s.path.to_string(),
             source,
         })?;
-        let at = self.u.clock.now();
-        self.u.counters.files_written.inc();
-        self.u.counters.rows_written.inc_by(rows);
+        let at = self.u.bg.clock.now();
+        self.u.bg.counters.files_written.inc();
+        self.u.bg.counters.rows_written.inc_by(rows);
         self.u
+            .bg
             .health
             .gauges
             .last_upload_timestamp_seconds
@@ -223,13 +213,14 @@ impl Running {
         // the file again.
         if let Err(e) = self
             .u
+            .bg
             .db
             .with(|db| written::record(db, &[(s.app_id().to_owned(), file)], at))
         {
-            tracing::warn!(shard = self.u.index, error = %e, "file put but not recorded for the dashboard");
+            tracing::warn!(shard = self.u.bg.index, error = %e, "file put but not recorded for the dashboard");
         }
-        self.u.outbox.remove(s).map_err(local("outbox delete"))?;
-        self.u.health.add_backlog(-(s.bytes as i64), at.micros());
+        self.u.bg.outbox.remove(s).map_err(local("outbox delete"))?;
+        self.u.bg.health.add_backlog(-(s.bytes as i64), at.micros());
         Ok(())
     }
 
@@ -241,7 +232,7 @@ impl Running {
     }
 
     fn try_undo(&mut self) -> Result<(), UploadError> {
-        let path = self.u.dir.join(INTENT);
+        let path = self.u.bg.dir.join(INTENT);
         let Ok(text) = std::fs::read_to_string(&path) else {
             return Ok(());
         };
@@ -250,7 +241,7 @@ impl Running {
             .next()
             .and_then(|l| l.strip_prefix("lsn "))
             .and_then(|n| n.parse::<u64>().ok());
-        let checkpoint = wal::read_checkpoint(&self.u.dir).map_err(local("checkpoint"))?;
+        let checkpoint = wal::read_checkpoint(&self.u.bg.dir).map_err(local("checkpoint"))?;
         let finished = intent_lsn.is_some_and(|lsn| checkpoint >= lsn);
         for line in lines.filter(|l| !l.is_empty() && !finished) {
             match self.rt.block_on(self.u.store.delete(&Path::from(line))) {
@@ -262,9 +253,9 @@ impl Running {
                     })
                 }
             }
-            self.u.db.with(|db| written::forget(db, &[line]))?;
+            self.u.bg.db.with(|db| written::forget(db, &[line]))?;
             tracing::info!(
-                shard = self.u.index,
+                shard = self.u.bg.index,
                 path = line,
                 "file of an unfinished flush removed"
             );
@@ -284,7 +275,13 @@ fn rows_of(bytes: &bytes::Bytes) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Instant;
+    use crate::collector::health::Health;
+    use crate::collector::metrics::ShardCounters;
+    use crate::collector::outbox::Outbox;
+    use crate::collector::retry::Backoff;
+    use crate::storage::Db;
+    use std::sync::atomic::AtomicU64;
+    use std::time::{Duration, Instant};
 
     const FAST: Backoff = Backoff {
         first: Duration::from_millis(1),
@@ -323,18 +320,20 @@ mod tests {
         std::fs::remove_dir(&lake_dir).unwrap();
         std::fs::write(&lake_dir, b"").unwrap();
         let uploader = Uploader {
-            index: 0,
-            dir: dir.clone(),
-            outbox: outbox.clone(),
-            db: Db::temporary(),
+            bg: Background {
+                index: 0,
+                dir: dir.clone(),
+                outbox: outbox.clone(),
+                db: Db::temporary(),
+                counters: counters.clone(),
+                health: health.clone(),
+                shutdown: Arc::default(),
+                patience: Duration::ZERO,
+                backoff: FAST,
+                clock: Arc::new(crate::clock::SystemClock),
+                checkpoint: checkpoint.clone(),
+            },
             store: Arc::new(store),
-            counters: counters.clone(),
-            health: health.clone(),
-            shutdown: Arc::default(),
-            patience: Duration::ZERO,
-            backoff: FAST,
-            clock: Arc::new(crate::clock::SystemClock),
-            checkpoint: checkpoint.clone(),
         };
         let (wake, woken) = crossbeam_channel::bounded(1);
         let thread = spawn(uploader, woken).unwrap();
