@@ -175,7 +175,7 @@ async fn the_lake_cut_for_five_minutes_under_steady_load() {
             );
         }
     }
-    let (m, _) = scene.node.metrics_match_the_disk().await;
+    let (m, _, disagree) = scene.node.against_the_disk().await;
     let backlog_at_restore = m.get("backlog_bytes");
     let outbox_at_restore = m.get("outbox_files");
     let failures = m.get("upload_failures_total");
@@ -225,6 +225,10 @@ async fn the_lake_cut_for_five_minutes_under_steady_load() {
     assert!(
         to_resume <= Duration::from_secs(5),
         "uploads resumed {to_resume:?} after the lake came back (want 5 s at most)"
+    );
+    assert!(
+        disagree.is_empty(),
+        "/metrics disagrees with the disk at the end of the cut: {disagree:?}"
     );
 }
 
@@ -422,7 +426,7 @@ async fn a_restart_with_a_million_events_of_backlog_listens_at_once() {
     )
     .await;
     // (A clean stop may have turned WAL segments into smaller Parquet files meanwhile.)
-    let (m, disk) = node.metrics_match_the_disk().await;
+    let (m, disk, disagree) = node.against_the_disk().await;
     let backlog_restarted = m.get("backlog_bytes");
     assert!(
         backlog_restarted > 0.0,
@@ -459,5 +463,9 @@ async fn a_restart_with_a_million_events_of_backlog_listens_at_once() {
         "the restarted server peaked at {} MiB, over the bound of {} MiB",
         mib(peak),
         mib(bound)
+    );
+    assert!(
+        disagree.is_empty(),
+        "/metrics disagrees with the disk after the restart: {disagree:?}"
     );
 }
