@@ -289,20 +289,22 @@ impl Collector {
         let retired = shard_dirs_from(data_dir, n);
         let total = n + retired;
         let failed = |shard| move |source| CollectorError::Shard { shard, source };
-        let mut backlog = 0;
+        let (mut backlog, mut outbox_files) = (0, 0);
         let mut checkpoints = Vec::with_capacity(total);
         for index in 0..total {
             let dir = shard_dir(data_dir, index);
             let checkpoint = wal::read_checkpoint(&dir).map_err(failed(index))?;
-            let staged = Outbox::new(&dir)
+            let (files, staged) = Outbox::new(&dir)
                 .recover(checkpoint)
                 .map_err(failed(index))?;
+            outbox_files += files;
             backlog += staged + wal::bytes(&dir).or_else(none_yet).map_err(failed(index))?;
             checkpoints.push(Arc::new(AtomicU64::new(checkpoint)));
         }
         let backlog_budget = health::backlog_budget(c.max_backlog_mb, data_dir, backlog);
         let health = Arc::new(Health::new(backlog_budget, data_dir, total));
         health.add_backlog(backlog as i64, clock.now_micros());
+        health.gauges.outbox_files.set(outbox_files as i64);
         let shutdown = Arc::new(Shutdown::default());
         let mut metrics = Metrics::new(total);
         metrics.register_health(&health.gauges);

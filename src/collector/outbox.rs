@@ -69,13 +69,14 @@ impl Outbox {
             .fold(self.dir.clone(), |p, part| p.join(part.as_ref()))
     }
 
-    /// Writes `bytes` as the file for `path`, durably; returns the bytes the outbox grew by (a
-    /// retried write replaces the file it wrote before). A failed write leaves nothing behind.
-    pub fn write(&self, path: &Path, bytes: &[u8]) -> io::Result<i64> {
+    /// Writes `bytes` as the file for `path`, durably; returns the size of the file it replaced
+    /// (a retried write replaces the file it wrote before), `None` for a new file. A failed
+    /// write leaves nothing behind.
+    pub fn write(&self, path: &Path, bytes: &[u8]) -> io::Result<Option<u64>> {
         let file = self.local(path);
         let dir = file.parent().unwrap_or(&self.dir).to_path_buf();
         fs::create_dir_all(&dir)?;
-        let before = fs::metadata(&file).map_or(0, |m| m.len() as i64);
+        let before = fs::metadata(&file).ok().map(|m| m.len());
         let mut tmp_name = file.as_os_str().to_owned();
         tmp_name.push(TMP);
         let tmp = PathBuf::from(tmp_name);
@@ -88,7 +89,7 @@ impl Outbox {
             return Err(e);
         }
         sync_dir(&dir)?;
-        Ok(bytes.len() as i64 - before)
+        Ok(before)
     }
 
     /// Every staged file, oldest flush first. Temporaries of interrupted writes are skipped.
@@ -153,19 +154,20 @@ impl Outbox {
     }
 
     /// At start: deletes the files of flushes beyond `checkpoint` and every temporary; returns
-    /// the bytes of the files that stay.
-    pub fn recover(&self, checkpoint: u64) -> io::Result<u64> {
-        let mut kept = 0;
+    /// the number and the bytes of the files that stay.
+    pub fn recover(&self, checkpoint: u64) -> io::Result<(u64, u64)> {
+        let (mut files, mut bytes) = (0, 0);
         for s in self.list()? {
             if s.first_lsn > checkpoint {
                 tracing::info!(path = %s.path, "outbox file of an unfinished flush removed; the WAL replay writes it again");
                 self.remove(&s)?;
             } else {
-                kept += s.bytes;
+                files += 1;
+                bytes += s.bytes;
             }
         }
         self.remove_temporaries(&self.dir)?;
-        Ok(kept)
+        Ok((files, bytes))
     }
 
     fn remove_temporaries(&self, dir: &FsPath) -> io::Result<()> {
@@ -201,11 +203,11 @@ mod tests {
     fn files_mirror_the_lake_and_list_oldest_flush_first() {
         let dir = tempfile::tempdir().unwrap();
         let o = Outbox::new(dir.path());
-        assert_eq!(o.write(&lake_path("b", 9), b"nine").unwrap(), 4);
-        assert_eq!(o.write(&lake_path("a", 3), b"three").unwrap(), 5);
+        assert_eq!(o.write(&lake_path("b", 9), b"nine").unwrap(), None);
+        assert_eq!(o.write(&lake_path("a", 3), b"three").unwrap(), None);
         assert_eq!(
             o.write(&lake_path("a", 3), b"3").unwrap(),
-            -4,
+            Some(5),
             "a retry replaces"
         );
         let got = o.list().unwrap();
@@ -231,7 +233,7 @@ mod tests {
         o.write(&lake_path("a", 8), b"cut by a crash").unwrap();
         let tmp = o.local(&lake_path("a", 9)).with_extension("parquet.tmp");
         fs::write(&tmp, b"half").unwrap();
-        assert_eq!(o.recover(7).unwrap(), 4);
+        assert_eq!(o.recover(7).unwrap(), (1, 4));
         let left: Vec<u64> = o.list().unwrap().iter().map(|s| s.first_lsn).collect();
         assert_eq!(left, [3]);
         assert!(!tmp.exists());

@@ -129,12 +129,16 @@ impl Stager {
     fn try_stage(&self, job: &Flush) -> Result<(), StageError> {
         let now = self.bg.clock.now_micros();
         for f in &job.files {
-            let grew = self
+            let replaced = self
                 .bg
                 .outbox
                 .write(&f.path, &f.bytes)
                 .map_err(local("outbox"))?;
+            let grew = f.bytes.len() as i64 - replaced.map_or(0, |b| b as i64);
             self.bg.health.add_backlog(grew, now);
+            if replaced.is_none() {
+                self.bg.health.gauges.outbox_files.inc();
+            }
         }
         // Exactly once: skipped when the shard's rollup LSN already covers the job.
         self.bg
@@ -247,6 +251,7 @@ mod tests {
         assert!(f.stager(wake).stage(&flush(3)));
         let staged = Outbox::new(&f.dir).list().unwrap();
         assert_eq!(staged.len(), 1);
+        assert_eq!(f.health.gauges.outbox_files.get(), 1);
         assert_eq!(std::fs::read(&staged[0].file).unwrap(), b"parquet bytes");
         assert_eq!(wal::read_checkpoint(&f.dir).unwrap(), 3);
         assert_eq!(f.checkpoint.load(Ordering::Acquire), 3);

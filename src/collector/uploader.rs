@@ -163,8 +163,7 @@ impl Running {
             .into_iter()
             .filter(|s| s.first_lsn <= checkpoint)
             .collect();
-        self.u.bg.health.gauges.outbox_files.set(ready.len() as i64);
-        for (i, s) in ready.iter().enumerate() {
+        for s in &ready {
             let since = s.staged_at.duration_since(UNIX_EPOCH).unwrap_or_default();
             self.u
                 .bg
@@ -174,12 +173,6 @@ impl Running {
                 return false;
             }
             crate::memory::note_activity();
-            self.u
-                .bg
-                .health
-                .gauges
-                .outbox_files
-                .set((ready.len() - i - 1) as i64);
         }
         self.u.bg.health.set_oldest_staged(self.u.bg.index, 0);
         true
@@ -220,6 +213,7 @@ impl Running {
             tracing::warn!(shard = self.u.bg.index, error = %e, "file put but not recorded for the dashboard");
         }
         self.u.bg.outbox.remove(s).map_err(local("outbox delete"))?;
+        self.u.bg.health.gauges.outbox_files.dec();
         self.u.bg.health.add_backlog(-(s.bytes as i64), at.micros());
         Ok(())
     }
@@ -314,6 +308,7 @@ mod tests {
         outbox.write(&lake_path(9), b"nine!").unwrap();
         let health = Arc::new(Health::new(u64::MAX, tmp.path(), 1));
         health.add_backlog(10, 0);
+        health.gauges.outbox_files.set(2); // as measured at start
         let counters: Arc<ShardCounters> = Arc::default();
         let checkpoint = Arc::new(AtomicU64::new(5));
         // The lake is away: its directory is a file, so every put fails.
@@ -351,11 +346,17 @@ mod tests {
         let left: Vec<u64> = outbox.list().unwrap().iter().map(|s| s.first_lsn).collect();
         assert_eq!(left, [9], "a flush beyond the checkpoint is not put");
         assert_eq!(health.backlog_bytes(), 5);
+        assert_eq!(
+            health.gauges.outbox_files.get(),
+            1,
+            "the gauge follows the disk"
+        );
         checkpoint.store(9, Ordering::Release);
         wake.send(()).unwrap();
         wait_for("the next flush is put", || put(9).exists());
         wait_for("the outbox is empty", || outbox.list().unwrap().is_empty());
         assert_eq!(health.backlog_bytes(), 0);
+        assert_eq!(health.gauges.outbox_files.get(), 0);
         assert_eq!(counters.files_written.get(), 2);
         drop(wake);
         thread.join().unwrap();
