@@ -126,6 +126,7 @@ pub struct CollectorSettings {
     pub shutdown_upload_timeout_ms: u64,
     pub max_backlog_mb: u64,
     pub answer_timeout_ms: u64,
+    pub quarantine_per_app: usize,
     pub dedupe_memory_mb: usize,
     pub max_memory_mb: usize,
     pub release_memory_after_idle_secs: u64,

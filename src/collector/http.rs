@@ -1,7 +1,8 @@
 //! The collector's HTTP edge: `POST /api/w/analytics/collect` (api.md §7) and `GET /metrics`.
 //!
 //! `body (limits, gzip) -> simd-json parse -> key (header, query or body) -> validate, enrich
-//!  -> plan limit -> Collector::submit (durable) -> 200 {accepted, duplicates, rejected, errors}`
+//!  -> plan quota reserved (quota.rs) -> Collector::submit (durable) -> quota settled
+//!  -> 200 {accepted, duplicates, rejected, errors}; refused events -> quarantine.rs`
 
 use std::net::IpAddr;
 
@@ -15,7 +16,7 @@ use utoipa_actix_web::service_config::ServiceConfig;
 use super::decode::{self, BodyError, Decoded, Enrichment, Rejected};
 use super::metrics::{EdgeCounters, Reject};
 use super::Collector;
-use super::{usage, SubmitError, WriteError};
+use super::{quarantine, quota, usage, SubmitError, WriteError};
 use crate::api::{self, ApiError, ErrorCode, FieldError, Undecoded};
 use crate::config::{CollectorSettings, Quota};
 use crate::state::AppState;
@@ -159,7 +160,7 @@ struct CollectQuery {
 }
 
 fn decode_body(
-    body: Vec<u8>,
+    body: &[u8],
     enrich: Enrichment,
     cfg: &CollectorSettings,
 ) -> Result<Decoded, BodyError> {
@@ -167,7 +168,7 @@ fn decode_body(
         max_events: cfg.max_batch_events,
         max_event_bytes: cfg.max_event_bytes,
     };
-    decode::decode(&body, &enrich, limits)
+    decode::decode(body, &enrich, limits)
 }
 
 /// The answer to a batch.
@@ -231,7 +232,7 @@ impl utoipa::ToSchema for RejectedEvent {}
         (status = 200, description = "Every accepted event is on disk", body = Collected),
         (status = 400, description = "Not JSON, or no valid event"),
         (status = 401, description = "Missing or invalid integration key"),
-        (status = 403, description = "PLAN_LIMIT_REACHED: events_per_month"),
+        (status = 403, description = "PLAN_LIMIT_REACHED: no event left within events_per_month (a batch that crosses the limit is answered 200, its events over it refused one by one)"),
         (status = 413, description = "PAYLOAD_TOO_LARGE: over 32 KiB per event or 500 KiB per batch"),
         (status = 503, description = "SERVICE_UNAVAILABLE: writers are full; retry after Retry-After")
     )
@@ -288,48 +289,146 @@ async fn receive(
     edge.body_bytes.inc_by(body.len() as u64);
     let received_at = collector.clock.now_micros();
     let enrich = enrichment(req, cfg, received_at);
-    let decoded = if body.len() <= INLINE_PARSE_BYTES {
-        decode_body(body, enrich, cfg)
+    let (decoded, body) = if body.len() <= INLINE_PARSE_BYTES {
+        (decode_body(&body, enrich, cfg), body)
     } else {
         let cfg = cfg.clone();
-        web::block(move || decode_body(body, enrich, &cfg))
+        web::block(move || (decode_body(&body, enrich, &cfg), body))
             .await
             .map_err(ApiError::internal)?
     };
     let Decoded {
         mut events,
-        rejected,
+        mut rejected,
         write_key: body_key,
     } = decoded.map_err(|e| body_error(collector, e))?;
     let who = match who {
         Some(w) => w,
         None => authenticate(collector, access, body_key.as_deref())?,
     };
-    let rejected_events = distinct_events(&rejected);
-    edge.reject(Reject::InvalidEvent, rejected_events as u64);
-    if events.is_empty() {
-        return Err(nothing_valid(collector, &rejected, cfg.max_event_bytes));
-    }
+    edge.reject(Reject::InvalidEvent, distinct_events(&rejected) as u64);
     let app: std::sync::Arc<str> = who.app_id.as_str().into();
     for e in &mut events {
         e.app_id = app.clone();
     }
-    let month = usage::month_of(received_at);
-    check_quota(state, collector, &who, &month, events.len()).await?;
-    match collector.submit(events).await {
-        Ok(done) => {
-            collector
-                .meter
-                .add(&who.app_id, &month, done.accepted as u64);
-            Ok(api::ok(&Collected {
-                accepted: done.accepted,
-                duplicates: done.duplicates,
-                rejected: rejected_events,
-                errors: &rejected[..rejected.len().min(MAX_REPORTED_ERRORS)],
-            }))
-        }
-        Err(e) => Err(submit_error(edge, e)),
+    let answer = commit(state, collector, &who, received_at, events, &mut rejected).await;
+    // Refusals are kept once the answer is final: a 503 is retried whole, and refused again.
+    if answer
+        .as_ref()
+        .map_or_else(|e| e.code.status().is_client_error(), |_| true)
+    {
+        keep_refused(collector, &who, received_at, body, &rejected);
     }
+    answer
+}
+
+/// Reservation rounds of a batch: a round whose events were duplicates gives its share back,
+/// and the next round takes it for the batch's events that were over the plan (a retry of a
+/// committed batch near the limit); what is over after the last round is refused.
+const QUOTA_ROUNDS: usize = 3;
+
+/// The valid events of a batch, within the plan: reserve, submit, settle (in rounds, see
+/// `QUOTA_ROUNDS`), answer. Events over the plan's `events_per_month` join `rejected`; when
+/// none is within it, the answer is 403 PLAN_LIMIT_REACHED.
+async fn commit(
+    state: &AppState,
+    collector: &Collector,
+    who: &Authenticated,
+    received_at: i64,
+    mut events: Vec<super::Event>,
+    rejected: &mut Vec<Rejected>,
+) -> Result<HttpResponse, ApiError> {
+    let edge = &collector.metrics.edge;
+    if events.is_empty() {
+        let max_event_bytes = state.settings.collector.max_event_bytes;
+        return Err(nothing_valid(collector, rejected, max_event_bytes));
+    }
+    let limit = state.settings.plan(who.plan).limit(Quota::EventsPerMonth);
+    let (valid, mut sent) = (events.len(), 0);
+    let mut total = super::Committed::default();
+    let mut current = 0;
+    for _ in 0..QUOTA_ROUNDS {
+        let n = events.len();
+        let reservation = reserve(state, collector, who, limit, received_at, n).await?;
+        let granted = reservation.granted();
+        current = reservation.before() + granted as u64;
+        let part = if granted == events.len() {
+            std::mem::take(&mut events)
+        } else {
+            events.drain(..granted).collect()
+        };
+        sent += part.len();
+        let submitted = if part.is_empty() {
+            super::Submitted::default()
+        } else {
+            collector.submit_all(part).await
+        };
+        let counted = submitted.counted();
+        reservation.settle(counted);
+        let done = submitted.result().map_err(|e| submit_error(edge, e))?;
+        total.accepted += done.accepted;
+        total.duplicates += done.duplicates;
+        if events.is_empty() || counted == granted as u64 {
+            break;
+        }
+    }
+    if !events.is_empty() {
+        let limit = limit.unwrap_or(u64::MAX);
+        edge.reject(Reject::PlanLimit, events.len() as u64);
+        if sent == 0 {
+            return Err(ApiError::plan_limit(Quota::EventsPerMonth, limit, current));
+        }
+        let positions = valid_positions(valid, rejected);
+        rejected.extend(positions[sent..].iter().map(|&index| Rejected {
+            index,
+            field: Quota::EventsPerMonth.name().into(),
+            message: format!("over the plan's monthly events: limit {limit}, current {current}"),
+            too_large: false,
+        }));
+        rejected.sort_by_key(|r| r.index);
+    }
+    Ok(api::ok(&Collected {
+        accepted: total.accepted,
+        duplicates: total.duplicates,
+        rejected: distinct_events(rejected),
+        errors: &rejected[..rejected.len().min(MAX_REPORTED_ERRORS)],
+    }))
+}
+
+/// The batch positions of the `valid` events: those `rejected` (in batch order) does not name.
+fn valid_positions(valid: usize, rejected: &[Rejected]) -> Vec<usize> {
+    let mut refused = rejected.iter().map(|r| r.index).peekable();
+    let mut out = Vec::with_capacity(valid);
+    let mut index = 0;
+    while out.len() < valid {
+        while refused.next_if(|&r| r < index).is_some() {}
+        if refused.peek() != Some(&index) {
+            out.push(index);
+        }
+        index += 1;
+    }
+    out
+}
+
+/// Hands a batch's refused events to the quarantine (never waits).
+fn keep_refused(
+    collector: &Collector,
+    who: &Authenticated,
+    received_at: i64,
+    body: Vec<u8>,
+    rejected: &[Rejected],
+) {
+    if rejected.is_empty() {
+        return;
+    }
+    let plan = Quota::EventsPerMonth.name();
+    collector.quarantine.keep(quarantine::Job {
+        app: who.app_id.clone(),
+        request_id: crate::api::request_id::current(),
+        received_at: crate::ids::Timestamp::from_micros(received_at),
+        body,
+        refusals: quarantine::refusals(rejected, |r| r.field == plan),
+    });
 }
 
 /// What a batch that was not committed is answered: 503 + Retry-After for whatever a retry
@@ -431,31 +530,26 @@ fn nothing_valid(collector: &Collector, rejected: &[Rejected], max_event_bytes: 
     ApiError::validation(details).with_message("no valid event in the batch")
 }
 
-/// The `events_per_month` plan limit: the meter (seeded from sled on first use) plus this batch.
-async fn check_quota(
+/// Reserves up to `n` events of the app's `events_per_month` (`quota.rs`; the month's count is
+/// read from sled on its first batch).
+async fn reserve(
     state: &AppState,
     collector: &Collector,
     who: &Authenticated,
-    month: &str,
+    limit: Option<u64>,
+    received_at: i64,
     n: usize,
-) -> Result<(), ApiError> {
-    let Some(limit) = state.settings.plan(who.plan).limit(Quota::EventsPerMonth) else {
-        return Ok(());
+) -> Result<quota::Reservation, ApiError> {
+    let month = usage::month_of(received_at);
+    let seed = || {
+        let (app, m) = (who.app_id.clone(), month.clone());
+        state.store.run(move |db| usage::get(db, &app, &m))
     };
-    let current = match collector.meter.get(&who.app_id, month) {
-        Some(n) => n,
-        None => {
-            let (app, m) = (who.app_id.clone(), month.to_owned());
-            let n = state.store.run(move |db| usage::get(db, &app, &m)).await?;
-            collector.meter.seed(&who.app_id, month, n);
-            collector.meter.get(&who.app_id, month).unwrap_or(n)
-        }
-    };
-    if current + n as u64 > limit {
-        collector.metrics.edge.reject(Reject::PlanLimit, n as u64);
-        return Err(ApiError::plan_limit(Quota::EventsPerMonth, limit, current));
-    }
-    Ok(())
+    let r = collector
+        .quotas
+        .reserve(&who.app_id, &month, limit, n, seed)
+        .await?;
+    Ok(r)
 }
 
 /// What `/healthz` and `/readyz` say.
@@ -534,6 +628,19 @@ pub async fn metrics(collector: web::Data<Collector>) -> HttpResponse {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn valid_events_are_found_between_the_refused_ones() {
+        let r = |index| Rejected {
+            index,
+            field: "type".into(),
+            message: "bad".into(),
+            too_large: false,
+        };
+        assert_eq!(valid_positions(3, &[r(1), r(1), r(3)]), [0, 2, 4]);
+        assert_eq!(valid_positions(2, &[r(0), r(1)]), [2, 3]);
+        assert_eq!(valid_positions(2, &[]), [0, 1]);
+    }
 
     #[test]
     fn ips_are_anonymised_when_asked() {

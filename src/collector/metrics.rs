@@ -136,6 +136,27 @@ pub struct EdgeCounters {
     /// Seconds from the request's start to the answer of `collect`.
     pub latency: Histogram,
     rejected: Family<ReasonLabel, Counter>,
+    pub quarantine: QuarantineCounters,
+}
+
+/// The quarantine's handles (`quarantine.rs`: its thread adds to them).
+#[derive(Debug, Clone, Default)]
+pub struct QuarantineCounters {
+    kept: Family<ReasonLabel, Counter>,
+    /// Refused events not kept: the queue was full, or the store failed.
+    pub dropped: Counter,
+}
+
+impl QuarantineCounters {
+    pub fn kept(&self, why: Reject, n: u64) {
+        self.kept
+            .get_or_create(&ReasonLabel { reason: why })
+            .inc_by(n);
+    }
+
+    pub fn kept_count(&self, why: Reject) -> u64 {
+        self.kept.get_or_create(&ReasonLabel { reason: why }).get()
+    }
 }
 
 impl EdgeCounters {
@@ -174,6 +195,7 @@ impl Metrics {
             body_bytes: Counter::default(),
             latency: seconds(),
             rejected: Family::default(),
+            quarantine: QuarantineCounters::default(),
         };
         let r = &mut registry;
         register!(r,
@@ -182,6 +204,11 @@ impl Metrics {
                 edge.body_bytes.clone();
             "request_seconds", "Time to answer a collect request", edge.latency.clone();
             "rejected", "Events or requests refused, by reason", edge.rejected.clone();
+            "quarantined", "Refused events kept in the app's quarantine, by reason",
+                edge.quarantine.kept.clone();
+            "quarantine_dropped",
+            "Refused events not kept in the quarantine (its queue was full, or the store failed)",
+                edge.quarantine.dropped.clone();
             "idle_memory_releases",
             "Times a thread gave its free memory back after the collector went quiet, by thread",
             crate::memory::RELEASES.clone();

@@ -28,6 +28,8 @@ pub mod http;
 pub mod lake;
 pub mod metrics;
 pub mod outbox;
+pub mod quarantine;
+pub mod quota;
 pub mod retry;
 pub mod rollup;
 pub mod shard;
@@ -90,11 +92,46 @@ pub enum SubmitError {
     Failed(#[from] WriteError),
 }
 
+/// What became of a batch handed to the shards.
+#[derive(Debug, Default)]
+pub struct Submitted {
+    /// What the shards that answered committed (even when another one failed).
+    pub committed: Committed,
+    /// Events of shards that did not answer by the deadline: they may still be committed.
+    pub pending: usize,
+    /// Why not all of the batch was committed.
+    pub error: Option<SubmitError>,
+}
+
+impl Submitted {
+    fn failed(e: SubmitError) -> Submitted {
+        Submitted {
+            error: Some(e),
+            ..Submitted::default()
+        }
+    }
+
+    /// The events that are or may be in the lake: what a plan quota counts.
+    pub fn counted(&self) -> u64 {
+        (self.committed.accepted + self.pending) as u64
+    }
+
+    pub fn result(self) -> Result<Committed, SubmitError> {
+        match self.error {
+            Some(e) => Err(e),
+            None => Ok(self.committed),
+        }
+    }
+}
+
 /// Handle to the shard writers; shared by every HTTP worker.
 pub struct Collector {
     queues: Vec<Sender<writer::Msg>>,
     pub metrics: Metrics,
-    pub meter: usage::Meter,
+    /// The `events_per_month` counters (`quota.rs`).
+    pub quotas: quota::Quotas,
+    /// The last refused events of each app (`quarantine.rs`).
+    pub quarantine: quarantine::Keeper,
     pub clock: Arc<dyn Clock>,
     /// What is broken behind the edge, and the backlog with its budget.
     pub health: Arc<Health>,
@@ -308,6 +345,12 @@ impl Collector {
         let shutdown = Arc::new(Shutdown::default());
         let mut metrics = Metrics::new(total);
         metrics.register_health(&health.gauges);
+        let quarantine = quarantine::Keeper::start(
+            db.clone(),
+            c.quarantine_per_app.max(1),
+            metrics.edge.quarantine.clone(),
+        )
+        .map_err(|e| CollectorError::Config(format!("the quarantine thread: {e}")))?;
         let mut queues = Vec::with_capacity(n);
         let mut starting = Vec::with_capacity(total);
         let mut background = Vec::with_capacity(2 * total);
@@ -352,7 +395,8 @@ impl Collector {
         let collector = Collector {
             queues,
             metrics,
-            meter: usage::Meter::default(),
+            quotas: quota::Quotas::default(),
+            quarantine,
             clock,
             health,
             answer_timeout: Duration::from_millis(c.answer_timeout_ms.max(1)),
@@ -387,8 +431,14 @@ impl Collector {
     /// Hands the events to their shards and waits until they are durable, at most
     /// `collector.answer_timeout_ms`.
     pub async fn submit(&self, events: Vec<Event>) -> Result<Committed, SubmitError> {
+        self.submit_all(events).await.result()
+    }
+
+    /// `submit`, saying also what the shards committed when another one failed, and how many
+    /// events a shard still holds past the deadline (the plan quota counts both).
+    pub async fn submit_all(&self, events: Vec<Event>) -> Submitted {
         if self.health.over_budget() {
-            return Err(SubmitError::Backlogged);
+            return Submitted::failed(SubmitError::Backlogged);
         }
         let deadline = tokio::time::Instant::now() + self.answer_timeout;
         let per_shard: Vec<Vec<Event>> = if self.queues.len() == 1 {
@@ -405,6 +455,7 @@ impl Collector {
         };
         let mut waiting = Vec::new();
         let mut overloaded = false;
+        let mut failure = None;
         for (i, events) in per_shard
             .into_iter()
             .enumerate()
@@ -415,6 +466,7 @@ impl Collector {
                 overloaded = true;
                 continue;
             };
+            let count = events.len();
             let (reply, answer) = tokio::sync::oneshot::channel();
             let sent = self.queues[i].try_send(writer::Msg::Write {
                 events,
@@ -425,10 +477,11 @@ impl Collector {
                 .queue_depth
                 .set(self.queues[i].len() as i64);
             match sent {
-                Ok(()) => waiting.push(answer),
+                Ok(()) => waiting.push((answer, count)),
                 Err(TrySendError::Full(_)) => overloaded = true,
                 Err(TrySendError::Disconnected(_)) => {
-                    return Err(SubmitError::Failed(WriteError::Stopped))
+                    failure = Some(WriteError::Stopped);
+                    break;
                 }
             }
         }
@@ -436,30 +489,25 @@ impl Collector {
         // is then deduplicated by messageId. A shard that does not answer in time keeps the
         // batch queued (it is committed later, or dropped by a stopped writer); the client's
         // retry meets it in the dedupe memory.
-        let mut total = Committed::default();
-        let mut failure = None;
-        let mut timed_out = false;
-        for answer in waiting {
+        let mut out = Submitted::default();
+        for (answer, count) in waiting {
             match tokio::time::timeout_at(deadline, answer).await {
                 Ok(Ok(Ok(c))) => {
-                    total.accepted += c.accepted;
-                    total.duplicates += c.duplicates;
+                    out.committed.accepted += c.accepted;
+                    out.committed.duplicates += c.duplicates;
                 }
                 Ok(Ok(Err(e))) => failure = Some(e),
                 Ok(Err(_)) => failure = Some(WriteError::Stopped),
-                Err(_) => timed_out = true,
+                Err(_) => out.pending += count,
             }
         }
-        if let Some(e) = failure {
-            return Err(SubmitError::Failed(e));
-        }
-        if timed_out {
-            return Err(SubmitError::TimedOut);
-        }
-        if overloaded {
-            return Err(SubmitError::Overloaded);
-        }
-        Ok(total)
+        out.error = match (failure, out.pending > 0, overloaded) {
+            (Some(e), _, _) => Some(SubmitError::Failed(e)),
+            (None, true, _) => Some(SubmitError::TimedOut),
+            (None, false, true) => Some(SubmitError::Overloaded),
+            (None, false, false) => None,
+        };
+        out
     }
 
     /// Drains every queue, flushes every open file to the lake, and waits for the threads.
@@ -472,6 +520,7 @@ impl Collector {
         for t in threads {
             let _ = t.join();
         }
+        self.quarantine.stop();
         tracing::info!("collector stopped; every accepted event is in the lake or the WAL");
     }
 
@@ -524,7 +573,8 @@ mod tests {
         Collector {
             queues: vec![queue],
             metrics: Metrics::new(1),
-            meter: usage::Meter::default(),
+            quotas: quota::Quotas::default(),
+            quarantine: quarantine::Keeper::stopped(),
             clock: Arc::new(crate::clock::SystemClock),
             health: Arc::new(Health::new(budget, &dir, 1)),
             answer_timeout: timeout,
@@ -552,6 +602,28 @@ mod tests {
             Err(SubmitError::Backlogged)
         ));
         assert_eq!(rx.len(), 1, "refused before it reaches a shard");
+    }
+
+    #[tokio::test]
+    async fn the_quota_counts_what_a_shard_may_still_commit_and_not_what_never_reached_one() {
+        let (tx, _rx) = bounded(8);
+        let collector = unserved(tx, 1000, Duration::from_millis(20));
+        let stuck = collector.submit_all(vec![event(1), event(2)]).await;
+        assert!(matches!(stuck.error, Some(SubmitError::TimedOut)));
+        assert_eq!((stuck.pending, stuck.counted()), (2, 2));
+        collector.health.add_backlog(1000, 0);
+        let refused = collector.submit_all(vec![event(3)]).await;
+        assert!(matches!(refused.error, Some(SubmitError::Backlogged)));
+        assert_eq!(refused.counted(), 0);
+        let (tx, rx) = bounded(8);
+        drop(rx);
+        let stopped = unserved(tx, u64::MAX, Duration::from_secs(5));
+        let failed = stopped.submit_all(vec![event(4)]).await;
+        assert!(matches!(
+            failed.error,
+            Some(SubmitError::Failed(WriteError::Stopped))
+        ));
+        assert_eq!(failed.counted(), 0);
     }
 
     #[tokio::test]

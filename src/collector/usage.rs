@@ -1,11 +1,9 @@
 //! Monthly event counts per app, for the `events_per_month` plan limit.
 //!
 //! The shard writers add accepted events to sled (`usage` tree, `app \0 YYYY-MM -> u64`); the
-//! HTTP edge keeps an in-memory meter seeded from sled on first use, so the limit check on the
-//! hot path costs a hash lookup.
+//! edge checks and counts in memory (`quota.rs`), seeded from this count after a start.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 
 use super::event::Event;
 use crate::storage::StoreError;
@@ -56,38 +54,6 @@ pub fn add_events(db: &sled::Db, events: &[Event]) -> Result<(), StoreError> {
 
 pub fn get(db: &sled::Db, app: &str, month: &str) -> Result<u64, StoreError> {
     Ok(read(db.open_tree(TREE)?.get(key(app, month))?.as_deref()))
-}
-
-/// The edge's view of the counts.
-#[derive(Default)]
-pub struct Meter {
-    counts: Mutex<HashMap<(String, String), u64>>,
-}
-
-impl Meter {
-    pub fn get(&self, app: &str, month: &str) -> Option<u64> {
-        self.counts
-            .lock()
-            .expect("meter lock")
-            .get(&(app.to_owned(), month.to_owned()))
-            .copied()
-    }
-
-    /// Seeds a count read from sled (keeps the larger value if the edge counted meanwhile).
-    pub fn seed(&self, app: &str, month: &str, n: u64) {
-        let mut c = self.counts.lock().expect("meter lock");
-        let v = c.entry((app.to_owned(), month.to_owned())).or_insert(0);
-        *v = (*v).max(n);
-    }
-
-    pub fn add(&self, app: &str, month: &str, n: u64) {
-        *self
-            .counts
-            .lock()
-            .expect("meter lock")
-            .entry((app.to_owned(), month.to_owned()))
-            .or_insert(0) += n;
-    }
 }
 
 #[cfg(test)]

@@ -84,6 +84,7 @@ fn contact_and_traffic_routes(scope: Scope) -> Scope {
         .route(&at("/{contact}"), web::post().to(contacts_table::update))
         .route("/traffic", web::get().to(apps::list::first))
         .route("/apps/{id}/traffic", web::get().to(traffic::page))
+        .route("/apps/{id}/refused", web::get().to(apps::quarantine::page))
 }
 
 /// Surveys: list, builder, preview, results, moves, CSV.

@@ -245,7 +245,11 @@ pub fn render(viewer: &Viewer, app: &App, loaded: &Loaded) -> Markup {
         title: "Traffic",
         app: Some(app),
     };
-    shell.render(html! {}, content)
+    let refused = format!("/dashboard/apps/{}/refused", app.id);
+    shell.render(
+        html! { a.button href=(refused) { "Refused events" } },
+        content,
+    )
 }
 
 /// `GET /dashboard/apps/{id}/traffic`.

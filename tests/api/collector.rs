@@ -443,29 +443,22 @@ async fn identify_links_later_events_to_the_user_and_merges_the_profile() {
 }
 
 #[tokio::test]
-async fn the_monthly_event_quota_is_403_plan_limit_reached() {
+async fn the_monthly_event_quota_is_403_plan_limit_reached_once_nothing_is_left() {
     let app = spawn_app_with(|s| s.plans.free.events_per_month = 15);
     let (_, ik) = app.create_app("free").await;
     assert_eq!(app.collect(&ik, tracks("q", 10)).await.status, 200);
-    let over = app
+    let crossing = app
         .collect(
             &ik,
             batch((10..20).map(|i| track(&format!("q{i}"))).collect()),
         )
         .await;
+    assert_eq!(crossing.counts(), (5, 0, 5), "{}", crossing.body);
+    let over = app.collect(&ik, tracks("late", 3)).await;
     over.assert_error(403, "PLAN_LIMIT_REACHED");
     assert_eq!(
         over.body["error"]["details"],
-        json!([{"field": "events_per_month", "message": "limit 15, current 10"}])
-    );
-    assert_eq!(
-        app.collect(
-            &ik,
-            batch((10..15).map(|i| track(&format!("q{i}"))).collect())
-        )
-        .await
-        .status,
-        200
+        json!([{"field": "events_per_month", "message": "limit 15, current 15"}])
     );
 }
 
@@ -560,7 +553,7 @@ async fn rotating_the_integration_key_revokes_the_old_one() {
 }
 
 /// The OpenMetrics text of `GET /metrics`.
-async fn metrics_text(client: &reqwest::Client, base: &str) -> String {
+pub async fn metrics_text(client: &reqwest::Client, base: &str) -> String {
     let answer = client.get(format!("{base}/metrics")).send().await.unwrap();
     answer.text().await.unwrap()
 }

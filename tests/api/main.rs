@@ -19,6 +19,7 @@ mod events;
 mod helpers;
 mod ideas;
 mod lake;
+mod quota;
 mod sdk;
 mod security;
 mod slow;
