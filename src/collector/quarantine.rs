@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use crossbeam_channel::{bounded, RecvTimeoutError, Sender, TrySendError};
+use crossbeam_channel::{bounded, Sender, TrySendError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -132,20 +132,16 @@ impl Keeper {
         let (q, kept) = (queued.clone(), counts.clone());
         let thread = std::thread::Builder::new()
             .name("quarantine".into())
-            .spawn(move || loop {
-                match rx.recv_timeout(crate::memory::poll()) {
-                    Ok(job) => {
-                        q.fetch_sub(job.body.len(), Ordering::AcqRel);
-                        let n = job.refusals.len() as u64;
-                        if let Err(e) = db.with(|db| store(db, job, per_app, &kept)) {
-                            tracing::warn!(error = %e, "refused events not quarantined");
-                            kept.dropped.inc_by(n);
-                        }
+            .spawn(move || {
+                // Ends when the last sender is gone (`stop`), after the queued jobs.
+                for job in rx {
+                    q.fetch_sub(job.body.len(), Ordering::AcqRel);
+                    let n = job.refusals.len() as u64;
+                    if let Err(e) = db.with(|db| store(db, job, per_app, &kept)) {
+                        tracing::warn!(error = %e, "refused events not quarantined");
+                        kept.dropped.inc_by(n);
                     }
-                    Err(RecvTimeoutError::Timeout) => {}
-                    Err(RecvTimeoutError::Disconnected) => return,
                 }
-                crate::memory::release_if_idle(crate::memory::Thread::Store);
             })?;
         Ok(Keeper {
             tx: Mutex::new(Some(tx)),
