@@ -67,6 +67,8 @@ pub enum CollectorError {
     Lake(#[from] lake::LakeError),
     #[error("{0}")]
     Config(String),
+    #[error("the quarantine thread: {0}")]
+    Quarantine(std::io::Error),
     #[error("shard {shard}: {source}")]
     Shard {
         shard: usize,
@@ -345,12 +347,8 @@ impl Collector {
         let shutdown = Arc::new(Shutdown::default());
         let mut metrics = Metrics::new(total);
         metrics.register_health(&health.gauges);
-        let quarantine = quarantine::Keeper::start(
-            db.clone(),
-            c.quarantine_per_app.max(1),
-            metrics.edge.quarantine.clone(),
-        )
-        .map_err(|e| CollectorError::Config(format!("the quarantine thread: {e}")))?;
+        let quarantine = quarantine::Keeper::start(db, c, &metrics.edge.quarantine)
+            .map_err(CollectorError::Quarantine)?;
         let mut queues = Vec::with_capacity(n);
         let mut starting = Vec::with_capacity(total);
         let mut background = Vec::with_capacity(2 * total);

@@ -27,6 +27,7 @@ use serde_json::Value;
 
 use super::decode::{clamp_numbers, Rejected};
 use super::metrics::{QuarantineCounters, Reject};
+use crate::config::CollectorSettings;
 use crate::ids::Timestamp;
 use crate::storage::{decode, encode, Db, StoreError};
 
@@ -125,8 +126,14 @@ pub struct Keeper {
 }
 
 impl Keeper {
-    /// Starts the keeper thread over `db`, keeping `per_app` records per app.
-    pub fn start(db: Db, per_app: usize, counts: QuarantineCounters) -> std::io::Result<Keeper> {
+    /// Starts the keeper thread over `db`, keeping `collector.quarantine_per_app` records
+    /// per app.
+    pub fn start(
+        db: &Db,
+        cfg: &CollectorSettings,
+        counts: &QuarantineCounters,
+    ) -> std::io::Result<Keeper> {
+        let (db, per_app, counts) = (db.clone(), cfg.quarantine_per_app.max(1), counts.clone());
         let (tx, rx) = bounded::<Job>(QUEUE_JOBS);
         let queued = Arc::new(AtomicUsize::new(0));
         let (q, kept) = (queued.clone(), counts.clone());
