@@ -311,12 +311,15 @@ async fn receive(
     for e in &mut events {
         e.app_id = app.clone();
     }
+    // The body is kept for the quarantine only while an event of it may be refused.
+    let limited = state.settings.plan(who.plan).limit(Quota::EventsPerMonth);
+    let body = (!rejected.is_empty() || limited.is_some()).then_some(body);
     let answer = commit(state, collector, &who, received_at, events, &mut rejected).await;
     // Refusals are kept once the answer is final: a 503 is retried whole, and refused again.
-    if answer
+    let is_final = answer
         .as_ref()
-        .map_or_else(|e| e.code.status().is_client_error(), |_| true)
-    {
+        .map_or_else(|e| e.code.status().is_client_error(), |_| true);
+    if let (true, Some(body)) = (is_final, body) {
         keep_refused(collector, &who, received_at, body, &rejected);
     }
     answer

@@ -227,9 +227,16 @@ fn items(body: &[u8]) -> Vec<Value> {
     }
 }
 
-/// The event's compact JSON, cut at `MAX_EVENT_BYTES` on a character boundary.
-fn excerpt(item: Option<&Value>) -> (String, bool) {
-    let mut text = item.map(Value::to_string).unwrap_or_default();
+/// The event's compact JSON without a `writeKey` (an integration key is stored only as its
+/// hash), cut at `MAX_EVENT_BYTES` on a character boundary.
+fn excerpt(item: Option<&mut Value>) -> (String, bool) {
+    let Some(item) = item else {
+        return (String::new(), false);
+    };
+    if let Some(o) = item.as_object_mut() {
+        o.remove("writeKey");
+    }
+    let mut text = item.to_string();
     if text.len() <= MAX_EVENT_BYTES {
         return (text, false);
     }
@@ -249,12 +256,12 @@ fn store(
     counts: &QuarantineCounters,
 ) -> Result<(), StoreError> {
     let tree = db.open_tree(TREE)?;
-    let items = items(&job.body);
+    let mut items = items(&job.body);
     let prefix = app_prefix(&job.app);
     // Only the last `per_app` of a batch could stay.
     let skip = job.refusals.len().saturating_sub(per_app);
     for r in job.refusals.into_iter().skip(skip) {
-        let (event, truncated) = excerpt(items.get(r.index));
+        let (event, truncated) = excerpt(items.get_mut(r.index));
         let record = Refused {
             received_at: job.received_at,
             request_id: job.request_id.clone(),
@@ -322,6 +329,21 @@ mod tests {
     }
 
     #[test]
+    fn a_job_the_keeper_cannot_take_is_dropped_and_counted() {
+        let keeper = Keeper::stopped();
+        let two = [rejected(0, "type", false), rejected(1, "type", false)];
+        keeper.keep(Job {
+            app: "a".into(),
+            request_id: "req_1".into(),
+            received_at: Timestamp::t0(),
+            body: b"{}".to_vec(),
+            refusals: refusals(&two, |_| false),
+        });
+        assert_eq!(keeper.counts.dropped.get(), 2);
+        assert_eq!(keeper.queued.load(Ordering::Acquire), 0);
+    }
+
+    #[test]
     fn records_keep_the_events_json_and_only_the_last_per_app() {
         let dir = tempfile::tempdir().unwrap();
         let db = sled::Config::new().path(dir.path()).open().unwrap();
@@ -366,6 +388,16 @@ mod tests {
             .collect();
         assert_eq!(a, [1, 0, 2], "the newest 3, newest first");
         assert_eq!(recent(&db, "b", 10).unwrap().len(), 1);
-        assert_eq!(counts.kept_count(Reject::InvalidEvent), 5);
+        let single = Job {
+            body: br#"{"type": "dance", "writeKey": "ik_secret"}"#.to_vec(),
+            ..job("c", &[0])
+        };
+        store(&db, single, 3, &counts).unwrap();
+        assert_eq!(
+            recent(&db, "c", 10).unwrap()[0].event,
+            r#"{"type":"dance"}"#,
+            "a single event's body, without its key"
+        );
+        assert_eq!(counts.kept_count(Reject::InvalidEvent), 6);
     }
 }

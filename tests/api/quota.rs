@@ -20,6 +20,19 @@ async fn metric(app: &TestApp, name: &str) -> f64 {
         .sum()
 }
 
+/// Polls a `/metrics` value until it reads `want` (10 s at most).
+async fn metric_reaches(app: &TestApp, name: &str, want: f64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let now = metric(app, name).await;
+        if now == want || Instant::now() > deadline {
+            assert_eq!(now, want, "{name}");
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[tokio::test]
 async fn twenty_concurrent_one_event_batches_against_a_limit_of_10_accept_exactly_10() {
     let mut app = spawn_app_with(|s| s.plans.free.events_per_month = 10);
@@ -46,6 +59,7 @@ async fn twenty_concurrent_one_event_batches_against_a_limit_of_10_accept_exactl
         metric(&app, "rejected_total{reason=\"plan_limit\"}").await,
         10.0
     );
+    assert_eq!(metric(&app, "quarantined_total").await, 0.0);
     app.stop().await;
     let view = lake::read_local(&app.data_dir.join("lake"));
     assert_eq!(view.rows.len(), 10, "the lake holds what was accepted");
@@ -80,6 +94,9 @@ async fn a_batch_crossing_the_limit_takes_what_is_left_and_refuses_the_rest_one_
         crossing.data()["errors"][1]["message"],
         "over the plan's monthly events: limit 15, current 15"
     );
+    // The events over the plan are quarantined (the invalid one too); a 403's are not.
+    metric_reaches(&app, r#"quarantined_total{reason="plan_limit"}"#, 5.0).await;
+    metric_reaches(&app, r#"quarantined_total{reason="invalid_event"}"#, 1.0).await;
     let full = app.collect(&ik, tracks("late", 1)).await;
     full.assert_error(403, "PLAN_LIMIT_REACHED");
     assert_eq!(
@@ -175,6 +192,20 @@ async fn three_bad_events_among_ten_leave_seven_in_the_lake_and_three_on_the_ref
         1.0
     );
     assert_eq!(metric(&app, "quarantine_dropped_total").await, 0.0);
+    // A beacon's lone event, refused: 400 (nothing valid), kept too, without its key.
+    let lone = json!({"type": "jump", "anonymousId": ANON, "writeKey": ik});
+    let beacon = app
+        .raw(
+            reqwest::Method::POST,
+            "/api/w/analytics/collect",
+            &[("content-type", "text/plain")],
+            serde_json::to_vec(&lone).unwrap(),
+        )
+        .await;
+    beacon.assert_error(400, "VALIDATION_ERROR");
+    let body = refused_page(&mut b, &app_id, 4).await;
+    assert!(body.contains("jump"), "{body}");
+    assert!(!body.contains(&ik), "the integration key is not kept");
     // Another app sees none of them.
     let (other, _) = app.create_app("free").await;
     refused_page(&mut b, &other, 0).await;
