@@ -72,6 +72,7 @@ fn enrichment() -> Enrichment {
              Chrome/124.0 Safari/537.36"
                 .into(),
         ),
+        ..Enrichment::default()
     }
 }
 

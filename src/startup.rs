@@ -186,6 +186,11 @@ where
                 .configure(crate::surveys::configure_widget),
         )
         .service(
+            scope::scope("/v1")
+                .wrap(from_fn(crate::collector::http::cors))
+                .configure(crate::collector::segment::configure),
+        )
+        .service(
             scope::scope("/admin/v1")
                 .configure(crate::tenants::configure)
                 .configure(crate::boards::configure_admin)

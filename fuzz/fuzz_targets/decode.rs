@@ -14,11 +14,11 @@ mod collector {
     pub mod event;
 }
 
-// The anonymousId rule the decoder imports as `crate::ids::canonical_anonymous_id`.
+// The anonymousId rule the decoder imports as `crate::ids::visitor_id`.
 #[path = "../../src/ids/visitor.rs"]
 mod visitor;
 mod ids {
-    pub use super::visitor::canonical_anonymous_id;
+    pub use super::visitor::{canonical_anonymous_id, visitor_id};
 }
 
 use collector::decode::{self, Enrichment};
@@ -32,6 +32,7 @@ fuzz_target!(|data: &[u8]| {
         received_at: 1_772_446_531_000_000,
         ip: Some("203.0.113.7".into()),
         user_agent: Some("fuzz".into()),
+        kind: None,
     };
     let limits = decode::Limits {
         max_events: 2000,
@@ -48,13 +49,16 @@ fuzz_target!(|data: &[u8]| {
     }
     for e in &events {
         assert!(
-            e.message_id.starts_with("msg_"),
+            !e.message_id.is_empty() && !e.message_id.chars().any(char::is_control),
             "messageId {:?}",
             e.message_id
         );
         assert!(e.anonymous_id.is_some() || e.user_id.is_some(), "no visitor id");
         if e.kind == EventType::Identify {
             assert!(e.user_id.is_some(), "identify without userId");
+        }
+        if e.kind == EventType::Alias {
+            assert!(e.user_id.is_some() && e.previous_id.is_some(), "alias without ids");
         }
         if e.kind == EventType::Group {
             assert!(e.group_id.is_some(), "group without groupId");

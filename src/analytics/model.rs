@@ -126,6 +126,8 @@ pub struct ByType {
     pub track: u64,
     pub identify: u64,
     pub group: u64,
+    pub screen: u64,
+    pub alias: u64,
 }
 
 /// One interval of the series.
@@ -205,6 +207,8 @@ impl Traffic {
                         track: b.count(EventType::Track),
                         identify: b.count(EventType::Identify),
                         group: b.count(EventType::Group),
+                        screen: b.count(EventType::Screen),
+                        alias: b.count(EventType::Alias),
                     },
                     visitors: estimate(&b.visitors),
                 }

@@ -195,7 +195,6 @@ impl From<Undecoded> for ApiError {
 /// `limit` decoded bytes (a bomb stops there); none or `identity` passes; any other is refused.
 /// The collector and every JSON body of the API read bodies through it.
 pub fn decode_content(req: &HttpRequest, raw: Vec<u8>, limit: usize) -> Result<Vec<u8>, Undecoded> {
-    use std::io::Read;
     let encoding = req
         .headers()
         .get(header::CONTENT_ENCODING)
@@ -203,19 +202,23 @@ pub fn decode_content(req: &HttpRequest, raw: Vec<u8>, limit: usize) -> Result<V
         .unwrap_or("identity");
     match encoding.trim().to_ascii_lowercase().as_str() {
         "" | "identity" => Ok(raw),
-        "gzip" | "x-gzip" => {
-            let mut out = Vec::new();
-            flate2::read::GzDecoder::new(raw.as_slice())
-                .take(limit as u64 + 1)
-                .read_to_end(&mut out)
-                .map_err(|e| Undecoded::Invalid(e.to_string()))?;
-            if out.len() > limit {
-                return Err(Undecoded::TooLarge);
-            }
-            Ok(out)
-        }
+        "gzip" | "x-gzip" => gunzip(&raw, limit),
         other => Err(Undecoded::Unsupported(other.to_owned())),
     }
+}
+
+/// A gzip body decompressed, reading at most `limit` decoded bytes (a bomb stops there).
+pub fn gunzip(raw: &[u8], limit: usize) -> Result<Vec<u8>, Undecoded> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(raw)
+        .take(limit as u64 + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| Undecoded::Invalid(e.to_string()))?;
+    if out.len() > limit {
+        return Err(Undecoded::TooLarge);
+    }
+    Ok(out)
 }
 
 /// Error handlers for actix's own extractors, so their failures use the envelope too.

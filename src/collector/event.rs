@@ -8,21 +8,26 @@
 
 use std::sync::Arc;
 
-/// The four event types of the interface (§6.1).
+/// The four event types of the interface (§6.1), and Segment's `screen` (a view in a mobile
+/// app) and `alias` (a user's previous id).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum EventType {
     Page,
     Track,
     Identify,
     Group,
+    Screen,
+    Alias,
 }
 
 impl EventType {
-    pub const ALL: [EventType; 4] = [
+    pub const ALL: [EventType; 6] = [
         EventType::Page,
         EventType::Track,
         EventType::Identify,
         EventType::Group,
+        EventType::Screen,
+        EventType::Alias,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -31,6 +36,8 @@ impl EventType {
             EventType::Track => "track",
             EventType::Identify => "identify",
             EventType::Group => "group",
+            EventType::Screen => "screen",
+            EventType::Alias => "alias",
         }
     }
 
@@ -195,19 +202,21 @@ impl Reader<'_> {
     }
 }
 
-/// Version byte of the WAL encoding. Unchanged since the first release: a WAL written by any
-/// earlier version replays.
-const WAL_FORMAT: u8 = 1;
+/// Version byte of the WAL encoding: 2 appends the columns added since (see `event_row!`). A
+/// WAL written by any earlier version replays: a format-1 record leaves them empty.
+const WAL_FORMAT: u8 = 2;
 
 /// Fixed overhead counted per row by [`Event::approx_bytes`] (pointers, lengths, numbers).
 const ROW_OVERHEAD: usize = 96;
 
 macro_rules! event_row {
-    ($( $(#[$doc:meta])* $field:ident : $ty:ty $(as $name:literal)? ),+ $(,)?) => {
+    ($( $(#[$doc:meta])* $field:ident : $ty:ty $(as $name:literal)? ),+ ;
+     since format 2: $( $(#[$doc2:meta])* $added:ident : $ty2:ty ),+ $(,)?) => {
         /// One accepted, enriched event: one row of the lake.
         #[derive(Debug, Clone, PartialEq)]
         pub struct Event {
             $( $(#[$doc])* pub $field: $ty, )+
+            $( $(#[$doc2])* pub $added: $ty2, )+
         }
 
         impl Event {
@@ -218,11 +227,16 @@ macro_rules! event_row {
                     kind: <$ty as Field>::KIND,
                     nullable: <$ty as Field>::NULLABLE,
                 }, )+
+                $( Column {
+                    name: stringify!($added),
+                    kind: <$ty2 as Field>::KIND,
+                    nullable: <$ty2 as Field>::NULLABLE,
+                }, )+
             ];
 
             /// The row's cells, in the order of [`Event::COLUMNS`].
             pub fn cells(&self) -> impl Iterator<Item = Cell<'_>> {
-                [ $( Field::cell(&self.$field), )+ ].into_iter()
+                [ $( Field::cell(&self.$field), )+ $( Field::cell(&self.$added), )+ ].into_iter()
             }
 
             /// The compact binary form kept in the write-ahead log (no JSON escaping on the
@@ -230,22 +244,28 @@ macro_rules! event_row {
             pub fn encode_wal(&self, out: &mut Vec<u8>) {
                 out.push(WAL_FORMAT);
                 $( Field::put(&self.$field, out); )+
+                $( Field::put(&self.$added, out); )+
             }
 
-            /// Reads [`Event::encode_wal`]'s form; `None` when the bytes are not one whole
-            /// event.
+            /// Reads [`Event::encode_wal`]'s form, or format 1's (without the columns added
+            /// since); `None` when the bytes are not one whole event.
             pub fn decode_wal(bytes: &[u8]) -> Option<Event> {
                 let mut r = Reader(bytes);
-                if r.byte()? != WAL_FORMAT {
+                let format = r.byte()?;
+                if !(1..=WAL_FORMAT).contains(&format) {
                     return None;
                 }
-                let e = Event { $( $field: <$ty as Field>::get(&mut r)?, )+ };
+                let e = Event {
+                    $( $field: <$ty as Field>::get(&mut r)?, )+
+                    $( $added: if format >= 2 { <$ty2 as Field>::get(&mut r)? } else { None }, )+
+                };
                 r.0.is_empty().then_some(e)
             }
 
             /// Rough in-memory size, for the "close a file by bytes" rule.
             pub fn approx_bytes(&self) -> usize {
                 ROW_OVERHEAD $( + Field::heap_bytes(&self.$field) )+
+                    $( + Field::heap_bytes(&self.$added) )+
             }
         }
     };
@@ -284,7 +304,17 @@ event_row! {
     /// JSON text.
     traits: Option<String>,
     /// JSON text: the context fields that have no column of their own.
-    context: Option<String>,
+    context: Option<String>;
+    // The lake's schema only grows: new columns go last, nullable (old files read as null).
+    since format 2:
+    /// The page's or screen's `name`.
+    name: Option<String>,
+    /// The page's `category`.
+    category: Option<String>,
+    /// alias: the user's previous id.
+    previous_id: Option<String>,
+    /// JSON text: the `integrations` switches (the batch's, overridden by the event's).
+    integrations: Option<String>,
 }
 
 impl Event {
@@ -325,6 +355,10 @@ impl Event {
             properties: None,
             traits: None,
             context: None,
+            name: None,
+            category: None,
+            previous_id: None,
+            integrations: None,
         }
     }
 }
@@ -361,6 +395,28 @@ mod tests {
     }
 
     #[test]
+    fn a_format_1_record_replays_with_the_added_columns_empty() {
+        // Format 1 is format 2 without the four columns added at the end.
+        let e = full();
+        let mut buf = Vec::new();
+        e.encode_wal(&mut buf);
+        buf[0] = 1;
+        buf.truncate(buf.len() - 4);
+        assert_eq!(Event::decode_wal(&buf), Some(e.clone()));
+        let named = Event {
+            name: Some("Home".into()),
+            previous_id: Some("old".into()),
+            ..e
+        };
+        let mut buf = Vec::new();
+        named.encode_wal(&mut buf);
+        assert_eq!(buf[0], 2);
+        assert_eq!(Event::decode_wal(&buf), Some(named));
+        buf[0] = 3;
+        assert_eq!(Event::decode_wal(&buf), None, "a future format is refused");
+    }
+
+    #[test]
     fn every_type_round_trips_through_the_wal() {
         for t in EventType::ALL {
             let e = Event { kind: t, ..full() };
@@ -376,9 +432,13 @@ mod tests {
     fn columns_cells_and_size_follow_the_one_list() {
         let e = full();
         let names: Vec<_> = Event::COLUMNS.iter().map(|c| c.name).collect();
-        assert_eq!(names.len(), 26);
+        assert_eq!(names.len(), 30);
         assert_eq!(&names[..3], &["message_id", "app_id", "type"]);
         assert_eq!(names[25], "context");
+        assert_eq!(
+            &names[26..],
+            &["name", "category", "previous_id", "integrations"]
+        );
         let cells: Vec<_> = e.cells().collect();
         assert_eq!(cells.len(), Event::COLUMNS.len());
         for (col, cell) in Event::COLUMNS.iter().zip(&cells) {

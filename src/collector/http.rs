@@ -1,8 +1,9 @@
-//! The collector's HTTP edge: `POST /api/w/analytics/collect` (api.md §7) and `GET /metrics`.
+//! The collector's HTTP edge: `POST /api/w/analytics/collect` (api.md §7) and `GET /metrics`;
+//! `segment.rs` puts Segment's paths (`/v1/batch`, `/v1/track`...) on the same [`handle`].
 //!
-//! `body (limits, gzip) -> simd-json parse -> key (header, query or body) -> validate, enrich
-//!  -> plan quota reserved (quota.rs) -> Collector::submit (durable) -> quota settled
-//!  -> 200 {accepted, duplicates, rejected, errors}; refused events -> quarantine.rs`
+//! `body (limits, gzip) -> simd-json parse -> key (header, Basic auth, query or body) ->
+//!  validate, enrich -> plan quota reserved (quota.rs) -> Collector::submit (durable) -> quota
+//!  settled -> 200 {accepted, duplicates, rejected, errors}; refused events -> quarantine.rs`
 
 use std::net::IpAddr;
 
@@ -14,6 +15,7 @@ use actix_web::{get, post, web, HttpRequest, HttpResponse};
 use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::decode::{self, BodyError, Decoded, Enrichment, Rejected};
+use super::event::EventType;
 use super::metrics::{EdgeCounters, Reject};
 use super::Collector;
 use super::{quarantine, quota, usage, SubmitError, WriteError};
@@ -74,7 +76,9 @@ pub async fn cors(
             h.insert(header::ACCESS_CONTROL_ALLOW_METHODS, methods);
             h.insert(
                 header::ACCESS_CONTROL_ALLOW_HEADERS,
-                HeaderValue::from_static("Content-Type, Content-Encoding, X-App-Key"),
+                HeaderValue::from_static(
+                    "Content-Type, Content-Encoding, X-App-Key, Authorization",
+                ),
             );
             h.insert(
                 header::ACCESS_CONTROL_MAX_AGE,
@@ -129,7 +133,9 @@ fn too_large(collector: &Collector, what: &str, limit: usize) -> ApiError {
     )
 }
 
-/// Reads the body up to the batch limit and undoes gzip, capping the decompressed size.
+/// Reads the body up to the batch limit and undoes gzip, capping the decompressed size. A gzip
+/// body is recognised by its magic bytes too, whatever its headers say (RudderStack's SDK
+/// labels it `application/x-www-form-urlencoded`); a JSON body never starts with them.
 async fn read_body(
     collector: &Collector,
     limit: usize,
@@ -145,7 +151,14 @@ async fn read_body(
         }
         raw.extend_from_slice(&chunk);
     }
-    match api::decode_content(req, raw, limit) {
+    let undone = if raw.starts_with(&[0x1f, 0x8b])
+        && !req.headers().contains_key(header::CONTENT_ENCODING)
+    {
+        api::gunzip(&raw, limit)
+    } else {
+        api::decode_content(req, raw, limit)
+    };
+    match undone {
         Err(Undecoded::TooLarge) => Err(too_large(collector, "decompressed batch", limit)),
         decoded => Ok(decoded?),
     }
@@ -153,7 +166,7 @@ async fn read_body(
 
 #[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
-struct CollectQuery {
+pub(super) struct CollectQuery {
     /// The integration key, for `navigator.sendBeacon` (which cannot set headers).
     #[serde(rename = "appKey")]
     app_key: Option<String>,
@@ -221,9 +234,10 @@ impl utoipa::ToSchema for RejectedEvent {}
 
 /// Receive a batch of analytics events from the tracker.
 ///
-/// Body: `{"batch": [event, ...], "sentAt": "ISO 8601"}` or one event. Key: `X-App-Key`, or
-/// `appKey` in the query, or `writeKey` in the body. `application/json` or `text/plain`, optionally
-/// gzip. A 200 means every accepted event is on disk.
+/// Body: `{"batch": [event, ...], "sentAt": "ISO 8601"}` or one event. Key: `X-App-Key`,
+/// `Authorization: Basic base64(key:)`, `appKey` in the query, or `writeKey` in the body. JSON
+/// under any content type, optionally gzip (by `Content-Encoding` or by its magic bytes). A 200
+/// means every accepted event is on disk.
 #[utoipa::path(
     tag = "collector",
     security(("app_key" = [])),
@@ -246,18 +260,26 @@ async fn collect(
     query: web::Query<CollectQuery>,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
+    let shared = (&**state, &**collector, &**access);
+    handle(shared, &req, query.into_inner(), payload, None).await
+}
+
+/// What a collect handler shares: the state, the collector and the keys.
+pub(super) type Shared<'a> = (&'a AppState, &'a Collector, &'a Access);
+
+/// A collect request on any path, metered: `kind` is the type the path names (Segment's
+/// `/v1/track`...), given to the events that carry none.
+pub(super) async fn handle(
+    (state, collector, access): Shared<'_>,
+    req: &HttpRequest,
+    query: CollectQuery,
+    payload: web::Payload,
+    kind: Option<EventType>,
+) -> Result<HttpResponse, ApiError> {
     let started = std::time::Instant::now();
     let edge = &collector.metrics.edge;
     edge.requests.inc();
-    let answer = receive(
-        &state,
-        &collector,
-        &access,
-        &req,
-        query.into_inner(),
-        payload,
-    )
-    .await;
+    let answer = receive(state, collector, access, req, query, payload, kind).await;
     edge.latency.observe(started.elapsed().as_secs_f64());
     answer
 }
@@ -270,16 +292,11 @@ async fn receive(
     req: &HttpRequest,
     query: CollectQuery,
     payload: web::Payload,
+    kind: Option<EventType>,
 ) -> Result<HttpResponse, ApiError> {
     let edge = &collector.metrics.edge;
     let cfg = &state.settings.collector;
-    check_content_type(collector, req)?;
-    let header_key = req
-        .headers()
-        .get("x-app-key")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned)
-        .or(query.app_key);
+    let header_key = request_key(req).or(query.app_key);
     // A key outside the body is checked before the body is read.
     let who = match &header_key {
         Some(k) => Some(authenticate(collector, access, Some(k))?),
@@ -288,7 +305,10 @@ async fn receive(
     let body = read_body(collector, cfg.max_batch_bytes, req, payload).await?;
     edge.body_bytes.inc_by(body.len() as u64);
     let received_at = collector.clock.now_micros();
-    let enrich = enrichment(req, cfg, received_at);
+    let enrich = Enrichment {
+        kind,
+        ..enrichment(req, cfg, received_at)
+    };
     let (decoded, body) = if body.len() <= INLINE_PARSE_BYTES {
         (decode_body(&body, enrich, cfg), body)
     } else {
@@ -456,16 +476,25 @@ fn submit_error(edge: &EdgeCounters, e: SubmitError) -> ApiError {
     ApiError::unavailable(message, retry_after)
 }
 
-fn check_content_type(collector: &Collector, req: &HttpRequest) -> Result<(), ApiError> {
-    let essence = api::content_type(req);
-    if matches!(essence.as_str(), "application/json" | "text/plain" | "") {
-        return Ok(());
+/// The integration key outside the body: `X-App-Key`, else the user of `Authorization: Basic
+/// base64(key:)` (Segment's and RudderStack's SDKs: the write key, no password).
+fn request_key(req: &HttpRequest) -> Option<String> {
+    use base64::Engine;
+    let headers = req.headers();
+    if let Some(k) = headers.get("x-app-key").and_then(|v| v.to_str().ok()) {
+        return Some(k.to_owned());
     }
-    collector.metrics.edge.reject(Reject::InvalidBody, 1);
-    Err(ApiError::field(
-        "Content-Type",
-        "must be application/json or text/plain",
-    ))
+    let auth = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, encoded) = auth.trim().split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return None;
+    }
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(encoded.trim())
+        .ok()?;
+    let text = String::from_utf8(decoded).ok()?;
+    let user = text.split_once(':').map_or(text.as_str(), |(user, _)| user);
+    (!user.is_empty()).then(|| user.to_owned())
 }
 
 /// The app of an integration key (from the header, the query or the body).
@@ -496,6 +525,7 @@ fn enrichment(req: &HttpRequest, cfg: &CollectorSettings, received_at: i64) -> E
             .get(header::USER_AGENT)
             .and_then(|v| v.to_str().ok())
             .map(Into::into),
+        kind: None,
     }
 }
 

@@ -32,6 +32,7 @@ pub mod quarantine;
 pub mod quota;
 pub mod retry;
 pub mod rollup;
+pub mod segment;
 pub mod shard;
 pub mod stager;
 pub mod uploader;

@@ -7,7 +7,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use sha2::{Digest, Sha256};
 
 mod visitor;
-pub use visitor::canonical_anonymous_id;
+pub use visitor::{canonical_anonymous_id, visitor_id};
 
 /// A MongoDB-style ObjectId as 24 lowercase hex characters: 4 bytes of Unix seconds, 5 bytes
 /// random per process, 3 bytes of a counter. Ids made later sort after ids made earlier (to the

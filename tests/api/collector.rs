@@ -269,8 +269,8 @@ async fn invalid_events_are_rejected_one_by_one_with_their_index_and_field() {
     let events = vec![
         track("good1"),
         json!({"type": "track", "anonymousId": ANON, "messageId": "msg_noname"}),
-        json!({"type": "page", "anonymousId": "not-a-uuid"}),
-        json!({"type": "page", "anonymousId": ANON, "messageId": "nope_1"}),
+        json!({"type": "page", "anonymousId": "not\na-visitor"}),
+        json!({"type": "page", "anonymousId": ANON, "messageId": ""}),
         json!({"type": "page", "anonymousId": ANON, "sessionId": "s1"}),
         bad_ts,
         bad_ctx,

@@ -22,5 +22,6 @@ mod lake;
 mod quota;
 mod sdk;
 mod security;
+mod segment;
 mod slow;
 mod surveys;

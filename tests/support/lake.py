@@ -40,7 +40,7 @@ def rollup(root, app_id):
     """Counts per type, exact distinct visitors and identified visitors, top 10 pages and
     events of one app, over the whole lake."""
     con = duckdb.connect()
-    src = f"read_parquet('{root}/events/**/*.parquet', hive_partitioning=true)"
+    src = f"read_parquet('{root}/events/**/*.parquet', hive_partitioning=true, union_by_name=true)"
     rows = f"(select * from {src} where app_id = $app)"
     q = lambda sql: con.execute(sql, {"app": app_id}).fetchall()
     by_type = dict(q(f"select type, count(*) from {rows} group by type"))
@@ -92,7 +92,7 @@ def main():
     out = {"files": [os.path.relpath(f, root) for f in sorted(files)], "types": {}, "rows": [], "timestamp_logical": None}
     if files:
         con = duckdb.connect()
-        src = f"read_parquet('{root}/events/**/*.parquet', hive_partitioning=true)"
+        src = f"read_parquet('{root}/events/**/*.parquet', hive_partitioning=true, union_by_name=true)"
         rel = con.sql(f"select * from {src}")
         out["types"] = {c: str(t) for c, t in zip(rel.columns, rel.types)}
         cols = [
@@ -100,6 +100,7 @@ def main():
             "epoch_us(timestamp)", "epoch_us(original_timestamp)", "epoch_us(sent_at)", "epoch_us(received_at)",
             "page_url", "page_path", "page_title", "page_referrer", "device_type", "locale", "timezone",
             "screen_width", "screen_height", "ip", "user_agent", "properties", "traits", "context",
+            "name", "category", "previous_id", "integrations",
             "json_valid(properties)", "dt", "hour",
         ]
         names = [c.replace("epoch_us(", "").replace("json_valid(", "valid_").rstrip(")") for c in cols]

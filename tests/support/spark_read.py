@@ -18,7 +18,7 @@ spark = (
 )
 spark.sparkContext.setLogLevel("ERROR")
 root = sys.argv[1] + "/events"
-df = spark.read.option("basePath", root).parquet(root)
+df = spark.read.option("basePath", root).option("mergeSchema", "true").parquet(root)
 rows = df.select("message_id", F.unix_micros("timestamp").alias("ts"), "app_id", "dt", "hour").collect()
 print(json.dumps({
     "types": dict(df.dtypes),

@@ -9,9 +9,11 @@ use simd_json::tape::{Object, Value};
 use super::time::{parse_time, MAX_TIME, MIN_TIME};
 use super::Rejected;
 use crate::collector::event::EventType;
-use crate::ids::canonical_anonymous_id;
+use crate::ids::visitor_id;
 
-const MAX_ID_CHARS: usize = 200;
+/// messageId, anonymousId, userId, groupId, previousId, an event's, page's or screen's name,
+/// a page's category (README, "Collecting events").
+pub(super) const MAX_ID_CHARS: usize = 200;
 const MAX_TEXT_CHARS: usize = 2048;
 
 fn is_null(v: &Value<'_, '_>) -> bool {
@@ -73,6 +75,17 @@ impl Checker {
             return None;
         }
         self.plain(Some(s), field)
+    }
+
+    /// An optional string of at most `max` characters, without control characters.
+    pub(super) fn plain_text(
+        &mut self,
+        v: Option<Value<'_, '_>>,
+        field: &str,
+        max: usize,
+    ) -> Option<String> {
+        let s = self.str(v, field, max);
+        self.plain(s, field)
     }
 
     /// `s` unless it holds a control character (C0, DEL or C1: NUL, ESC, line breaks...),
@@ -195,10 +208,22 @@ fn with_json_scratch(write: impl FnOnce(&mut Vec<u8>)) -> Option<String> {
     })
 }
 
-/// The members of `object` whose keys are not in `known`, as a JSON object (None if none).
-fn rest_json(object: &Object<'_, '_>, known: &[&str]) -> Option<String> {
+/// The members of `first` whose keys are not in `known`, then those of `second` whose keys are
+/// neither in `known` nor in `first` (a shallow merge: `first` wins), as a JSON object (None if
+/// none).
+fn merged_json(
+    first: Option<&Object<'_, '_>>,
+    second: Option<&Object<'_, '_>>,
+    known: &[&str],
+) -> Option<String> {
     with_json_scratch(|out| {
-        for (k, v) in object.iter().filter(|(k, _)| !known.contains(k)) {
+        let members = first.into_iter().flat_map(|o| o.iter()).chain(
+            second
+                .into_iter()
+                .flat_map(|o| o.iter())
+                .filter(|(k, _)| first.is_none_or(|f| f.get(*k).is_none())),
+        );
+        for (k, v) in members.filter(|(k, _)| !known.contains(k)) {
             out.push(if out.is_empty() { b'{' } else { b',' });
             // Writing to a Vec cannot fail.
             let _ = serde_json::to_writer(&mut *out, k);
@@ -222,12 +247,26 @@ impl Checker {
         o
     }
 
-    pub(super) fn context(&mut self, v: Option<Value<'_, '_>>) -> Context {
+    /// The event's `context`, merged over the batch's (`batch`, already checked to be an
+    /// object): a key the event lacks is taken from the batch.
+    pub(super) fn context(
+        &mut self,
+        v: Option<Value<'_, '_>>,
+        batch: Option<Value<'_, '_>>,
+    ) -> Context {
         let mut out = Context::default();
-        let Some(ctx) = self.object(v, "context") else {
+        let ctx = self.object(v, "context");
+        let batch = batch.and_then(|b| b.as_object());
+        if ctx.is_none() && batch.is_none() {
             return out;
-        };
-        let [page, device, locale, timezone, screen, _, _] = pick(&ctx, &CONTEXT_KEYS);
+        }
+        let mut picked = ctx.as_ref().map_or([None; 7], |c| pick(c, &CONTEXT_KEYS));
+        if let Some(b) = &batch {
+            for (slot, from_batch) in picked.iter_mut().zip(pick(b, &CONTEXT_KEYS)) {
+                *slot = slot.or(from_batch);
+            }
+        }
+        let [page, device, locale, timezone, screen, _, _] = picked;
         if let Some(p) = page.and_then(|p| self.object(Some(p), "context.page")) {
             const FIELDS: [&str; 4] = [
                 "context.page.url",
@@ -275,14 +314,28 @@ impl Checker {
                 }
             }
         }
-        out.rest = rest_json(&ctx, &CONTEXT_KEYS);
+        out.rest = merged_json(ctx.as_ref(), batch.as_ref(), &CONTEXT_KEYS);
         out
+    }
+
+    /// `integrations` (switches per destination): the event's merged over the batch's.
+    pub(super) fn integrations(
+        &mut self,
+        v: Option<Value<'_, '_>>,
+        batch: Option<Value<'_, '_>>,
+    ) -> Option<String> {
+        let own = self.object(v, "integrations");
+        let batch = batch.and_then(|b| b.as_object());
+        if own.is_none() && batch.is_none() {
+            return None;
+        }
+        merged_json(own.as_ref(), batch.as_ref(), &[])
     }
 }
 
 /// The identifiers of an event as sent, in this order: messageId, anonymousId, userId,
-/// sessionId, event, groupId.
-pub(super) type RawIds<'t, 'i> = [Option<Value<'t, 'i>>; 6];
+/// sessionId, event, groupId, previousId.
+pub(super) type RawIds<'t, 'i> = [Option<Value<'t, 'i>>; 7];
 
 /// The identifiers of an event, checked against the requirements of its type.
 pub(super) struct Ids {
@@ -292,21 +345,33 @@ pub(super) struct Ids {
     pub(super) session_id: Option<String>,
     pub(super) event: Option<String>,
     pub(super) group_id: Option<String>,
+    pub(super) previous_id: Option<String>,
 }
 
 impl Checker {
-    pub(super) fn ids(&mut self, kind: Option<EventType>, raw: RawIds<'_, '_>) -> Ids {
-        let [message_id, anonymous_id, user_id, session_id, event, group_id] = raw;
-        let message_id = self.id(message_id, "messageId", "msg_");
-        let anonymous_id = self.str(anonymous_id, "anonymousId", 64).and_then(|a| {
-            match canonical_anonymous_id(a) {
-                Ok(a) => Some(a),
-                Err(m) => {
-                    self.fail("anonymousId", m);
-                    None
-                }
+    /// A visitor's anonymousId: any string an SDK sends (see [`visitor_id`]).
+    fn anonymous_id(&mut self, v: Option<Value<'_, '_>>) -> Option<String> {
+        let a = self.str(v, "anonymousId", MAX_ID_CHARS)?;
+        match visitor_id(a) {
+            Ok(a) => self.plain(Some(&a), "anonymousId"),
+            Err(m) => {
+                self.fail("anonymousId", m);
+                None
             }
-        });
+        }
+    }
+
+    /// `field` is required for `kind`: reported unless present or already reported.
+    fn require<T>(&mut self, value: &Option<T>, field: &str, kind: &str) {
+        if value.is_none() && !self.failed(field) {
+            self.fail(field, format!("is required for {kind}"));
+        }
+    }
+
+    pub(super) fn ids(&mut self, kind: Option<EventType>, raw: RawIds<'_, '_>) -> Ids {
+        let [message_id, anonymous_id, user_id, session_id, event, group_id, previous_id] = raw;
+        let message_id = self.id(message_id, "messageId", "");
+        let anonymous_id = self.anonymous_id(anonymous_id);
         let user_id = self.id(user_id, "userId", "");
         if anonymous_id.is_none()
             && user_id.is_none()
@@ -325,11 +390,19 @@ impl Checker {
             self.fail("event", "is required for track: the event name");
         }
         let group_id = self.id(group_id, "groupId", "");
-        if kind == Some(EventType::Group) && group_id.is_none() && !self.failed("groupId") {
-            self.fail("groupId", "is required for group");
-        }
-        if kind == Some(EventType::Identify) && user_id.is_none() && !self.failed("userId") {
-            self.fail("userId", "is required for identify");
+        // previousId is read for alias only: other types never had it.
+        let previous_id = match kind {
+            Some(EventType::Alias) => self.id(previous_id, "previousId", ""),
+            _ => None,
+        };
+        match kind {
+            Some(EventType::Group) => self.require(&group_id, "groupId", "group"),
+            Some(EventType::Identify) => self.require(&user_id, "userId", "identify"),
+            Some(EventType::Alias) => {
+                self.require(&user_id, "userId", "alias");
+                self.require(&previous_id, "previousId", "alias");
+            }
+            _ => {}
         }
         Ids {
             message_id,
@@ -338,6 +411,30 @@ impl Checker {
             session_id,
             event,
             group_id,
+            previous_id,
+        }
+    }
+}
+
+/// A page's url, path, title and referrer from its `properties` (where server SDKs put them),
+/// for the columns that `context.page` left empty. Free properties are never refused: a value
+/// that is not a string within the limits (a path with a control character) is left out.
+pub(super) fn page_from_properties(
+    page: &mut [Option<String>; 4],
+    properties: Option<Value<'_, '_>>,
+) {
+    let Some(p) = properties.and_then(|p| p.as_object()) else {
+        return;
+    };
+    let values = pick(&p, &["url", "path", "title", "referrer"]);
+    for (i, (slot, v)) in page.iter_mut().zip(values).enumerate() {
+        if slot.is_none() {
+            *slot = v
+                .and_then(|v| v.into_string())
+                .filter(|s| {
+                    s.len() <= MAX_TEXT_CHARS && (i != 1 || !s.chars().any(char::is_control))
+                })
+                .map(str::to_owned);
         }
     }
 }

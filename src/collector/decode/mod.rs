@@ -21,7 +21,7 @@ use simd_json::tape::Value;
 use simd_json::{Buffers, Tape};
 
 use super::event::{Event, EventType};
-use fields::{pick, Checker};
+use fields::{page_from_properties, pick, Checker, MAX_ID_CHARS};
 pub use numbers::clamp_numbers;
 use time::parse_time;
 pub use time::{event_time, MAX_TIME, MIN_TIME};
@@ -59,12 +59,17 @@ pub struct Enrichment {
     pub received_at: i64,
     pub ip: Option<Arc<str>>,
     pub user_agent: Option<Arc<str>>,
+    /// The type the path names (Segment's `/v1/track`...): events that carry no `type` have it.
+    pub kind: Option<EventType>,
 }
 
 /// A parsed body: the events still as JSON (views into the tape), plus the batch-level fields.
 pub struct Parsed<'t, 'i> {
     items: Vec<Value<'t, 'i>>,
     sent_at: Option<i64>,
+    /// The batch's `context` and `integrations` (objects), merged into each event's.
+    context: Option<Value<'t, 'i>>,
+    integrations: Option<Value<'t, 'i>>,
     /// `writeKey` of the body, for beacons that cannot set headers.
     pub write_key: Option<String>,
 }
@@ -129,15 +134,10 @@ pub fn parse<'t, 'i>(tape: &'t Tape<'i>) -> Result<Parsed<'t, 'i>, BodyError> {
             message: "must be a JSON object".into(),
         });
     };
-    let (mut batch, mut sent_at, mut write_key) = (None, None, None);
-    for (k, v) in object.iter() {
-        match k {
-            "batch" => batch = Some(v),
-            "sentAt" => sent_at = Some(v),
-            "writeKey" => write_key = Some(v),
-            _ => {}
-        }
-    }
+    let [batch, sent_at, write_key, context, integrations] = pick(
+        &object,
+        &["batch", "sentAt", "writeKey", "context", "integrations"],
+    );
     let write_key = match write_key {
         Some(v) => Some(
             v.as_str()
@@ -154,9 +154,20 @@ pub fn parse<'t, 'i>(tape: &'t Tape<'i>) -> Result<Parsed<'t, 'i>, BodyError> {
         return Ok(Parsed {
             items: vec![root],
             sent_at: None,
+            context: None,
+            integrations: None,
             write_key,
         });
     };
+    // The batch's context and integrations, when given, are objects (Segment's shape).
+    for (v, field) in [(context, "context"), (integrations, "integrations")] {
+        if v.is_some_and(|v| v.as_object().is_none() && v.as_null().is_none()) {
+            return Err(BodyError::Invalid {
+                field,
+                message: "must be an object".into(),
+            });
+        }
+    }
     // An absurd batch sentAt (outside 2000-2099) is ignored rather than refusing the batch:
     // the events then keep their own timestamps (see `event_time`).
     let sent_at = match sent_at {
@@ -175,6 +186,8 @@ pub fn parse<'t, 'i>(tape: &'t Tape<'i>) -> Result<Parsed<'t, 'i>, BodyError> {
         Some(items) => Ok(Parsed {
             items: items.iter().collect(),
             sent_at,
+            context,
+            integrations,
             write_key,
         }),
         None => Err(BodyError::Invalid {
@@ -207,7 +220,7 @@ pub fn validate(
     let mut events = Vec::with_capacity(parsed.items.len());
     let mut rejected = Vec::new();
     for (index, item) in parsed.items.iter().enumerate() {
-        match check_event(index, *item, parsed.sent_at, enrich, max_event_bytes) {
+        match check_event(index, *item, parsed, enrich, max_event_bytes) {
             Ok(e) => events.push(e),
             Err(mut r) => rejected.append(&mut r),
         }
@@ -216,7 +229,7 @@ pub fn validate(
 }
 
 /// The keys of an event that are read (others are ignored), in the order `check_event` takes them.
-const EVENT_KEYS: [&str; 12] = [
+const EVENT_KEYS: [&str; 17] = [
     "type",
     "messageId",
     "anonymousId",
@@ -224,17 +237,67 @@ const EVENT_KEYS: [&str; 12] = [
     "sessionId",
     "event",
     "groupId",
+    "previousId",
     "properties",
     "traits",
     "timestamp",
+    "originalTimestamp",
     "sentAt",
     "context",
+    "integrations",
+    "name",
+    "category",
 ];
+
+/// The event's type: its own `type`, else the one its path names.
+fn event_type(
+    c: &mut Checker,
+    v: Option<Value<'_, '_>>,
+    implied: Option<EventType>,
+) -> Option<EventType> {
+    let Some(v) = v.filter(|v| v.as_null().is_none()) else {
+        if implied.is_none() {
+            c.fail("type", TYPE_MESSAGE);
+        }
+        return implied;
+    };
+    match v.into_string().and_then(EventType::parse) {
+        Some(k) if implied.is_none_or(|i| i == k) => Some(k),
+        Some(_) => {
+            let path = implied.map_or("", EventType::as_str);
+            c.fail(
+                "type",
+                format!("must be {path} (the path's type) or absent"),
+            );
+            None
+        }
+        None => {
+            c.fail("type", TYPE_MESSAGE);
+            None
+        }
+    }
+}
+
+const TYPE_MESSAGE: &str = "must be one of: page, track, identify, group, screen, alias";
+
+/// Free text of a page or screen (`name`, `category`): read for the types that have it.
+fn name_of(
+    c: &mut Checker,
+    kind: Option<EventType>,
+    types: &[EventType],
+    v: Option<Value<'_, '_>>,
+    field: &str,
+) -> Option<String> {
+    if !kind.is_some_and(|k| types.contains(&k)) {
+        return None;
+    }
+    c.plain_text(v, field, MAX_ID_CHARS)
+}
 
 fn check_event(
     index: usize,
     item: Value<'_, '_>,
-    batch_sent_at: Option<i64>,
+    batch: &Parsed<'_, '_>,
     enrich: &Enrichment,
     max_event_bytes: usize,
 ) -> Result<Event, Vec<Rejected>> {
@@ -246,27 +309,39 @@ fn check_event(
         c.fail("body", "an event must be a JSON object");
         return Err(c.errors);
     };
-    // The six identifiers, in the order `Checker::ids` takes them.
-    let [kind, raw_ids @ .., properties, traits, timestamp, sent_at, context] =
+    // The seven identifiers, in the order `Checker::ids` takes them.
+    let [kind, raw_ids @ .., properties, traits, timestamp, original, sent_at, context, integrations, name, category] =
         pick(&obj, &EVENT_KEYS);
-    let kind = kind
-        .and_then(|v| v.into_string())
-        .and_then(EventType::parse);
-    if kind.is_none() {
-        c.fail("type", "must be one of: page, track, identify, group");
-    }
+    let kind = event_type(&mut c, kind, enrich.kind);
     let ids = c.ids(kind, raw_ids);
-    let properties = c.object_json(properties, "properties");
+    let name = name_of(
+        &mut c,
+        kind,
+        &[EventType::Page, EventType::Screen],
+        name,
+        "name",
+    );
+    let category = name_of(&mut c, kind, &[EventType::Page], category, "category");
+    let properties_json = c.object_json(properties, "properties");
     let traits = c.object_json(traits, "traits");
-    let original_timestamp = c.time(timestamp, "timestamp");
+    // Segment's `timestamp` (when the event happened) else `originalTimestamp` (the client's
+    // clock when the SDK made it: RudderStack sends only this one).
+    let original_timestamp = match timestamp.filter(|v| v.as_null().is_none()) {
+        Some(t) => c.time(Some(t), "timestamp"),
+        None => c.time(original, "originalTimestamp"),
+    };
     let sent_at = match sent_at {
         Some(v) => c.time(Some(v), "sentAt"),
-        None => batch_sent_at,
+        None => batch.sent_at,
     };
-    let ctx = c.context(context);
+    let mut ctx = c.context(context, batch.context);
+    let integrations = c.integrations(integrations, batch.integrations);
     let (Some(kind), true) = (kind, c.errors.is_empty()) else {
         return Err(c.errors);
     };
+    if kind == EventType::Page {
+        page_from_properties(&mut ctx.page, properties);
+    }
     let received_at = enrich.received_at;
     let [page_url, page_path, page_title, page_referrer] = ctx.page;
     let e = Event {
@@ -295,9 +370,13 @@ fn check_event(
         screen_height: ctx.screen[1],
         ip: enrich.ip.clone(),
         user_agent: enrich.user_agent.clone(),
-        properties,
+        properties: properties_json,
         traits,
         context: ctx.rest,
+        name,
+        category,
+        previous_id: ids.previous_id,
+        integrations,
     };
     if over_limit(&e, item, max_event_bytes) {
         c.fail("body", format!("event larger than {max_event_bytes} bytes"));
@@ -378,28 +457,31 @@ fn decode_in_place(
 }
 
 #[cfg(test)]
+mod sdk_tests;
+#[cfg(test)]
 mod tests {
     use super::*;
 
-    fn enrich() -> Enrichment {
+    pub(super) fn enrich() -> Enrichment {
         Enrichment {
             app_id: "app1".into(),
             received_at: 1_000_000_000_000_000,
             ip: Some("10.0.0.1".into()),
             user_agent: Some("UA".into()),
+            ..Enrichment::default()
         }
     }
 
-    const LIMITS: Limits = Limits {
+    pub(super) const LIMITS: Limits = Limits {
         max_events: 2000,
         max_event_bytes: 32 * 1024,
     };
 
-    fn run(body: &str) -> Result<(Vec<Event>, Vec<Rejected>), BodyError> {
+    pub(super) fn run(body: &str) -> Result<(Vec<Event>, Vec<Rejected>), BodyError> {
         decode(body.as_bytes(), &enrich(), LIMITS).map(|d| (d.events, d.rejected))
     }
 
-    const ANON: &str = "6f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d4e5f";
+    pub(super) const ANON: &str = "6f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d4e5f";
 
     #[test]
     fn a_batch_is_validated_event_by_event() {
@@ -411,7 +493,7 @@ mod tests {
                                "device": {{"type": "mobile"}}, "locale": "fr-FR", "timezone": "Europe/Paris",
                                "screen": {{"width": 390, "height": 844}}, "library": {{"name": "t"}}, "ip": "6.6.6.6"}}}},
                 {{"type": "track", "anonymousId": "{ANON}"}},
-                {{"type": "jump", "anonymousId": "not-a-uuid", "messageId": "m2"}},
+                {{"type": "jump", "anonymousId": "", "messageId": ""}},
                 {{"type": "identify", "userId": "u1", "traits": {{"email": "a@b.co"}}}}
             ]}}"#
         );

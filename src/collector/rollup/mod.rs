@@ -43,7 +43,7 @@ pub const HOUR_MICROS: i64 = 3_600_000_000;
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Bucket {
     /// Events per type, in the order of `EventType::ALL`.
-    pub by_type: [u64; 4],
+    pub by_type: [u64; EventType::ALL.len()],
     /// Page views per `page_path`.
     pub pages: Top,
     /// Track events per name.

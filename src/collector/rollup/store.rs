@@ -19,6 +19,7 @@ use sled::transaction::{ConflictableTransactionError, TransactionError};
 use super::hll::Hll;
 use super::top::Top;
 use super::{Bucket, Delta};
+use crate::collector::event::EventType;
 
 pub const TREE: &str = "rollups";
 
@@ -83,14 +84,16 @@ fn time_of(key: &[u8]) -> Option<i64> {
 
 #[derive(Serialize, Deserialize)]
 struct Counts {
-    t: [u64; 4],
+    /// Events per type, in the order of `EventType::ALL` (buckets stored before `screen` and
+    /// `alias` hold four).
+    t: Vec<u64>,
     p: Top,
     e: Top,
 }
 
 fn encode(b: &Bucket) -> Vec<u8> {
     let json = serde_json::to_vec(&Counts {
-        t: b.by_type,
+        t: b.by_type.to_vec(),
         p: b.pages.clone(),
         e: b.events.clone(),
     })
@@ -115,8 +118,12 @@ fn decode(bytes: &[u8]) -> Option<Bucket> {
     let (n, rest) = take(bytes)?;
     let counts: Counts = serde_json::from_slice(rest.get(..n)?).ok()?;
     let (v, rest) = take(rest.get(n..)?)?;
+    let mut by_type = [0; EventType::ALL.len()];
+    for (slot, n) in by_type.iter_mut().zip(counts.t) {
+        *slot = n;
+    }
     Some(Bucket {
-        by_type: counts.t,
+        by_type,
         pages: counts.p,
         events: counts.e,
         visitors: Hll::from_bytes(rest.get(..v)?)?,
@@ -224,6 +231,23 @@ mod tests {
 
     fn db() -> sled::Db {
         sled::Config::new().temporary(true).open().unwrap()
+    }
+
+    #[test]
+    fn a_bucket_stored_with_four_types_reads_with_six() {
+        let mut b = Bucket::default();
+        b.by_type[0] = 7;
+        b.by_type[3] = 2;
+        let bytes = encode(&b);
+        let (n, rest) = take(&bytes).unwrap();
+        let mut counts: serde_json::Value = serde_json::from_slice(&rest[..n]).unwrap();
+        assert_eq!(counts["t"], serde_json::json!([7, 0, 0, 2, 0, 0]));
+        counts["t"] = serde_json::json!([7, 0, 0, 2]);
+        let json = serde_json::to_vec(&counts).unwrap();
+        let mut old = (json.len() as u32).to_be_bytes().to_vec();
+        old.extend_from_slice(&json);
+        old.extend_from_slice(&rest[n..]);
+        assert_eq!(decode(&old), Some(b));
     }
 
     #[test]
