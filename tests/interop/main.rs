@@ -29,6 +29,8 @@ mod openapi;
 mod proxy;
 mod python;
 mod rollups;
+mod schema;
+mod sdks;
 mod surveys_csv;
 
 use serde_json::json;

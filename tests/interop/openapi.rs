@@ -114,6 +114,21 @@ async fn profile_and_collector_answers(app: &TestApp, s: &mut Samples) {
         let a = app.collect(key, body).await;
         s.add(&Method::POST, collect, &a);
     }
+    let w = Some(("x-app-key", ik.as_str()));
+    let bad = Some(("x-app-key", "ik_bad_bad"));
+    let (batch, single) = ("/v1/batch", "/v1/{type}");
+    let event = json!({"userId": "u-doc", "event": "Doc", "messageId": "segment-doc-1"});
+    #[rustfmt::skip]
+    let segment: Vec<Step> = vec![
+        ("POST", batch, batch.into(), w, Some(json!({"batch": [{"type": "track", "userId": "u-doc", "event": "Doc"}], "context": {"library": {"name": "doc"}}}))),
+        ("POST", batch, batch.into(), w, Some(json!({"batch": []}))),
+        ("POST", batch, batch.into(), bad, Some(json!({"batch": [event.clone()]}))),
+        ("POST", single, "/v1/track".into(), w, Some(event.clone())),
+        ("POST", single, "/v1/screen".into(), w, Some(json!({"userId": "u-doc", "name": "Home"}))),
+        ("POST", single, "/v1/jump".into(), w, Some(event)),
+        ("POST", single, "/v1/alias".into(), bad, Some(json!({"userId": "u", "previousId": "p"}))),
+    ];
+    run(app, s, segment).await;
     let k = Some(("x-api-key", key.as_str()));
     let t = "/api/v1/profiles/{userId}";
     #[rustfmt::skip]
