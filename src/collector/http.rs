@@ -253,34 +253,52 @@ impl utoipa::ToSchema for RejectedEvent {}
 )]
 #[post("/analytics/collect")]
 async fn collect(
-    state: web::Data<AppState>,
-    collector: web::Data<Collector>,
-    access: web::Data<Access>,
+    edge: Edge,
     req: HttpRequest,
     query: web::Query<CollectQuery>,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    let shared = (&**state, &**collector, &**access);
-    handle(shared, &req, query.into_inner(), payload, None).await
+    handle(edge, &req, query.into_inner(), payload, None).await
 }
 
-/// What a collect handler shares: the state, the collector and the keys.
-pub(super) type Shared<'a> = (&'a AppState, &'a Collector, &'a Access);
+/// What a collect handler works with (app data): the state, the collector and the keys.
+pub(super) struct Edge {
+    state: web::Data<AppState>,
+    collector: web::Data<Collector>,
+    access: web::Data<Access>,
+}
+
+impl actix_web::FromRequest for Edge {
+    type Error = ApiError;
+    type Future = std::future::Ready<Result<Edge, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut actix_web::dev::Payload) -> Self::Future {
+        let edge = (|| {
+            Some(Edge {
+                state: req.app_data::<web::Data<AppState>>()?.clone(),
+                collector: req.app_data::<web::Data<Collector>>()?.clone(),
+                access: req.app_data::<web::Data<Access>>()?.clone(),
+            })
+        })();
+        std::future::ready(edge.ok_or_else(|| ApiError::internal("the collector is not set up")))
+    }
+}
 
 /// A collect request on any path, metered: `kind` is the type the path names (Segment's
 /// `/v1/track`...), given to the events that carry none.
 pub(super) async fn handle(
-    (state, collector, access): Shared<'_>,
+    edge: Edge,
     req: &HttpRequest,
     query: CollectQuery,
     payload: web::Payload,
     kind: Option<EventType>,
 ) -> Result<HttpResponse, ApiError> {
+    let (state, collector, access) = (&edge.state, &edge.collector, &edge.access);
     let started = std::time::Instant::now();
-    let edge = &collector.metrics.edge;
-    edge.requests.inc();
+    let counters = &collector.metrics.edge;
+    counters.requests.inc();
     let answer = receive(state, collector, access, req, query, payload, kind).await;
-    edge.latency.observe(started.elapsed().as_secs_f64());
+    counters.latency.observe(started.elapsed().as_secs_f64());
     answer
 }
 

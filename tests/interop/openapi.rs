@@ -116,13 +116,13 @@ async fn profile_and_collector_answers(app: &TestApp, s: &mut Samples) {
     }
     let w = Some(("x-app-key", ik.as_str()));
     let bad = Some(("x-app-key", "ik_bad_bad"));
-    let (batch, single) = ("/v1/batch", "/v1/{type}");
+    let single = "/v1/{type}";
     let event = json!({"userId": "u-doc", "event": "Doc", "messageId": "segment-doc-1"});
     #[rustfmt::skip]
     let segment: Vec<Step> = vec![
-        ("POST", batch, batch.into(), w, Some(json!({"batch": [{"type": "track", "userId": "u-doc", "event": "Doc"}], "context": {"library": {"name": "doc"}}}))),
-        ("POST", batch, batch.into(), w, Some(json!({"batch": []}))),
-        ("POST", batch, batch.into(), bad, Some(json!({"batch": [event.clone()]}))),
+        ("POST", single, "/v1/batch".into(), w, Some(json!({"batch": [{"type": "track", "userId": "u-doc", "event": "Doc"}], "context": {"library": {"name": "doc"}}}))),
+        ("POST", single, "/v1/batch".into(), w, Some(json!({"batch": []}))),
+        ("POST", single, "/v1/batch".into(), bad, Some(json!({"batch": [event.clone()]}))),
         ("POST", single, "/v1/track".into(), w, Some(event.clone())),
         ("POST", single, "/v1/screen".into(), w, Some(json!({"userId": "u-doc", "name": "Home"}))),
         ("POST", single, "/v1/jump".into(), w, Some(event)),
