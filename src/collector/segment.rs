@@ -61,7 +61,7 @@ impl PathType {
         (status = 200, description = "Every accepted event is on disk", body = Collected),
         (status = 400, description = "Not JSON, no valid event, or a path that names no type"),
         (status = 401, description = "Missing or invalid write key"),
-        (status = 403, description = "PLAN_LIMIT_REACHED: events_per_month"),
+        (status = 403, description = "PLAN_LIMIT_REACHED: no event left within events_per_month (a batch that crosses the limit is answered 200, its events over it refused one by one)"),
         (status = 413, description = "PAYLOAD_TOO_LARGE: over 32 KiB per event or 500 KiB per batch"),
         (status = 503, description = "SERVICE_UNAVAILABLE: writers are full; retry after Retry-After")
     )
