@@ -214,3 +214,50 @@ async fn three_bad_events_among_ten_leave_seven_in_the_lake_and_three_on_the_ref
     assert_eq!(view.rows.len(), 7);
     assert!(view.message_ids().iter().all(|m| m.starts_with("msg_good")));
 }
+
+#[tokio::test]
+async fn a_batch_answered_503_gives_its_share_of_the_plan_back() {
+    const LIMIT: u64 = 100;
+    let app = spawn_app_with(|s| {
+        s.plans.free.events_per_month = LIMIT as i64;
+        s.collector.max_backlog_mb = 1;
+        s.collector.max_file_age_ms = 2_000;
+    });
+    let (_, ik) = app.create_app("free").await;
+    // Big events until the backlog (the WAL, before its files reach the lake) is over 1 MB.
+    let mut accepted = 0;
+    for b in 0..4 {
+        let events: Vec<Value> = (0..15)
+            .map(|i| {
+                let mut e = track(&format!("big{b}_{i}"));
+                e["properties"]["blob"] = json!("x".repeat(30_000));
+                e
+            })
+            .collect();
+        let a = app.collect(&ik, batch(events)).await;
+        if a.status == 503 {
+            break;
+        }
+        assert_eq!(a.counts(), (15, 0, 0), "{}", a.body);
+        accepted += 15;
+    }
+    let rest = (LIMIT - accepted) as usize;
+    let probe = tracks("rest", rest);
+    let first = app.collect(&ik, probe.clone()).await;
+    first.assert_error(503, "SERVICE_UNAVAILABLE");
+    // Once the files are in the lake the same batch is taken whole: every 503 gave its share back.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let a = app.collect(&ik, probe.clone()).await;
+        if a.status == 200 {
+            assert_eq!(a.counts(), (rest as u64, 0, 0), "{}", a.body);
+            break;
+        }
+        a.assert_error(503, "SERVICE_UNAVAILABLE");
+        assert!(Instant::now() < deadline, "the backlog drains");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    app.collect(&ik, tracks("over", 1))
+        .await
+        .assert_error(403, "PLAN_LIMIT_REACHED");
+}
