@@ -107,6 +107,9 @@ fn complete_operation(path: &str, method: &str, op: &mut Value) {
     }
 }
 
+/// Answers in a format of their own: this document, and analytics.js's settings (Segment's).
+const NOT_ENVELOPED: [&str; 2] = ["/openapi.json", "/v1/projects/{writeKey}/settings"];
+
 fn complete_response(
     status: &str,
     response: &mut Value,
@@ -127,7 +130,7 @@ fn complete_response(
         }
         return;
     }
-    if path == "/openapi.json" {
+    if NOT_ENVELOPED.contains(&path) {
         return;
     }
     // `get_mut`, not `response["content"]`: indexing would add `"content": null` to an answer

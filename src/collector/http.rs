@@ -284,6 +284,13 @@ impl actix_web::FromRequest for Edge {
     }
 }
 
+impl Edge {
+    /// The app of an integration key (401 when unknown or revoked).
+    pub(super) fn authenticate(&self, key: &str) -> Result<Authenticated, ApiError> {
+        authenticate(&self.collector, &self.access, Some(key))
+    }
+}
+
 /// A collect request on any path, metered: `kind` is the type the path names (Segment's
 /// `/v1/track`...), given to the events that carry none.
 pub(super) async fn handle(

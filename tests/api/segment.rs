@@ -172,3 +172,86 @@ async fn segment_paths_take_basic_auth_gzip_under_any_label_and_the_path_type() 
     assert_eq!(view.row("one-track")["type"], json!("track"));
     assert_eq!(view.row("one-group")["group_id"], json!("g1"));
 }
+
+#[tokio::test]
+async fn analytics_js_reads_its_settings_and_sends_on_its_short_paths() {
+    let mut app = spawn_app_with(slow_files);
+    let (_, ik) = app.create_app("free").await;
+    let a = app
+        .send(
+            Method::GET,
+            &format!("/v1/projects/{ik}/settings"),
+            &[("origin", "https://shop.example")],
+            None,
+        )
+        .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let host = app.base.trim_start_matches("http://");
+    let io = &a.body["integrations"]["Segment.io"];
+    assert_eq!(io["apiKey"], json!(ik));
+    assert_eq!(io["apiHost"], json!(format!("{host}/v1")));
+    assert_eq!(io["protocol"], json!("http"));
+    assert_eq!(io["deliveryStrategy"]["strategy"], json!("batching"));
+    assert_eq!(
+        a.body["metrics"]["sampleRate"],
+        json!(0.0),
+        "no telemetry to Segment"
+    );
+    assert_eq!(
+        a.header("access-control-allow-origin"),
+        Some("https://shop.example")
+    );
+    app.send(Method::GET, "/v1/projects/ik_nope/settings", &[], None)
+        .await
+        .assert_error(401, "UNAUTHORIZED");
+    // analytics.js posts text/plain with the key in the body, one event per `/v1/<letter>`
+    // (or a batch to `/v1/b`).
+    for (path, event, id) in [
+        (
+            "t",
+            json!({"event": "Clicked", "anonymousId": ANON}),
+            "ajs-t",
+        ),
+        ("p", json!({"name": "Home", "anonymousId": ANON}), "ajs-p"),
+        ("i", json!({"userId": "u1", "anonymousId": ANON}), "ajs-i"),
+        ("s", json!({"name": "Home", "userId": "u1"}), "ajs-s"),
+        ("g", json!({"groupId": "g1", "userId": "u1"}), "ajs-g"),
+        ("a", json!({"previousId": "p1", "userId": "u1"}), "ajs-a"),
+    ] {
+        let mut event = event;
+        event["messageId"] = json!(id);
+        event["writeKey"] = json!(ik);
+        let a = app
+            .raw(
+                Method::POST,
+                &format!("/v1/{path}"),
+                &[("content-type", "text/plain")],
+                event.to_string().into_bytes(),
+            )
+            .await;
+        assert_eq!(a.counts(), (1, 0, 0), "/v1/{path}: {}", a.body);
+    }
+    let batch = json!({"batch": [{"type": "track", "event": "B", "anonymousId": ANON, "messageId": "ajs-b"}], "writeKey": ik});
+    let a = app
+        .raw(
+            Method::POST,
+            "/v1/b",
+            &[("content-type", "text/plain")],
+            batch.to_string().into_bytes(),
+        )
+        .await;
+    assert_eq!(a.counts(), (1, 0, 0), "{}", a.body);
+    app.stop().await;
+    let view = lake::read_local(&app.data_dir.join("lake"));
+    for (id, kind) in [
+        ("ajs-t", "track"),
+        ("ajs-p", "page"),
+        ("ajs-i", "identify"),
+        ("ajs-s", "screen"),
+        ("ajs-g", "group"),
+        ("ajs-a", "alias"),
+        ("ajs-b", "track"),
+    ] {
+        assert_eq!(view.row(id)["type"], json!(kind), "{id}");
+    }
+}

@@ -116,7 +116,7 @@ async fn profile_and_collector_answers(app: &TestApp, s: &mut Samples) {
     }
     let w = Some(("x-app-key", ik.as_str()));
     let bad = Some(("x-app-key", "ik_bad_bad"));
-    let single = "/v1/{type}";
+    let (single, settings) = ("/v1/{type}", "/v1/projects/{writeKey}/settings");
     let event = json!({"userId": "u-doc", "event": "Doc", "messageId": "segment-doc-1"});
     #[rustfmt::skip]
     let segment: Vec<Step> = vec![
@@ -127,6 +127,9 @@ async fn profile_and_collector_answers(app: &TestApp, s: &mut Samples) {
         ("POST", single, "/v1/screen".into(), w, Some(json!({"userId": "u-doc", "name": "Home"}))),
         ("POST", single, "/v1/jump".into(), w, Some(event)),
         ("POST", single, "/v1/alias".into(), bad, Some(json!({"userId": "u", "previousId": "p"}))),
+        ("POST", single, "/v1/t".into(), w, Some(json!({"userId": "u-doc", "event": "Short"}))),
+        ("GET", settings, format!("/v1/projects/{ik}/settings"), None, None),
+        ("GET", settings, "/v1/projects/ik_bad_bad/settings".into(), None, None),
     ];
     run(app, s, segment).await;
     let k = Some(("x-api-key", key.as_str()));

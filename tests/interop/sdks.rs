@@ -162,3 +162,76 @@ async fn rudderstack_node_sdk_lands_every_call_once() {
 async fn segment_analytics_python_lands_every_call_once() {
     sdk_calls_land_once_under_their_own_message_ids("python").await;
 }
+
+#[tokio::test]
+async fn segment_analytics_js_in_chromium_sends_its_batch_with_the_served_settings() {
+    assert!(
+        Path::new("/usr/bin/chromium").exists()
+            && sdks_dir()
+                .join("node_modules/@segment/analytics-next")
+                .exists(),
+        "analytics.js's test needs chromium and tests/sdks/node_modules: run tests/run once"
+    );
+    let mut app = spawn_app_with(slow_files);
+    let (app_id, ik) = app.create_app("free").await;
+    let mut cmd = Command::new("node");
+    cmd.arg(sdks_dir().join("browser.mjs"))
+        .args([&app.base, &ik])
+        .current_dir(sdks_dir());
+    let out = tokio::task::spawn_blocking(move || cmd.output().expect("node runs"))
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(report["failures"], json!([]), "{report}");
+    assert_eq!(report["status"], 200, "{report}");
+    assert_eq!(report["answer"]["data"]["accepted"], 3, "{report}");
+    app.stop().await;
+    let view = python::read_local(&app.data_dir.join("lake"));
+    assert_eq!(view.rows.len(), 3);
+    let mut anonymous = None;
+    for call in report["sent"].as_array().unwrap() {
+        let id = call["messageId"].as_str().unwrap();
+        let row = view.row(id);
+        assert_eq!(row["app_id"], json!(app_id));
+        assert_eq!(row["type"], call["type"], "{id}");
+        let at = call["at"].as_i64().unwrap() * 1000;
+        let ts = row["timestamp"].as_i64().unwrap();
+        assert!(
+            (ts - at).abs() < 2_000_000,
+            "{id}: timestamp {ts} vs call at {at}"
+        );
+        // One visitor, a UUID from analytics.js, kept as sent.
+        let anon = row["anonymous_id"].as_str().unwrap().to_owned();
+        assert_eq!(anonymous.get_or_insert(anon.clone()), &anon);
+        assert_eq!(row["anonymous_id"], call["event"]["anonymousId"]);
+    }
+    let page = view.rows.iter().find(|r| r["type"] == "page").unwrap();
+    assert_eq!(page["name"], json!("Pricing"));
+    assert_eq!(page["category"], json!("Docs"));
+    assert!(
+        page["page_url"]
+            .as_str()
+            .unwrap()
+            .starts_with("http://127.0.0.1:"),
+        "{page:?}"
+    );
+    assert_eq!(page["page_title"], json!("Pricing"));
+    let track = view.rows.iter().find(|r| r["type"] == "track").unwrap();
+    assert_eq!(track["event"], json!("Signed Up"));
+    assert_eq!(
+        parsed(&track["properties"]),
+        json!({"plan": "pro", "seats": 3})
+    );
+    let identify = view.rows.iter().find(|r| r["type"] == "identify").unwrap();
+    assert_eq!(identify["user_id"], json!("browser-user"));
+    assert_eq!(
+        parsed(&identify["traits"])["email"],
+        json!("ada@example.com")
+    );
+}
