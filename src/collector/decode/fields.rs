@@ -423,6 +423,10 @@ pub(super) fn page_from_properties(
     page: &mut [Option<String>; 4],
     properties: Option<Value<'_, '_>>,
 ) {
+    // The browser tracker fills `context.page`: nothing to look up then.
+    if page.iter().all(Option::is_some) {
+        return;
+    }
     let Some(p) = properties.and_then(|p| p.as_object()) else {
         return;
     };
