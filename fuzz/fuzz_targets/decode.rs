@@ -15,10 +15,12 @@ mod collector {
 }
 
 // The anonymousId rule the decoder imports as `crate::ids::visitor_id`.
+// (`canonical_anonymous_id`, the survey widget's rule, is not used here.)
+#[allow(dead_code)]
 #[path = "../../src/ids/visitor.rs"]
 mod visitor;
 mod ids {
-    pub use super::visitor::{canonical_anonymous_id, visitor_id};
+    pub use super::visitor::visitor_id;
 }
 
 use collector::decode::{self, Enrichment};
