@@ -65,7 +65,7 @@ impl PathType {
 #[utoipa::path(
     tag = "collector",
     security(("app_key" = [])),
-    params(("type" = PathType, Path, description = "`batch`, or the type of the one event"), CollectQuery),
+    params(("type" = inline(PathType), Path, description = "`batch`, or the type of the one event"), CollectQuery),
     request_body(content = Object, description = "A batch or one event (Segment's spec: track, identify, page, screen, group, alias)"),
     responses(
         (status = 200, description = "Every accepted event is on disk", body = Collected),
