@@ -255,3 +255,40 @@ async fn analytics_js_reads_its_settings_and_sends_on_its_short_paths() {
         assert_eq!(view.row(id)["type"], json!(kind), "{id}");
     }
 }
+
+#[tokio::test]
+async fn screens_and_aliases_count_in_the_traffic_rollups_by_type() {
+    let mut app = spawn_app_with(slow_files);
+    let (app_id, ik) = app.create_app("free").await;
+    let (_, key) = app.create_key(&app_id, &["analytics:read"]).await;
+    let body = json!({"batch": [
+        {"type": "screen", "userId": "u1", "anonymousId": ANON, "name": "Home"},
+        {"type": "screen", "userId": "u1", "anonymousId": ANON, "name": "Cart"},
+        {"type": "alias", "userId": "u1", "previousId": "anon-cookie-1"},
+        {"type": "track", "anonymousId": ANON, "event": "Bought"}
+    ]});
+    let a = app
+        .send(Method::POST, "/v1/batch", &[("x-app-key", &ik)], Some(body))
+        .await;
+    assert_eq!(a.counts(), (4, 0, 0), "{}", a.body);
+    // The shutdown flushes the files, and with them the rollups.
+    let app = app.restart().await;
+    let a = app
+        .api(&key, Method::GET, "/api/v1/analytics/traffic", None)
+        .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.data()["totals"]["events"], 4, "{}", a.body);
+    let sum = |t: &str| -> u64 {
+        a.data()["series"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["byType"][t].as_u64().unwrap())
+            .sum()
+    };
+    let counts: Vec<u64> = ["page", "track", "identify", "group", "screen", "alias"]
+        .iter()
+        .map(|t| sum(t))
+        .collect();
+    assert_eq!(counts, [0, 1, 0, 0, 2, 1]);
+}
