@@ -258,7 +258,7 @@ async fn analytics_js_reads_its_settings_and_sends_on_its_short_paths() {
 
 #[tokio::test]
 async fn screens_and_aliases_count_in_the_traffic_rollups_by_type() {
-    let mut app = spawn_app_with(slow_files);
+    let app = spawn_app_with(slow_files);
     let (app_id, ik) = app.create_app("free").await;
     let (_, key) = app.create_key(&app_id, &["analytics:read"]).await;
     let body = json!({"batch": [
