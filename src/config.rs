@@ -120,7 +120,11 @@ pub struct CollectorSettings {
     pub max_file_bytes: usize,
     pub max_file_age_ms: u64,
     pub trust_forwarded_for: bool,
-    pub anonymize_ip: bool,
+    ip_policy: IpPolicy,
+    /// Deprecated alias of `ip_policy` (see [`CollectorSettings::ip_policy`]).
+    pub anonymize_ip: Option<bool>,
+    /// Bots counted in the traffic rollups (the lake keeps them either way).
+    pub count_bots: bool,
     pub node_id: String,
     pub allowed_origins: Vec<String>,
     pub shutdown_upload_timeout_ms: u64,
@@ -130,6 +134,34 @@ pub struct CollectorSettings {
     pub dedupe_memory_mb: usize,
     pub max_memory_mb: usize,
     pub release_memory_after_idle_secs: u64,
+}
+
+/// What the lake keeps of a client address (`collector.ip_policy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IpPolicy {
+    /// The full address.
+    Keep,
+    /// IPv4's last octet and IPv6's last 80 bits zeroed.
+    Truncate,
+    /// No address.
+    Drop,
+}
+
+impl CollectorSettings {
+    /// `ip_policy`, unless the deprecated `anonymize_ip` is set (true: truncate, false: keep).
+    pub fn ip_policy(&self) -> IpPolicy {
+        match self.anonymize_ip {
+            Some(true) => IpPolicy::Truncate,
+            Some(false) => IpPolicy::Keep,
+            None => self.ip_policy,
+        }
+    }
+
+    pub fn set_ip_policy(&mut self, policy: IpPolicy) {
+        self.ip_policy = policy;
+        self.anonymize_ip = None;
+    }
 }
 
 /// Where the lake lives.

@@ -20,7 +20,7 @@ use super::metrics::{EdgeCounters, Reject};
 use super::Collector;
 use super::{quarantine, quota, usage, SubmitError, WriteError};
 use crate::api::{self, ApiError, ErrorCode, FieldError, Undecoded};
-use crate::config::{CollectorSettings, Quota};
+use crate::config::{CollectorSettings, IpPolicy, Quota};
 use crate::state::AppState;
 use crate::tenants::registry::Authenticated;
 use crate::tenants::{Access, KeyKind};
@@ -93,8 +93,8 @@ pub async fn cors(
 }
 
 /// The client address: the connection's, or the first X-Forwarded-For entry behind a trusted
-/// proxy; optionally anonymised.
-fn client_ip(req: &HttpRequest, cfg: &CollectorSettings) -> Option<String> {
+/// proxy.
+fn client_ip(req: &HttpRequest, cfg: &CollectorSettings) -> Option<IpAddr> {
     let forwarded = cfg
         .trust_forwarded_for
         .then(|| {
@@ -109,14 +109,21 @@ fn client_ip(req: &HttpRequest, cfg: &CollectorSettings) -> Option<String> {
                 .ok()
         })
         .flatten();
-    let ip = forwarded.or_else(|| req.peer_addr().map(|a| a.ip()))?;
-    let ip = match (cfg.anonymize_ip, ip) {
-        (false, ip) => ip,
-        (true, IpAddr::V4(v4)) => {
+    forwarded.or_else(|| req.peer_addr().map(|a| a.ip()))
+}
+
+/// What the lake keeps of the client address under `collector.ip_policy`, once every lookup
+/// that needs the full address is done: all of it, the network part (IPv4's last octet and
+/// IPv6's last 80 bits zeroed), or nothing.
+fn kept_ip(ip: Option<IpAddr>, policy: IpPolicy) -> Option<String> {
+    let ip = match (policy, ip?) {
+        (IpPolicy::Drop, _) => return None,
+        (IpPolicy::Keep, ip) => ip,
+        (IpPolicy::Truncate, IpAddr::V4(v4)) => {
             let [a, b, c, _] = v4.octets();
             IpAddr::from([a, b, c, 0])
         }
-        (true, IpAddr::V6(v6)) => {
+        (IpPolicy::Truncate, IpAddr::V6(v6)) => {
             let mut s = v6.segments();
             s[3..].fill(0);
             IpAddr::from(s)
@@ -544,7 +551,7 @@ fn enrichment(req: &HttpRequest, cfg: &CollectorSettings, received_at: i64) -> E
     Enrichment {
         app_id: "".into(),
         received_at,
-        ip: client_ip(req, cfg).map(Into::into),
+        ip: kept_ip(client_ip(req, cfg), cfg.ip_policy()).map(Into::into),
         user_agent: req
             .headers()
             .get(header::USER_AGENT)
@@ -701,16 +708,30 @@ mod tests {
     }
 
     #[test]
-    fn ips_are_anonymised_when_asked() {
+    fn the_ip_policy_keeps_all_part_or_none_of_the_address() {
         let req = actix_web::test::TestRequest::default()
             .peer_addr("203.0.113.77:5000".parse().unwrap())
             .insert_header(("x-forwarded-for", "198.51.100.9, 10.0.0.1"))
             .to_http_request();
         let mut cfg = crate::config::Settings::load(None).unwrap().collector;
-        assert_eq!(client_ip(&req, &cfg).as_deref(), Some("203.0.113.77"));
+        assert_eq!(cfg.ip_policy(), IpPolicy::Truncate, "the default");
+        let ip = |cfg: &CollectorSettings| kept_ip(client_ip(&req, cfg), cfg.ip_policy());
+        assert_eq!(ip(&cfg).as_deref(), Some("203.0.113.0"));
         cfg.trust_forwarded_for = true;
-        assert_eq!(client_ip(&req, &cfg).as_deref(), Some("198.51.100.9"));
-        cfg.anonymize_ip = true;
-        assert_eq!(client_ip(&req, &cfg).as_deref(), Some("198.51.100.0"));
+        assert_eq!(ip(&cfg).as_deref(), Some("198.51.100.0"));
+        cfg.set_ip_policy(IpPolicy::Keep);
+        assert_eq!(ip(&cfg).as_deref(), Some("198.51.100.9"));
+        cfg.set_ip_policy(IpPolicy::Drop);
+        assert_eq!(ip(&cfg), None);
+        // The deprecated alias still reads, and wins when set.
+        cfg.anonymize_ip = Some(false);
+        assert_eq!(ip(&cfg).as_deref(), Some("198.51.100.9"));
+        cfg.anonymize_ip = Some(true);
+        assert_eq!(ip(&cfg).as_deref(), Some("198.51.100.0"));
+        let v6 = "2001:db8:85a3:8d3:1319:8a2e:370:7348".parse().ok();
+        assert_eq!(
+            kept_ip(v6, IpPolicy::Truncate).as_deref(),
+            Some("2001:db8:85a3::")
+        );
     }
 }

@@ -18,6 +18,7 @@
 //! fsync'd in a shard's WAL. Architecture invariant: every queue is bounded; a full shard queue
 //! is answered 503 + Retry-After at the edge, never buffered without bound.
 
+pub mod agent;
 pub mod budget;
 pub mod columns;
 pub mod decode;

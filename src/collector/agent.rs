@@ -1,0 +1,305 @@
+//! The visitor's user agent, judged at the edge before the WAL: browser and version, OS, device
+//! class and a bot flag, the lake's `browser`, `browser_version`, `os`, `device_class` and
+//! `is_bot` columns (and `is_bot` keeps a row out of the traffic rollups, unless
+//! `collector.count_bots`).
+//!
+//! The user agent judged is the visitor's browser: `context.userAgent` when an SDK forwards one,
+//! else the request's `User-Agent`. A server's HTTP library (`analytics-node`, `python-requests`,
+//! `Go-http-client`, `curl`...) is no visitor: its events get no agent columns and are never
+//! flagged. Parsing is woothee's (regular expressions, a few µs), so verdicts are kept per HTTP
+//! worker thread by user-agent string, at most [`CACHE_ENTRIES`] of them: a visitor's batches,
+//! and a site's handful of browsers, cost one hash lookup per event.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock};
+
+use super::event::Event;
+
+/// Distinct user agents remembered per thread (about 300 bytes each); when full, the cache
+/// starts again empty.
+pub const CACHE_ENTRIES: usize = 4096;
+
+/// The longest user agent judged (longer ones are left unjudged: no browser sends them).
+const MAX_AGENT_BYTES: usize = 1024;
+
+/// What a user agent says about its visitor. All `None` when it is no visitor's browser (a
+/// server library, nothing sent).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Agent {
+    pub browser: Option<Arc<str>>,
+    pub browser_version: Option<Arc<str>>,
+    pub os: Option<Arc<str>>,
+    /// `desktop`, `mobile`, `tablet`, `bot` or `other`.
+    pub device_class: Option<Arc<str>>,
+    pub is_bot: Option<bool>,
+}
+
+/// Prefixes (lowercase) of the HTTP libraries and SDKs that send events from servers.
+const SERVER_LIBRARIES: &[&str] = &[
+    "analytics-node",
+    "analytics-python",
+    "analytics-ruby",
+    "analytics-go",
+    "analytics-java",
+    "analytics-php",
+    "rudder",
+    "segment",
+    "python-requests",
+    "python-urllib",
+    "python-httpx",
+    "aiohttp",
+    "node-fetch",
+    "node",
+    "undici",
+    "axios",
+    "got ",
+    "got/",
+    "go-http-client",
+    "okhttp",
+    "curl/",
+    "wget/",
+    "java/",
+    "apache-httpclient",
+    "ruby",
+    "faraday",
+    "guzzlehttp",
+    "php/",
+    "libwww-perl",
+    "dart:io",
+    "dart/",
+    "reqwest",
+    "hyper/",
+    "insomnia",
+    "postmanruntime",
+    "httpie",
+];
+
+/// Markers (lowercase) of headless browsers and automation, which woothee reads as the
+/// browser they embed.
+const AUTOMATION_MARKERS: &[&str] = &[
+    "headlesschrome",
+    "phantomjs",
+    "slimerjs",
+    "lighthouse",
+    "puppeteer",
+    "playwright",
+    "selenium",
+    "webdriver",
+    "cypress",
+    "electron-headless",
+    "prerender",
+    "facebookexternalhit",
+    "pingdom",
+    "uptimerobot",
+];
+
+static PARSER: LazyLock<woothee::parser::Parser> = LazyLock::new(woothee::parser::Parser::new);
+
+/// Whether `ua` is a server's HTTP library rather than a visitor's browser.
+fn is_server_library(lower: &str) -> bool {
+    SERVER_LIBRARIES.iter().any(|p| lower.starts_with(p))
+}
+
+fn text(s: &str) -> Option<Arc<str>> {
+    (!s.is_empty() && s != woothee::woothee::VALUE_UNKNOWN).then(|| s.into())
+}
+
+/// The OS family, with the device's name folded in (woothee says `iPhone`, `Mac OSX`,
+/// `Windows 10`).
+fn os_family(os: &str) -> &str {
+    match os {
+        "iPhone" | "iPad" | "iPod" => "iOS",
+        "Mac OSX" | "Mac OS Classic" => "macOS",
+        _ if os.starts_with("Windows") => "Windows",
+        _ => os,
+    }
+}
+
+/// Parses one user agent (no cache).
+pub fn judge(ua: &str) -> Agent {
+    let lower = ua.trim().to_ascii_lowercase();
+    if lower.is_empty() || lower.len() > MAX_AGENT_BYTES || is_server_library(&lower) {
+        return Agent::default();
+    }
+    let automated = AUTOMATION_MARKERS.iter().any(|m| lower.contains(m));
+    let Some(r) = PARSER.parse(ua) else {
+        // Not a browser woothee knows: a bot if it says so, else nothing is judged.
+        return match automated {
+            true => bot(None, None, None),
+            false => Agent::default(),
+        };
+    };
+    if r.name == "HTTP Library" {
+        return Agent::default();
+    }
+    let browser = text(r.name);
+    let version = text(r.version);
+    let os = text(os_family(r.os));
+    if automated || r.category == "crawler" {
+        return bot(browser, version, os);
+    }
+    let class = match r.category {
+        "pc" => "desktop",
+        "smartphone" if r.os == "iPad" => "tablet",
+        "smartphone" if r.os == "Android" && !ua.contains("Mobile") => "tablet",
+        "smartphone" | "mobilephone" => "mobile",
+        _ => "other",
+    };
+    Agent {
+        browser,
+        browser_version: version,
+        os,
+        device_class: Some(class.into()),
+        is_bot: Some(false),
+    }
+}
+
+fn bot(browser: Option<Arc<str>>, version: Option<Arc<str>>, os: Option<Arc<str>>) -> Agent {
+    Agent {
+        browser,
+        browser_version: version,
+        os,
+        device_class: Some("bot".into()),
+        is_bot: Some(true),
+    }
+}
+
+/// [`judge`], remembered per thread by user-agent string (at most [`CACHE_ENTRIES`]).
+pub fn judged(ua: &str) -> Arc<Agent> {
+    thread_local! {
+        static CACHE: RefCell<HashMap<Box<str>, Arc<Agent>>> = RefCell::new(HashMap::new());
+    }
+    CACHE.with(|cache| {
+        let Ok(mut cache) = cache.try_borrow_mut() else {
+            return Arc::new(judge(ua));
+        };
+        if let Some(a) = cache.get(ua) {
+            return a.clone();
+        }
+        if cache.len() >= CACHE_ENTRIES {
+            cache.clear();
+        }
+        let a = Arc::new(judge(ua));
+        cache.insert(ua.into(), a.clone());
+        a
+    })
+}
+
+/// Fills the agent columns of `events` from their `user_agent` (the visitor's, see the module
+/// comment): one verdict per distinct agent of the batch.
+pub fn enrich(events: &mut [Event]) {
+    let mut last: Option<(Arc<str>, Arc<Agent>)> = None;
+    for e in events {
+        let Some(ua) = e.user_agent.clone() else {
+            continue;
+        };
+        let agent = match &last {
+            Some((prev, a)) if Arc::ptr_eq(prev, &ua) || **prev == *ua => a.clone(),
+            _ => {
+                let a = judged(&ua);
+                last = Some((ua, a.clone()));
+                a
+            }
+        };
+        e.browser = agent.browser.clone();
+        e.browser_version = agent.browser_version.clone();
+        e.os = agent.os.clone();
+        e.device_class = agent.device_class.clone();
+        e.is_bot = agent.is_bot;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub const DESKTOP_CHROME: &str = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36";
+    pub const IPHONE_SAFARI: &str = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Mobile/15E148 Safari/604.1";
+    pub const ANDROID_CHROME: &str = "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.6367.82 Mobile Safari/537.36";
+    pub const GOOGLEBOT: &str =
+        "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)";
+
+    fn row(a: &Agent) -> (Option<&str>, Option<&str>, Option<&str>, Option<&str>, Option<bool>) {
+        (
+            a.browser.as_deref(),
+            a.browser_version.as_deref(),
+            a.os.as_deref(),
+            a.device_class.as_deref(),
+            a.is_bot,
+        )
+    }
+
+    #[test]
+    fn browsers_oses_and_devices_are_read() {
+        let chrome = (Some("Chrome"), Some("124.0.0.0"), Some("Windows"));
+        let desktop = (Some("desktop"), Some(false));
+        let got = judge(DESKTOP_CHROME);
+        assert_eq!(row(&got), (chrome.0, chrome.1, chrome.2, desktop.0, desktop.1));
+        assert_eq!(
+            row(&judge(IPHONE_SAFARI)),
+            (Some("Safari"), Some("17.4"), Some("iOS"), Some("mobile"), Some(false))
+        );
+        let android = judge(ANDROID_CHROME);
+        assert_eq!(
+            row(&android),
+            (Some("Chrome"), Some("124.0.6367.82"), Some("Android"), Some("mobile"), Some(false))
+        );
+        let ipad = "Mozilla/5.0 (iPad; CPU OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Mobile/15E148 Safari/604.1";
+        assert_eq!(judge(ipad).device_class.as_deref(), Some("tablet"));
+        let tab = "Mozilla/5.0 (Linux; Android 13; SM-X700) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36";
+        assert_eq!(judge(tab).device_class.as_deref(), Some("tablet"));
+        let mac = "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Safari/605.1.15";
+        assert_eq!(judge(mac).os.as_deref(), Some("macOS"));
+    }
+
+    #[test]
+    fn crawlers_and_headless_browsers_are_bots() {
+        let g = judge(GOOGLEBOT);
+        assert_eq!((g.device_class.as_deref(), g.is_bot), (Some("bot"), Some(true)));
+        assert_eq!(g.browser.as_deref(), Some("Googlebot"));
+        for ua in [
+            "Mozilla/5.0 (compatible; bingbot/2.0; +http://www.bing.com/bingbot.htm)",
+            "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) HeadlessChrome/124.0.0.0 Safari/537.36",
+            "Mozilla/5.0 (Unknown; Linux x86_64) AppleWebKit/538.1 (KHTML, like Gecko) PhantomJS/2.1.1 Safari/538.1",
+            "Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; GPTBot/1.2; +https://openai.com/gptbot)",
+            "facebookexternalhit/1.1 (+http://www.facebook.com/externalhit_uatext.php)",
+        ] {
+            assert_eq!(judge(ua).is_bot, Some(true), "{ua}");
+        }
+    }
+
+    #[test]
+    fn server_libraries_are_no_visitors() {
+        for ua in [
+            "analytics-node-next/latest",
+            "python-requests/2.32.3",
+            "node-fetch/1.0 (+https://github.com/bitinn/node-fetch)",
+            "axios/1.7.2",
+            "Go-http-client/1.1",
+            "curl/8.5.0",
+            "node",
+            "RudderLabs/node-sdk",
+            "",
+        ] {
+            assert_eq!(judge(ua), Agent::default(), "{ua}");
+        }
+    }
+
+    #[test]
+    fn verdicts_are_shared_within_a_batch_and_cached() {
+        let ua: Arc<str> = IPHONE_SAFARI.into();
+        let mut events: Vec<Event> = (0..3)
+            .map(|i| Event {
+                user_agent: Some(ua.clone()),
+                ..Event::example("a", &format!("m{i}"), "v", 0)
+            })
+            .collect();
+        events[1].user_agent = None;
+        enrich(&mut events);
+        assert_eq!(events[0].os.as_deref(), Some("iOS"));
+        assert_eq!(events[1].os, None);
+        assert_eq!(events[2].device_class.as_deref(), Some("mobile"));
+        assert!(Arc::ptr_eq(&judged(IPHONE_SAFARI), &judged(IPHONE_SAFARI)));
+    }
+}
