@@ -214,36 +214,32 @@ pub fn enrich(events: &mut [Event]) {
 mod tests {
     use super::*;
 
-    pub const DESKTOP_CHROME: &str = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36";
-    pub const IPHONE_SAFARI: &str = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Mobile/15E148 Safari/604.1";
-    pub const ANDROID_CHROME: &str = "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.6367.82 Mobile Safari/537.36";
-    pub const GOOGLEBOT: &str =
+    const DESKTOP_CHROME: &str = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36";
+    const IPHONE_SAFARI: &str = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Mobile/15E148 Safari/604.1";
+    const ANDROID_CHROME: &str = "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.6367.82 Mobile Safari/537.36";
+    const GOOGLEBOT: &str =
         "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)";
 
-    fn row(a: &Agent) -> (Option<&str>, Option<&str>, Option<&str>, Option<&str>, Option<bool>) {
-        (
-            a.browser.as_deref(),
-            a.browser_version.as_deref(),
-            a.os.as_deref(),
-            a.device_class.as_deref(),
-            a.is_bot,
-        )
+    /// `browser version os class bot`, `-` for what is not known.
+    fn row(a: &Agent) -> String {
+        let bot = a.is_bot.map(|b| b.to_string());
+        [&a.browser, &a.browser_version, &a.os, &a.device_class]
+            .map(|v| v.as_deref().unwrap_or("-").to_owned())
+            .join(" ")
+            + " "
+            + bot.as_deref().unwrap_or("-")
     }
 
     #[test]
     fn browsers_oses_and_devices_are_read() {
-        let chrome = (Some("Chrome"), Some("124.0.0.0"), Some("Windows"));
-        let desktop = (Some("desktop"), Some(false));
-        let got = judge(DESKTOP_CHROME);
-        assert_eq!(row(&got), (chrome.0, chrome.1, chrome.2, desktop.0, desktop.1));
         assert_eq!(
-            row(&judge(IPHONE_SAFARI)),
-            (Some("Safari"), Some("17.4"), Some("iOS"), Some("mobile"), Some(false))
+            row(&judge(DESKTOP_CHROME)),
+            "Chrome 124.0.0.0 Windows desktop false"
         );
-        let android = judge(ANDROID_CHROME);
+        assert_eq!(row(&judge(IPHONE_SAFARI)), "Safari 17.4 iOS mobile false");
         assert_eq!(
-            row(&android),
-            (Some("Chrome"), Some("124.0.6367.82"), Some("Android"), Some("mobile"), Some(false))
+            row(&judge(ANDROID_CHROME)),
+            "Chrome 124.0.6367.82 Android mobile false"
         );
         let ipad = "Mozilla/5.0 (iPad; CPU OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Mobile/15E148 Safari/604.1";
         assert_eq!(judge(ipad).device_class.as_deref(), Some("tablet"));
@@ -256,7 +252,10 @@ mod tests {
     #[test]
     fn crawlers_and_headless_browsers_are_bots() {
         let g = judge(GOOGLEBOT);
-        assert_eq!((g.device_class.as_deref(), g.is_bot), (Some("bot"), Some(true)));
+        assert_eq!(
+            (g.device_class.as_deref(), g.is_bot),
+            (Some("bot"), Some(true))
+        );
         assert_eq!(g.browser.as_deref(), Some("Googlebot"));
         for ua in [
             "Mozilla/5.0 (compatible; bingbot/2.0; +http://www.bing.com/bingbot.htm)",

@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 
-use arrow_array::builder::{Int32Builder, StringBuilder, TimestampMicrosecondBuilder};
+use arrow_array::builder::{
+    BooleanBuilder, Int32Builder, StringBuilder, TimestampMicrosecondBuilder,
+};
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use parquet::arrow::ArrowWriter;
@@ -23,6 +25,7 @@ pub fn schema() -> SchemaRef {
             let t = match c.kind {
                 ColumnKind::Text => DataType::Utf8,
                 ColumnKind::Int => DataType::Int32,
+                ColumnKind::Bool => DataType::Boolean,
                 ColumnKind::Timestamp => {
                     DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
                 }
@@ -37,6 +40,7 @@ enum ColumnBuilder {
     Str(StringBuilder),
     Ts(TimestampMicrosecondBuilder),
     Int(Int32Builder),
+    Bool(BooleanBuilder),
 }
 
 /// Column builders for one file's worth of events.
@@ -53,6 +57,7 @@ impl Default for RowBuilder {
             .map(|c| match c.kind {
                 ColumnKind::Text => ColumnBuilder::Str(StringBuilder::new()),
                 ColumnKind::Int => ColumnBuilder::Int(Int32Builder::new()),
+                ColumnKind::Bool => ColumnBuilder::Bool(BooleanBuilder::new()),
                 ColumnKind::Timestamp => {
                     ColumnBuilder::Ts(TimestampMicrosecondBuilder::new().with_timezone("UTC"))
                 }
@@ -81,6 +86,7 @@ impl RowBuilder {
                 (ColumnBuilder::Str(b), Cell::Text(v)) => b.append_option(v),
                 (ColumnBuilder::Ts(b), Cell::Timestamp(v)) => b.append_option(v),
                 (ColumnBuilder::Int(b), Cell::Int(v)) => b.append_option(v),
+                (ColumnBuilder::Bool(b), Cell::Bool(v)) => b.append_option(v),
                 // Both come from Event::COLUMNS: a cell always matches its column's kind.
                 _ => unreachable!("cells follow Event::COLUMNS"),
             }
@@ -98,6 +104,7 @@ impl RowBuilder {
                 ColumnBuilder::Str(b) => Arc::new(b.finish()) as ArrayRef,
                 ColumnBuilder::Ts(b) => Arc::new(b.finish()) as ArrayRef,
                 ColumnBuilder::Int(b) => Arc::new(b.finish()) as ArrayRef,
+                ColumnBuilder::Bool(b) => Arc::new(b.finish()) as ArrayRef,
             })
             .collect();
         self.rows = 0;

@@ -53,12 +53,13 @@ impl std::fmt::Display for EventType {
 }
 
 /// The kind of a lake column. Every `i64` field is a timestamp in microseconds since the Unix
-/// epoch, UTC; every `i32` an integer; the rest are text.
+/// epoch, UTC; every `i32` an integer; every `bool` a flag; the rest are text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ColumnKind {
     Text,
     Timestamp,
     Int,
+    Bool,
 }
 
 /// One lake column: its name, its kind, and whether it may be null.
@@ -75,6 +76,7 @@ pub enum Cell<'a> {
     Text(Option<&'a str>),
     Timestamp(Option<i64>),
     Int(Option<i32>),
+    Bool(Option<bool>),
 }
 
 /// What a field type contributes to its column: its kind, its cell, its WAL form and its size.
@@ -156,6 +158,25 @@ macro_rules! number_field {
 number_field!(i64, Timestamp);
 number_field!(i32, Int);
 
+/// Flags: one byte in the WAL.
+impl Field for bool {
+    const KIND: ColumnKind = ColumnKind::Bool;
+    const NULLABLE: bool = false;
+    fn cell(&self) -> Cell<'_> {
+        Cell::Bool(Some(*self))
+    }
+    fn put(&self, out: &mut Vec<u8>) {
+        out.push(u8::from(*self));
+    }
+    fn get(r: &mut Reader<'_>) -> Option<Self> {
+        match r.byte()? {
+            0 => Some(false),
+            1 => Some(true),
+            _ => None,
+        }
+    }
+}
+
 impl<T: Field> Field for Option<T> {
     const KIND: ColumnKind = T::KIND;
     const NULLABLE: bool = true;
@@ -165,6 +186,7 @@ impl<T: Field> Field for Option<T> {
             (None, ColumnKind::Text) => Cell::Text(None),
             (None, ColumnKind::Timestamp) => Cell::Timestamp(None),
             (None, ColumnKind::Int) => Cell::Int(None),
+            (None, ColumnKind::Bool) => Cell::Bool(None),
         }
     }
     fn put(&self, out: &mut Vec<u8>) {
@@ -202,21 +224,23 @@ impl Reader<'_> {
     }
 }
 
-/// Version byte of the WAL encoding: 2 appends the columns added since (see `event_row!`). A
-/// WAL written by any earlier version replays: a format-1 record leaves them empty.
-const WAL_FORMAT: u8 = 2;
+/// Version byte of the WAL encoding: 2 and 3 append the columns added since (see `event_row!`).
+/// A WAL written by any earlier version replays: an older record leaves them empty.
+const WAL_FORMAT: u8 = 3;
 
 /// Fixed overhead counted per row by [`Event::approx_bytes`] (pointers, lengths, numbers).
 const ROW_OVERHEAD: usize = 96;
 
 macro_rules! event_row {
     ($( $(#[$doc:meta])* $field:ident : $ty:ty $(as $name:literal)? ),+ ;
-     since format 2: $( $(#[$doc2:meta])* $added:ident : $ty2:ty ),+ $(,)?) => {
+     since format 2: $( $(#[$doc2:meta])* $added:ident : $ty2:ty ),+ ;
+     since format 3: $( $(#[$doc3:meta])* $added3:ident : $ty3:ty ),+ $(,)?) => {
         /// One accepted, enriched event: one row of the lake.
         #[derive(Debug, Clone, PartialEq)]
         pub struct Event {
             $( $(#[$doc])* pub $field: $ty, )+
             $( $(#[$doc2])* pub $added: $ty2, )+
+            $( $(#[$doc3])* pub $added3: $ty3, )+
         }
 
         impl Event {
@@ -232,11 +256,20 @@ macro_rules! event_row {
                     kind: <$ty2 as Field>::KIND,
                     nullable: <$ty2 as Field>::NULLABLE,
                 }, )+
+                $( Column {
+                    name: stringify!($added3),
+                    kind: <$ty3 as Field>::KIND,
+                    nullable: <$ty3 as Field>::NULLABLE,
+                }, )+
             ];
 
             /// The row's cells, in the order of [`Event::COLUMNS`].
             pub fn cells(&self) -> impl Iterator<Item = Cell<'_>> {
-                [ $( Field::cell(&self.$field), )+ $( Field::cell(&self.$added), )+ ].into_iter()
+                [
+                    $( Field::cell(&self.$field), )+
+                    $( Field::cell(&self.$added), )+
+                    $( Field::cell(&self.$added3), )+
+                ].into_iter()
             }
 
             /// The compact binary form kept in the write-ahead log (no JSON escaping on the
@@ -245,10 +278,11 @@ macro_rules! event_row {
                 out.push(WAL_FORMAT);
                 $( Field::put(&self.$field, out); )+
                 $( Field::put(&self.$added, out); )+
+                $( Field::put(&self.$added3, out); )+
             }
 
-            /// Reads [`Event::encode_wal`]'s form, or format 1's (without the columns added
-            /// since); `None` when the bytes are not one whole event.
+            /// Reads [`Event::encode_wal`]'s form, or an older format's (without the columns
+            /// added since); `None` when the bytes are not one whole event.
             pub fn decode_wal(bytes: &[u8]) -> Option<Event> {
                 let mut r = Reader(bytes);
                 let format = r.byte()?;
@@ -258,6 +292,7 @@ macro_rules! event_row {
                 let e = Event {
                     $( $field: <$ty as Field>::get(&mut r)?, )+
                     $( $added: if format >= 2 { <$ty2 as Field>::get(&mut r)? } else { None }, )+
+                    $( $added3: if format >= 3 { <$ty3 as Field>::get(&mut r)? } else { None }, )+
                 };
                 r.0.is_empty().then_some(e)
             }
@@ -266,6 +301,7 @@ macro_rules! event_row {
             pub fn approx_bytes(&self) -> usize {
                 ROW_OVERHEAD $( + Field::heap_bytes(&self.$field) )+
                     $( + Field::heap_bytes(&self.$added) )+
+                    $( + Field::heap_bytes(&self.$added3) )+
             }
         }
     };
@@ -314,7 +350,18 @@ event_row! {
     /// alias: the user's previous id.
     previous_id: Option<String>,
     /// JSON text: the `integrations` switches (the batch's, overridden by the event's).
-    integrations: Option<String>,
+    integrations: Option<String>;
+    since format 3:
+    /// The visitor's browser, from its user agent (`agent.rs`): `Chrome`, `Safari`, `Googlebot`.
+    browser: Option<Arc<str>>,
+    browser_version: Option<Arc<str>>,
+    /// The OS family: `Windows`, `macOS`, `iOS`, `Android`, `Linux`...
+    os: Option<Arc<str>>,
+    /// From the user agent: `desktop`, `mobile`, `tablet`, `bot` or `other` (`device_type` is
+    /// what the client said).
+    device_class: Option<Arc<str>>,
+    /// A known crawler, or a headless or automated browser: left out of the traffic rollups.
+    is_bot: Option<bool>,
 }
 
 impl Event {
@@ -359,6 +406,11 @@ impl Event {
             category: None,
             previous_id: None,
             integrations: None,
+            browser: None,
+            browser_version: None,
+            os: None,
+            device_class: None,
+            is_bot: None,
         }
     }
 }
@@ -395,24 +447,35 @@ mod tests {
     }
 
     #[test]
-    fn a_format_1_record_replays_with_the_added_columns_empty() {
-        // Format 1 is format 2 without the four columns added at the end.
+    fn older_records_replay_with_the_added_columns_empty() {
+        // Format 2 is format 3 without the five agent columns; format 1 is format 2 without
+        // the four columns before them (an empty option is one byte).
         let e = full();
         let mut buf = Vec::new();
         e.encode_wal(&mut buf);
+        assert_eq!(buf[0], 3);
+        buf[0] = 2;
+        buf.truncate(buf.len() - 5);
+        assert_eq!(Event::decode_wal(&buf), Some(e.clone()));
         buf[0] = 1;
         buf.truncate(buf.len() - 4);
         assert_eq!(Event::decode_wal(&buf), Some(e.clone()));
         let named = Event {
             name: Some("Home".into()),
             previous_id: Some("old".into()),
+            browser: Some("Chrome".into()),
+            device_class: Some("bot".into()),
+            is_bot: Some(true),
             ..e
         };
         let mut buf = Vec::new();
         named.encode_wal(&mut buf);
-        assert_eq!(buf[0], 2);
         assert_eq!(Event::decode_wal(&buf), Some(named));
-        buf[0] = 3;
+        let flag = buf.len() - 1;
+        buf[flag] = 2;
+        assert_eq!(Event::decode_wal(&buf), None, "a flag is 0 or 1");
+        buf[flag] = 1;
+        buf[0] = 4;
         assert_eq!(Event::decode_wal(&buf), None, "a future format is refused");
     }
 
@@ -432,13 +495,16 @@ mod tests {
     fn columns_cells_and_size_follow_the_one_list() {
         let e = full();
         let names: Vec<_> = Event::COLUMNS.iter().map(|c| c.name).collect();
-        assert_eq!(names.len(), 30);
+        assert_eq!(names.len(), 35);
         assert_eq!(&names[..3], &["message_id", "app_id", "type"]);
         assert_eq!(names[25], "context");
         assert_eq!(
-            &names[26..],
+            &names[26..30],
             &["name", "category", "previous_id", "integrations"]
         );
+        let agent = ["browser", "browser_version", "os", "device_class", "is_bot"];
+        assert_eq!(&names[30..], &agent);
+        assert_eq!(Event::COLUMNS[34].kind, ColumnKind::Bool);
         let cells: Vec<_> = e.cells().collect();
         assert_eq!(cells.len(), Event::COLUMNS.len());
         for (col, cell) in Event::COLUMNS.iter().zip(&cells) {
@@ -446,6 +512,7 @@ mod tests {
                 Cell::Text(_) => ColumnKind::Text,
                 Cell::Timestamp(_) => ColumnKind::Timestamp,
                 Cell::Int(_) => ColumnKind::Int,
+                Cell::Bool(_) => ColumnKind::Bool,
             };
             assert_eq!(kind, col.kind, "{}", col.name);
         }

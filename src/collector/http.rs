@@ -18,7 +18,7 @@ use super::decode::{self, BodyError, Decoded, Enrichment, Rejected};
 use super::event::EventType;
 use super::metrics::{EdgeCounters, Reject};
 use super::Collector;
-use super::{quarantine, quota, usage, SubmitError, WriteError};
+use super::{agent, quarantine, quota, usage, SubmitError, WriteError};
 use crate::api::{self, ApiError, ErrorCode, FieldError, Undecoded};
 use crate::config::{CollectorSettings, IpPolicy, Quota};
 use crate::state::AppState;
@@ -363,6 +363,7 @@ async fn receive(
     for e in &mut events {
         e.app_id = app.clone();
     }
+    agent::enrich(&mut events);
     // The body is kept for the quarantine only while an event of it may be refused.
     let limited = state.settings.plan(who.plan).limit(Quota::EventsPerMonth);
     let body = (!rejected.is_empty() || limited.is_some()).then_some(body);

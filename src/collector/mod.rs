@@ -190,6 +190,7 @@ fn writer_config(
         } else {
             budget.filter_bytes
         },
+        count_bots: c.count_bots,
     }
 }
 

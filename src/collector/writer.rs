@@ -64,6 +64,8 @@ pub struct WriterConfig {
     pub max_age: Duration,
     /// Bytes of each of the shard's dedupe filters (one per generation).
     pub dedupe_filter_bytes: usize,
+    /// Bots (`is_bot`) counted in the rollups (`collector.count_bots`).
+    pub count_bots: bool,
 }
 
 /// What a writer is made from: its settings and the handles it shares with the collector.
@@ -493,7 +495,7 @@ impl Writer {
         self.first_open_lsn.get_or_insert(lsn);
         self.last_open_lsn = lsn;
         self.seen.insert(key, e.received_at);
-        if lsn > self.rollup_lsn {
+        if lsn > self.rollup_lsn && (self.cfg.count_bots || e.is_bot != Some(true)) {
             self.rollup.add(e);
         }
     }
@@ -657,6 +659,7 @@ mod tests {
             max_age: Duration::from_secs(60),
             max_memory: 1 << 30,
             dedupe_filter_bytes: 64 * 1024,
+            count_bots: false,
         };
         let db = Db::temporary();
         Fixture {

@@ -63,6 +63,7 @@ fn cell(batch: &RecordBatch, col: usize, row: usize) -> Value {
     match a.data_type() {
         DataType::Utf8 => json!(a.as_string::<i32>().value(row)),
         DataType::Int32 => json!(a.as_primitive::<Int32Type>().value(row)),
+        DataType::Boolean => json!(a.as_boolean().value(row)),
         DataType::Timestamp(..) => json!(a.as_primitive::<TimestampMicrosecondType>().value(row)),
         other => panic!("unexpected column type {other}"),
     }

@@ -14,6 +14,7 @@ mod contacts;
 mod crash;
 mod dashboard;
 mod disk;
+mod enrich;
 mod errors;
 mod events;
 mod helpers;

@@ -33,8 +33,10 @@ const shared = {};
 async function launch() {
   return chromium.launch({
     executablePath: '/usr/bin/chromium',
+    // A visitor's user agent, not HeadlessChrome's (see VISITOR_UA in harness.mjs).
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run',
-      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+      '--disable-background-networking', '--disable-component-update', '--disable-sync',
+      '--user-agent=Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36'],
   });
 }
 

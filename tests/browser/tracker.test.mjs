@@ -154,7 +154,8 @@ test('identify: userId on every later event and after a reload; reset gives a ne
     present: ids([anon, identify, known, group, later, fresh]),
     rows: {
       [identify.messageId]: { type: 'identify', user_id: 'user-42', anonymous_id: anon.anonymousId },
-      [known.messageId]: { user_id: 'user-42', event: 'Known' },
+      // The headless browser plays a visitor (VISITOR_UA): read as one, not as a bot.
+      [known.messageId]: { user_id: 'user-42', event: 'Known', browser: 'Chrome', os: 'Linux', device_class: 'desktop', is_bot: false },
       [group.messageId]: { type: 'group', group_id: 'acme', user_id: 'user-42' },
       [later.messageId]: { user_id: 'user-42' },
       [fresh.messageId]: { anonymous_id: fresh.anonymousId, session_id: fresh.sessionId },

@@ -65,6 +65,7 @@ async fn duckdb_reads_the_lake_with_utc_microsecond_timestamps() {
             "properties",
             "page_path",
             "screen_width",
+            "is_bot",
             "dt",
             "hour",
         ] {

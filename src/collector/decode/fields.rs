@@ -155,8 +155,14 @@ pub(super) struct Context {
     pub(super) timezone: Option<String>,
     /// width, height.
     pub(super) screen: [Option<i32>; 2],
+    /// `userAgent`: the visitor's, forwarded by an SDK (ignored unless a plain string of at most
+    /// [`MAX_AGENT_CHARS`]: it was never checked, so it refuses no event).
+    pub(super) user_agent: Option<String>,
     pub(super) rest: Option<String>,
 }
+
+/// The longest forwarded user agent kept.
+const MAX_AGENT_CHARS: usize = 1024;
 
 /// The keys of `context` that have columns (or that the server sets: ip, userAgent).
 const CONTEXT_KEYS: [&str; 7] = [
@@ -266,7 +272,12 @@ impl Checker {
                 *slot = slot.or(from_batch);
             }
         }
-        let [page, device, locale, timezone, screen, _, _] = picked;
+        let [page, device, locale, timezone, screen, _, user_agent] = picked;
+        out.user_agent = user_agent
+            .and_then(|v| v.into_string())
+            .filter(|s| !s.is_empty() && s.len() <= MAX_AGENT_CHARS)
+            .filter(|s| !s.chars().any(char::is_control))
+            .map(str::to_owned);
         if let Some(p) = page.and_then(|p| self.object(Some(p), "context.page")) {
             const FIELDS: [&str; 4] = [
                 "context.page.url",

@@ -369,7 +369,11 @@ fn check_event(
         screen_width: ctx.screen[0],
         screen_height: ctx.screen[1],
         ip: enrich.ip.clone(),
-        user_agent: enrich.user_agent.clone(),
+        // The visitor's: the one an SDK forwards, else the request's (`agent.rs` reads it).
+        user_agent: match ctx.user_agent {
+            Some(ua) if enrich.user_agent.as_deref() != Some(ua.as_str()) => Some(ua.into()),
+            _ => enrich.user_agent.clone(),
+        },
         properties: properties_json,
         traits,
         context: ctx.rest,
@@ -377,8 +381,13 @@ fn check_event(
         category,
         previous_id: ids.previous_id,
         integrations,
+        browser: None,
+        browser_version: None,
+        os: None,
+        device_class: None,
+        is_bot: None,
     };
-    if over_limit(&e, item, max_event_bytes) {
+    if over_limit(&e, enrich, item, max_event_bytes) {
         c.fail("body", format!("event larger than {max_event_bytes} bytes"));
         c.errors[0].too_large = true;
         return Err(c.errors);
@@ -390,12 +399,13 @@ fn check_event(
 /// server adds (ip, userAgent, appId, receivedAt) does not count. The JSON is encoded only when
 /// the kept text could come near the limit (an escape takes at most 6 bytes per character,
 /// keys and punctuation less than 1 KiB), so ordinary events cost no encoding.
-fn over_limit(e: &Event, item: Value<'_, '_>, max: usize) -> bool {
-    let server = [&e.ip, &e.user_agent]
-        .iter()
-        .map(|s| s.as_ref().map_or(0, |s| s.len()))
-        .sum::<usize>()
-        + e.app_id.len();
+fn over_limit(e: &Event, enrich: &Enrichment, item: Value<'_, '_>, max: usize) -> bool {
+    // The user agent is the server's unless the event forwarded its own (`context.userAgent`).
+    let server_agent = match (&e.user_agent, &enrich.user_agent) {
+        (Some(a), Some(b)) if Arc::ptr_eq(a, b) => a.len(),
+        _ => 0,
+    };
+    let server = e.ip.as_ref().map_or(0, |s| s.len()) + server_agent + e.app_id.len();
     let text = e.approx_bytes().saturating_sub(server);
     text * 6 + 1024 > max && item.encode().len() > max
 }
