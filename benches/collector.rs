@@ -6,6 +6,9 @@
 //!   (a padded copy, simd-json's tape in place, validation and enrichment into `Event`s);
 //!   `simd_parse` is the simd-json parse alone (copy and tape); `serde_json_value` parses the same bytes into a `serde_json::Value` as a
 //!   reference (the crate builds serde_json with `preserve_order`, so objects are IndexMaps);
+//! - `agent/*`: the user agent of one event judged (`collector/agent.rs`): `woothee_parse`
+//!   uncached (a new agent), `cached` (the per-thread cache's hit), and `enrich_batch_10` (the
+//!   edge's step over a decoded 10-event batch, one agent);
 //! - `arrow/append_1000`: 1000 events into the column builders, then `finish()`;
 //! - `parquet/encode_10000`: one 10 000-row batch to Parquet (zstd 3);
 //! - `submit/batch_10`: `Collector::submit` of 10 new events through one shard writer, which
@@ -18,6 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use serde_json::{json, Value};
+use tributary::collector::agent;
 use tributary::collector::columns::{encode_parquet, RowBuilder};
 use tributary::collector::decode::{self, Enrichment};
 use tributary::collector::{Collector, Event};
@@ -221,5 +225,43 @@ fn submit(c: &mut Criterion) {
     );
 }
 
-criterion_group!(benches, parse, arrow, parquet, submit);
+const AGENTS: [&str; 4] = [
+    "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36",
+    "Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Mobile/15E148 Safari/604.1",
+    "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.6367.82 Mobile Safari/537.36",
+    "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)",
+];
+
+fn agents(c: &mut Criterion) {
+    let mut g = c.benchmark_group("agent");
+    g.throughput(Throughput::Elements(1));
+    let mut i = 0;
+    g.bench_function("woothee_parse", |b| {
+        b.iter(|| {
+            i += 1;
+            black_box(agent::judge(black_box(AGENTS[i % AGENTS.len()])))
+        })
+    });
+    g.bench_function("cached", |b| {
+        b.iter(|| {
+            i += 1;
+            black_box(agent::judged(black_box(AGENTS[i % AGENTS.len()])))
+        })
+    });
+    g.throughput(Throughput::Elements(10));
+    let events = sample_events();
+    g.bench_function("enrich_batch_10", |b| {
+        b.iter_batched(
+            || events.clone(),
+            |mut events| {
+                agent::enrich(&mut events);
+                black_box(events)
+            },
+            BatchSize::SmallInput,
+        )
+    });
+    g.finish();
+}
+
+criterion_group!(benches, parse, agents, arrow, parquet, submit);
 criterion_main!(benches);
