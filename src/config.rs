@@ -125,6 +125,8 @@ pub struct CollectorSettings {
     pub anonymize_ip: Option<bool>,
     /// Bots counted in the traffic rollups (the lake keeps them either way).
     pub count_bots: bool,
+    /// A MaxMind-format database (`.mmdb`) for the lake's country, region and city; "" = none.
+    pub geoip_database: String,
     pub node_id: String,
     pub allowed_origins: Vec<String>,
     pub shutdown_upload_timeout_ms: u64,

@@ -224,23 +224,22 @@ impl Reader<'_> {
     }
 }
 
-/// Version byte of the WAL encoding: 2 and 3 append the columns added since (see `event_row!`).
-/// A WAL written by any earlier version replays: an older record leaves them empty.
-const WAL_FORMAT: u8 = 3;
+/// Version byte of the WAL encoding: 2, 3 and 4 append the columns added since (see
+/// `event_row!`). A WAL written by any earlier version replays: an older record leaves them
+/// empty.
+const WAL_FORMAT: u8 = 4;
 
 /// Fixed overhead counted per row by [`Event::approx_bytes`] (pointers, lengths, numbers).
 const ROW_OVERHEAD: usize = 96;
 
 macro_rules! event_row {
-    ($( $(#[$doc:meta])* $field:ident : $ty:ty $(as $name:literal)? ),+ ;
-     since format 2: $( $(#[$doc2:meta])* $added:ident : $ty2:ty ),+ ;
-     since format 3: $( $(#[$doc3:meta])* $added3:ident : $ty3:ty ),+ $(,)?) => {
+    ($( $(#[$doc:meta])* $field:ident : $ty:ty $(as $name:literal)? ),+
+     $( ; since format $n:literal : $( $(#[$adoc:meta])* $added:ident : $aty:ty ),+ )* $(,)?) => {
         /// One accepted, enriched event: one row of the lake.
         #[derive(Debug, Clone, PartialEq)]
         pub struct Event {
             $( $(#[$doc])* pub $field: $ty, )+
-            $( $(#[$doc2])* pub $added: $ty2, )+
-            $( $(#[$doc3])* pub $added3: $ty3, )+
+            $( $( $(#[$adoc])* pub $added: $aty, )+ )*
         }
 
         impl Event {
@@ -251,24 +250,18 @@ macro_rules! event_row {
                     kind: <$ty as Field>::KIND,
                     nullable: <$ty as Field>::NULLABLE,
                 }, )+
-                $( Column {
+                $( $( Column {
                     name: stringify!($added),
-                    kind: <$ty2 as Field>::KIND,
-                    nullable: <$ty2 as Field>::NULLABLE,
-                }, )+
-                $( Column {
-                    name: stringify!($added3),
-                    kind: <$ty3 as Field>::KIND,
-                    nullable: <$ty3 as Field>::NULLABLE,
-                }, )+
+                    kind: <$aty as Field>::KIND,
+                    nullable: <$aty as Field>::NULLABLE,
+                }, )+ )*
             ];
 
             /// The row's cells, in the order of [`Event::COLUMNS`].
             pub fn cells(&self) -> impl Iterator<Item = Cell<'_>> {
                 [
                     $( Field::cell(&self.$field), )+
-                    $( Field::cell(&self.$added), )+
-                    $( Field::cell(&self.$added3), )+
+                    $( $( Field::cell(&self.$added), )+ )*
                 ].into_iter()
             }
 
@@ -277,8 +270,7 @@ macro_rules! event_row {
             pub fn encode_wal(&self, out: &mut Vec<u8>) {
                 out.push(WAL_FORMAT);
                 $( Field::put(&self.$field, out); )+
-                $( Field::put(&self.$added, out); )+
-                $( Field::put(&self.$added3, out); )+
+                $( $( Field::put(&self.$added, out); )+ )*
             }
 
             /// Reads [`Event::encode_wal`]'s form, or an older format's (without the columns
@@ -291,8 +283,7 @@ macro_rules! event_row {
                 }
                 let e = Event {
                     $( $field: <$ty as Field>::get(&mut r)?, )+
-                    $( $added: if format >= 2 { <$ty2 as Field>::get(&mut r)? } else { None }, )+
-                    $( $added3: if format >= 3 { <$ty3 as Field>::get(&mut r)? } else { None }, )+
+                    $( $( $added: if format >= $n { <$aty as Field>::get(&mut r)? } else { None }, )+ )*
                 };
                 r.0.is_empty().then_some(e)
             }
@@ -300,8 +291,7 @@ macro_rules! event_row {
             /// Rough in-memory size, for the "close a file by bytes" rule.
             pub fn approx_bytes(&self) -> usize {
                 ROW_OVERHEAD $( + Field::heap_bytes(&self.$field) )+
-                    $( + Field::heap_bytes(&self.$added) )+
-                    $( + Field::heap_bytes(&self.$added3) )+
+                    $( $( + Field::heap_bytes(&self.$added) )+ )*
             }
         }
     };
@@ -361,7 +351,13 @@ event_row! {
     /// what the client said).
     device_class: Option<Arc<str>>,
     /// A known crawler, or a headless or automated browser: left out of the traffic rollups.
-    is_bot: Option<bool>,
+    is_bot: Option<bool>;
+    since format 4:
+    /// The client's country (ISO 3166-1 alpha-2), region and city, from the address
+    /// (`geo.rs`, when `collector.geoip_database` is set).
+    country: Option<Arc<str>>,
+    region: Option<Arc<str>>,
+    city: Option<Arc<str>>,
 }
 
 impl Event {
@@ -411,6 +407,9 @@ impl Event {
             os: None,
             device_class: None,
             is_bot: None,
+            country: None,
+            region: None,
+            city: None,
         }
     }
 }
@@ -448,12 +447,16 @@ mod tests {
 
     #[test]
     fn older_records_replay_with_the_added_columns_empty() {
-        // Format 2 is format 3 without the five agent columns; format 1 is format 2 without
-        // the four columns before them (an empty option is one byte).
+        // Format 3 is format 4 without the three place columns, format 2 is format 3 without
+        // the five agent columns; format 1 is format 2 without the four columns before them
+        // (an empty option is one byte).
         let e = full();
         let mut buf = Vec::new();
         e.encode_wal(&mut buf);
-        assert_eq!(buf[0], 3);
+        assert_eq!(buf[0], 4);
+        buf[0] = 3;
+        buf.truncate(buf.len() - 3);
+        assert_eq!(Event::decode_wal(&buf), Some(e.clone()));
         buf[0] = 2;
         buf.truncate(buf.len() - 5);
         assert_eq!(Event::decode_wal(&buf), Some(e.clone()));
@@ -466,16 +469,18 @@ mod tests {
             browser: Some("Chrome".into()),
             device_class: Some("bot".into()),
             is_bot: Some(true),
+            country: Some("FR".into()),
             ..e
         };
         let mut buf = Vec::new();
         named.encode_wal(&mut buf);
         assert_eq!(Event::decode_wal(&buf), Some(named));
-        let flag = buf.len() - 1;
+        // is_bot's value byte, before "FR" (option, length, bytes) and two empty options.
+        let flag = buf.len() - 1 - (1 + 4 + 2) - 2;
         buf[flag] = 2;
         assert_eq!(Event::decode_wal(&buf), None, "a flag is 0 or 1");
         buf[flag] = 1;
-        buf[0] = 4;
+        buf[0] = 5;
         assert_eq!(Event::decode_wal(&buf), None, "a future format is refused");
     }
 
@@ -495,7 +500,7 @@ mod tests {
     fn columns_cells_and_size_follow_the_one_list() {
         let e = full();
         let names: Vec<_> = Event::COLUMNS.iter().map(|c| c.name).collect();
-        assert_eq!(names.len(), 35);
+        assert_eq!(names.len(), 38);
         assert_eq!(&names[..3], &["message_id", "app_id", "type"]);
         assert_eq!(names[25], "context");
         assert_eq!(
@@ -503,8 +508,9 @@ mod tests {
             &["name", "category", "previous_id", "integrations"]
         );
         let agent = ["browser", "browser_version", "os", "device_class", "is_bot"];
-        assert_eq!(&names[30..], &agent);
+        assert_eq!(&names[30..35], &agent);
         assert_eq!(Event::COLUMNS[34].kind, ColumnKind::Bool);
+        assert_eq!(&names[35..], &["country", "region", "city"]);
         let cells: Vec<_> = e.cells().collect();
         assert_eq!(cells.len(), Event::COLUMNS.len());
         for (col, cell) in Event::COLUMNS.iter().zip(&cells) {

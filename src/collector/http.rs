@@ -16,6 +16,7 @@ use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::decode::{self, BodyError, Decoded, Enrichment, Rejected};
 use super::event::EventType;
+use super::geo::Place;
 use super::metrics::{EdgeCounters, Reject};
 use super::Collector;
 use super::{agent, quarantine, quota, usage, SubmitError, WriteError};
@@ -364,6 +365,9 @@ async fn receive(
         e.app_id = app.clone();
     }
     agent::enrich(&mut events);
+    if let Some(place) = place_of(collector, req, cfg) {
+        place.fill(&mut events);
+    }
     // The body is kept for the quarantine only while an event of it may be refused.
     let limited = state.settings.plan(who.plan).limit(Quota::EventsPerMonth);
     let body = (!rejected.is_empty() || limited.is_some()).then_some(body);
@@ -560,6 +564,12 @@ fn enrichment(req: &HttpRequest, cfg: &CollectorSettings, received_at: i64) -> E
             .map(Into::into),
         kind: None,
     }
+}
+
+/// The client's place (`geo.rs`), looked up from its full address (the lake keeps what
+/// `ip_policy` leaves of it); `None` without a database.
+fn place_of(collector: &Collector, req: &HttpRequest, cfg: &CollectorSettings) -> Option<Place> {
+    Some(collector.places.as_ref()?.lookup(client_ip(req, cfg)?))
 }
 
 fn body_error(collector: &Collector, e: BodyError) -> ApiError {

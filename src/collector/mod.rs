@@ -24,6 +24,7 @@ pub mod columns;
 pub mod decode;
 pub mod dedupe;
 pub mod event;
+pub mod geo;
 pub mod health;
 pub mod http;
 pub mod lake;
@@ -136,6 +137,8 @@ pub struct Collector {
     pub quotas: quota::Quotas,
     /// The last refused events of each app (`quarantine.rs`).
     pub quarantine: quarantine::Keeper,
+    /// The address database (`geo.rs`), when `collector.geoip_database` names one.
+    pub places: Option<geo::Places>,
     pub clock: Arc<dyn Clock>,
     /// What is broken behind the edge, and the backlog with its budget.
     pub health: Arc<Health>,
@@ -352,6 +355,7 @@ impl Collector {
         metrics.register_health(&health.gauges);
         let quarantine = quarantine::Keeper::start(db, c, &metrics.edge.quarantine)
             .map_err(CollectorError::Quarantine)?;
+        let places = geo::Places::open(&c.geoip_database).map_err(CollectorError::Config)?;
         let mut queues = Vec::with_capacity(n);
         let mut starting = Vec::with_capacity(total);
         let mut background = Vec::with_capacity(2 * total);
@@ -398,6 +402,7 @@ impl Collector {
             metrics,
             quotas: quota::Quotas::default(),
             quarantine,
+            places,
             clock,
             health,
             answer_timeout: Duration::from_millis(c.answer_timeout_ms.max(1)),
@@ -576,6 +581,7 @@ mod tests {
             metrics: Metrics::new(1),
             quotas: quota::Quotas::default(),
             quarantine: quarantine::Keeper::stopped(),
+            places: None,
             clock: Arc::new(crate::clock::SystemClock),
             health: Arc::new(Health::new(budget, &dir, 1)),
             answer_timeout: timeout,

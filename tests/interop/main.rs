@@ -19,6 +19,7 @@ mod browser;
 #[path = "../api/events.rs"]
 mod events;
 mod faults;
+mod geo;
 #[path = "../api/helpers.rs"]
 mod helpers;
 #[path = "../api/lake.rs"]

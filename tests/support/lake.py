@@ -101,7 +101,7 @@ def main():
             "page_url", "page_path", "page_title", "page_referrer", "device_type", "locale", "timezone",
             "screen_width", "screen_height", "ip", "user_agent", "properties", "traits", "context",
             "name", "category", "previous_id", "integrations",
-            "browser", "browser_version", "os", "device_class", "is_bot",
+            "browser", "browser_version", "os", "device_class", "is_bot", "country", "region", "city",
             "json_valid(properties)", "dt", "hour",
         ]
         names = [c.replace("epoch_us(", "").replace("json_valid(", "valid_").rstrip(")") for c in cols]

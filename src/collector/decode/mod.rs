@@ -386,6 +386,9 @@ fn check_event(
         os: None,
         device_class: None,
         is_bot: None,
+        country: None,
+        region: None,
+        city: None,
     };
     if over_limit(&e, enrich, item, max_event_bytes) {
         c.fail("body", format!("event larger than {max_event_bytes} bytes"));
