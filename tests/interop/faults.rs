@@ -346,6 +346,17 @@ async fn a_small_backlog_budget_answers_503_until_the_backlog_drains() {
 /// batches here), the identity caches, the runtime and the binary itself.
 const RSS_ALLOWANCE_MB: u64 = 64;
 
+/// Polls `/healthz` until it answers 200.
+async fn until_healthy(node: &Node) {
+    eventually(
+        "/healthz answers",
+        Duration::from_secs(30),
+        None,
+        async || (node.health("/healthz").await.status == 200).then_some(()),
+    )
+    .await;
+}
+
 #[tokio::test]
 async fn a_restart_with_a_million_events_of_backlog_listens_at_once() {
     const BACKLOG_EVENTS: usize = 1_000_000;
@@ -396,21 +407,28 @@ async fn a_restart_with_a_million_events_of_backlog_listens_at_once() {
     first.terminate().await;
     let stop_time = stopping.elapsed();
 
+    // What a start costs on this machine right now (a debug build, other tests running): a
+    // server on an empty data dir, timed the same way.
+    let empty = tempfile::tempdir().unwrap();
+    let starting = Instant::now();
+    let mut fresh = lake.serve(empty.path(), &env);
+    until_healthy(&Node::new(&fresh, empty.path())).await;
+    let fresh_start = starting.elapsed();
+    fresh.terminate().await;
+
     // The restart, the lake still cut: it listens at once and takes new batches.
     let starting = Instant::now();
     let mut second = lake.serve(tmp.path(), &env);
     let node = Node::new(&second, tmp.path());
-    eventually(
-        "/healthz answers",
-        Duration::from_secs(30),
-        None,
-        async || (node.health("/healthz").await.status == 200).then_some(()),
-    )
-    .await;
+    until_healthy(&node).await;
     let to_health = starting.elapsed();
+    // Within 1 s; on a machine so loaded that an empty start is slow too, within half a second
+    // of it: the backlog itself must not hold the start up.
+    let allowed = Duration::from_secs(1).max(fresh_start + Duration::from_millis(500));
     assert!(
-        to_health <= Duration::from_secs(1),
-        "/healthz answered {to_health:?} after the start (want 1 s); log:\n{}",
+        to_health <= allowed,
+        "/healthz answered {to_health:?} after the start (want {allowed:?}; an empty data dir \
+         took {fresh_start:?}); log:\n{}",
         second.log_tail(20)
     );
     let load = Load::start(
@@ -447,7 +465,7 @@ async fn a_restart_with_a_million_events_of_backlog_listens_at_once() {
     let mib = |b: u64| b >> 20;
     eprintln!(
         "restart over a backlog of {} events: held in {fill_time:?} ({}), backlog {backlog_before} bytes, first \
-         server's peak RSS {} MiB, SIGTERM took {stop_time:?}; restart: /healthz after {to_health:?}, backlog \
+         server's peak RSS {} MiB, SIGTERM took {stop_time:?}; restart: /healthz after {to_health:?} (an empty data dir: {fresh_start:?}), backlog \
          {backlog_restarted} bytes ({disk:?}), then {}; drained {to_drain:?} after the restore; peak RSS {} MiB (bound {} MiB = max_memory_mb {MAX_MEMORY_MB} + \
          cache_mb {CACHE_MB} + {RSS_ALLOWANCE_MB}); lake: {rows} rows in {} files",
         held.acked_events(),
