@@ -167,8 +167,18 @@ pub struct EventCount {
     pub count: u64,
 }
 
+/// One entry of `countries` or `devices`.
+#[derive(Debug, Serialize, ToSchema, PartialEq, Eq)]
+pub struct NameCount {
+    /// The country (ISO 3166-1 alpha-2, from `collector.geoip_database`) or the device class
+    /// (`desktop`, `mobile`, `tablet`, `other`, from the user agent).
+    pub name: String,
+    pub count: u64,
+}
+
 /// Traffic over a window: a series, totals, and the top pages and events (by count, then
-/// name; exact while the app has at most 1 000 distinct names in the window).
+/// name; exact while the app has at most 1 000 distinct names in the window), and the events
+/// per country and per device class.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Traffic {
@@ -181,6 +191,17 @@ pub struct Traffic {
     pub totals: Totals,
     pub top_pages: Vec<PageCount>,
     pub top_events: Vec<EventCount>,
+    /// Events per country, the 10 first (by count, then name).
+    pub countries: Vec<NameCount>,
+    /// Events per device class (by count, then name).
+    pub devices: Vec<NameCount>,
+}
+
+fn named(top: &crate::collector::rollup::top::Top, n: usize) -> Vec<NameCount> {
+    let ranked = top.ranked(n).into_iter();
+    ranked
+        .map(|(name, count)| NameCount { name, count })
+        .collect()
 }
 
 fn estimate(h: &crate::collector::rollup::hll::Hll) -> u64 {
@@ -236,6 +257,8 @@ impl Traffic {
                 .into_iter()
                 .map(|(event, count)| EventCount { event, count })
                 .collect(),
+            countries: named(&totals.countries, TOP),
+            devices: named(&totals.devices, TOP),
         }
     }
 }

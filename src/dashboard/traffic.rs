@@ -12,7 +12,7 @@ use super::charts::{self, Series};
 use super::error::PageError;
 use super::layout::{self, thousands, Section, Shell};
 use super::session::{AppPage, Viewer};
-use crate::analytics::model::{Interval, Point, Traffic, Window};
+use crate::analytics::model::{Interval, NameCount, Point, Traffic, Window};
 use crate::analytics::store;
 use crate::collector::rollup::HOUR_MICROS;
 use crate::collector::written::{self, WrittenFile};
@@ -215,7 +215,7 @@ fn files_table(files: &[WrittenFile]) -> Markup {
 }
 
 /// The page.
-pub fn render(viewer: &Viewer, app: &App, loaded: &Loaded) -> Markup {
+pub fn render<'a>(viewer: &Viewer, app: &App, loaded: &'a Loaded) -> Markup {
     let Loaded { hours, days, files } = loaded;
     let pages: Vec<(&str, u64)> = days
         .top_pages
@@ -227,6 +227,10 @@ pub fn render(viewer: &Viewer, app: &App, loaded: &Loaded) -> Markup {
         .iter()
         .map(|e| (e.event.as_str(), e.count))
         .collect();
+    let named = |list: &'a [NameCount]| -> Vec<(&'a str, u64)> {
+        list.iter().map(|n| (n.name.as_str(), n.count)).collect()
+    };
+    let (countries, devices) = (named(&days.countries), named(&days.devices));
     let content = html! {
         (stats(days))
         (events_chart(&format!("Events per hour, last {HOURS} hours"), "per-hour", hours))
@@ -235,6 +239,8 @@ pub fn render(viewer: &Viewer, app: &App, loaded: &Loaded) -> Markup {
         div.grid {
             (top_table("top-pages", "Top pages", "Path", &pages))
             (top_table("top-events", "Top events", "Event", &events))
+            (top_table("countries", "Countries", "Country", &countries))
+            (top_table("devices", "Devices", "Device", &devices))
         }
         p.hint { "Hours and days are UTC and follow when the server received each event." }
         (files_table(files))

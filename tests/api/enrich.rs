@@ -101,8 +101,9 @@ async fn the_visitors_user_agent_is_parsed_into_the_lake_and_bots_are_flagged() 
 }
 
 /// Sends 2 page views from Chrome and 3 from Googlebot, waits until the lake holds all 5 (the
-/// rollups are applied before a file reaches the lake), and returns the traffic's event count.
-async fn traffic_with_a_bot(count_bots: bool) -> Value {
+/// rollups are applied before a file reaches the lake), and returns the traffic's answer and
+/// the Traffic page's Devices table.
+async fn traffic_with_a_bot(count_bots: bool) -> (Value, String) {
     let app = spawn_app_with(|s| {
         s.collector.max_file_age_ms = 100;
         s.collector.count_bots = count_bots;
@@ -127,20 +128,39 @@ async fn traffic_with_a_bot(count_bots: bool) -> Value {
         .api(&key, Method::GET, "/api/v1/analytics/traffic", None)
         .await;
     assert_eq!(a.status, 200, "{}", a.body);
-    a.data()["totals"].clone()
+    let mut b = crate::dashboard::owner(&app).await;
+    let page = b.get(&format!("/dashboard/apps/{app_id}/traffic")).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    let devices = &page.body[page.body.find(r#"id="devices""#).unwrap()..];
+    let devices = devices[..devices.find("</section>").unwrap()].to_owned();
+    (a.data().clone(), devices)
 }
 
 #[tokio::test]
 async fn googlebot_is_left_out_of_the_traffic_rollups_unless_count_bots_keeps_it() {
-    let totals = traffic_with_a_bot(false).await;
+    let (data, devices) = traffic_with_a_bot(false).await;
+    let totals = &data["totals"];
     assert_eq!(
         (totals["events"].as_u64(), totals["visitors"].as_u64()),
         (Some(2), Some(2))
     );
-    let totals = traffic_with_a_bot(true).await;
+    assert_eq!(data["devices"], json!([{"name": "desktop", "count": 2}]));
+    assert!(
+        devices.contains(r#"<td class="name">desktop</td><td class="num">2</td>"#),
+        "{devices}"
+    );
+    assert!(!devices.contains("bot"), "{devices}");
+    let (data, devices) = traffic_with_a_bot(true).await;
+    let totals = &data["totals"];
     assert_eq!(
         (totals["events"].as_u64(), totals["visitors"].as_u64()),
         (Some(5), Some(5))
+    );
+    let both = json!([{"name": "bot", "count": 3}, {"name": "desktop", "count": 2}]);
+    assert_eq!(data["devices"], both);
+    assert!(
+        devices.contains(r#"<td class="name">bot</td><td class="num">3</td>"#),
+        "{devices}"
     );
 }
 

@@ -27,11 +27,12 @@ fn database() -> PathBuf {
 async fn an_address_in_the_databases_ranges_gets_its_country_in_the_lake() {
     let db = database();
     let mut app = spawn_app_with(|s| {
-        slow_files(s);
+        s.collector.max_file_age_ms = 100;
         s.collector.trust_forwarded_for = true;
         s.collector.geoip_database = db.to_str().unwrap().into();
     });
-    let (_, ik) = app.create_app("free").await;
+    let (app_id, ik) = app.create_app("pro").await;
+    let (_, key) = app.create_key(&app_id, &["analytics:read"]).await;
     let sent = [
         ("msg_v4", "8.8.8.8"),
         ("msg_v6", "2001:4860:4860::8888"),
@@ -50,6 +51,21 @@ async fn an_address_in_the_databases_ranges_gets_its_country_in_the_lake() {
             .await;
         assert_eq!(a.counts(), (1, 0, 0), "{}", a.body);
     }
+    // The Traffic page and the API count events per country (the rollups).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let traffic = loop {
+        let a = app
+            .api(&key, Method::GET, "/api/v1/analytics/traffic", None)
+            .await;
+        assert_eq!(a.status, 200, "{}", a.body);
+        if a.data()["totals"]["events"] == 4 {
+            break a.data().clone();
+        }
+        assert!(std::time::Instant::now() < deadline, "{}", a.body);
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    let countries = json!([{"name": "US", "count": 2}, {"name": "DE", "count": 1}]);
+    assert_eq!(traffic["countries"], countries);
     app.stop().await;
     let view = lake::read_local(&app.data_dir.join("lake"));
     let place = |id: &str| {

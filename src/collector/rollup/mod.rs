@@ -11,7 +11,8 @@
 //!
 //! A bucket holds, for one app and one hour (or day) of `received_at` (the lake's partitions):
 //! the count per event type, the page views per `page_path` and the track events per name
-//! (`top.rs`: exact up to 1 000 names, Space-Saving beyond), a HyperLogLog of anonymousIds
+//! (`top.rs`: exact up to 1 000 names, Space-Saving beyond), the events per country and per
+//! device class (`top.rs` too: a few hundred names at most), a HyperLogLog of anonymousIds
 //! (`hll.rs`, precision 14) and one of the anonymousIds seen with a userId (identified).
 //!
 //! Exactly once: the uploader applies a flush's delta after its files are in the lake and
@@ -48,6 +49,10 @@ pub struct Bucket {
     pub pages: Top,
     /// Track events per name.
     pub events: Top,
+    /// Events per country (`country`, when a database is set).
+    pub countries: Top,
+    /// Events per device class (`device_class`: desktop, mobile, tablet, other).
+    pub devices: Top,
     /// Distinct anonymousIds.
     pub visitors: Hll,
     /// Distinct anonymousIds of rows that carry a userId.
@@ -67,6 +72,12 @@ impl Bucket {
             (EventType::Track, _, Some(name)) => self.events.add(name, 1),
             _ => {}
         }
+        if let Some(country) = &e.country {
+            self.countries.add(country, 1);
+        }
+        if let Some(device) = &e.device_class {
+            self.devices.add(device, 1);
+        }
         if let Some(anon) = &e.anonymous_id {
             self.visitors.insert(anon.as_bytes());
             if e.user_id.is_some() {
@@ -82,6 +93,8 @@ impl Bucket {
         }
         self.pages.merge(&other.pages);
         self.events.merge(&other.events);
+        self.countries.merge(&other.countries);
+        self.devices.merge(&other.devices);
         self.visitors.merge(&other.visitors);
         self.identified.merge(&other.identified);
     }

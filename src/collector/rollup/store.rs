@@ -89,6 +89,11 @@ struct Counts {
     t: Vec<u64>,
     p: Top,
     e: Top,
+    /// Countries and device classes (absent from buckets stored before them).
+    #[serde(default)]
+    c: Top,
+    #[serde(default)]
+    d: Top,
 }
 
 fn encode(b: &Bucket) -> Vec<u8> {
@@ -96,6 +101,8 @@ fn encode(b: &Bucket) -> Vec<u8> {
         t: b.by_type.to_vec(),
         p: b.pages.clone(),
         e: b.events.clone(),
+        c: b.countries.clone(),
+        d: b.devices.clone(),
     })
     .expect("counts serialize");
     let visitors = b.visitors.to_bytes();
@@ -126,6 +133,8 @@ fn decode(bytes: &[u8]) -> Option<Bucket> {
         by_type,
         pages: counts.p,
         events: counts.e,
+        countries: counts.c,
+        devices: counts.d,
         visitors: Hll::from_bytes(rest.get(..v)?)?,
         identified: Hll::from_bytes(rest.get(v..)?)?,
     })
