@@ -243,15 +243,21 @@ mod tests {
     }
 
     #[test]
-    fn a_bucket_stored_with_four_types_reads_with_six() {
+    fn a_bucket_stored_with_four_types_and_no_countries_or_devices_reads_with_them() {
         let mut b = Bucket::default();
         b.by_type[0] = 7;
         b.by_type[3] = 2;
+        let mut with = b.clone();
+        with.countries.add("FR", 3);
+        with.devices.add("mobile", 3);
+        assert_eq!(decode(&encode(&with)), Some(with));
         let bytes = encode(&b);
         let (n, rest) = take(&bytes).unwrap();
         let mut counts: serde_json::Value = serde_json::from_slice(&rest[..n]).unwrap();
         assert_eq!(counts["t"], serde_json::json!([7, 0, 0, 2, 0, 0]));
         counts["t"] = serde_json::json!([7, 0, 0, 2]);
+        let fields = counts.as_object_mut().unwrap();
+        assert!(fields.remove("c").is_some() && fields.remove("d").is_some());
         let json = serde_json::to_vec(&counts).unwrap();
         let mut old = (json.len() as u32).to_be_bytes().to_vec();
         old.extend_from_slice(&json);
