@@ -10,8 +10,11 @@ use std::sync::Arc;
 
 /// The four event types of the interface (§6.1), and Segment's `screen` (a view in a mobile
 /// app) and `alias` (a user's previous id).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum EventType {
+    /// The default only so that an `Event` has one (`Event::example`): the decoder always
+    /// sets the type.
+    #[default]
     Page,
     Track,
     Identify,
@@ -236,7 +239,7 @@ macro_rules! event_row {
     ($( $(#[$doc:meta])* $field:ident : $ty:ty $(as $name:literal)? ),+
      $( ; since format $n:literal : $( $(#[$adoc:meta])* $added:ident : $aty:ty ),+ )* $(,)?) => {
         /// One accepted, enriched event: one row of the lake.
-        #[derive(Debug, Clone, PartialEq)]
+        #[derive(Debug, Clone, PartialEq, Default)]
         pub struct Event {
             $( $(#[$doc])* pub $field: $ty, )+
             $( $( $(#[$adoc])* pub $added: $aty, )+ )*
@@ -375,41 +378,10 @@ impl Event {
             message_id: message_id.into(),
             app_id: app_id.into(),
             kind: EventType::Page,
-            event: None,
             anonymous_id: Some(anonymous_id.into()),
-            user_id: None,
-            group_id: None,
-            session_id: None,
             timestamp: at,
-            original_timestamp: None,
-            sent_at: None,
             received_at: at,
-            page_url: None,
-            page_path: None,
-            page_title: None,
-            page_referrer: None,
-            device_type: None,
-            locale: None,
-            timezone: None,
-            screen_width: None,
-            screen_height: None,
-            ip: None,
-            user_agent: None,
-            properties: None,
-            traits: None,
-            context: None,
-            name: None,
-            category: None,
-            previous_id: None,
-            integrations: None,
-            browser: None,
-            browser_version: None,
-            os: None,
-            device_class: None,
-            is_bot: None,
-            country: None,
-            region: None,
-            city: None,
+            ..Event::default()
         }
     }
 }
