@@ -10,8 +10,12 @@
   var BATCH_MS = 5000, BATCH_N = 10, SESSION_MS = 30 * 60 * 1000;
   var STORE_MAX = 100, BEACON_MAX = 60000, REQ_MAX = 400000, LOCK_MS = 20000;
 
+  // Where this file is served and where it sends events: the server that serves it writes its
+  // own paths here (collector.script_path, collector.collect_path); data-collect-path (or the
+  // stub's config.collectPath) overrides the second for a copy hosted elsewhere.
+  var SCRIPT_PATH = '/sdk/v1/analytics.js', COLLECT_PATH = '/api/w/analytics/collect';
   var script = d.currentScript || d.querySelector('script[data-app-key]') ||
-    d.querySelector('script[src*="/sdk/v1/analytics.js"]');
+    d.querySelector('script[src*="' + SCRIPT_PATH + '"]');
   var attr = function (n) { return script && script.getAttribute(n); };
   // data-preview: the dashboard's survey builder draws its live preview with this popover
   // (Service.surveyPreview(survey, element)); nothing else runs: no events, storage or requests.
@@ -21,7 +25,7 @@
   var HOST = attr('data-host') || conf.host;
   if (!HOST && script && script.src) HOST = new URL(script.src).origin;
   HOST = String(HOST || '').replace(/\/+$/, '');
-  var URL_ = HOST + '/api/w/analytics/collect';
+  var URL_ = HOST + (attr('data-collect-path') || conf.collectPath || COLLECT_PATH);
   if (!KEY) console.warn('[tributary] no data-app-key on the script tag: events will be refused');
 
   // ---- storage: localStorage, a cookie when it is blocked (ids only), memory at last ----

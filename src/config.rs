@@ -129,6 +129,10 @@ pub struct CollectorSettings {
     pub geoip_database: String,
     pub node_id: String,
     pub allowed_origins: Vec<String>,
+    /// The tracker served at this path too, beside [`DEFAULT_SCRIPT_PATH`]; "" = none.
+    pub script_path: String,
+    /// The collector answering at this path too, beside [`DEFAULT_COLLECT_PATH`]; "" = none.
+    pub collect_path: String,
     pub shutdown_upload_timeout_ms: u64,
     pub max_backlog_mb: u64,
     pub answer_timeout_ms: u64,
@@ -150,7 +154,110 @@ pub enum IpPolicy {
     Drop,
 }
 
+/// Where the tracker is served and where it sends its events, whatever the configuration.
+pub const DEFAULT_SCRIPT_PATH: &str = "/sdk/v1/analytics.js";
+pub const DEFAULT_COLLECT_PATH: &str = "/api/w/analytics/collect";
+
+/// The first segments of the service's own routes (`startup.rs` checks this list against the
+/// routes it wires): an operator's path may not start with one of them.
+pub const RESERVED_PREFIXES: &[&str] = &[
+    "acq",
+    "admin",
+    "api",
+    "dashboard",
+    "healthz",
+    "metrics",
+    "openapi.json",
+    "readyz",
+    "sdk",
+    "v1",
+];
+
+/// An operator's path's longest length.
+const MAX_PATH_CHARS: usize = 200;
+
+/// Why `path` cannot be an operator's path, if it cannot: one `/` before each non-empty segment
+/// of plain characters (letters, digits, `-._~`), no `.` or `..` segment, no trailing slash, the
+/// first segment not one of the service's own ([`RESERVED_PREFIXES`]).
+fn path_problem(path: &str) -> Option<String> {
+    let Some(rest) = path.strip_prefix('/') else {
+        return Some("must start with /".into());
+    };
+    if path.len() > MAX_PATH_CHARS {
+        return Some(format!("must be at most {MAX_PATH_CHARS} characters"));
+    }
+    if let Some(c) = path
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || "-._~/".contains(*c)))
+    {
+        return Some(format!(
+            "{c:?} is not allowed: letters, digits, - . _ ~ and / only"
+        ));
+    }
+    let segments: Vec<&str> = rest.split('/').collect();
+    if segments.iter().any(|s| s.is_empty()) {
+        return Some("no empty segment (// or a trailing /)".into());
+    }
+    if segments.iter().any(|s| *s == "." || *s == "..") {
+        return Some("no . or .. segment".into());
+    }
+    let first = segments[0].to_ascii_lowercase();
+    if RESERVED_PREFIXES.contains(&first.as_str()) {
+        return Some(format!(
+            "/{first} is the service's own; choose a path outside {}",
+            RESERVED_PREFIXES
+                .iter()
+                .map(|p| format!("/{p}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    None
+}
+
 impl CollectorSettings {
+    /// The operator's path for the tracker (`script_path`), when set to another than the default.
+    pub fn script_alias(&self) -> Option<&str> {
+        alias(&self.script_path, DEFAULT_SCRIPT_PATH)
+    }
+
+    /// The operator's path for the collector (`collect_path`), when set to another than the
+    /// default.
+    pub fn collect_alias(&self) -> Option<&str> {
+        alias(&self.collect_path, DEFAULT_COLLECT_PATH)
+    }
+
+    /// The path the dashboard's snippet loads the tracker from.
+    pub fn script_path(&self) -> &str {
+        self.script_alias().unwrap_or(DEFAULT_SCRIPT_PATH)
+    }
+
+    /// The path the tracker served by this server sends its events to.
+    pub fn collect_path(&self) -> &str {
+        self.collect_alias().unwrap_or(DEFAULT_COLLECT_PATH)
+    }
+
+    /// Checks `script_path` and `collect_path`: each a plain path outside the service's own
+    /// routes, and not the same.
+    pub fn check_paths(&self) -> Result<(), ConfigError> {
+        for (key, path) in [
+            ("script_path", self.script_alias()),
+            ("collect_path", self.collect_alias()),
+        ] {
+            if let Some(why) = path.and_then(path_problem) {
+                return Err(ConfigError::Path {
+                    key,
+                    path: path.unwrap_or_default().to_owned(),
+                    why,
+                });
+            }
+        }
+        match (self.script_alias(), self.collect_alias()) {
+            (Some(s), Some(c)) if s == c => Err(ConfigError::SamePaths(s.to_owned())),
+            _ => Ok(()),
+        }
+    }
+
     /// `ip_policy`, unless the deprecated `anonymize_ip` is set (true: truncate, false: keep).
     pub fn ip_policy(&self) -> IpPolicy {
         match self.anonymize_ip {
@@ -164,6 +271,11 @@ impl CollectorSettings {
         self.ip_policy = policy;
         self.anonymize_ip = None;
     }
+}
+
+/// `path`, unless empty or the default.
+fn alias<'a>(path: &'a str, default: &str) -> Option<&'a str> {
+    Some(path).filter(|p| !p.is_empty() && *p != default)
 }
 
 /// Where the lake lives.
@@ -255,6 +367,17 @@ pub enum ConfigError {
     Load(#[from] config::ConfigError),
     #[error("configuration: plans.{0}.requests_per_minute must be at least 1")]
     ZeroRate(&'static str),
+    #[error("configuration: collector.{key} = {path:?}: {why}")]
+    Path {
+        key: &'static str,
+        path: String,
+        why: String,
+    },
+    #[error(
+        "configuration: collector.script_path and collector.collect_path are both {0:?}: they \
+         must differ"
+    )]
+    SamePaths(String),
 }
 
 impl Settings {
@@ -291,7 +414,7 @@ impl Settings {
                 return Err(ConfigError::ZeroRate(plan.name()));
             }
         }
-        Ok(())
+        self.collector.check_paths()
     }
 
     /// The limits of `plan`.
@@ -329,5 +452,96 @@ mod tests {
             assert!(!printed.contains(secret), "{secret} printed in {printed}");
         }
         assert!(printed.contains("s3_secret_access_key: Secret([redacted])"));
+    }
+
+    fn collector(script: &str, collect: &str) -> CollectorSettings {
+        let mut c = Settings::load(None).unwrap().collector;
+        (c.script_path, c.collect_path) = (script.into(), collect.into());
+        c
+    }
+
+    #[test]
+    fn the_default_paths_serve_the_tracker_and_collect_until_an_operator_sets_others() {
+        let c = collector("", "");
+        assert_eq!((c.script_alias(), c.collect_alias()), (None, None));
+        assert_eq!(
+            (c.script_path(), c.collect_path()),
+            (DEFAULT_SCRIPT_PATH, DEFAULT_COLLECT_PATH)
+        );
+        // The defaults named as such are no alias, and no error.
+        let c = collector(DEFAULT_SCRIPT_PATH, DEFAULT_COLLECT_PATH);
+        assert!(c.check_paths().is_ok());
+        assert_eq!((c.script_alias(), c.collect_alias()), (None, None));
+        let c = collector("/lib/site.js", "/t/e");
+        assert!(c.check_paths().is_ok());
+        assert_eq!(
+            (c.script_path(), c.collect_path()),
+            ("/lib/site.js", "/t/e")
+        );
+        assert_eq!(c.script_alias(), Some("/lib/site.js"));
+        assert!(collector("/A-b_c.d~/x.js", "").check_paths().is_ok());
+    }
+
+    #[test]
+    fn an_operators_path_is_refused_at_load_with_the_key_and_the_reason() {
+        let refused = |script: &str, collect: &str| {
+            collector(script, collect)
+                .check_paths()
+                .expect_err(&format!("{script:?} {collect:?} refused"))
+                .to_string()
+        };
+        let cases = [
+            (
+                "lib/site.js",
+                "",
+                "collector.script_path",
+                "must start with /",
+            ),
+            ("", "/t e", "collector.collect_path", "' ' is not allowed"),
+            ("/t?x=1", "", "script_path", "'?' is not allowed"),
+            ("/t%2e", "", "script_path", "'%' is not allowed"),
+            ("/é", "", "script_path", "is not allowed"),
+            ("/", "", "script_path", "no empty segment"),
+            ("/t//e", "", "script_path", "no empty segment"),
+            ("", "/t/e/", "collect_path", "no empty segment"),
+            ("/a/../api", "", "script_path", "no . or .. segment"),
+            (
+                "/api/tracker.js",
+                "",
+                "script_path",
+                "/api is the service's own",
+            ),
+            ("", "/v1/batch2", "collect_path", "/v1 is the service's own"),
+            ("/SDK/x.js", "", "script_path", "/sdk is the service's own"),
+            ("/dashboard/t.js", "", "script_path", "/dashboard"),
+            ("", "/metrics", "collect_path", "/metrics"),
+            ("/openapi.json", "", "script_path", "/openapi.json"),
+            ("/t/e", "/t/e", "both \"/t/e\": they must differ", ""),
+        ];
+        for (script, collect, key, why) in cases {
+            let e = refused(script, collect);
+            assert!(
+                e.starts_with("configuration: ") && e.contains(key) && e.contains(why),
+                "{script:?} {collect:?}: {e}"
+            );
+        }
+        let long = format!("/{}", "a".repeat(MAX_PATH_CHARS));
+        assert!(refused(&long, "").contains("at most 200 characters"));
+    }
+
+    #[test]
+    fn an_operators_paths_are_read_from_a_config_file_and_checked_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("paths.toml");
+        std::fs::write(
+            &file,
+            "[collector]\nscript_path = \"/lib/site.js\"\ncollect_path = \"/healthz/e\"\n",
+        )
+        .unwrap();
+        let e = Settings::load(Some(&file)).unwrap_err().to_string();
+        assert!(e.contains("collector.collect_path = \"/healthz/e\""), "{e}");
+        std::fs::write(&file, "[collector]\nscript_path = \"/lib/site.js\"\n").unwrap();
+        let s = Settings::load(Some(&file)).unwrap();
+        assert_eq!(s.collector.script_path(), "/lib/site.js");
     }
 }

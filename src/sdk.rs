@@ -1,15 +1,17 @@
-//! The browser tracker, `GET /sdk/v1/analytics.js`: `sdk/analytics.js` embedded in the binary,
-//! with a strong `ETag` (SHA-256 of the content), `304` on a matching `If-None-Match`, a short
-//! `Cache-Control` (the URL is unversioned) and gzip when the client accepts it (compressed
-//! once, on first use).
+//! The browser tracker, `GET /sdk/v1/analytics.js` (and the operator's `collector.script_path`):
+//! `sdk/analytics.js` embedded in the binary, its paths set to the configured ones once at
+//! start ([`Tracker`]), with a strong `ETag` (SHA-256 of the content), `304` on a matching
+//! `If-None-Match`, a short `Cache-Control` (the URL is unversioned) and gzip when the client
+//! accepts it (compressed once, at start).
 
 use std::io::Write;
-use std::sync::OnceLock;
 
 use actix_web::http::header::{self, HeaderValue};
-use actix_web::{get, HttpRequest, HttpResponse};
+use actix_web::{get, web, HttpRequest, HttpResponse};
 use sha2::{Digest, Sha256};
 use utoipa_actix_web::service_config::ServiceConfig;
+
+use crate::config::{CollectorSettings, DEFAULT_COLLECT_PATH, DEFAULT_SCRIPT_PATH};
 
 /// The tracker's source, as served.
 pub const ANALYTICS_JS: &str = include_str!("../sdk/analytics.js");
@@ -17,26 +19,44 @@ pub const ANALYTICS_JS: &str = include_str!("../sdk/analytics.js");
 const CONTENT_TYPE: &str = "application/javascript; charset=utf-8";
 const CACHE_CONTROL: &str = "public, max-age=300";
 
-/// One embedded asset: its bytes, its ETag and, once asked for, its gzip form.
-struct Asset {
-    raw: &'static [u8],
+/// The tracker as this server serves it: its bytes, its ETag and its gzip form.
+pub struct Tracker {
+    raw: web::Bytes,
     etag: String,
-    gzip: OnceLock<Vec<u8>>,
+    gzip: web::Bytes,
 }
 
-impl Asset {
-    fn new(raw: &'static [u8]) -> Asset {
-        let hash = Sha256::digest(raw);
-        Asset {
-            raw,
+impl Tracker {
+    /// The tracker with the paths of `cfg` (where it is served, where it sends its events).
+    pub fn new(cfg: &CollectorSettings) -> Tracker {
+        let raw = web::Bytes::from(source(cfg.script_path(), cfg.collect_path()));
+        let hash = Sha256::digest(&raw);
+        Tracker {
             etag: format!("\"{}\"", hex::encode(&hash[..16])),
-            gzip: OnceLock::new(),
+            gzip: gzip(&raw).into(),
+            raw,
         }
     }
 
-    fn gzip(&'static self) -> &'static [u8] {
-        self.gzip.get_or_init(|| gzip(self.raw))
+    /// The tracker's text, as served.
+    pub fn text(&self) -> &str {
+        std::str::from_utf8(&self.raw).expect("the tracker is UTF-8")
     }
+}
+
+/// The line of `sdk/analytics.js` that names its paths, with the defaults.
+fn paths_line(script: &str, collect: &str) -> String {
+    format!("var SCRIPT_PATH = '{script}', COLLECT_PATH = '{collect}';")
+}
+
+/// The tracker's source with `script` and `collect` as its paths (the configuration's, checked:
+/// plain path characters, nothing to escape).
+fn source(script: &str, collect: &str) -> String {
+    ANALYTICS_JS.replacen(
+        &paths_line(DEFAULT_SCRIPT_PATH, DEFAULT_COLLECT_PATH),
+        &paths_line(script, collect),
+        1,
+    )
 }
 
 /// The gzip form of `raw` (best compression: it is done once).
@@ -44,11 +64,6 @@ pub fn gzip(raw: &[u8]) -> Vec<u8> {
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
     enc.write_all(raw).expect("writing to a Vec cannot fail");
     enc.finish().expect("writing to a Vec cannot fail")
-}
-
-fn analytics() -> &'static Asset {
-    static ASSET: OnceLock<Asset> = OnceLock::new();
-    ASSET.get_or_init(|| Asset::new(ANALYTICS_JS.as_bytes()))
 }
 
 /// Whether an `If-None-Match` header names `etag` (or is `*`). Weak forms match too (a proxy
@@ -80,7 +95,7 @@ fn accepts_gzip(req: &HttpRequest) -> bool {
         })
 }
 
-fn serve(req: &HttpRequest, asset: &'static Asset) -> HttpResponse {
+fn serve(req: &HttpRequest, asset: &Tracker) -> HttpResponse {
     let common = |res: &mut actix_web::HttpResponseBuilder| {
         res.insert_header((header::ETAG, asset.etag.as_str()))
             .insert_header((header::CACHE_CONTROL, CACHE_CONTROL))
@@ -97,14 +112,25 @@ fn serve(req: &HttpRequest, asset: &'static Asset) -> HttpResponse {
     res.insert_header((header::CONTENT_TYPE, CONTENT_TYPE));
     if accepts_gzip(req) {
         res.insert_header((header::CONTENT_ENCODING, "gzip"))
-            .body(asset.gzip())
+            .body(asset.gzip.clone())
     } else {
-        res.body(asset.raw)
+        res.body(asset.raw.clone())
     }
 }
 
 pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(analytics_js);
+}
+
+/// The tracker at an operator's path (`collector.script_path`), answered as the default path.
+pub fn alias(path: &str) -> actix_web::Resource {
+    web::resource(path)
+        .route(web::get().to(tracker))
+        .default_service(web::to(crate::api::not_found))
+}
+
+async fn tracker(req: HttpRequest, asset: web::Data<Tracker>) -> HttpResponse {
+    serve(&req, &asset)
 }
 
 /// The browser tracker (`window.Service.analytics`), plain JavaScript.
@@ -120,8 +146,8 @@ pub fn configure(cfg: &mut ServiceConfig) {
     )
 )]
 #[get("/sdk/v1/analytics.js")]
-async fn analytics_js(req: HttpRequest) -> HttpResponse {
-    serve(&req, analytics())
+async fn analytics_js(req: HttpRequest, asset: web::Data<Tracker>) -> HttpResponse {
+    serve(&req, &asset)
 }
 
 #[cfg(test)]
@@ -151,6 +177,29 @@ mod tests {
         assert!(none_match(&r("\"x\", W/\"abc\""), etag));
         assert!(none_match(&r("*"), etag));
         assert!(!none_match(&r("\"abcd\""), etag));
+    }
+
+    #[test]
+    fn the_tracker_names_its_paths_once_and_the_server_writes_its_own_there() {
+        let line = paths_line(DEFAULT_SCRIPT_PATH, DEFAULT_COLLECT_PATH);
+        assert_eq!(ANALYTICS_JS.matches(&line).count(), 1);
+        for default in [DEFAULT_SCRIPT_PATH, DEFAULT_COLLECT_PATH] {
+            assert_eq!(ANALYTICS_JS.matches(default).count(), 1, "{default}");
+        }
+        let mut cfg = crate::config::Settings::load(None).unwrap().collector;
+        let default = Tracker::new(&cfg);
+        assert_eq!(default.text(), ANALYTICS_JS);
+        cfg.script_path = "/lib/site.js".into();
+        cfg.collect_path = "/t/e".into();
+        let custom = Tracker::new(&cfg);
+        assert_eq!(
+            custom.text(),
+            ANALYTICS_JS.replace(
+                &line,
+                "var SCRIPT_PATH = '/lib/site.js', COLLECT_PATH = '/t/e';"
+            )
+        );
+        assert_ne!(custom.etag, default.etag);
     }
 
     #[test]

@@ -16,7 +16,9 @@ use utoipa_actix_web::{scope, AppExt};
 use crate::api::{self, ratelimit::RateLimits};
 use crate::clock::Clock;
 use crate::collector::Collector;
-use crate::config::{Secret, ServerSettings, Settings};
+use crate::config::{
+    CollectorSettings, Secret, ServerSettings, Settings, DEFAULT_COLLECT_PATH, DEFAULT_SCRIPT_PATH,
+};
 use crate::state::AppState;
 use crate::storage::{Store, StoreThreads};
 use crate::tenants::auth::AdminTokens;
@@ -40,6 +42,8 @@ pub enum StartError {
          it to have one generated"
     )]
     AdminTokenTooShort(usize),
+    #[error("{0}")]
+    Config(#[from] crate::config::ConfigError),
 }
 
 /// A built, bound, not yet running server.
@@ -223,6 +227,30 @@ fn describe_unannotated(doc: &mut serde_json::Value) {
     }});
 }
 
+/// The methods every path answers: the document's, and the operator's paths
+/// (`collector.script_path`, `collect_path`) those of the paths they stand for.
+fn allowed_methods(doc: &serde_json::Value, paths: &CollectorSettings) -> api::allow::Allowed {
+    let mut allowed = api::allow::Allowed::from_openapi(doc);
+    if let Some(p) = paths.script_alias() {
+        allowed.alias(p, DEFAULT_SCRIPT_PATH);
+    }
+    if let Some(p) = paths.collect_alias() {
+        allowed.alias(p, DEFAULT_COLLECT_PATH);
+    }
+    allowed
+}
+
+/// The operator's paths: the tracker and the collector under paths of their choosing, beside
+/// the defaults and outside the documented services (`/openapi.json` names the defaults).
+fn operator_paths(cfg: &mut web::ServiceConfig, paths: &CollectorSettings) {
+    if let Some(p) = paths.script_alias() {
+        cfg.service(crate::sdk::alias(p));
+    }
+    if let Some(p) = paths.collect_alias() {
+        cfg.service(crate::collector::http::alias(p));
+    }
+}
+
 /// Removes expired idempotency records now and starts the timer that sweeps them from then on.
 fn idempotency_sweeps(
     store: &Store,
@@ -354,6 +382,7 @@ impl Application {
     /// Opens the store and binds the listener; the server does not run until `run_until_stopped`.
     /// `clock` is every "now" of the server (the binary passes `SystemClock`).
     pub fn build(settings: Settings, clock: Arc<dyn Clock>) -> Result<Application, StartError> {
+        settings.collector.check_paths()?;
         let data_dir = settings.storage.data_dir.clone();
         crate::memory::set_idle(Duration::from_secs(
             settings.collector.release_memory_after_idle_secs,
@@ -395,7 +424,8 @@ impl Application {
         let dashboard = web::Data::new(crate::dashboard::Dashboard::default());
         sweep_dashboard_sessions(&store, clock.now())?;
         let doc = Arc::new(openapi());
-        let allowed = web::Data::new(api::allow::Allowed::from_openapi(&doc));
+        let allowed = web::Data::new(allowed_methods(&doc, &state.settings.collector));
+        let tracker = web::Data::new(crate::sdk::Tracker::new(&state.settings.collector));
         let running = collector.clone();
         let kept_access = access.clone();
         let server = HttpServer::new(move || {
@@ -408,6 +438,7 @@ impl Application {
                 .app_data(collector.clone())
                 .app_data(allowed.clone())
                 .app_data(dashboard.clone())
+                .app_data(tracker.clone())
                 .app_data(web::QueryConfig::default().error_handler(api::query_error))
                 .app_data(web::PathConfig::default().error_handler(api::path_error))
                 .app_data(web::JsonConfig::default().error_handler(api::json_error))
@@ -415,7 +446,9 @@ impl Application {
             let (app, _) = services(app).split_for_parts();
             // The dashboard's HTML pages are not part of the API: outside `services`, so the
             // OpenAPI document (and schemathesis) never lists them.
-            app.configure(crate::dashboard::configure)
+            let paths = &state.settings.collector;
+            app.configure(|cfg| operator_paths(cfg, paths))
+                .configure(crate::dashboard::configure)
                 .wrap(from_fn(api::deadline::body_deadline))
                 .wrap(from_fn(api::request_context))
                 .route(
@@ -495,5 +528,29 @@ impl Application {
         threads.join();
         tracing::info!("shutdown complete");
         result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_operators_path_can_never_shadow_a_route_of_the_service() {
+        // Every first segment the service routes is one config.rs refuses for an operator's
+        // path (the dashboard is wired outside the document).
+        let doc = openapi();
+        let firsts = doc["paths"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(|p| p.split('/').nth(1).unwrap().to_owned())
+            .chain(["dashboard".to_owned()]);
+        for first in firsts {
+            assert!(
+                crate::config::RESERVED_PREFIXES.contains(&first.as_str()),
+                "/{first} is routed but not in config::RESERVED_PREFIXES"
+            );
+        }
     }
 }

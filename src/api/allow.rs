@@ -32,6 +32,14 @@ impl Allowed {
         Allowed(routes)
     }
 
+    /// `path` answers the methods of the documented path `like` (an operator's alias of it,
+    /// served outside the document).
+    pub fn alias(&mut self, path: &str, like: &str) {
+        if let Some(methods) = self.methods(like).map(str::to_owned) {
+            self.0.push((segments(path), methods));
+        }
+    }
+
     /// The `Allow` value of the route matching `path` (the one with the most literal segments,
     /// so `/contacts/batch` wins over `/contacts/{id}`), `None` when no route matches.
     pub fn methods(&self, path: &str) -> Option<&str> {
@@ -83,5 +91,16 @@ mod tests {
         assert_eq!(allowed.methods("/acq/v1/contacts//"), None);
         assert_eq!(allowed.methods("/acq/v1/contacts/batch/"), None);
         assert_eq!(allowed.methods("/acq/v1/contacts/abc/"), None);
+    }
+
+    #[test]
+    fn an_alias_answers_the_methods_of_its_documented_path() {
+        let doc = serde_json::json!({"paths": {"/sdk/v1/analytics.js": {"get": {}}}});
+        let mut allowed = Allowed::from_openapi(&doc);
+        allowed.alias("/lib/site.js", "/sdk/v1/analytics.js");
+        allowed.alias("/t/e", "/nowhere");
+        assert_eq!(allowed.methods("/lib/site.js"), Some("GET, HEAD"));
+        assert_eq!(allowed.methods("/lib/site.js/"), None);
+        assert_eq!(allowed.methods("/t/e"), None);
     }
 }

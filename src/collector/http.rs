@@ -35,6 +35,25 @@ pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(collect);
 }
 
+/// `collect` at an operator's path (`collector.collect_path`), with the same CORS, keys and
+/// answers; another method answers as on the default path (405, preflights).
+pub fn alias(
+    path: &str,
+) -> actix_web::Resource<
+    impl actix_web::dev::ServiceFactory<
+        ServiceRequest,
+        Config = (),
+        Response = ServiceResponse<impl MessageBody>,
+        Error = actix_web::Error,
+        InitError = (),
+    >,
+> {
+    web::resource(path)
+        .route(web::post().to(receive_batch))
+        .default_service(web::to(api::not_found))
+        .wrap(actix_web::middleware::from_fn(cors))
+}
+
 /// CORS for the widget endpoints: answers preflights itself and marks every answer, errors
 /// included, so a browser tracker can read them.
 pub async fn cors(
@@ -261,6 +280,16 @@ impl utoipa::ToSchema for RejectedEvent {}
 )]
 #[post("/analytics/collect")]
 async fn collect(
+    edge: Edge,
+    req: HttpRequest,
+    query: web::Query<CollectQuery>,
+    payload: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    receive_batch(edge, req, query, payload).await
+}
+
+/// `collect`'s handler, on every path it answers.
+async fn receive_batch(
     edge: Edge,
     req: HttpRequest,
     query: web::Query<CollectQuery>,

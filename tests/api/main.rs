@@ -20,6 +20,7 @@ mod events;
 mod helpers;
 mod ideas;
 mod lake;
+mod paths;
 mod quota;
 mod sdk;
 mod security;

@@ -81,10 +81,12 @@ fn origin(req: &HttpRequest) -> String {
     format!("{}://{}", info.scheme(), info.host())
 }
 
-/// The tracker snippet of README's "The browser tracker", for an integration key.
-pub fn snippet(origin: &str, key: &str) -> String {
+/// The tracker snippet of README's "The browser tracker", for an integration key: the tracker
+/// from `script_path` (`collector.script_path`, or the default), which sends its events to
+/// the configured collect path.
+pub fn snippet(origin: &str, script_path: &str, key: &str) -> String {
     format!(
-        "<script>\n!function(w,d,k,h,s){{var a=(w.Service=w.Service||{{}}).analytics=w.Service.analytics||{{}};if(a.loaded||a.q)return;\na.q=[];\"page track identify group reset flush optOut optIn\".split(\" \").forEach(function(m){{a[m]=function(){{a.q.push([m].concat([].slice.call(arguments)))}}}});\nvar e=d.createElement(\"script\");e.async=true;e.src=s+\"/sdk/v1/analytics.js\";e.setAttribute(\"data-app-key\",k);e.setAttribute(\"data-host\",h);\nd.head.appendChild(e)}}(window,document,\"{key}\",\"{origin}\",\"{origin}\");\n</script>"
+        "<script>\n!function(w,d,k,h,s){{var a=(w.Service=w.Service||{{}}).analytics=w.Service.analytics||{{}};if(a.loaded||a.q)return;\na.q=[];\"page track identify group reset flush optOut optIn\".split(\" \").forEach(function(m){{a[m]=function(){{a.q.push([m].concat([].slice.call(arguments)))}}}});\nvar e=d.createElement(\"script\");e.async=true;e.src=s+\"{script_path}\";e.setAttribute(\"data-app-key\",k);e.setAttribute(\"data-host\",h);\nd.head.appendChild(e)}}(window,document,\"{key}\",\"{origin}\",\"{origin}\");\n</script>"
     )
 }
 
@@ -182,14 +184,15 @@ pub async fn list(tenants: Tenants, viewer: Viewer) -> Result<HttpResponse, Page
     ))
 }
 
-fn key_notice(req: &HttpRequest, app: &App, key: &str, heading: &str) -> Markup {
+fn key_notice(tenants: &Tenants, req: &HttpRequest, app: &App, key: &str, heading: &str) -> Markup {
+    let script_path = tenants.state.settings.collector.script_path();
     html! {
         section.card.notice.ok role="status" {
             h2 { (heading) }
             p { "Copy the integration key now: it is shown only once." }
             (secret_box("new-integration-key", "Integration key (X-App-Key)", key))
             p.label { "Tracker snippet for " (app.name) " (paste before " code { "</head>" } ")" }
-            pre.snippet #snippet { (snippet(&origin(req), key)) }
+            pre.snippet #snippet { (snippet(&origin(req), script_path, key)) }
             button.button type="button" data-copy="#snippet" { "Copy snippet" }
         }
     }
@@ -232,7 +235,13 @@ pub async fn create(
     };
     let (app, secret) = tenants.create_app(name, plan).await?;
     tracing::info!(app_id = %app.id, user_id = %viewer.user.id, "app created from the dashboard");
-    let notice = key_notice(&req, &app, &secret, &format!("{} is ready", app.name));
+    let notice = key_notice(
+        &tenants,
+        &req,
+        &app,
+        &secret,
+        &format!("{} is ready", app.name),
+    );
     Ok(layout::ok(
         render(&tenants, &viewer, notice, ("", &[])).await?,
     ))
@@ -263,7 +272,7 @@ pub async fn rotate(
 ) -> Result<HttpResponse, PageError> {
     require_owner(&viewer)?;
     let (app, _, secret) = tenants.rotate_integration_key(&app.id).await?;
-    let notice = key_notice(&req, &app, &secret, "New integration key");
+    let notice = key_notice(&tenants, &req, &app, &secret, "New integration key");
     Ok(layout::ok(
         render(&tenants, &viewer, notice, ("", &[])).await?,
     ))
