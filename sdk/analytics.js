@@ -10,9 +10,8 @@
   var BATCH_MS = 5000, BATCH_N = 10, SESSION_MS = 30 * 60 * 1000;
   var STORE_MAX = 100, BEACON_MAX = 60000, REQ_MAX = 400000, LOCK_MS = 20000;
 
-  // Where this file is served and where it sends events: the server that serves it writes its
-  // own paths here (collector.script_path, collector.collect_path); data-collect-path (or the
-  // stub's config.collectPath) overrides the second for a copy hosted elsewhere.
+  // The server writes its own paths here (collector.script_path, collect_path); data-collect-path
+  // or the stub's config.collectPath overrides the second (for a copy hosted elsewhere).
   var SCRIPT_PATH = '/sdk/v1/analytics.js', COLLECT_PATH = '/api/w/analytics/collect';
   var script = d.currentScript || d.querySelector('script[data-app-key]') ||
     d.querySelector('script[src*="' + SCRIPT_PATH + '"]');
