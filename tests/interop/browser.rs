@@ -131,12 +131,18 @@ async fn the_browser_tracker_in_headless_chromium() {
     )
     .await;
     app.stop().await;
-    let lake = read_local(&app.data_dir.join("lake"));
     let m = read_manifest(&manifest);
     assert!(
         m.present.len() > 100,
         "the JS tests named what the lake must hold"
     );
+    assert_lake_holds(&app, &m);
+}
+
+/// The lake of a stopped `app` holds each of the manifest's present events once, with the
+/// columns it names, none of its absent ones, and no messageId twice.
+fn assert_lake_holds(app: &TestApp, m: &Manifest) {
+    let lake = read_local(&app.data_dir.join("lake"));
     let ids = lake.message_ids();
     let mut count: HashMap<&str, usize> = HashMap::new();
     for id in &ids {
@@ -156,6 +162,41 @@ async fn the_browser_tracker_in_headless_chromium() {
             assert_eq!(&row[col], want, "{id}: column {col}");
         }
     }
+}
+
+/// The operator's paths (`collector.script_path`, `collect_path`) in headless Chromium:
+/// `tests/browser/paths.test.mjs` blocks the default paths as an ad blocker would, loads the
+/// tracker from the operator's script path (and a copy hosted elsewhere with
+/// `data-collect-path`), and checks that its events go to the operator's collect path only;
+/// here, that they are in the lake.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_tracker_under_the_operators_paths_in_headless_chromium() {
+    let (script, collect) = ("/lib/site.js", "/t/e");
+    let mut app = spawn_app_with(|s| {
+        slow_files(s);
+        s.collector.script_path = script.into();
+        s.collector.collect_path = collect.into();
+    });
+    let (_, key) = app.create_app("enterprise").await;
+    let manifest = app.data_dir.join("browser-manifest.jsonl");
+    node_test(
+        "paths.test.mjs",
+        vec![
+            ("TRIBUTARY_BASE", app.base.clone()),
+            ("TRIBUTARY_APP_KEY", key),
+            ("TRIBUTARY_MANIFEST", manifest.display().to_string()),
+            ("TRIBUTARY_SCRIPT_PATH", script.into()),
+            ("TRIBUTARY_COLLECT_PATH", collect.into()),
+        ],
+    )
+    .await;
+    app.stop().await;
+    let m = read_manifest(&manifest);
+    assert!(
+        m.present.len() >= 4,
+        "the JS tests named what the lake must hold"
+    );
+    assert_lake_holds(&app, &m);
 }
 
 /// The dashboard in headless Chromium: `tests/browser/dashboard.test.mjs` drives every flow
