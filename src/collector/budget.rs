@@ -13,8 +13,9 @@
 //! Sizes are the events' estimated bytes (`Event::approx_bytes`). What a pool cannot take is
 //! refused at the edge (503 + Retry-After: the queued-batch gate) or flushed early (a shard
 //! closes its files at `file_bytes`). Not counted here: the HTTP layer's buffers (bounded by
-//! `server.max_connections` x `collector.max_batch_bytes`), sled's cache (`storage.cache_mb`)
-//! and the identity cache (`MAX_CACHED_IDENTITIES` per shard).
+//! `server.max_connections` x `collector.max_batch_bytes`), sled's cache (`storage.cache_mb`),
+//! the identity cache (`MAX_CACHED_IDENTITIES` per shard) and each shard's WAL write buffer
+//! (one group's records, at most 4 MiB kept between appends: `wal::KEPT_BUFFER_BYTES`).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -28,6 +28,10 @@ pub struct Wal {
     /// Set when a failed append could not be undone: the next append first retries the undo,
     /// and refuses rather than acknowledge records behind a torn one.
     broken: bool,
+    /// The write buffer, kept between appends (a group's records are encoded into it), so a
+    /// steady load allocates nothing; given back when an append left it over
+    /// [`KEPT_BUFFER_BYTES`].
+    buf: Vec<u8>,
     /// Tests only: every append fails, as on a full disk.
     #[cfg(test)]
     pub fail_appends: bool,
@@ -38,6 +42,9 @@ pub struct Record {
     pub lsn: u64,
     pub payload: Vec<u8>,
 }
+
+/// The largest write buffer a log keeps between appends (a bigger one is freed after use).
+const KEPT_BUFFER_BYTES: usize = 4 << 20;
 
 fn segment_name(first_lsn: u64) -> String {
     format!("wal-{first_lsn:020}.log")
@@ -119,6 +126,7 @@ impl Wal {
                 next_lsn,
                 segment_bytes: 0,
                 broken: false,
+                buf: Vec::new(),
                 #[cfg(test)]
                 fail_appends: false,
             },
@@ -148,7 +156,8 @@ impl Wal {
         encode: impl Fn(&T, &mut Vec<u8>),
     ) -> io::Result<u64> {
         let first = self.next_lsn;
-        let mut buf = Vec::with_capacity(items.len() * 512);
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.clear();
         for (i, item) in items.iter().enumerate() {
             let start = buf.len();
             buf.extend_from_slice(&[0; 8]); // length and CRC, filled in below
@@ -159,6 +168,17 @@ impl Wal {
             buf[start..start + 4].copy_from_slice(&len.to_le_bytes());
             buf[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
         }
+        let written = self.write_durably(&buf);
+        if buf.capacity() <= KEPT_BUFFER_BYTES {
+            self.buf = buf;
+        }
+        written?;
+        self.next_lsn += items.len() as u64;
+        Ok(first)
+    }
+
+    /// Writes `buf` at the end of the segment and syncs it; on failure, cuts it off again.
+    fn write_durably(&mut self, buf: &[u8]) -> io::Result<()> {
         #[cfg(test)]
         if self.fail_appends {
             return Err(io::Error::from_raw_os_error(28)); // ENOSPC
@@ -171,11 +191,7 @@ impl Wal {
                 .and_then(|_| self.file.sync_all())?;
             self.broken = false;
         }
-        if let Err(e) = self
-            .file
-            .write_all(&buf)
-            .and_then(|_| self.file.sync_data())
-        {
+        if let Err(e) = self.file.write_all(buf).and_then(|_| self.file.sync_data()) {
             // Undo the partial write so later records never sit behind a torn one and the same
             // LSNs are not written twice; if even that fails, stop writing.
             if self
@@ -188,9 +204,8 @@ impl Wal {
             }
             return Err(e);
         }
-        self.next_lsn += items.len() as u64;
         self.segment_bytes += buf.len() as u64;
-        Ok(first)
+        Ok(())
     }
 
     /// The LSN the next record will get.

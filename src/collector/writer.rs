@@ -407,11 +407,13 @@ impl Writer {
         &mut self,
         group: Vec<(Vec<Event>, Reply)>,
     ) -> (Vec<Event>, Vec<u128>, Vec<(Reply, Committed)>) {
+        let events: usize = group.iter().map(|(events, _)| events.len()).sum();
         let mut in_group = FingerprintSet::default();
-        let mut keys = Vec::new();
+        in_group.reserve(events);
+        let mut keys = Vec::with_capacity(events);
         // Identities of this group, not yet durable: they fill later events of the group only.
         let mut pending: FingerprintMap<String> = FingerprintMap::default();
-        let mut kept = Vec::new();
+        let mut kept = Vec::with_capacity(events);
         let mut outcomes = Vec::with_capacity(group.len());
         for (events, reply) in group {
             let mut done = Committed::default();

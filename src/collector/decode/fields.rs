@@ -92,7 +92,7 @@ impl Checker {
     /// which a name, an id or a path never holds.
     fn plain(&mut self, s: Option<&str>, field: &str) -> Option<String> {
         let s = s?;
-        if s.chars().any(char::is_control) {
+        if has_control(s) {
             self.fail(field, "must not contain control characters");
             return None;
         }
@@ -115,10 +115,19 @@ impl Checker {
         }
     }
 
-    /// An optional object, encoded back to JSON text.
-    pub(super) fn object_json(&mut self, v: Option<Value<'_, '_>>, field: &str) -> Option<String> {
+    /// An optional object as JSON text: `sent` (its text as sent, see [`Source::text_of`]) when
+    /// known, else encoded back from the tape.
+    pub(super) fn object_json(
+        &mut self,
+        v: Option<Value<'_, '_>>,
+        field: &str,
+        sent: Option<&str>,
+    ) -> Option<String> {
         let v = v.filter(|v| !is_null(v))?;
         if v.as_object().is_some() {
+            if let Some(text) = sent {
+                return Some(text.to_owned());
+            }
             return with_json_scratch(|out| {
                 // Writing to a Vec cannot fail.
                 let _ = v.write(out);
@@ -126,6 +135,63 @@ impl Checker {
         }
         self.fail(field, "must be an object");
         None
+    }
+}
+
+/// Whether `s` holds a control character (C0, DEL or C1). Bytes first: a C1 character is
+/// encoded from 0xC2, so text without bytes below 0x20, 0x7F or 0xC2 (most text) has none.
+fn has_control(s: &str) -> bool {
+    s.bytes().any(|b| b < 0x20 || b == 0x7f || b == 0xc2) && s.chars().any(char::is_control)
+}
+
+/// The body as sent, beside the copy simd-json parsed in place (`base`: that copy's address).
+/// A string of the tape points into the copy at the offset of its text in the body (after its
+/// opening quote), so an object's text as sent can be cut out of the body by offsets.
+pub(super) struct Source<'b> {
+    pub(super) text: &'b [u8],
+    pub(super) base: usize,
+}
+
+impl<'b> Source<'b> {
+    /// The offset in the body of the opening quote of `key` (a string of the tape).
+    fn quote_of(&self, key: &str) -> Option<usize> {
+        let at = (key.as_ptr() as usize)
+            .checked_sub(self.base)?
+            .checked_sub(1)?;
+        (self.text.get(at) == Some(&b'"')).then_some(at)
+    }
+
+    /// The first offset before `at` that is not JSON whitespace.
+    fn back(&self, mut at: usize) -> Option<usize> {
+        loop {
+            at = at.checked_sub(1)?;
+            if !matches!(self.text[at], b' ' | b'\t' | b'\n' | b'\r') {
+                return Some(at);
+            }
+        }
+    }
+
+    /// The text as sent of the object under `key` in `object` (the last such member), when
+    /// it has members and another member follows it: its first key and the next member's key
+    /// bound it. `None` otherwise (the caller encodes it from the tape).
+    pub(super) fn text_of(&self, object: &Object<'_, 'b>, key: &str) -> Option<&'b str> {
+        // The value under the last `key`, and the key after it.
+        let (mut found, mut waiting) = (None, None);
+        for (k, v) in object.iter() {
+            if let Some(value) = waiting.take() {
+                found = Some((value, k));
+            }
+            if k == key {
+                (found, waiting) = (None, Some(v));
+            }
+        }
+        let (value, next) = found?;
+        let (first, _) = value.as_object()?.iter().next()?;
+        let open = self.back(self.quote_of(first)?)?;
+        let comma = self.back(self.quote_of(next)?)?;
+        let close = self.back(comma)?;
+        let ok = self.text[open] == b'{' && self.text[comma] == b',' && self.text[close] == b'}';
+        ok.then(|| std::str::from_utf8(&self.text[open..=close]).ok())?
     }
 }
 
@@ -147,7 +213,7 @@ fn is_timezone(s: &str) -> bool {
 
 /// The event's `context`: known shapes get their own columns; the rest stays as JSON text.
 #[derive(Default)]
-pub(super) struct Context {
+pub(super) struct Context<'i> {
     /// url, path, title, referrer.
     pub(super) page: [Option<String>; 4],
     pub(super) device_type: Option<String>,
@@ -157,7 +223,7 @@ pub(super) struct Context {
     pub(super) screen: [Option<i32>; 2],
     /// `userAgent`: the visitor's, forwarded by an SDK (ignored unless a plain string of at most
     /// [`MAX_AGENT_CHARS`]: it was never checked, so it refuses no event).
-    pub(super) user_agent: Option<String>,
+    pub(super) user_agent: Option<&'i str>,
     pub(super) rest: Option<String>,
 }
 
@@ -255,11 +321,11 @@ impl Checker {
 
     /// The event's `context`, merged over the batch's (`batch`, already checked to be an
     /// object): a key the event lacks is taken from the batch.
-    pub(super) fn context(
+    pub(super) fn context<'i>(
         &mut self,
-        v: Option<Value<'_, '_>>,
-        batch: Option<Value<'_, '_>>,
-    ) -> Context {
+        v: Option<Value<'_, 'i>>,
+        batch: Option<Value<'_, 'i>>,
+    ) -> Context<'i> {
         let mut out = Context::default();
         let ctx = self.object(v, "context");
         let batch = batch.and_then(|b| b.as_object());
@@ -276,8 +342,7 @@ impl Checker {
         out.user_agent = user_agent
             .and_then(|v| v.into_string())
             .filter(|s| !s.is_empty() && s.len() <= MAX_AGENT_CHARS)
-            .filter(|s| !s.chars().any(char::is_control))
-            .map(str::to_owned);
+            .filter(|s| !has_control(s));
         if let Some(p) = page.and_then(|p| self.object(Some(p), "context.page")) {
             const FIELDS: [&str; 4] = [
                 "context.page.url",
@@ -446,9 +511,7 @@ pub(super) fn page_from_properties(
         if slot.is_none() {
             *slot = v
                 .and_then(|v| v.into_string())
-                .filter(|s| {
-                    s.len() <= MAX_TEXT_CHARS && (i != 1 || !s.chars().any(char::is_control))
-                })
+                .filter(|s| s.len() <= MAX_TEXT_CHARS && (i != 1 || !has_control(s)))
                 .map(str::to_owned);
         }
     }

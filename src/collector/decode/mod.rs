@@ -21,7 +21,7 @@ use simd_json::tape::Value;
 use simd_json::{Buffers, Tape};
 
 use super::event::{Event, EventType};
-use fields::{page_from_properties, pick, Checker, MAX_ID_CHARS};
+use fields::{page_from_properties, pick, Checker, Source, MAX_ID_CHARS};
 pub use numbers::clamp_numbers;
 use time::parse_time;
 pub use time::{event_time, MAX_TIME, MIN_TIME};
@@ -212,15 +212,23 @@ fn padded(body: &[u8]) -> Vec<u8> {
 }
 
 /// Validates and enriches every event; returns the accepted ones and the rejections.
-pub fn validate(
+fn validate(
     parsed: &Parsed<'_, '_>,
+    source: &Source<'_>,
     enrich: &Enrichment,
     max_event_bytes: usize,
 ) -> (Vec<Event>, Vec<Rejected>) {
     let mut events = Vec::with_capacity(parsed.items.len());
     let mut rejected = Vec::new();
+    // The last user agent an event forwarded: the events of one batch share one copy.
+    let mut agent = None;
     for (index, item) in parsed.items.iter().enumerate() {
-        match check_event(index, *item, parsed, enrich, max_event_bytes) {
+        let batch = Batch {
+            parsed,
+            source,
+            enrich,
+        };
+        match check_event(index, *item, &batch, &mut agent, max_event_bytes) {
             Ok(e) => events.push(e),
             Err(mut r) => rejected.append(&mut r),
         }
@@ -294,13 +302,21 @@ fn name_of(
     c.plain_text(v, field, MAX_ID_CHARS)
 }
 
+/// What the events of one body share.
+struct Batch<'a, 't, 'i> {
+    parsed: &'a Parsed<'t, 'i>,
+    source: &'a Source<'a>,
+    enrich: &'a Enrichment,
+}
+
 fn check_event(
     index: usize,
     item: Value<'_, '_>,
-    batch: &Parsed<'_, '_>,
-    enrich: &Enrichment,
+    batch: &Batch<'_, '_, '_>,
+    agent: &mut Option<Arc<str>>,
     max_event_bytes: usize,
 ) -> Result<Event, Vec<Rejected>> {
+    let enrich = batch.enrich;
     let mut c = Checker {
         index,
         errors: Vec::new(),
@@ -322,8 +338,12 @@ fn check_event(
         "name",
     );
     let category = name_of(&mut c, kind, &[EventType::Page], category, "category");
-    let properties_json = c.object_json(properties, "properties");
-    let traits = c.object_json(traits, "traits");
+    let properties_json = c.object_json(
+        properties,
+        "properties",
+        batch.source.text_of(&obj, "properties"),
+    );
+    let traits = c.object_json(traits, "traits", batch.source.text_of(&obj, "traits"));
     // Segment's `timestamp` (when the event happened) else `originalTimestamp` (the client's
     // clock when the SDK made it: RudderStack sends only this one).
     let original_timestamp = match timestamp.filter(|v| v.as_null().is_none()) {
@@ -332,10 +352,10 @@ fn check_event(
     };
     let sent_at = match sent_at {
         Some(v) => c.time(Some(v), "sentAt"),
-        None => batch.sent_at,
+        None => batch.parsed.sent_at,
     };
-    let mut ctx = c.context(context, batch.context);
-    let integrations = c.integrations(integrations, batch.integrations);
+    let mut ctx = c.context(context, batch.parsed.context);
+    let integrations = c.integrations(integrations, batch.parsed.integrations);
     let (Some(kind), true) = (kind, c.errors.is_empty()) else {
         return Err(c.errors);
     };
@@ -371,7 +391,7 @@ fn check_event(
         ip: enrich.ip.clone(),
         // The visitor's: the one an SDK forwards, else the request's (`agent.rs` reads it).
         user_agent: match ctx.user_agent {
-            Some(ua) if enrich.user_agent.as_deref() != Some(ua.as_str()) => Some(ua.into()),
+            Some(ua) if enrich.user_agent.as_deref() != Some(ua) => Some(shared(agent, ua)),
             _ => enrich.user_agent.clone(),
         },
         properties: properties_json,
@@ -396,6 +416,14 @@ fn check_event(
         return Err(c.errors);
     }
     Ok(e)
+}
+
+/// `text` as the `Arc` kept in `last` when it holds the same text, else as a new one kept there.
+fn shared(last: &mut Option<Arc<str>>, text: &str) -> Arc<str> {
+    match last {
+        Some(l) if **l == *text => l.clone(),
+        _ => last.insert(text.into()).clone(),
+    }
 }
 
 /// Whether the event, as the client sent it (its JSON, compact), is over `max` bytes. What the
@@ -434,33 +462,32 @@ pub struct Decoded {
 /// `1e400`, which JSON allows) does not refuse the body: it is stored as the nearest float
 /// (`±1.7976931348623157e308`, or `0.0` for an underflow), see [`clamp_numbers`].
 pub fn decode(body: &[u8], enrich: &Enrichment, limits: Limits) -> Result<Decoded, BodyError> {
-    // simd-json parses in place: it gets a padded copy, and `body` stays for the rare retry.
-    match decode_in_place(&mut padded(body), body.len(), enrich, limits) {
+    // simd-json parses in place: it gets a padded copy, and `body` stays as sent (objects are
+    // copied from it) and for the rare retry.
+    match decode_in_place(body, enrich, limits) {
         Err(BodyError::NumberOutOfRange(_)) => {
             let clamped = clamp_numbers(body);
-            decode_in_place(&mut padded(&clamped), clamped.len(), enrich, limits).map_err(|e| {
-                match e {
-                    BodyError::NumberOutOfRange(m) => BodyError::NotJson(m),
-                    e => e,
-                }
+            decode_in_place(&clamped, enrich, limits).map_err(|e| match e {
+                BodyError::NumberOutOfRange(m) => BodyError::NotJson(m),
+                e => e,
             })
         }
         r => r,
     }
 }
 
-fn decode_in_place(
-    body: &mut [u8],
-    len: usize,
-    enrich: &Enrichment,
-    limits: Limits,
-) -> Result<Decoded, BodyError> {
-    with_tape(body, len, |tape| {
+fn decode_in_place(body: &[u8], enrich: &Enrichment, limits: Limits) -> Result<Decoded, BodyError> {
+    let mut copy = padded(body);
+    let source = Source {
+        text: body,
+        base: copy.as_ptr() as usize,
+    };
+    with_tape(&mut copy, body.len(), |tape| {
         let parsed = parse(tape)?;
         if parsed.len() > limits.max_events {
             return Err(BodyError::TooManyEvents(limits.max_events));
         }
-        let (events, rejected) = validate(&parsed, enrich, limits.max_event_bytes);
+        let (events, rejected) = validate(&parsed, &source, enrich, limits.max_event_bytes);
         Ok(Decoded {
             events,
             rejected,
@@ -471,6 +498,8 @@ fn decode_in_place(
 
 #[cfg(test)]
 mod sdk_tests;
+#[cfg(test)]
+mod source_tests;
 #[cfg(test)]
 mod tests {
     use super::*;
