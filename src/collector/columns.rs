@@ -10,7 +10,7 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::errors::ParquetError;
-use parquet::file::properties::WriterProperties;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
 
 use super::event::{Cell, ColumnKind, Event};
@@ -121,14 +121,32 @@ pub const ROW_GROUP_ROWS: usize = 16_384;
 /// and bytes, so they are written plain (then zstd).
 const UNIQUE_COLUMNS: [&str; 4] = ["message_id", "timestamp", "original_timestamp", "sent_at"];
 
+/// Free text and JSON: a reader never skips a row group by their range, and their min/max
+/// cost a comparison of long, mostly equal prefixes per row, so they get no statistics.
+const NO_STATISTICS: [&str; 9] = [
+    "message_id",
+    "properties",
+    "traits",
+    "context",
+    "integrations",
+    "user_agent",
+    "page_url",
+    "page_title",
+    "page_referrer",
+];
+
 fn writer_properties() -> Result<WriterProperties, ParquetError> {
     let mut props = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(3)?))
         .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
         .set_created_by("tributary".into())
-        .set_statistics_enabled(parquet::file::properties::EnabledStatistics::Chunk);
+        .set_statistics_enabled(EnabledStatistics::Chunk);
     for name in UNIQUE_COLUMNS {
         props = props.set_column_dictionary_enabled(ColumnPath::from(name), false);
+    }
+    for name in NO_STATISTICS {
+        props =
+            props.set_column_statistics_enabled(ColumnPath::from(name), EnabledStatistics::None);
     }
     Ok(props.build())
 }
@@ -316,5 +334,10 @@ mod tests {
         );
         // No page index: page statistics cost more than they save on files of this size.
         assert!(chunk("timestamp").column_index_offset().is_none());
+        // Free text and JSON have none; names that filter keep theirs.
+        for name in NO_STATISTICS {
+            assert!(chunk(name).statistics().is_none(), "{name}");
+        }
+        assert!(chunk("event").statistics().is_some());
     }
 }
