@@ -209,9 +209,11 @@ fn pages(c: &mut Criterion) {
     }
     let now = SystemClock.now().micros();
     fill_traffic(&db, &app.id, now);
+    // Nothing committed and not yet stored: the stored rollups only.
+    let live = tributary::collector::rollup::live::Live::default();
     g.bench_function("traffic_page", |b| {
         b.iter(|| {
-            let loaded = traffic::load(&db, &app.id, black_box(now)).expect("traffic");
+            let loaded = traffic::load(&db, &live, &app.id, black_box(now)).expect("traffic");
             black_box(traffic::render(&who, &app, &loaded).into_string())
         })
     });

@@ -106,12 +106,20 @@ impl Window {
         }
     }
 
+    /// The hours of the window, as hour indexes.
+    pub fn hours(&self) -> std::ops::Range<i64> {
+        let n = self.interval.hours();
+        self.first * n..(self.last + 1) * n
+    }
+
+    /// The interval holding hour `hour` (an hour index).
+    pub fn interval_of(&self, hour: i64) -> i64 {
+        hour.div_euclid(self.interval.hours())
+    }
+
     /// The days wholly inside the window, as day indexes `[first, end)`.
     pub fn whole_days(&self) -> (i64, i64) {
-        let (h0, h1) = (
-            self.first * self.interval.hours(),
-            (self.last + 1) * self.interval.hours(),
-        );
+        let std::ops::Range { start: h0, end: h1 } = self.hours();
         (
             h0.div_euclid(24) + i64::from(h0.rem_euclid(24) != 0),
             h1.div_euclid(24),

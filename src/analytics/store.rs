@@ -1,5 +1,8 @@
-//! Reads a window of an app's rollups (tree `rollups`, laid out by `collector/rollup/store.rs`).
+//! Reads a window of an app's rollups (tree `rollups`, laid out by `collector/rollup/store.rs`)
+//! and adds the rows committed and not yet stored (`collector/rollup/live.rs`), so an event
+//! counts from its 200.
 
+use crate::collector::rollup::live::Live;
 use crate::collector::rollup::store::{self as rollups, RollupError, Unit};
 use crate::collector::rollup::Bucket;
 use crate::storage::StoreError;
@@ -16,10 +19,30 @@ fn store_error(e: RollupError) -> StoreError {
     }
 }
 
-/// The traffic of `app` over `w`: the series from the buckets of its interval; the totals from
-/// the day buckets of the whole days and the hour buckets of the partial days at the edges, so
-/// a long window reads one bucket per day, not 24.
-pub fn traffic(db: &sled::Db, app: &str, w: &Window) -> Result<Traffic, StoreError> {
+/// The traffic of `app` over `w`: what sled holds plus the live hours of the window, read as
+/// one view (each row in one of them: `Live::read`).
+pub fn traffic(db: &sled::Db, live: &Live, app: &str, w: &Window) -> Result<Traffic, StoreError> {
+    let (stored, hours) = live.read(app, w.hours(), || stored(db, app, w));
+    let (mut series, mut totals) = stored?;
+    for (hour, b) in hours {
+        totals.merge(&b);
+        let at = w.interval_of(hour);
+        match series.binary_search_by_key(&at, |(i, _)| *i) {
+            Ok(i) => series[i].1.merge(&b),
+            Err(i) => series.insert(i, (at, b)),
+        }
+    }
+    Ok(Traffic::build(w, &series, &totals))
+}
+
+/// The stored series of `w` (buckets of its interval, by index) and their union: from the day
+/// buckets of the whole days and the hour buckets of the partial days at the edges, so a long
+/// window reads one bucket per day, not 24.
+fn stored(
+    db: &sled::Db,
+    app: &str,
+    w: &Window,
+) -> Result<(Vec<(i64, Bucket)>, Bucket), StoreError> {
     let unit = w.interval.unit();
     let series = rollups::read(db, app, unit, w.first, w.last + 1).map_err(store_error)?;
     let mut totals = Bucket::default();
@@ -36,5 +59,5 @@ pub fn traffic(db: &sled::Db, app: &str, w: &Window) -> Result<Traffic, StoreErr
                 .for_each(|(_, b)| totals.merge(b));
         }
     }
-    Ok(Traffic::build(w, &series, &totals))
+    Ok((series, totals))
 }

@@ -142,6 +142,9 @@ pub struct Collector {
     pub clock: Arc<dyn Clock>,
     /// What is broken behind the edge, and the backlog with its budget.
     pub health: Arc<Health>,
+    /// The traffic rollups committed and not yet in sled (`rollup/live.rs`), which the
+    /// traffic reads add to the stored ones.
+    pub rollups: Arc<rollup::live::Live>,
     /// How long `submit` waits for the shards.
     answer_timeout: Duration,
     /// The queued-batch pool of the memory budget (`budget.rs`).
@@ -218,6 +221,7 @@ struct Common<'a> {
     clock: &'a Arc<dyn Clock>,
     health: &'a Arc<Health>,
     shutdown: &'a Arc<Shutdown>,
+    rollups: &'a Arc<rollup::live::Live>,
 }
 
 /// One shard's threads, just started.
@@ -267,6 +271,7 @@ impl Common<'_> {
                 ..bg
             },
             dedupe: ids.clone(),
+            rollups: self.rollups.clone(),
             wake: wake_tx,
         };
         let background = [
@@ -282,6 +287,7 @@ impl Common<'_> {
             stager: stage_tx,
             health: self.health.clone(),
             index: ids,
+            rollups: self.rollups.clone(),
         };
         Ok(Shard {
             queue,
@@ -289,6 +295,28 @@ impl Common<'_> {
             background,
         })
     }
+}
+
+/// Each shard's checkpoint, and the backlog (WAL and outbox bytes) and outbox files of all,
+/// once each outbox is recovered up to its checkpoint.
+fn recover(
+    data_dir: &Path,
+    shards: usize,
+) -> Result<(Vec<Arc<AtomicU64>>, u64, u64), CollectorError> {
+    let failed = |shard| move |source| CollectorError::Shard { shard, source };
+    let (mut backlog, mut outbox_files) = (0, 0);
+    let mut checkpoints = Vec::with_capacity(shards);
+    for index in 0..shards {
+        let dir = shard_dir(data_dir, index);
+        let checkpoint = wal::read_checkpoint(&dir).map_err(failed(index))?;
+        let (files, staged) = Outbox::new(&dir)
+            .recover(checkpoint)
+            .map_err(failed(index))?;
+        outbox_files += files;
+        backlog += staged + wal::bytes(&dir).or_else(none_yet).map_err(failed(index))?;
+        checkpoints.push(Arc::new(AtomicU64::new(checkpoint)));
+    }
+    Ok((checkpoints, backlog, outbox_files))
 }
 
 /// A directory that does not exist yet holds nothing.
@@ -334,18 +362,7 @@ impl Collector {
         let retired = shard_dirs_from(data_dir, n);
         let total = n + retired;
         let failed = |shard| move |source| CollectorError::Shard { shard, source };
-        let (mut backlog, mut outbox_files) = (0, 0);
-        let mut checkpoints = Vec::with_capacity(total);
-        for index in 0..total {
-            let dir = shard_dir(data_dir, index);
-            let checkpoint = wal::read_checkpoint(&dir).map_err(failed(index))?;
-            let (files, staged) = Outbox::new(&dir)
-                .recover(checkpoint)
-                .map_err(failed(index))?;
-            outbox_files += files;
-            backlog += staged + wal::bytes(&dir).or_else(none_yet).map_err(failed(index))?;
-            checkpoints.push(Arc::new(AtomicU64::new(checkpoint)));
-        }
+        let (checkpoints, backlog, outbox_files) = recover(data_dir, total)?;
         let backlog_budget = health::backlog_budget(c.max_backlog_mb, data_dir, backlog);
         let health = Arc::new(Health::new(backlog_budget, data_dir, total));
         health.add_backlog(backlog as i64, clock.now_micros());
@@ -359,6 +376,7 @@ impl Collector {
         let mut queues = Vec::with_capacity(n);
         let mut starting = Vec::with_capacity(total);
         let mut background = Vec::with_capacity(2 * total);
+        let rollups = Arc::new(rollup::live::Live::new(total));
         let common = Common {
             settings,
             budget: &budget,
@@ -367,6 +385,7 @@ impl Collector {
             clock: &clock,
             health: &health,
             shutdown: &shutdown,
+            rollups: &rollups,
         };
         for (index, checkpoint) in checkpoints.into_iter().enumerate() {
             let counters = Arc::new(metrics.shards[index].clone());
@@ -405,6 +424,7 @@ impl Collector {
             places,
             clock,
             health,
+            rollups,
             answer_timeout: Duration::from_millis(c.answer_timeout_ms.max(1)),
             gate: budget::Gate::new(budget.queued_bytes),
             threads: Mutex::new(threads),
@@ -584,6 +604,7 @@ mod tests {
             places: None,
             clock: Arc::new(crate::clock::SystemClock),
             health: Arc::new(Health::new(budget, &dir, 1)),
+            rollups: Arc::default(),
             answer_timeout: timeout,
             gate: budget::Gate::default(),
             threads: Mutex::default(),

@@ -29,8 +29,9 @@ pub struct Flush {
     pub files: Vec<Encoded>,
     /// The fingerprints of every row's messageId, for the dedupe index.
     pub ids: Arc<dedupe::Flushed>,
-    /// The rollups of the rows (`rollup/`), applied once before the checkpoint.
-    pub rollup: rollup::Delta,
+    /// The rollups of the rows (`rollup/`), applied once before the checkpoint; counted live
+    /// (`rollup/live.rs`) until then.
+    pub rollup: Arc<rollup::Delta>,
 }
 
 /// A closed lake file: where it goes, its Parquet bytes, its rows.
@@ -62,6 +63,8 @@ fn local(what: &'static str) -> impl FnOnce(std::io::Error) -> StageError {
 pub struct Stager {
     pub bg: Background,
     pub dedupe: Arc<dedupe::Index>,
+    /// The live rollups, which stop counting a flush once it is applied.
+    pub rollups: Arc<rollup::live::Live>,
     /// Wakes the uploader (a full channel means it is awake already).
     pub wake: Sender<()>,
 }
@@ -141,9 +144,10 @@ impl Stager {
             }
         }
         // Exactly once: skipped when the shard's rollup LSN already covers the job.
+        let (index, lsn) = (self.bg.index, job.last_lsn);
         self.bg
             .db
-            .with(|db| rollup::store::apply(db, self.bg.index, job.last_lsn, &job.rollup))?;
+            .with(|db| self.rollups.apply(db, index, lsn, &job.rollup))?;
         self.dedupe
             .persist(&job.ids)
             .map_err(local("dedupe runs"))?;
@@ -216,6 +220,7 @@ mod tests {
                     checkpoint: self.checkpoint.clone(),
                 },
                 dedupe: dedupe::Index::open(&self.dir, 1).unwrap(),
+                rollups: Arc::new(rollup::live::Live::new(1)),
                 wake,
             }
         }
@@ -235,7 +240,7 @@ mod tests {
                 lsn: last_lsn,
                 ids: Vec::new(),
             }),
-            rollup: rollup::Delta::default(),
+            rollup: Arc::default(),
         }
     }
 

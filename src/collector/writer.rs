@@ -8,8 +8,9 @@
 //! 3. folds identify / group calls into the profiles (sled), then answers each batch (the HTTP
 //!    200 waits for all this);
 //! 4. remembers the messageIds (`dedupe/`), records usage in sled, and appends the rows to
-//!    Arrow builders, one per (app, hour) partition, and to the traffic rollups' `Delta`
-//!    (`rollup/`: rows at or below the shard's rollup LSN, already counted, are left out);
+//!    Arrow builders, one per (app, hour) partition, and to the traffic rollups' live `Delta`
+//!    (`rollup/live.rs`: counted by the traffic reads from now on; rows at or below the shard's
+//!    rollup LSN, already counted, are left out);
 //! 5. on rows, bytes or age, rotates the WAL and hands the open files to its stager, unless the
 //!    stager still has a flush waiting: then the files stay open, and once they are full the
 //!    writer answers `Full` (503 + Retry-After) until the stager takes them. The writer never
@@ -79,6 +80,8 @@ pub struct Parts {
     pub health: Arc<Health>,
     /// The shard's dedupe index on disk.
     pub index: Arc<dedupe::Index>,
+    /// Where the writer counts its committed rows for the traffic reads (`rollup/live.rs`).
+    pub rollups: Arc<rollup::live::Live>,
 }
 
 /// The answer to one batch: it is on disk.
@@ -154,8 +157,9 @@ pub struct Writer {
     /// Whether the last WAL append failed (reported in `health` until one works again).
     wal_failing: bool,
     counters: Arc<ShardCounters>,
-    /// The rollups of the open rows (`rollup/`), handed over with them.
-    rollup: rollup::Delta,
+    /// The rollups of the open rows (`rollup/`): counted in the shard's live delta, which is
+    /// handed over with them.
+    rollups: Arc<rollup::live::Live>,
     /// Rows at or below this LSN are in the rollups already (read at start): a replay skips them.
     rollup_lsn: u64,
 }
@@ -197,7 +201,7 @@ impl Writer {
             health: parts.health,
             wal_failing: false,
             counters,
-            rollup: rollup::Delta::default(),
+            rollups: parts.rollups,
             rollup_lsn,
         };
         Ok((writer, replay))
@@ -498,7 +502,7 @@ impl Writer {
         self.last_open_lsn = lsn;
         self.seen.insert(key, e.received_at);
         if lsn > self.rollup_lsn && (self.cfg.count_bots || e.is_bot != Some(true)) {
-            self.rollup.add(e);
+            self.rollups.count(self.cfg.index, |d| d.add(e));
         }
     }
 
@@ -552,7 +556,7 @@ impl Writer {
             last_lsn,
             files,
             ids: self.seen.take_open(last_lsn),
-            rollup: std::mem::take(&mut self.rollup),
+            rollup: self.rollups.stage(self.cfg.index, last_lsn),
         }))
     }
 
@@ -684,6 +688,7 @@ mod tests {
                 stager: tx,
                 health: Arc::new(Health::new(u64::MAX, &self.cfg.dir, 1)),
                 index,
+                rollups: Arc::new(rollup::live::Live::new(1)),
             })
             .unwrap();
             (w, records, rx)

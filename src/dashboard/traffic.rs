@@ -14,6 +14,7 @@ use super::layout::{self, thousands, Section, Shell};
 use super::session::{AppPage, Viewer};
 use crate::analytics::model::{Interval, NameCount, Point, Traffic, Window};
 use crate::analytics::store;
+use crate::collector::rollup::live::Live;
 use crate::collector::rollup::HOUR_MICROS;
 use crate::collector::written::{self, WrittenFile};
 use crate::collector::Collector;
@@ -264,7 +265,8 @@ pub async fn page(
     collector: web::Data<Collector>,
 ) -> Result<HttpResponse, PageError> {
     let (id, now) = (app.id.clone(), collector.clock.now_micros());
-    let loaded = state.store.run(move |db| load(db, &id, now)).await?;
+    let live = collector.rollups.clone();
+    let loaded = state.store.run(move |db| load(db, &live, &id, now)).await?;
     Ok(layout::ok(render(&viewer, &app, &loaded)))
 }
 
@@ -280,12 +282,12 @@ pub struct Loaded {
 
 /// Reads the page's figures: two rollup windows and the recent files, a bounded number of
 /// keys whatever the traffic (`benches/dashboard.rs` times it with a month of rollups).
-pub fn load(db: &sled::Db, app: &str, now_micros: i64) -> Result<Loaded, StoreError> {
+pub fn load(db: &sled::Db, live: &Live, app: &str, now_micros: i64) -> Result<Loaded, StoreError> {
     let (h, d) = windows(now_micros);
     let since = Timestamp::from_micros(now_micros - FILE_HOURS * HOUR_MICROS);
     Ok(Loaded {
-        hours: store::traffic(db, app, &h)?,
-        days: store::traffic(db, app, &d)?,
+        hours: store::traffic(db, live, app, &h)?,
+        days: store::traffic(db, live, app, &d)?,
         files: written::recent(db, app, since, MAX_FILES)?,
     })
 }

@@ -2,11 +2,12 @@
 //! by the uploaders, so the dashboard never scans the lake.
 //!
 //! ```text
-//! writer.after_commit -> Delta (per app and received_at hour)    this file
-//!   -> Upload job -> uploader: rollup::store::apply               store.rs (sled tree `rollups`)
+//! writer.after_commit -> Delta (per app and received_at hour)    this file, held in live.rs
+//!   -> Flush -> stager: live::apply -> store::apply               store.rs (sled tree `rollups`)
 //!      one sled transaction: merge every bucket into its hour and its day, and record the
 //!      shard's rollup LSN; a job at or below that LSN is skipped
-//!   <- GET /api/v1/analytics/traffic                              analytics/ (reads store.rs)
+//!   <- GET /api/v1/analytics/traffic                              analytics/ (reads store.rs
+//!      and, through live.rs, the deltas committed and not yet applied: live from the 200)
 //! ```
 //!
 //! A bucket holds, for one app and one hour (or day) of `received_at` (the lake's partitions):
@@ -15,7 +16,7 @@
 //! device class (`top.rs` too: a few hundred names at most), a HyperLogLog of anonymousIds
 //! (`hll.rs`, precision 14) and one of the anonymousIds seen with a userId (identified).
 //!
-//! Exactly once: the uploader applies a flush's delta after its files are in the lake and
+//! Exactly once: the stager applies a flush's delta after its files are in the lake and
 //! before its checkpoint, in one transaction with the shard's `rollup LSN = last_lsn`. A crash
 //! before the apply: the WAL replay rebuilds the rows and their delta. A crash after the apply
 //! and before the checkpoint: the replay skips, when it builds deltas, every row at or below
@@ -29,6 +30,7 @@
 //! open files' own bytes (`file_bytes` in budget.rs), which it shadows.
 
 pub mod hll;
+pub mod live;
 pub mod store;
 pub mod top;
 
@@ -134,6 +136,18 @@ impl Delta {
         self.buckets
             .iter()
             .flat_map(|(app, hours)| hours.iter().map(move |(h, b)| (app.as_str(), *h, b)))
+    }
+
+    /// `(hour, bucket)` of `app` for the hours in `hours`.
+    pub fn hours_of(
+        &self,
+        app: &str,
+        hours: std::ops::Range<i64>,
+    ) -> impl Iterator<Item = (i64, &Bucket)> {
+        self.buckets
+            .get(app)
+            .into_iter()
+            .flat_map(move |h| h.range(hours.clone()).map(|(h, b)| (*h, b)))
     }
 
     /// The rows counted.
