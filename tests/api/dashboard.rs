@@ -737,6 +737,38 @@ async fn the_traffic_page_charts_what_the_collector_received() {
 }
 
 #[tokio::test]
+async fn the_traffic_page_shows_events_within_5_s_of_their_200_before_any_file_is_written() {
+    let app = spawn_app();
+    let (app_id, ik) = app.create_app("pro").await;
+    let mut b = owner(&app).await;
+    let url = format!("/dashboard/apps/{app_id}/traffic");
+    send_known_traffic(&app, &ik).await;
+    let answered = std::time::Instant::now();
+    let summary = "Events per hour, last 48 hours: 3 page, 2 track, 1 identify, 0 group";
+    loop {
+        let page = b.get(&url).await;
+        assert_eq!(page.status, 200, "{}", page.body);
+        if page.body.contains(summary) {
+            assert!(page
+                .body
+                .contains("Events per day, last 30 days: 3 page, 2 track, 1 identify, 0 group"));
+            break;
+        }
+        assert!(
+            answered.elapsed() < std::time::Duration::from_secs(5),
+            "not shown within 5 s of the 200"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(
+        crate::lake::read_local(&app.data_dir.join("lake"))
+            .rows
+            .is_empty(),
+        "shown before any file is written"
+    );
+}
+
+#[tokio::test]
 async fn a_survey_moves_by_its_legal_buttons_and_shows_its_score_responses_and_csv() {
     let app = spawn_app();
     let (app_id, ik) = app.create_app("pro").await;

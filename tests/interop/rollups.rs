@@ -1,6 +1,7 @@
 //! The traffic rollups against DuckDB over the lake: counts per type equal, visitors within 2%
 //! of `count(distinct anonymous_id)`, the same top 10 pages and events; and the same after a
-//! `kill -9` with rows still in the WAL and a restart.
+//! `kill -9` with rows still in the WAL and a restart; and counted from their 200, before any
+//! file is written, without counting twice after a `kill -9` and the replay.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -143,34 +144,90 @@ async fn settled(client: &reqwest::Client, s: &Server, key: &str, events: &Value
     }
 }
 
+/// The defaults: files close at 100 000 rows or after a minute.
+const DEFAULT_FLUSH: [(&str, &str); 2] = [
+    ("TRIBUTARY__COLLECTOR__MAX_FILE_ROWS", "100000"),
+    ("TRIBUTARY__COLLECTOR__MAX_FILE_AGE_MS", "60000"),
+];
+
+/// Creates an app on the enterprise plan and a key that reads its traffic: (id, integration
+/// key, key).
+async fn app_with_key(
+    client: &reqwest::Client,
+    s: &Server,
+    name: &str,
+) -> (String, String, String) {
+    let admin = ("authorization", &*format!("Bearer {ADMIN_TOKEN}"));
+    let body = json!({"name": name, "plan": "enterprise"});
+    let app = post(client, format!("{}/admin/v1/apps", s.base), admin, body).await;
+    let id = app["data"]["id"].as_str().unwrap().to_owned();
+    let body = json!({"name": "k", "permissions": ["analytics:read"]});
+    let url = format!("{}/admin/v1/apps/{id}/keys", s.base);
+    let key = post(client, url, admin, body).await;
+    let ik = app["data"]["integrationKey"].as_str().unwrap().to_owned();
+    (id, ik, key["data"]["key"].as_str().unwrap().to_owned())
+}
+
+#[tokio::test]
+async fn events_count_from_their_200_and_after_kill_9_and_replay_equal_duckdb_once_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, lake) = (tmp.path(), tmp.path().join("lake"));
+    let client = reqwest::Client::new();
+    let mut server = start_with(dir, &DEFAULT_FLUSH);
+    let (id, ik, key) = app_with_key(&client, &server, "live").await;
+    let mut rng = Rng(11);
+    let events: Vec<Value> = (0..300)
+        .flat_map(|v| visitor(&mut rng, "live", v))
+        .collect();
+    send(&client, &server, &ik, events.clone()).await;
+    let answered = Instant::now();
+    let total = json!(events.len());
+    while traffic(&client, &server, &key, "hour").await["totals"]["events"] != total {
+        assert!(
+            answered.elapsed() < Duration::from_secs(5),
+            "not counted within 5 s of the 200"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        !lake.exists() || python::read_local(&lake).rows.is_empty(),
+        "no file yet"
+    );
+    // Killed before any flush: the restart replays the WAL into the live rollups (once), and
+    // writes the files.
+    server.kill_9();
+    let server = start_with(dir, &DEFAULT_FLUSH);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let duck = loop {
+        let ours = traffic(&client, &server, &key, "hour").await;
+        assert_eq!(
+            ours["totals"]["events"], total,
+            "each row once after the replay"
+        );
+        let duck = python::rollup_by_sql(&lake, &id);
+        if duck["events"] == total {
+            break duck;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the replayed files never reached the lake"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let what = "after kill -9, the replay and the files written";
+    compare(&traffic(&client, &server, &key, "hour").await, &duck, what);
+    compare(&traffic(&client, &server, &key, "day").await, &duck, what);
+}
+
 #[tokio::test]
 async fn rollups_match_duckdb_over_the_lake_before_and_after_kill_9() {
     let tmp = tempfile::tempdir().unwrap();
     let (dir, lake) = (tmp.path(), tmp.path().join("lake"));
     let client = reqwest::Client::new();
     let mut server = start_with(dir, &ENV);
-    let admin = ("authorization", &*format!("Bearer {ADMIN_TOKEN}"));
     let mut apps = Vec::new();
     for name in ["big", "small"] {
-        let body = json!({"name": name, "plan": "enterprise"});
-        let app = post(
-            &client,
-            format!("{}/admin/v1/apps", server.base),
-            admin,
-            body,
-        )
-        .await;
-        let id = app["data"]["id"].as_str().unwrap().to_owned();
-        let body = json!({"name": "k", "permissions": ["analytics:read"]});
-        let key = post(
-            &client,
-            format!("{}/admin/v1/apps/{id}/keys", server.base),
-            admin,
-            body,
-        )
-        .await;
-        let ik = app["data"]["integrationKey"].as_str().unwrap().to_owned();
-        apps.push((id, ik, key["data"]["key"].as_str().unwrap().to_owned()));
+        apps.push(app_with_key(&client, &server, name).await);
     }
     // 3 000 visitors of the big app (past the sketch's exact range), 40 of the small one; half
     // of the traffic, a kill -9 with rows in the WAL, then the other half.
