@@ -15,7 +15,10 @@
 //! closes its files at `file_bytes`). Not counted here: the HTTP layer's buffers (bounded by
 //! `server.max_connections` x `collector.max_batch_bytes`), sled's cache (`storage.cache_mb`),
 //! the identity cache (`MAX_CACHED_IDENTITIES` per shard) and each shard's WAL write buffer
-//! (one group's records, at most 4 MiB kept between appends: `wal::KEPT_BUFFER_BYTES`).
+//! (one group's records, at most 4 MiB kept between appends: `wal::KEPT_BUFFER_BYTES`). The
+//! traffic rollups of the rows in each `file_bytes` (`rollup/`) are a fraction of them and shadow
+//! them: a delta lives with its open files and its flush (until the stager applies it), shared
+//! with the live traffic reads (`rollup/live.rs`), never copied; a read copies one app's window.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
