@@ -2,8 +2,9 @@
 //! last 30 days by type, visitors per day, the share of identified visitors, and the top pages
 //! and events. Read through `analytics::store::traffic` (the rollups, live from the 200), never
 //! from the lake; charts from `charts.rs`, each with its figures in a table under it. Under
-//! them, the lake files written for the app in the last 24 hours (path, rows, size, time), newest first, from
-//! the uploaders' record (`collector::written`): no listing of the object store, no file read.
+//! them, the lake files written for the app in the last 24 hours (path, rows, size, time),
+//! newest first, from the uploaders' record (`collector::written`): no listing of the object
+//! store, no file read.
 
 use actix_web::{web, HttpResponse};
 use maud::{html, Markup};
