@@ -135,6 +135,12 @@ const NO_STATISTICS: [&str; 9] = [
     "page_referrer",
 ];
 
+/// The person's ids: each row group carries a Bloom filter of them (1% false positives; sized
+/// for [`ROW_GROUP_ROWS`] distinct values, 32 KiB, then folded down to the values it holds
+/// when written, so a small file's filters stay small), so an erasure, DuckDB and Spark skip
+/// the row groups and files that cannot hold a person.
+const BLOOM_COLUMNS: [&str; 2] = ["user_id", "anonymous_id"];
+
 fn writer_properties() -> Result<WriterProperties, ParquetError> {
     let mut props = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(3)?))
@@ -143,6 +149,13 @@ fn writer_properties() -> Result<WriterProperties, ParquetError> {
         .set_statistics_enabled(EnabledStatistics::Chunk);
     for name in UNIQUE_COLUMNS {
         props = props.set_column_dictionary_enabled(ColumnPath::from(name), false);
+    }
+    for name in BLOOM_COLUMNS {
+        let column = || ColumnPath::from(name);
+        props = props
+            .set_column_bloom_filter_enabled(column(), true)
+            .set_column_bloom_filter_fpp(column(), 0.01)
+            .set_column_bloom_filter_max_ndv(column(), ROW_GROUP_ROWS as u64);
     }
     for name in NO_STATISTICS {
         props =
@@ -339,5 +352,57 @@ mod tests {
             assert!(chunk(name).statistics().is_none(), "{name}");
         }
         assert!(chunk("event").statistics().is_some());
+    }
+
+    #[test]
+    fn the_person_ids_have_bloom_filters_that_tell_absent_ids_apart() {
+        let mut b = RowBuilder::default();
+        for i in 0..1000 {
+            let mut e = sample(i);
+            e.anonymous_id = Some(format!("anon-{i}"));
+            e.user_id = Some(format!("user-{i}"));
+            b.append(&e);
+        }
+        let bytes = bytes::Bytes::from(encode_parquet(&b.finish()).unwrap());
+        let options = parquet::file::serialized_reader::ReadOptionsBuilder::new()
+            .with_reader_properties(
+                parquet::file::properties::ReaderProperties::builder()
+                    .set_read_bloom_filter(true)
+                    .build(),
+            )
+            .build();
+        let reader = parquet::file::serialized_reader::SerializedFileReader::new_with_options(
+            bytes, options,
+        )
+        .unwrap();
+        let group = parquet::file::reader::FileReader::get_row_group(&reader, 0).unwrap();
+        let index = |name: &str| {
+            let schema = group.metadata().schema_descr();
+            (0..schema.num_columns())
+                .find(|&i| schema.column(i).path().string() == name)
+                .unwrap()
+        };
+        for (name, prefix) in [("anonymous_id", "anon"), ("user_id", "user")] {
+            let filter = group.get_column_bloom_filter(index(name)).expect(name);
+            for i in 0..1000 {
+                assert!(
+                    filter.check(&format!("{prefix}-{i}").as_str()),
+                    "{name} {i}"
+                );
+            }
+            let false_positives = (1000..3000)
+                .filter(|i| filter.check(&format!("{prefix}-{i}").as_str()))
+                .count();
+            assert!(false_positives < 100, "{name}: {false_positives} of 2000");
+        }
+        // Columns nobody looks a person up by carry none.
+        assert!(group.get_column_bloom_filter(index("event")).is_none());
+        // A file of a few rows does not carry two filters of 32 KiB.
+        let mut b = RowBuilder::default();
+        for i in 0..10 {
+            b.append(&sample(i));
+        }
+        let small = encode_parquet(&b.finish()).unwrap().len();
+        assert!(small < 16 * 1024, "{small} bytes");
     }
 }
