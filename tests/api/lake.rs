@@ -23,16 +23,6 @@ pub struct LakeView {
     pub rows: Vec<Map<String, Value>>,
     /// The Parquet logical type of the `timestamp` column of the first file.
     pub timestamp_logical: Option<String>,
-    /// DuckDB's probe of the first file's Bloom filter on `anonymous_id` (DuckDB readers only).
-    #[serde(default)]
-    pub anonymous_id_bloom: Option<BloomProbe>,
-}
-
-/// Whether a Bloom filter rules out an id its file holds, and how many of 20 it does not hold.
-#[derive(Debug, PartialEq, Eq, serde::Deserialize)]
-pub struct BloomProbe {
-    pub held_excluded: bool,
-    pub absent_excluded_of_20: usize,
 }
 
 impl LakeView {
@@ -95,7 +85,6 @@ pub fn read_local(lake_dir: &Path) -> LakeView {
         types: Map::new(),
         rows: Vec::new(),
         timestamp_logical: None,
-        anonymous_id_bloom: None,
     };
     for (n, f) in files.iter().enumerate() {
         let file = std::fs::File::open(lake_dir.join(f)).unwrap();

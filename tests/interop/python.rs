@@ -48,6 +48,23 @@ fn run_reader(args: &[&str]) -> LakeView {
     lake_py(&args)
 }
 
+/// DuckDB's probe of the first file's Bloom filter on `anonymous_id`: whether it rules out an
+/// id the file holds, and how many of 20 ids it does not hold it rules out.
+#[derive(Debug, serde::Deserialize)]
+pub struct BloomProbe {
+    pub held_excluded: bool,
+    pub absent_excluded_of_20: usize,
+}
+
+pub fn bloom_probe(lake_dir: &Path) -> BloomProbe {
+    #[derive(serde::Deserialize)]
+    struct Probed {
+        anonymous_id_bloom: BloomProbe,
+    }
+    let probed: Probed = lake_py(&["local".as_ref(), lake_dir.as_os_str()]);
+    probed.anonymous_id_bloom
+}
+
 pub fn read_local(lake_dir: &Path) -> LakeView {
     run_reader(&["local", lake_dir.to_str().unwrap()])
 }
