@@ -59,10 +59,7 @@ async fn duckdb_reads_the_lake_with_utc_microsecond_timestamps() {
     assert_eq!(duck.files, ours.files);
     assert_eq!(duck.rows.len(), 12);
     // DuckDB skips a file by its Bloom filter for an id it does not hold, never for one it does.
-    let probe = duck
-        .anonymous_id_bloom
-        .as_ref()
-        .expect("DuckDB probed the filter");
+    let probe = python::bloom_probe(&lake_dir);
     assert!(
         !probe.held_excluded && probe.absent_excluded_of_20 >= 15,
         "{probe:?}"
