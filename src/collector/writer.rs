@@ -222,6 +222,7 @@ impl Writer {
                     let now = self.clock.now_micros();
                     let key = self.seen.index().fingerprint(&e.app_id, &e.message_id);
                     self.after_commit(&e, key, r.lsn, now);
+                    self.count(std::iter::once((&e, r.lsn)));
                 }
                 None => {
                     tracing::error!(shard = index, lsn = r.lsn, "unreadable WAL record skipped")
@@ -381,6 +382,20 @@ impl Writer {
         for (i, (e, key)) in kept.iter().zip(keys).enumerate() {
             self.after_commit(e, key, first_lsn + i as u64, arrived);
         }
+        self.count(kept.iter().zip(first_lsn..));
+    }
+
+    /// Counts committed rows in the traffic rollups, live from now on (one lock for them all):
+    /// not those at or below the rollup LSN (counted before a crash), nor bots unless
+    /// `count_bots`.
+    fn count<'e>(&self, rows: impl Iterator<Item = (&'e Event, u64)>) {
+        self.rollups.count(self.cfg.index, |d| {
+            for (e, lsn) in rows {
+                if lsn > self.rollup_lsn && (self.cfg.count_bots || e.is_bot != Some(true)) {
+                    d.add(e);
+                }
+            }
+        });
     }
 
     /// Appends the events to the WAL with one fsync; returns the first one's LSN.
@@ -481,7 +496,7 @@ impl Writer {
         user
     }
 
-    /// Everything after the answer: the row in its open file and the messageId.
+    /// Everything after the answer but the rollups: the row in its open file and the messageId.
     fn after_commit(&mut self, e: &Event, key: u128, lsn: u64, arrived: i64) {
         let hour = e.received_at.div_euclid(3_600_000_000);
         let appended = match self.open.entry((e.app_id.clone(), hour)) {
@@ -501,9 +516,6 @@ impl Writer {
         self.first_open_lsn.get_or_insert(lsn);
         self.last_open_lsn = lsn;
         self.seen.insert(key, e.received_at);
-        if lsn > self.rollup_lsn && (self.cfg.count_bots || e.is_bot != Some(true)) {
-            self.rollups.count(self.cfg.index, |d| d.add(e));
-        }
     }
 
     /// Folds an event into its user's profile; an error is logged, never fatal to the event.

@@ -2,7 +2,7 @@
 //! by the uploaders, so the dashboard never scans the lake.
 //!
 //! ```text
-//! writer.after_commit -> Delta (per app and received_at hour)    this file, held in live.rs
+//! writer.count -> Delta (per app and received_at hour)           this file, held in live.rs
 //!   -> Flush -> stager: live::apply -> store::apply               store.rs (sled tree `rollups`)
 //!      one sled transaction: merge every bucket into its hour and its day, and record the
 //!      shard's rollup LSN; a job at or below that LSN is skipped
