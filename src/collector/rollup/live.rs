@@ -169,4 +169,33 @@ mod tests {
         let (_, other) = live.read("other", H0..H0 + 1, || ());
         assert!(other.is_empty(), "only the app asked for");
     }
+
+    #[test]
+    fn a_reader_sees_each_row_once_while_the_stager_applies_flushes() {
+        let db = sled::Config::new().temporary(true).open().unwrap();
+        let live = Arc::new(Live::new(1));
+        let flushes: Vec<(u64, Arc<Delta>)> = (0..20)
+            .map(|i| {
+                count(&live, i * 10..(i + 1) * 10);
+                let lsn = (i as u64 + 1) * 10;
+                (lsn, live.stage(0, lsn))
+            })
+            .collect();
+        let stager = {
+            let (live, db) = (live.clone(), db.clone());
+            std::thread::spawn(move || {
+                for (lsn, delta) in flushes {
+                    live.apply(&db, 0, lsn, &delta).unwrap();
+                }
+            })
+        };
+        loop {
+            let (stored, live_now) = events(&live, &db);
+            assert_eq!(stored + live_now, 200, "each row once, at every moment");
+            if stored == 200 {
+                break;
+            }
+        }
+        stager.join().unwrap();
+    }
 }
