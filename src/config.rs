@@ -14,6 +14,7 @@ pub struct Settings {
     pub api: ApiSettings,
     pub collector: CollectorSettings,
     pub lake: LakeSettings,
+    pub retention: RetentionSettings,
     pub plans: Plans,
     /// The admin API's bearer token: `TRIBUTARY_ADMIN_TOKEN`; when unset, one is generated at
     /// first start and kept in the data dir.
@@ -310,6 +311,29 @@ pub struct LakeSettings {
     pub prefix: String,
 }
 
+/// The retention sweep (`retention/`): how often it runs.
+#[derive(Debug, Clone, Deserialize)]
+pub struct RetentionSettings {
+    pub sweep_interval_secs: u64,
+}
+
+/// How long a plan keeps each kind of data, in days (`plans.<plan>.retention`); 0 or absent:
+/// for ever.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Retention {
+    /// The lake's `dt=` day partitions (whole days).
+    pub lake_days: u32,
+    /// The traffic rollups' hourly buckets.
+    pub hourly_rollup_days: u32,
+    /// The traffic rollups' daily buckets.
+    pub daily_rollup_days: u32,
+    /// Survey responses, by their last change.
+    pub responses_days: u32,
+    /// The records of the lake files put (the dashboard's recent files).
+    pub lake_file_records_days: u32,
+}
+
 /// One plan's rate and quotas. A negative quota means unlimited.
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
 pub struct PlanLimits {
@@ -326,6 +350,9 @@ pub struct PlanLimits {
     pub comment_depth: i64,
     /// Votes on one idea (one per voter, so this bounds the voters an idea counts).
     pub votes_per_idea: i64,
+    /// How long the app's data is kept.
+    #[serde(default)]
+    pub retention: Retention,
 }
 
 crate::fields::names! {

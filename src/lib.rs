@@ -16,6 +16,7 @@ pub mod ideas;
 pub mod ids;
 pub mod memory;
 pub mod profiles;
+pub mod retention;
 pub mod sdk;
 pub mod startup;
 pub mod state;

@@ -54,6 +54,7 @@ pub struct Application {
     store: Store,
     threads: StoreThreads,
     sweeper: tokio::task::JoinHandle<()>,
+    retention: tokio::task::JoinHandle<()>,
     key_uses: tokio::task::JoinHandle<()>,
     access: web::Data<Access>,
 }
@@ -273,6 +274,27 @@ fn idempotency_sweeps(
     ))
 }
 
+/// Starts the retention sweep (`retention/`): now, then every `retention.sweep_interval_secs`.
+fn spawn_retention(
+    settings: &Settings,
+    store: &Store,
+    lake: Arc<dyn object_store::ObjectStore>,
+    clock: &Arc<dyn Clock>,
+    collector: &Collector,
+) -> tokio::task::JoinHandle<()> {
+    crate::retention::spawn(
+        crate::retention::Sweeper {
+            store: store.clone(),
+            lake,
+            prefix: settings.lake.prefix.clone(),
+            plans: settings.plans.clone(),
+            clock: clock.clone(),
+            counters: collector.metrics.retention.clone(),
+        },
+        Duration::from_secs(settings.retention.sweep_interval_secs),
+    )
+}
+
 /// How often keys' last use goes from the registry's memory to sled.
 const KEY_USE_EVERY: Duration = Duration::from_secs(30);
 
@@ -397,9 +419,10 @@ impl Application {
         let collector = web::Data::new(Collector::start(
             &settings,
             store.db(),
-            lake,
+            lake.clone(),
             clock.clone(),
         )?);
+        let retention = spawn_retention(&settings, &store, lake, &clock, &collector);
         let listener =
             TcpListener::bind(&settings.server.bind).map_err(|cause| StartError::Bind {
                 addr: settings.server.bind.clone(),
@@ -476,6 +499,7 @@ impl Application {
             store,
             threads,
             sweeper,
+            retention,
             key_uses,
             access: kept_access,
         })
@@ -500,13 +524,16 @@ impl Application {
             store,
             threads,
             sweeper,
+            retention,
             key_uses,
             access,
             ..
         } = self;
         let result = server.await.map_err(StartError::Server);
-        sweeper.abort();
-        let _ = sweeper.await;
+        for task in [sweeper, retention] {
+            task.abort();
+            let _ = task.await;
+        }
         key_uses.abort();
         let _ = key_uses.await;
         record_key_uses(&store, &access, 0).await;

@@ -39,7 +39,10 @@ pub fn open(
             };
             std::fs::create_dir_all(&dir)
                 .map_err(|e| LakeError::Dir(dir.display().to_string(), e))?;
-            let fs = object_store::local::LocalFileSystem::new_with_prefix(&dir)?.with_fsync(true);
+            // Directories a delete empties go too (retention drops whole partitions).
+            let fs = object_store::local::LocalFileSystem::new_with_prefix(&dir)?
+                .with_fsync(true)
+                .with_automatic_cleanup(true);
             Ok(Arc::new(fs))
         }
         LakeKind::S3 => {
@@ -91,6 +94,19 @@ fn retry_config() -> object_store::RetryConfig {
     }
 }
 
+/// The folder of every file of `app_id`: `events/app_id=<app_id>` under `prefix`.
+pub fn app_dir(prefix: &str, app_id: &str) -> Path {
+    under(prefix, format!("events/app_id={app_id}"))
+}
+
+fn under(prefix: &str, p: String) -> Path {
+    if prefix.is_empty() {
+        Path::from(p)
+    } else {
+        Path::from(format!("{}/{p}", prefix.trim_matches('/')))
+    }
+}
+
 /// Where a file of `app_id`'s events received in `hour` goes.
 pub fn file_path(
     prefix: &str,
@@ -105,11 +121,7 @@ pub fn file_path(
         hour.format("%Y-%m-%d"),
         hour.format("%H"),
     );
-    if prefix.is_empty() {
-        Path::from(p)
-    } else {
-        Path::from(format!("{}/{p}", prefix.trim_matches('/')))
-    }
+    under(prefix, p)
 }
 
 #[cfg(test)]
@@ -128,5 +140,9 @@ mod tests {
         assert!(file_path("/lake/", "a", t, "n", 0, 1)
             .as_ref()
             .starts_with("lake/events/"));
+        assert!(file_path("/lake/", "a", t, "n", 0, 1)
+            .as_ref()
+            .starts_with(&format!("{}/", app_dir("/lake/", "a").as_ref())));
+        assert_eq!(app_dir("", "a").as_ref(), "events/app_id=a");
     }
 }

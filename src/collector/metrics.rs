@@ -36,6 +36,48 @@ struct ReasonLabel {
     reason: Reject,
 }
 
+names! {
+    /// What the retention sweep removes (`retention/`).
+    pub Expired {
+        LakePartitions = "lake_partitions",
+        LakeFiles = "lake_files",
+        HourlyBuckets = "hourly_buckets",
+        DailyBuckets = "daily_buckets",
+        Responses = "responses",
+        LakeFileRecords = "lake_file_records",
+    }
+}
+
+impl EncodeLabelValue for Expired {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        EncodeLabelValue::encode(&self.name(), encoder)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct KindLabel {
+    kind: Expired,
+}
+
+/// The retention sweep's handles (its task adds to them).
+#[derive(Debug, Clone, Default)]
+pub struct RetentionCounters {
+    removed: Family<KindLabel, Counter>,
+    /// Sweeps run to the end, and sweeps that failed (retried at the next one).
+    pub sweeps: Counter,
+    pub failures: Counter,
+}
+
+impl RetentionCounters {
+    pub fn removed(&self, kind: Expired, n: u64) {
+        self.removed.get_or_create(&KindLabel { kind }).inc_by(n);
+    }
+
+    pub fn removed_count(&self, kind: Expired) -> u64 {
+        self.removed.get_or_create(&KindLabel { kind }).get()
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct ShardLabel {
     shard: u32,
@@ -179,6 +221,7 @@ pub struct Metrics {
     registry: Registry,
     pub edge: EdgeCounters,
     pub shards: Vec<ShardCounters>,
+    pub retention: RetentionCounters,
 }
 
 impl Default for Metrics {
@@ -197,8 +240,14 @@ impl Metrics {
             rejected: Family::default(),
             quarantine: QuarantineCounters::default(),
         };
+        let retention = RetentionCounters::default();
         let r = &mut registry;
         register!(r,
+            "retention_removed", "What the retention sweep removed, by kind",
+                retention.removed.clone();
+            "retention_sweeps", "Retention sweeps run to the end", retention.sweeps.clone();
+            "retention_failures", "Retention sweeps that failed (retried at the next one)",
+                retention.failures.clone();
             "requests", "Collect requests received", edge.requests.clone();
             "body_bytes", "Request body bytes received (after decompression)",
                 edge.body_bytes.clone();
@@ -218,6 +267,7 @@ impl Metrics {
             registry,
             edge,
             shards,
+            retention,
         }
     }
 

@@ -8,8 +8,9 @@
 //! The uploader records a flush's files after putting them and before its checkpoint, and
 //! forgets the paths of an unfinished intent when it deletes them at start, so the record names
 //! exactly the files in the lake (a crash between the puts and the record leaves those files
-//! unrecorded until the replay puts them again). Records older than `KEEP` are dropped whenever
-//! the same app gets a new file: an app that stops sending keeps its last records.
+//! unrecorded until the replay puts them again). Records older than `KEEP_HOURS` are dropped whenever
+//! the same app gets a new file: an app that stops sending keeps its last records until the
+//! retention sweep drops them (its plan's `lake_file_records_days`).
 
 use serde::{Deserialize, Serialize};
 use sled::transaction::ConflictableTransactionError;
@@ -72,16 +73,26 @@ pub fn record(
     let mut apps: Vec<&str> = files.iter().map(|(a, _)| a.as_str()).collect();
     apps.dedup();
     for app in apps {
-        let end = file_key(app, cutoff, "");
-        for kv in tree.range(app_prefix(app)..end) {
-            let (k, v) = kv?;
-            if let Ok(f) = decode::<WrittenFile>(&k, &v) {
-                tree.remove(path_key(&f.path))?;
-            }
-            tree.remove(k)?;
-        }
+        drop_before(db, app, cutoff)?;
     }
     Ok(())
+}
+
+/// Drops `app`'s records of files written before `cutoff` (the retention sweep, and `record`);
+/// returns how many went.
+pub fn drop_before(db: &sled::Db, app: &str, cutoff: Timestamp) -> Result<usize, sled::Error> {
+    let tree = db.open_tree(TREE)?;
+    let mut dropped = 0;
+    for kv in tree.range(app_prefix(app)..file_key(app, cutoff, "")) {
+        let (k, v) = kv?;
+        if let Ok(f) = decode::<WrittenFile>(&k, &v) {
+            tree.remove(path_key(&f.path))?;
+        }
+        if tree.remove(k)?.is_some() {
+            dropped += 1;
+        }
+    }
+    Ok(dropped)
 }
 
 /// Forgets the files at `paths` (the files of an unfinished flush, deleted at start).
@@ -163,6 +174,18 @@ mod tests {
             recent(&db, "a", hours_ago(100), 10).unwrap().len(),
             2,
             "older than 48 h dropped"
+        );
+        assert_eq!(
+            drop_before(&db, "a", hours_ago(1)).unwrap(),
+            2,
+            "x/old and x/1 went"
+        );
+        assert_eq!(paths("a"), Vec::<String>::new());
+        assert_eq!(paths("b"), ["y/1"], "another app untouched");
+        let t = db.open_tree(TREE).unwrap();
+        assert!(
+            t.get(path_key("x/1")).unwrap().is_none(),
+            "its path entry too"
         );
     }
 }

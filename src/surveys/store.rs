@@ -305,6 +305,56 @@ pub fn responses(db: &sled::Db, app: &str, id: &str) -> Result<Vec<SurveyRespons
     decode_all(&db.open_tree(TREE)?, &response_prefix(app, id))
 }
 
+/// Removes `app`'s responses last changed before `cutoff` (the retention sweep), each with its
+/// visitor entries and one off its survey's `responseCount`, one transaction per survey (a
+/// response changed meanwhile stays); the month's quota count stays. Returns how many went.
+pub fn drop_responses_before(
+    db: &sled::Db,
+    app: &str,
+    cutoff: Timestamp,
+) -> Result<usize, StoreError> {
+    let mut dropped = 0;
+    for survey in all(db, app)? {
+        let id = survey.id.as_str();
+        let old: Vec<SurveyResponse> = responses(db, app, id)?
+            .into_iter()
+            .filter(|r| r.updated_at < cutoff)
+            .collect();
+        if old.is_empty() {
+            continue;
+        }
+        let gone = with_survey(db, app, id, |tx, mut s| {
+            let mut n = 0;
+            for r in &old {
+                let rkey = [response_prefix(app, id), r.id.as_bytes().to_vec()].concat();
+                match tx.get(&rkey)? {
+                    Some(v) if decode::<SurveyResponse>(&rkey, &v).is_ok_and(|now| now == *r) => {}
+                    _ => continue,
+                }
+                tx.remove(rkey)?;
+                let visitors = [None, r.user_id.as_deref()]
+                    .map(|u| visitor_key(app, id, &model::visitor(u, &r.anonymous_id)));
+                for key in visitors {
+                    if tx.get(&key)?.is_some_and(|rid| *rid == *r.id.as_bytes()) {
+                        tx.remove(key)?;
+                    }
+                }
+                n += 1;
+            }
+            s.response_count = s.response_count.saturating_sub(n as u64);
+            tx.insert(survey_key(app, id), encode(&s))?;
+            Ok(n)
+        });
+        dropped += match gone {
+            Ok(n) => n,
+            Err(SurveyError::Store(e)) => return Err(e),
+            // Deleted meanwhile (a draft, which holds no responses).
+            Err(_) => 0,
+        };
+    }
+    Ok(dropped)
+}
+
 /// Who asks the widget for surveys: the canonical anonymousId, the userId when known, the
 /// `attr.<key>` attributes and the page's URL.
 #[derive(Debug, Clone, Default)]

@@ -219,6 +219,25 @@ pub fn read(
     Ok(out)
 }
 
+/// Removes `app`'s buckets in `unit` before `first_kept` (hours or days since the epoch, not
+/// included: the retention sweep); returns how many went.
+pub fn drop_before(
+    db: &sled::Db,
+    app: &str,
+    unit: Unit,
+    first_kept: i64,
+) -> Result<usize, sled::Error> {
+    let tree = db.open_tree(TREE)?;
+    let mut dropped = 0;
+    for kv in tree.range(app_prefix(app, unit)..bucket_key(app, unit, first_kept)) {
+        let (k, _) = kv?;
+        if tree.remove(k)?.is_some() {
+            dropped += 1;
+        }
+    }
+    Ok(dropped)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -303,5 +322,37 @@ mod tests {
         assert_eq!(days[0].1.events(), 3);
         assert_eq!(days[0].1.visitors.estimate().round(), 2.0);
         assert_eq!(decode(&encode(&days[0].1)).as_ref(), Some(&days[0].1));
+    }
+
+    #[test]
+    fn dropping_before_a_time_keeps_later_buckets_the_other_unit_and_other_apps() {
+        let db = db();
+        let h = T0.div_euclid(HOUR_MICROS);
+        for (lsn, at) in [(1, h - 30), (2, h - 25), (3, h)].into_iter() {
+            apply(&db, 0, lsn, &delta("a", &["v"], at * HOUR_MICROS)).unwrap();
+            apply(&db, 1, lsn, &delta("ab", &["v"], at * HOUR_MICROS)).unwrap();
+        }
+        let hours = |app| -> Vec<i64> {
+            read(&db, app, Unit::Hour, h - 100, h + 1)
+                .unwrap()
+                .into_iter()
+                .map(|(at, _)| at)
+                .collect()
+        };
+        assert_eq!(drop_before(&db, "a", Unit::Hour, h - 25).unwrap(), 1);
+        assert_eq!(hours("a"), [h - 25, h]);
+        assert_eq!(drop_before(&db, "a", Unit::Hour, h - 25).unwrap(), 0);
+        assert_eq!(hours("ab"), [h - 30, h - 25, h], "another app untouched");
+        let days = read(&db, "a", Unit::Day, h / 24 - 5, h / 24 + 1).unwrap();
+        assert_eq!(
+            days.len(),
+            (h / 24 - (h - 30) / 24 + 1) as usize,
+            "days stay"
+        );
+        assert_eq!(
+            drop_before(&db, "a", Unit::Day, h / 24).unwrap(),
+            days.len() - 1
+        );
+        assert_eq!(read(&db, "a", Unit::Day, 0, i64::MAX).unwrap().len(), 1);
     }
 }

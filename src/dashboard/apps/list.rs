@@ -1,10 +1,11 @@
-//! The Apps page: every app with its plan and usage against the plan's limits, the tracker
-//! snippet, and (for owners) create, change plan and a new integration key (shown once).
+//! The Apps page: every app with its plan, usage against the plan's limits and how long the
+//! plan keeps its data, the tracker snippet, and (for owners) create, change plan and a new
+//! integration key (shown once).
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use maud::{html, Markup};
 
-use crate::config::{PlanLimits, Quota};
+use crate::config::{PlanLimits, Quota, Retention};
 use crate::dashboard::error::PageError;
 use crate::dashboard::layout::{
     self, csrf_field, field, form_errors, secret_box, usage_bar, Section, Shell,
@@ -100,6 +101,33 @@ fn plan_select(id: &str, current: Plan) -> Markup {
     }
 }
 
+/// `n days`, or `for ever` for 0.
+fn days(n: u32) -> String {
+    match n {
+        0 => "for ever".into(),
+        1 => "1 day".into(),
+        n => format!("{n} days"),
+    }
+}
+
+/// How long the plan keeps the app's data (`plans.<plan>.retention`, swept daily).
+fn retention(r: &Retention) -> Markup {
+    let kept = [
+        ("Events in the lake", r.lake_days),
+        ("Hourly traffic", r.hourly_rollup_days),
+        ("Daily traffic", r.daily_rollup_days),
+        ("Survey responses", r.responses_days),
+        ("Lake file records", r.lake_file_records_days),
+    ];
+    html! {
+        dl.retention aria-label="Retention" {
+            @for (what, n) in kept {
+                div { dt { (what) } dd { "kept " (days(n)) } }
+            }
+        }
+    }
+}
+
 fn usage_card(viewer: &Viewer, u: &AppUsage, limits: &PlanLimits) -> Markup {
     let app = &u.app;
     let owner = viewer.user.role.manages_plans();
@@ -112,6 +140,7 @@ fn usage_card(viewer: &Viewer, u: &AppUsage, limits: &PlanLimits) -> Markup {
             (usage_bar("Contacts", u.contacts, limits.limit(Quota::Contacts)))
             (usage_bar("Ideas", u.ideas, limits.limit(Quota::Ideas)))
             (usage_bar("Events this month", u.events_this_month, limits.limit(Quota::EventsPerMonth)))
+            (retention(&limits.retention))
             p.hint { "App id " code { (app.id) } " · integration key id " code { (app.integration_key_id) } }
             div.actions {
                 a.button href=(format!("/dashboard/apps/{}/contacts", app.id)) { "Contacts" }
