@@ -22,6 +22,7 @@ mod ideas;
 mod lake;
 mod paths;
 mod quota;
+mod retention;
 mod sdk;
 mod security;
 mod segment;

@@ -29,6 +29,7 @@ mod observe;
 mod openapi;
 mod proxy;
 mod python;
+mod retention;
 mod rollups;
 mod schema;
 mod sdks;
