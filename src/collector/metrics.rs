@@ -25,12 +25,6 @@ names! {
     }
 }
 
-impl EncodeLabelValue for Reject {
-    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
-        EncodeLabelValue::encode(&self.name(), encoder)
-    }
-}
-
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct ReasonLabel {
     reason: Reject,
@@ -48,11 +42,18 @@ names! {
     }
 }
 
-impl EncodeLabelValue for Expired {
-    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
-        EncodeLabelValue::encode(&self.name(), encoder)
-    }
+/// A `names!` enum in a label: its name.
+macro_rules! label_values {
+    ($($t:ty),+) => {$(
+        impl EncodeLabelValue for $t {
+            fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+                EncodeLabelValue::encode(&self.name(), encoder)
+            }
+        }
+    )+};
 }
+
+label_values!(Reject, Expired);
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct KindLabel {

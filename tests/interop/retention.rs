@@ -156,16 +156,8 @@ async fn responders(app: &TestApp, key: &str, survey: &str) -> Vec<String> {
 }
 
 async fn metric(app: &TestApp, kind: &str) -> u64 {
-    let url = format!("{}/metrics", app.base);
-    let text = app
-        .client
-        .get(url)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let answer = reqwest::get(format!("{}/metrics", app.base)).await;
+    let text = answer.unwrap().text().await.unwrap();
     let name = format!("tributary_collector_retention_removed_total{{kind=\"{kind}\"}} ");
     text.lines()
         .find_map(|l| l.strip_prefix(&name))
