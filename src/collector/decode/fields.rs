@@ -191,7 +191,9 @@ impl<'b> Source<'b> {
         let comma = self.back(self.quote_of(next)?)?;
         let close = self.back(comma)?;
         let ok = self.text[open] == b'{' && self.text[comma] == b',' && self.text[close] == b'}';
-        ok.then(|| std::str::from_utf8(&self.text[open..=close]).ok())?
+        // `get`: a range that is not one (close before open) is no object, never a panic.
+        let text = self.text.get(open..=close).filter(|_| ok)?;
+        std::str::from_utf8(text).ok()
     }
 }
 

@@ -2,7 +2,9 @@
 //! its tape (a flat array of nodes, strings borrowed from the body: no tree, no map, no string
 //! copied), and each event is read in one pass over its keys and checked on its own, so one bad
 //! event is reported (with its index and field) and the others are kept. Only what an accepted
-//! event keeps is copied out of the body.
+//! event keeps is copied out of the body; `properties` and `traits` are copied as the client
+//! sent them (cut out of the body by the offsets of the tape's keys, `fields::Source`) when
+//! another member follows them, else encoded from the tape.
 //!
 //! Accepted shapes: `{"batch": [event, ...], "sentAt": "...", "writeKey"?: "..."}` or a single
 //! event object. A key given twice counts once, its last value (as in a JSON object read into a

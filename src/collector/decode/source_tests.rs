@@ -61,3 +61,22 @@ fn a_last_empty_or_repeated_object_is_encoded_with_the_same_value() {
         assert_eq!(value(p.as_deref().unwrap()), value(want), "{body}");
     }
 }
+
+#[test]
+fn any_byte_changed_in_a_body_is_decoded_or_refused_never_a_panic() {
+    let body = format!(
+        r#"{{"batch":[{{"type":"track","event":"e","properties":{{"a":"x\"y","b":{{"c":[1]}}}},"anonymousId":"{ANON}","traits":{{"t":1}},"userId":"u"}}]}}"#
+    );
+    for at in 0..body.len() {
+        for b in [b'"', b'{', b'}', b',', b' ', b'\\', b':', b'['] {
+            let mut bytes = body.clone().into_bytes();
+            bytes[at] = b;
+            let _ = super::decode(&bytes, &super::tests::enrich(), super::tests::LIMITS);
+        }
+        let _ = super::decode(
+            &body.as_bytes()[..at],
+            &super::tests::enrich(),
+            super::tests::LIMITS,
+        );
+    }
+}
