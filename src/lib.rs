@@ -3,6 +3,7 @@
 pub mod accounts;
 pub mod analytics;
 pub mod api;
+pub mod backoff;
 pub mod boards;
 pub mod cli;
 pub mod clock;
@@ -14,6 +15,7 @@ pub mod dashboard;
 pub mod fields;
 pub mod ideas;
 pub mod ids;
+pub mod jobs;
 pub mod memory;
 pub mod profiles;
 pub mod retention;

@@ -19,6 +19,7 @@ use crate::collector::Collector;
 use crate::config::{
     CollectorSettings, Secret, ServerSettings, Settings, DEFAULT_COLLECT_PATH, DEFAULT_SCRIPT_PATH,
 };
+use crate::jobs::{Jobs, Kinds};
 use crate::state::AppState;
 use crate::storage::{Store, StoreThreads};
 use crate::tenants::auth::AdminTokens;
@@ -55,6 +56,7 @@ pub struct Application {
     threads: StoreThreads,
     sweeper: tokio::task::JoinHandle<()>,
     retention: tokio::task::JoinHandle<()>,
+    jobs: tokio::task::JoinHandle<()>,
     key_uses: tokio::task::JoinHandle<()>,
     access: web::Data<Access>,
 }
@@ -295,6 +297,18 @@ fn spawn_retention(
     )
 }
 
+/// The job handle (registered for the handlers that submit and show jobs) and the runner of
+/// every job kind, which resumes the unfinished jobs now (`jobs/`).
+fn start_jobs(
+    store: &Store,
+    clock: &Arc<dyn Clock>,
+) -> (web::Data<Jobs>, tokio::task::JoinHandle<()>) {
+    let jobs = Jobs::new(store.clone(), clock.clone());
+    let kinds = Kinds::default();
+    let runner = jobs.start(kinds, crate::backoff::Backoff::default());
+    (web::Data::new(jobs), runner)
+}
+
 /// How often keys' last use goes from the registry's memory to sled.
 const KEY_USE_EVERY: Duration = Duration::from_secs(30);
 
@@ -423,6 +437,7 @@ impl Application {
             clock.clone(),
         )?);
         let retention = spawn_retention(&settings, &store, lake, &clock, &collector);
+        let (jobs, job_runner) = start_jobs(&store, &clock);
         let listener =
             TcpListener::bind(&settings.server.bind).map_err(|cause| StartError::Bind {
                 addr: settings.server.bind.clone(),
@@ -459,6 +474,7 @@ impl Application {
                 .app_data(state.clone())
                 .app_data(access.clone())
                 .app_data(collector.clone())
+                .app_data(jobs.clone())
                 .app_data(allowed.clone())
                 .app_data(dashboard.clone())
                 .app_data(tracker.clone())
@@ -500,6 +516,7 @@ impl Application {
             threads,
             sweeper,
             retention,
+            jobs: job_runner,
             key_uses,
             access: kept_access,
         })
@@ -525,12 +542,14 @@ impl Application {
             threads,
             sweeper,
             retention,
+            jobs,
             key_uses,
             access,
             ..
         } = self;
         let result = server.await.map_err(StartError::Server);
-        for task in [sweeper, retention] {
+        // A job stopped mid-step resumes from its saved cursor at the next start.
+        for task in [sweeper, retention, jobs] {
             task.abort();
             let _ = task.await;
         }

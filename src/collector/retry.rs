@@ -7,23 +7,7 @@
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-/// Delays between attempts: `first`, doubling up to `max`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Backoff {
-    pub first: Duration,
-    pub max: Duration,
-}
-
-/// 200 ms, doubling up to 2 s: an outage costs one cheap failed attempt per 2 s and shard,
-/// and a lake (or a disk) that is back is used again within 2 s.
-impl Default for Backoff {
-    fn default() -> Self {
-        Backoff {
-            first: Duration::from_millis(200),
-            max: Duration::from_secs(2),
-        }
-    }
-}
+pub use crate::backoff::Backoff;
 
 /// Set once the service begins to shut down; sleeping retries wake up at once.
 #[derive(Debug, Default)]
@@ -82,7 +66,7 @@ pub fn retry<T, E>(
                 };
                 on_failure(&e, left);
                 shutdown.sleep(left);
-                delay = (delay * 2).min(backoff.max);
+                delay = backoff.after(delay);
             }
         }
     }

@@ -1,0 +1,59 @@
+//! Job records in sled: the tree `jobs`, keyed by job id (`job_<objectId>`, so in order of
+//! creation). Every write is flushed before it returns: a saved cursor survives `kill -9`.
+
+use crate::storage::{decode, decode_all, encode, StoreError};
+
+use super::model::{Job, JobKind};
+
+/// The tree of job records.
+pub const TREE: &str = "jobs";
+
+fn tree(db: &sled::Db) -> Result<sled::Tree, StoreError> {
+    Ok(db.open_tree(TREE)?)
+}
+
+/// Stores a new job.
+pub fn insert(db: &sled::Db, job: &Job) -> Result<(), StoreError> {
+    tree(db)?.insert(job.id.as_bytes(), encode(job))?;
+    db.flush()?;
+    Ok(())
+}
+
+/// The job `id`, if there is one.
+pub fn get(db: &sled::Db, id: &str) -> Result<Option<Job>, StoreError> {
+    match tree(db)?.get(id.as_bytes())? {
+        Some(v) => Ok(Some(decode(id.as_bytes(), &v)?)),
+        None => Ok(None),
+    }
+}
+
+/// Replaces the record of `job` if it is still there; false when it was deleted meanwhile
+/// (then nothing is written).
+pub fn save(db: &sled::Db, job: &Job) -> Result<bool, StoreError> {
+    let bytes = encode(job);
+    let old = tree(db)?.fetch_and_update(job.id.as_bytes(), |old| old.map(|_| bytes.clone()))?;
+    db.flush()?;
+    Ok(old.is_some())
+}
+
+/// Every job not finished yet, oldest first.
+pub fn unfinished(db: &sled::Db) -> Result<Vec<Job>, StoreError> {
+    let all: Vec<Job> = decode_all(&tree(db)?, b"")?;
+    Ok(all.into_iter().filter(|j| !j.state.finished()).collect())
+}
+
+/// Every job of `app` (of `kind` only, if given), oldest first.
+pub fn of_app(db: &sled::Db, app: &str, kind: Option<JobKind>) -> Result<Vec<Job>, StoreError> {
+    let all: Vec<Job> = decode_all(&tree(db)?, b"")?;
+    Ok(all
+        .into_iter()
+        .filter(|j| j.app_id == app && kind.is_none_or(|k| j.kind == k))
+        .collect())
+}
+
+/// Deletes the job `id`; true when it was there.
+pub fn delete(db: &sled::Db, id: &str) -> Result<bool, StoreError> {
+    let old = tree(db)?.remove(id.as_bytes())?;
+    db.flush()?;
+    Ok(old.is_some())
+}
