@@ -120,6 +120,10 @@ pub struct CollectorSettings {
     pub max_file_rows: usize,
     pub max_file_bytes: usize,
     pub max_file_age_ms: u64,
+    /// An app-hour's parts are merged into a lake file once they reach this (`merge.rs`).
+    pub lake_file_mb: u64,
+    /// The longest a part waits to be merged; 0 = until its hour is over.
+    pub lake_file_max_wait_ms: u64,
     pub trust_forwarded_for: bool,
     ip_policy: IpPolicy,
     /// Deprecated alias of `ip_policy` (see [`CollectorSettings::ip_policy`]).

@@ -10,7 +10,7 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::errors::ParquetError;
-use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterPropertiesBuilder};
 use parquet::schema::types::ColumnPath;
 
 use super::event::{Cell, ColumnKind, Event};
@@ -141,7 +141,13 @@ const NO_STATISTICS: [&str; 9] = [
 /// the row groups and files that cannot hold a person.
 const BLOOM_COLUMNS: [&str; 2] = ["user_id", "anonymous_id"];
 
-fn writer_properties() -> Result<WriterProperties, ParquetError> {
+/// The lake files' writer properties.
+pub fn writer_properties() -> Result<WriterProperties, ParquetError> {
+    Ok(properties_builder()?.build())
+}
+
+/// [`writer_properties`], still open to changes (the merger adds the parts' metadata).
+pub fn properties_builder() -> Result<WriterPropertiesBuilder, ParquetError> {
     let mut props = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(3)?))
         .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
@@ -161,7 +167,7 @@ fn writer_properties() -> Result<WriterProperties, ParquetError> {
         props =
             props.set_column_statistics_enabled(ColumnPath::from(name), EnabledStatistics::None);
     }
-    Ok(props.build())
+    Ok(props)
 }
 
 /// Encodes a batch as one Parquet file (zstd).

@@ -151,6 +151,8 @@ shard_metrics! {
     rows_written: Counter = Counter::default, "rows_written",
         "Rows written to Parquet files in the lake";
     files_written: Counter = Counter::default, "files_written", "Parquet files put in the lake";
+    merges: Counter = Counter::default, "merges",
+        "Groups of parts (one app and hour) merged into one lake file";
     /// One observation per flush: encode, put, checkpoint.
     flush: Histogram = seconds, "flush_seconds",
         "Flushes: time to stage a shard's closed files in its outbox and checkpoint them";

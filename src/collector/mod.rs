@@ -5,9 +5,10 @@
 //!   -> route by hash(app, anonymousId) over bounded queues       Collector::submit (mod.rs)
 //!   -> shard writer: dedupe, WAL append + fsync, reply            writer.rs, wal.rs, dedupe/
 //!   -> open Parquet files per (app, hour), row group by group     columns.rs (from event.rs)
-//!   -> stager: files to the outbox on disk, checkpoint, trim      stager.rs, outbox.rs
+//!   -> stager: files to the parts on disk, checkpoint, trim       stager.rs, outbox.rs
 //!      (+ the traffic rollups, applied once per LSN before the checkpoint)   rollup/
-//!   -> uploader: outbox -> object_store put, delete               uploader.rs, lake.rs, retry.rs
+//!   -> uploader: parts of an app-hour merged into one outbox file merge.rs
+//!      outbox -> object_store put, delete                         uploader.rs, lake.rs, retry.rs
 //! ```
 //!
 //! Nothing on the way to the answer waits for the object store: a lake that is away grows the
@@ -28,6 +29,7 @@ pub mod geo;
 pub mod health;
 pub mod http;
 pub mod lake;
+pub mod merge;
 pub mod metrics;
 pub mod outbox;
 pub mod quarantine;
@@ -35,6 +37,7 @@ pub mod quota;
 pub mod retry;
 pub mod rollup;
 pub mod segment;
+pub mod settle;
 pub mod shard;
 pub mod stager;
 pub mod uploader;
@@ -53,7 +56,7 @@ use crossbeam_channel::{bounded, Sender, TrySendError};
 use object_store::ObjectStore;
 
 use crate::clock::Clock;
-use crate::config::Settings;
+use crate::config::{CollectorSettings, Settings};
 use crate::storage::Db;
 pub use event::{Event, EventType};
 use health::Health;
@@ -149,6 +152,12 @@ pub struct Collector {
     answer_timeout: Duration,
     /// The queued-batch pool of the memory budget (`budget.rs`).
     gate: budget::Gate,
+    /// Each shard's parts, outbox and checkpoint (retired shards too), for `settle`.
+    files: Vec<settle::ShardFiles>,
+    /// Each uploader's wake-up (`settle`), dropped at shutdown so the uploaders can end.
+    wakes: Mutex<Vec<Sender<()>>>,
+    /// The apps being settled (`settle.rs`).
+    urgent: Arc<settle::Urgent>,
     /// Writer threads, then uploader threads: joined in that order at shutdown.
     threads: Mutex<Vec<JoinHandle<()>>>,
     shutdown: Arc<Shutdown>,
@@ -200,6 +209,40 @@ fn writer_config(
     }
 }
 
+/// The memory and backlog budgets the collector starts with.
+fn log_budgets(
+    c: &CollectorSettings,
+    shards: usize,
+    budget: &budget::Budget,
+    backlog: u64,
+    backlog_budget: u64,
+) {
+    tracing::info!(
+        shards,
+        file_mb = budget.file_bytes >> 20,
+        queued_mb = budget.queued_bytes >> 20,
+        dedupe_mb = c.dedupe_memory_mb,
+        "collector memory budget"
+    );
+    tracing::info!(
+        backlog_mb = backlog >> 20,
+        budget_mb = backlog_budget >> 20,
+        lake_file_mb = c.lake_file_mb,
+        "collector backlog (WAL, parts and outbox files not in the lake yet)"
+    );
+}
+
+/// When a shard's parts are merged into lake files: the parts of all shards may take a
+/// quarter of the backlog budget before the biggest groups are merged early.
+fn merge_policy(c: &CollectorSettings, backlog_budget: u64, shards: usize) -> merge::Policy {
+    merge::Policy {
+        file_bytes: c.lake_file_mb.max(1) << 20,
+        max_wait: (c.lake_file_max_wait_ms > 0)
+            .then(|| Duration::from_millis(c.lake_file_max_wait_ms)),
+        max_parts: backlog_budget / 4 / shards.max(1) as u64,
+    }
+}
+
 /// The dedupe filter of a shard beyond `collector.shards`, which only replays its WAL.
 const RETIRED_FILTER_BYTES: usize = 64 * 1024;
 
@@ -222,6 +265,8 @@ struct Common<'a> {
     health: &'a Arc<Health>,
     shutdown: &'a Arc<Shutdown>,
     rollups: &'a Arc<rollup::live::Live>,
+    merge: merge::Policy,
+    urgent: &'a Arc<settle::Urgent>,
 }
 
 /// One shard's threads, just started.
@@ -230,6 +275,9 @@ struct Shard {
     writer: writer::Starting,
     /// Its stager, then its uploader.
     background: [JoinHandle<()>; 2],
+    files: settle::ShardFiles,
+    /// Wakes its uploader (`settle`); dropped at shutdown, or the uploader would never end.
+    wake: Sender<()>,
 }
 
 impl Common<'_> {
@@ -249,6 +297,9 @@ impl Common<'_> {
             index,
             dir: dir.clone(),
             outbox: Outbox::new(&dir),
+            parts: Outbox::parts(&dir),
+            merge: self.merge.clone(),
+            urgent: self.urgent.clone(),
             db: self.db.clone(),
             counters: counters.clone(),
             health: self.health.clone(),
@@ -262,6 +313,12 @@ impl Common<'_> {
             bg: bg.clone(),
             store: self.lake.clone(),
         };
+        let files = settle::ShardFiles {
+            parts: bg.parts.clone(),
+            outbox: bg.outbox.clone(),
+            checkpoint: bg.checkpoint.clone(),
+        };
+        let wake = wake_tx.clone();
         let (stage_tx, stage_rx) = bounded(1);
         let stager = Stager {
             bg: shard::Background {
@@ -293,12 +350,15 @@ impl Common<'_> {
             queue,
             writer: writer::spawn(parts, rx)?,
             background,
+            files,
+            wake,
         })
     }
 }
 
-/// Each shard's checkpoint, and the backlog (WAL and outbox bytes) and outbox files of all,
-/// once each outbox is recovered up to its checkpoint.
+/// Each shard's checkpoint, and the backlog (WAL, parts and outbox bytes) and the parts and
+/// outbox files of all, once a cut merge is finished and the parts and each outbox are
+/// recovered up to the checkpoint.
 fn recover(
     data_dir: &Path,
     shards: usize,
@@ -309,11 +369,15 @@ fn recover(
     for index in 0..shards {
         let dir = shard_dir(data_dir, index);
         let checkpoint = wal::read_checkpoint(&dir).map_err(failed(index))?;
-        let (files, staged) = Outbox::new(&dir)
-            .recover(checkpoint)
-            .map_err(failed(index))?;
-        outbox_files += files;
-        backlog += staged + wal::bytes(&dir).or_else(none_yet).map_err(failed(index))?;
+        if dir.is_dir() {
+            merge::recover(&dir).map_err(failed(index))?;
+        }
+        for store in [Outbox::parts(&dir), Outbox::new(&dir)] {
+            let (files, staged) = store.recover(checkpoint).map_err(failed(index))?;
+            outbox_files += files;
+            backlog += staged;
+        }
+        backlog += wal::bytes(&dir).or_else(none_yet).map_err(failed(index))?;
         checkpoints.push(Arc::new(AtomicU64::new(checkpoint)));
     }
     Ok((checkpoints, backlog, outbox_files))
@@ -376,8 +440,13 @@ impl Collector {
         let mut queues = Vec::with_capacity(n);
         let mut starting = Vec::with_capacity(total);
         let mut background = Vec::with_capacity(2 * total);
+        let mut files = Vec::with_capacity(total);
+        let mut wakes = Vec::with_capacity(total);
         let rollups = Arc::new(rollup::live::Live::new(total));
+        let urgent = Arc::default();
         let common = Common {
+            merge: merge_policy(c, backlog_budget, total),
+            urgent: &urgent,
             settings,
             budget: &budget,
             db,
@@ -393,6 +462,8 @@ impl Collector {
                 .spawn_shard(index, index >= n, checkpoint, counters)
                 .map_err(failed(index))?;
             starting.push(shard.writer);
+            files.push(shard.files);
+            wakes.push(shard.wake);
             // Stagers end before uploaders (which then ship what is left): joined in order.
             background.extend(shard.background);
             if index < n {
@@ -429,19 +500,11 @@ impl Collector {
             gate: budget::Gate::new(budget.queued_bytes),
             threads: Mutex::new(threads),
             shutdown,
+            files,
+            wakes: Mutex::new(wakes),
+            urgent,
         };
-        tracing::info!(
-            shards = n,
-            file_mb = budget.file_bytes >> 20,
-            queued_mb = budget.queued_bytes >> 20,
-            dedupe_mb = c.dedupe_memory_mb,
-            "collector memory budget"
-        );
-        tracing::info!(
-            backlog_mb = backlog >> 20,
-            budget_mb = backlog_budget >> 20,
-            "collector backlog (WAL and outbox files not in the lake yet)"
-        );
+        log_budgets(c, n, &budget, backlog, backlog_budget);
         if let Some(e) = failure {
             collector.shutdown();
             return Err(e);
@@ -542,6 +605,7 @@ impl Collector {
         for q in &self.queues {
             let _ = q.send(writer::Msg::Stop);
         }
+        self.wakes.lock().unwrap_or_else(|e| e.into_inner()).clear();
         let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()));
         for t in threads {
             let _ = t.join();
@@ -609,6 +673,9 @@ mod tests {
             gate: budget::Gate::default(),
             threads: Mutex::default(),
             shutdown: Arc::default(),
+            files: Vec::new(),
+            wakes: Mutex::default(),
+            urgent: Arc::default(),
         }
     }
 

@@ -1,4 +1,6 @@
-//! A shard's outbox: closed lake files on the shard's disk, waiting for the uploader.
+//! A shard's outbox: closed lake files on the shard's disk, waiting for the uploader. The
+//! shard's parts (`merge.rs`: flushed files waiting to be merged into lake files) are kept the
+//! same way under `parts/`, and recovered by the same rule.
 //!
 //! `<shard>/outbox/<lake path>`: the tree under `outbox/` mirrors the lake, so a file's lake
 //! path is its path below `outbox/`. The stager writes each file atomically (a temporary,
@@ -64,7 +66,15 @@ impl Outbox {
         }
     }
 
-    fn local(&self, path: &Path) -> PathBuf {
+    /// The shard's parts, kept like the outbox (`merge.rs`).
+    pub fn parts(shard_dir: &FsPath) -> Outbox {
+        Outbox {
+            dir: shard_dir.join("parts"),
+        }
+    }
+
+    /// Where the file for lake path `path` is on disk.
+    pub fn local(&self, path: &Path) -> PathBuf {
         path.parts()
             .fold(self.dir.clone(), |p, part| p.join(part.as_ref()))
     }

@@ -2,11 +2,12 @@
 //! writer hands a flush over only when the stager is free, and otherwise keeps its files open).
 //!
 //! For each flush (files its writer encoded as Parquet, zstd, as rows came) it writes the
-//! files to the shard's outbox (`outbox.rs`, fsync'd), applies the flush's traffic rollups
+//! files to the shard's parts (`outbox.rs`'s rules, fsync'd; the uploader merges them into
+//! lake files, `merge.rs`), applies the flush's traffic rollups
 //! (once per LSN: `rollup/store.rs`), writes the files' messageId fingerprints as a dedupe run,
 //! flushes sled (profiles), writes the checkpoint (the last LSN now safe outside the WAL),
 //! trims the WAL and wakes the uploader. Nothing here waits for the object store: a lake that
-//! is away only grows the outbox, within `collector.max_backlog_mb` (`health.rs`). Every
+//! is away only grows the parts and the outbox, within `collector.max_backlog_mb` (`health.rs`). Every
 //! failure (a full disk) is retried with the collector's one backoff rule (`retry.rs`) while
 //! the WAL keeps the events; meanwhile the writer keeps its files open, then answers 503.
 
@@ -134,9 +135,9 @@ impl Stager {
         for f in &job.files {
             let replaced = self
                 .bg
-                .outbox
+                .parts
                 .write(&f.path, &f.bytes)
-                .map_err(local("outbox"))?;
+                .map_err(local("parts"))?;
             let grew = f.bytes.len() as i64 - replaced.map_or(0, |b| b as i64);
             self.bg.health.add_backlog(grew, now);
             if replaced.is_none() {
@@ -210,6 +211,9 @@ mod tests {
                     index: 0,
                     dir: self.dir.clone(),
                     outbox: Outbox::new(&self.dir),
+                    parts: Outbox::parts(&self.dir),
+                    merge: crate::collector::merge::Policy::default(),
+                    urgent: Arc::default(),
                     db: Db::temporary(),
                     counters: self.counters.clone(),
                     health: self.health.clone(),
@@ -245,7 +249,7 @@ mod tests {
     }
 
     #[test]
-    fn a_flush_goes_to_the_outbox_then_the_checkpoint_trims_the_wal_and_wakes_the_uploader() {
+    fn a_flush_goes_to_the_parts_then_the_checkpoint_trims_the_wal_and_wakes_the_uploader() {
         let f = fixture();
         let (mut log, _) = wal::Wal::open(&f.dir, 0).unwrap();
         log.append(&[b"1", b"2", b"3"]).unwrap();
@@ -254,7 +258,7 @@ mod tests {
         f.health.add_backlog(wal_bytes as i64, 0);
         let (wake, woken) = crossbeam_channel::bounded(1);
         assert!(f.stager(wake).stage(&flush(3)));
-        let staged = Outbox::new(&f.dir).list().unwrap();
+        let staged = Outbox::parts(&f.dir).list().unwrap();
         assert_eq!(staged.len(), 1);
         assert_eq!(f.health.gauges.outbox_files.get(), 1);
         assert_eq!(std::fs::read(&staged[0].file).unwrap(), b"parquet bytes");
@@ -265,19 +269,15 @@ mod tests {
             0,
             "the segment of the flush is trimmed"
         );
-        assert_eq!(
-            f.health.backlog_bytes(),
-            13,
-            "the backlog is now the outbox file"
-        );
+        assert_eq!(f.health.backlog_bytes(), 13, "the backlog is now the part");
         assert!(woken.try_recv().is_ok());
     }
 
     #[test]
-    fn a_disk_that_refuses_the_outbox_is_retried_and_reported_until_it_works() {
+    fn a_disk_that_refuses_the_parts_is_retried_and_reported_until_it_works() {
         let f = fixture();
-        // The outbox's directory is taken by a file: every write fails.
-        let blocker = f.dir.join("outbox");
+        // The parts' directory is taken by a file: every write fails.
+        let blocker = f.dir.join("parts");
         std::fs::write(&blocker, b"").unwrap();
         let (wake, _woken) = crossbeam_channel::bounded(1);
         let (jobs, rx) = crossbeam_channel::bounded(1);

@@ -1,6 +1,7 @@
 //! The uploader actor: one thread per shard, woken by its stager (or once a poll interval).
 //!
-//! It puts the shard's outbox files (`outbox.rs`) into the object store, oldest flush first,
+//! Each round it first merges the shard's due parts into outbox files (`merge.rs`: one file per
+//! app and hour, sized for readers; every part when the server stops), then it puts the shard's outbox files (`outbox.rs`) into the object store, oldest flush first,
 //! only those whose flush is checkpointed; after each put it records the file for the
 //! dashboard (`written.rs`) and deletes it from the outbox. A put is atomic (readers see the
 //! whole file or nothing) and idempotent (a crash between the put and the delete puts the same
@@ -22,9 +23,10 @@ use std::time::UNIX_EPOCH;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart};
 
 use super::health::Check;
+use super::merge;
 use super::outbox::Staged;
 use super::retry::retry;
 use super::shard::Background;
@@ -86,6 +88,7 @@ pub fn spawn(uploader: Uploader, wake: Receiver<()>) -> std::io::Result<JoinHand
                     Ok(()) | Err(RecvTimeoutError::Timeout) => false,
                     Err(RecvTimeoutError::Disconnected) => true,
                 };
+                running.merge_due(stopping);
                 if !gave_up {
                     gave_up = !running.ship_all();
                 }
@@ -149,6 +152,39 @@ impl Running {
         }
     }
 
+    /// Merges the due parts (`all`: every part) into the outbox. A failure is reported and
+    /// tried again next round: the parts stay, and the outbox still ships.
+    fn merge_due(&mut self, all: bool) {
+        let bg = &self.u.bg;
+        let checkpoint = bg.checkpoint.load(Ordering::Acquire);
+        let groups = match merge::groups(&bg.parts, checkpoint) {
+            Ok(g) => g,
+            Err(e) => {
+                tracing::error!(shard = bg.index, error = %e, "parts not listed; trying again later");
+                return;
+            }
+        };
+        let now = bg.clock.now_micros();
+        for group in merge::choose(groups, &bg.merge, now, &bg.urgent, all) {
+            match merge::merge(&bg.dir, &bg.parts, &bg.outbox, &group) {
+                Ok(m) => {
+                    bg.health
+                        .add_backlog(m.bytes as i64 - m.parts_bytes as i64, now);
+                    let gauge = &bg.health.gauges.outbox_files;
+                    gauge.inc_by(m.files as i64 - m.parts as i64);
+                    bg.counters.merges.inc();
+                    bg.health.recovered(Check::Disk, "merge", bg.index);
+                    crate::memory::note_activity();
+                }
+                Err(e) => {
+                    tracing::error!(shard = bg.index, error = %e, "merging parts failed; they stay, trying again");
+                    bg.health.failing(Check::Disk, "merge", bg.index, now, &e);
+                    return;
+                }
+            }
+        }
+    }
+
     /// Ships every checkpointed outbox file, oldest first. False when it gave up (shutdown).
     fn ship_all(&mut self) -> bool {
         let staged = match self.u.bg.outbox.list() {
@@ -180,13 +216,18 @@ impl Running {
 
     /// Puts one outbox file, records it and deletes it from the outbox.
     fn ship(&mut self, s: &Staged) -> Result<(), UploadError> {
-        let bytes = bytes::Bytes::from(std::fs::read(&s.file).map_err(local("outbox read"))?);
-        let rows = rows_of(&bytes);
-        let put = self.u.store.put(&s.path, PutPayload::from(bytes.clone()));
-        self.rt.block_on(put).map_err(|source| UploadError::Store {
+        let rows = rows_of(&s.file);
+        let store = |source| UploadError::Store {
             path: s.path.to_string(),
             source,
-        })?;
+        };
+        if s.bytes <= PUT_AT_ONCE as u64 {
+            let bytes = bytes::Bytes::from(std::fs::read(&s.file).map_err(local("outbox read"))?);
+            let put = self.u.store.put(&s.path, PutPayload::from(bytes));
+            self.rt.block_on(put).map_err(store)?;
+        } else {
+            self.rt.block_on(put_in_parts(&*self.u.store, s))?;
+        }
         let at = self.u.bg.clock.now();
         self.u.bg.counters.files_written.inc();
         self.u.bg.counters.rows_written.inc_by(rows);
@@ -199,7 +240,7 @@ impl Running {
         let file = WrittenFile {
             path: s.path.to_string(),
             rows,
-            bytes: bytes.len() as u64,
+            bytes: s.bytes,
             written_at: at,
         };
         // The dashboard's list of recent files: a file missing from it is no reason to put
@@ -260,10 +301,49 @@ impl Running {
 
 /// The rows of a Parquet file, from its footer (0 if it cannot be read: the count is for
 /// metrics and the dashboard only).
-fn rows_of(bytes: &bytes::Bytes) -> u64 {
-    parquet::file::metadata::ParquetMetaDataReader::new()
-        .parse_and_finish(bytes)
+fn rows_of(file: &std::path::Path) -> u64 {
+    std::fs::File::open(file)
+        .ok()
+        .and_then(|f| {
+            parquet::file::metadata::ParquetMetaDataReader::new()
+                .parse_and_finish(&f)
+                .ok()
+        })
         .map_or(0, |m| m.file_metadata().num_rows().max(0) as u64)
+}
+
+/// A file up to this size is put in one request; a bigger one in parts of this size, at most
+/// [`UPLOAD_CONCURRENCY`] in flight, so an upload holds at most their product in memory. The
+/// object appears when the upload completes, whole (S3 and the local store alike).
+const PUT_AT_ONCE: usize = 16 << 20;
+const UPLOAD_CONCURRENCY: usize = 2;
+
+async fn put_in_parts(store: &dyn ObjectStore, s: &Staged) -> Result<(), UploadError> {
+    use std::io::Read;
+    let to_store = |source| UploadError::Store {
+        path: s.path.to_string(),
+        source,
+    };
+    let mut file = std::fs::File::open(&s.file).map_err(local("outbox read"))?;
+    let upload = store.put_multipart(&s.path).await.map_err(to_store)?;
+    let mut w = WriteMultipart::new_with_chunk_size(upload, PUT_AT_ONCE);
+    let mut buf = vec![0; 1 << 20];
+    loop {
+        let n = match file.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) => {
+                let _ = w.abort().await;
+                return Err(local("outbox read")(e));
+            }
+        };
+        if let Err(e) = w.wait_for_capacity(UPLOAD_CONCURRENCY).await {
+            return Err(to_store(e));
+        }
+        w.write(&buf[..n]);
+    }
+    w.finish().await.map_err(to_store)?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -319,6 +399,9 @@ mod tests {
                 index: 0,
                 dir: dir.clone(),
                 outbox: outbox.clone(),
+                parts: Outbox::parts(&dir),
+                merge: crate::collector::merge::Policy::default(),
+                urgent: Arc::default(),
                 db: Db::temporary(),
                 counters: counters.clone(),
                 health: health.clone(),

@@ -45,6 +45,7 @@ const MAX_CACHED_IDENTITIES: usize = 100_000;
 const TICK: Duration = Duration::from_millis(500);
 /// How long after a failed flush the next one is tried.
 const FLUSH_RETRY: Duration = Duration::from_secs(1);
+const HOUR_MICROS: i64 = 3_600_000_000;
 /// How long after finding its stager busy the writer tries to hand its files over again.
 const STAGER_RETRY: Duration = Duration::from_millis(50);
 
@@ -122,6 +123,12 @@ pub enum Msg {
         /// The batch's share of the memory budget, freed once it is committed.
         held: super::budget::Reservation,
     },
+    /// Hand the open files over as soon as the stager takes them (`settle.rs`); answers at
+    /// once with the last committed LSN, which the stager's checkpoint passes once they are
+    /// staged.
+    Flush {
+        reply: tokio::sync::oneshot::Sender<u64>,
+    },
     /// Commit what is queued, flush every open file, stop.
     Stop,
 }
@@ -162,6 +169,8 @@ pub struct Writer {
     rollups: Arc<rollup::live::Live>,
     /// Rows at or below this LSN are in the rollups already (read at start): a replay skips them.
     rollup_lsn: u64,
+    /// A `Flush` asked for the open files: handed over at the first chance, like aged ones.
+    flush_asked: bool,
 }
 
 impl Writer {
@@ -203,6 +212,7 @@ impl Writer {
             counters,
             rollups: parts.rollups,
             rollup_lsn,
+            flush_asked: false,
         };
         Ok((writer, replay))
     }
@@ -251,7 +261,7 @@ impl Writer {
                 Err(RecvTimeoutError::Disconnected) => true,
             };
             let may_retry = self.clock.now_micros() >= self.retry_flush_at;
-            if stop || (may_retry && (self.aged() || self.full())) {
+            if stop || (may_retry && (self.aged() || self.full() || self.flush_asked)) {
                 if let Err(e) = self.flush(stop) {
                     tracing::error!(shard = self.cfg.index, error = %e, "flush failed; the WAL keeps the events");
                     self.counters.flush_failures.inc();
@@ -280,9 +290,13 @@ impl Writer {
         self.cfg.max_age.saturating_sub(age).max(retry).min(TICK)
     }
 
+    /// Whether the oldest open row is `max_age` old, or arrived in an hour that is over (so an
+    /// hour's last rows reach the merger seconds after it closes, not `max_age` later).
     fn aged(&self) -> bool {
+        let now = self.clock.now_micros();
         self.oldest.is_some_and(|t| {
-            self.clock.now_micros().saturating_sub(t) >= self.cfg.max_age.as_micros() as i64
+            now.saturating_sub(t) >= self.cfg.max_age.as_micros() as i64
+                || t.div_euclid(HOUR_MICROS) != now.div_euclid(HOUR_MICROS)
         })
     }
 
@@ -303,6 +317,7 @@ impl Writer {
     fn take_group(&mut self, first: Msg, rx: &Receiver<Msg>) -> bool {
         let mut group = Vec::new();
         let mut held = Vec::new();
+        let mut asked = Vec::new();
         let mut stop = false;
         let mut next = Some(first);
         while let Some(m) = next.take() {
@@ -315,6 +330,7 @@ impl Writer {
                     group.push((events, reply));
                     held.push(h);
                 }
+                Msg::Flush { reply } => asked.push(reply),
                 Msg::Stop => stop = true,
             }
             if group.len() < MAX_GROUP {
@@ -324,6 +340,13 @@ impl Writer {
         self.counters.queue_depth.set(rx.len() as i64);
         if !group.is_empty() {
             self.commit(group);
+        }
+        if !asked.is_empty() {
+            self.flush_asked = self.first_open_lsn.is_some();
+            let last = self.wal.next_lsn().saturating_sub(1);
+            for reply in asked {
+                let _ = reply.send(last);
+            }
         }
         stop
     }
@@ -498,7 +521,7 @@ impl Writer {
 
     /// Everything after the answer but the rollups: the row in its open file and the messageId.
     fn after_commit(&mut self, e: &Event, key: u128, lsn: u64, arrived: i64) {
-        let hour = e.received_at.div_euclid(3_600_000_000);
+        let hour = e.received_at.div_euclid(HOUR_MICROS);
         let appended = match self.open.entry((e.app_id.clone(), hour)) {
             std::collections::btree_map::Entry::Occupied(o) => o.into_mut().append(e),
             std::collections::btree_map::Entry::Vacant(v) => {
@@ -564,6 +587,7 @@ impl Writer {
         self.rows = 0;
         self.bytes = 0;
         self.oldest = None;
+        self.flush_asked = false;
         Ok(Some(Flush {
             last_lsn,
             files,

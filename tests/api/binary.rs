@@ -37,7 +37,8 @@ impl Drop for Server {
 /// Lines of the server's log kept for `Server::log_tail`.
 const LOG_LINES: usize = 200;
 
-/// Starts `tributary serve` on a free port, with small files (60 rows, 150 ms) and 2 shards,
+/// Starts `tributary serve` on a free port, with small files (60 rows, 150 ms, merged into the
+/// lake at once) and 2 shards,
 /// and waits until it listens.
 pub fn start(data_dir: &Path) -> Server {
     start_with(data_dir, &[])
@@ -56,6 +57,7 @@ pub fn start_with(data_dir: &Path, env: &[(&str, &str)]) -> Server {
         .env("TRIBUTARY_ADMIN_TOKEN", ADMIN_TOKEN)
         .env("TRIBUTARY__COLLECTOR__MAX_FILE_ROWS", "60")
         .env("TRIBUTARY__COLLECTOR__MAX_FILE_AGE_MS", "150")
+        .env("TRIBUTARY__COLLECTOR__LAKE_FILE_MAX_WAIT_MS", "1")
         .env("TRIBUTARY__COLLECTOR__SHARDS", "2")
         .env("RUST_LOG", "info")
         .envs(env.iter().copied())

@@ -93,6 +93,8 @@ pub fn test_settings(data_dir: &std::path::Path) -> Settings {
     s.server.workers = 2;
     // Two shards whatever the machine, so every test crosses shards as a bigger box would.
     s.collector.shards = 2;
+    // Parts merged into the lake as soon as they are flushed (tests of hourly files set 0).
+    s.collector.lake_file_max_wait_ms = 1;
     s.server.shutdown_timeout_secs = 5;
     s.storage.data_dir = data_dir.to_path_buf();
     s.admin_token = Some(ADMIN_TOKEN.into());

@@ -22,6 +22,7 @@ mod faults;
 mod geo;
 #[path = "../api/helpers.rs"]
 mod helpers;
+mod hours;
 #[path = "../api/lake.rs"]
 mod lake;
 mod load;

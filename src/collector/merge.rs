@@ -1,0 +1,600 @@
+//! The merger: a shard's parts become lake files sized for readers.
+//!
+//! The stager writes each flush's files as parts (`<shard>/parts/<lake path>`, fsync'd before
+//! the checkpoint, kept by `outbox.rs`'s rules). The parts of one lake directory (one app and
+//! hour) wait there until they are due, then become one file in the outbox, named after the
+//! group's first part. A group is due when:
+//! - its parts reach `collector.lake_file_mb` (a busy app's files are that large);
+//! - its hour is over, [`HOUR_GRACE`] after the hour (the writer hands an hour's last rows over
+//!   within a tick of its end): a quiet app gets one file per hour and shard;
+//! - its oldest part has waited `collector.lake_file_max_wait_ms`, when that is not 0 (a fresher
+//!   lake, more files);
+//! - its app is being settled (`settle.rs`: an erasure, an app deletion), or the server stops;
+//! - the parts of all groups pass their share of the backlog budget ([`Policy::max_parts`]):
+//!   the biggest groups go first.
+//!
+//! Only parts at or below the checkpoint are merged: a part beyond it (staged, checkpoint not
+//! yet written) may be written again by a WAL replay.
+//!
+//! One part alone moves with a rename. Several: a group of at most `ROW_GROUP_ROWS` rows is
+//! decoded and written again as one row group; a bigger one is concatenated column chunk by
+//! column chunk (bytes, statistics, bloom filters and page indexes copied, nothing decoded), so
+//! merging a busy app costs disk reads and writes, not CPU. Memory: one small group's rows, or
+//! one column chunk's copy buffer.
+//!
+//! Crash safety: the merged file is written to `<shard>/merging.parquet` and fsync'd; the
+//! manifest `<shard>/merging` (the outbox path, then the parts) is written atomically; the file
+//! is renamed into the outbox; the parts are deleted; the manifest is deleted. At start
+//! ([`recover`]) a manifest finishes the move (the merged file is durable), and without one the
+//! half-written file is dropped (its parts are all still there). So a row is in a part or in a
+//! merged file, never in both, and a reader never sees a file half-written.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::io;
+use std::path::Path as FsPath;
+use std::time::{Duration, SystemTime};
+
+use object_store::path::Path;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ArrowWriter;
+use parquet::bloom_filter::Sbbf;
+use parquet::column::writer::ColumnCloseResult;
+use parquet::errors::ParquetError;
+use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader};
+use parquet::file::writer::SerializedFileWriter;
+
+use super::columns::{self, ROW_GROUP_ROWS};
+use super::outbox::{Outbox, Staged};
+use super::settle::Urgent;
+use crate::storage::files::{sync_dir, write_atomic};
+
+/// How long after an hour ends its parts are merged.
+pub const HOUR_GRACE: Duration = Duration::from_secs(5);
+const MANIFEST: &str = "merging";
+const MERGING: &str = "merging.parquet";
+const HOUR_MICROS: i64 = 3_600_000_000;
+
+/// When a group of parts is due. The default (tests of other steps) merges at once.
+#[derive(Debug, Clone, Default)]
+pub struct Policy {
+    /// `collector.lake_file_mb`.
+    pub file_bytes: u64,
+    /// `collector.lake_file_max_wait_ms`; `None`: until the hour is over.
+    pub max_wait: Option<Duration>,
+    /// Parts (all groups of the shard) beyond which the biggest groups are merged early: a
+    /// quarter of the backlog budget over the shards.
+    pub max_parts: u64,
+}
+
+/// Why a merge failed: the parts stay, it is tried again.
+#[derive(Debug, thiserror::Error)]
+pub enum MergeError {
+    #[error("merging parts: {0}")]
+    Io(#[from] io::Error),
+    #[error("merging parts: {0}")]
+    Parquet(#[from] ParquetError),
+    #[error("merging parts: {0}")]
+    Arrow(#[from] arrow_schema::ArrowError),
+}
+
+/// A group of parts: one lake directory (app, day, hour), oldest part first.
+#[derive(Debug)]
+pub struct Group {
+    pub parts: Vec<Staged>,
+}
+
+impl Group {
+    pub fn bytes(&self) -> u64 {
+        self.parts.iter().map(|p| p.bytes).sum()
+    }
+
+    fn app_id(&self) -> &str {
+        self.parts[0].app_id()
+    }
+
+    /// Start of the group's hour (µs), from `dt=YYYY-MM-DD/hour=HH` in its path.
+    fn hour_start(&self) -> Option<i64> {
+        let path = self.parts[0].path.as_ref();
+        let dt = path.split('/').find_map(|p| p.strip_prefix("dt="))?;
+        let hour: u32 = path
+            .split('/')
+            .find_map(|p| p.strip_prefix("hour="))?
+            .parse()
+            .ok()?;
+        let day = chrono::NaiveDate::parse_from_str(dt, "%Y-%m-%d").ok()?;
+        Some(day.and_hms_opt(hour, 0, 0)?.and_utc().timestamp_micros())
+    }
+
+    /// Whether the group is due by its own measure (size, hour, wait; not the shard's budget).
+    pub fn due(&self, policy: &Policy, now_micros: i64, urgent: &Urgent) -> bool {
+        let hour_over = self
+            .hour_start()
+            .is_none_or(|start| now_micros >= start + HOUR_MICROS + HOUR_GRACE.as_micros() as i64);
+        let waited = policy.max_wait.is_some_and(|wait| {
+            let oldest = self.parts.iter().map(|p| p.staged_at).min();
+            oldest.is_some_and(|t| SystemTime::now().duration_since(t).unwrap_or_default() >= wait)
+        });
+        hour_over || waited || self.bytes() >= policy.file_bytes || urgent.contains(self.app_id())
+    }
+}
+
+/// The shard's parts at or below `checkpoint`, grouped by lake directory.
+pub fn groups(parts: &Outbox, checkpoint: u64) -> io::Result<Vec<Group>> {
+    let mut by_dir: BTreeMap<String, Vec<Staged>> = BTreeMap::new();
+    for p in parts
+        .list()?
+        .into_iter()
+        .filter(|p| p.first_lsn <= checkpoint)
+    {
+        let dir = p
+            .path
+            .as_ref()
+            .rsplit_once('/')
+            .map_or("", |(d, _)| d)
+            .to_owned();
+        by_dir.entry(dir).or_default().push(p);
+    }
+    Ok(by_dir.into_values().map(|parts| Group { parts }).collect())
+}
+
+/// Which groups to merge now: the due ones, then, while the parts left pass `max_parts`, the
+/// biggest of the rest. Every group when `all` (the server stops).
+pub fn choose(
+    groups: Vec<Group>,
+    policy: &Policy,
+    now_micros: i64,
+    urgent: &Urgent,
+    all: bool,
+) -> Vec<Group> {
+    let (mut due, mut rest): (Vec<Group>, Vec<Group>) = groups
+        .into_iter()
+        .partition(|g| all || g.due(policy, now_micros, urgent));
+    let mut left: u64 = rest.iter().map(Group::bytes).sum();
+    rest.sort_by_key(|g| std::cmp::Reverse(g.bytes()));
+    for g in rest {
+        if left <= policy.max_parts {
+            break;
+        }
+        left -= g.bytes();
+        due.push(g);
+    }
+    due
+}
+
+/// What a merge put into the outbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Merged {
+    /// Bytes of the new outbox file(s).
+    pub bytes: u64,
+    /// Outbox files added.
+    pub files: u64,
+    /// Parts removed, and their bytes.
+    pub parts: u64,
+    pub parts_bytes: u64,
+}
+
+/// Moves a group's parts into the outbox as one file (or, parts of differing schemas, one
+/// file each: only after an upgrade that added columns).
+pub fn merge(
+    shard_dir: &FsPath,
+    parts: &Outbox,
+    outbox: &Outbox,
+    group: &Group,
+) -> Result<Merged, MergeError> {
+    let parts_bytes = group.bytes();
+    let done = Merged {
+        bytes: parts_bytes,
+        files: 1,
+        parts: group.parts.len() as u64,
+        parts_bytes,
+    };
+    if group.parts.len() == 1 {
+        move_part(parts, outbox, &group.parts[0])?;
+        return Ok(done);
+    }
+    let metas = group
+        .parts
+        .iter()
+        .map(|p| read_meta(&p.file))
+        .collect::<Result<Vec<_>, _>>()?;
+    let schema = metas[0].file_metadata().schema();
+    if metas.iter().any(|m| m.file_metadata().schema() != schema) {
+        for p in &group.parts {
+            move_part(parts, outbox, p)?;
+        }
+        return Ok(Merged {
+            files: done.parts,
+            ..done
+        });
+    }
+    let rows: i64 = metas.iter().map(|m| m.file_metadata().num_rows()).sum();
+    let tmp = shard_dir.join(MERGING);
+    let out = File::create(&tmp)?;
+    let written = if rows <= ROW_GROUP_ROWS as i64 {
+        reencode(group, out)
+    } else {
+        concat(group, &metas, out)
+    };
+    let out = match written {
+        Ok(f) => f,
+        Err(e) => {
+            let _ = fs::remove_file(&tmp);
+            return Err(e);
+        }
+    };
+    out.sync_all()?;
+    let bytes = out.metadata()?.len();
+    let target = &group.parts[0].path;
+    let mut manifest = format!("{target}\n");
+    for p in &group.parts {
+        manifest.push_str(p.path.as_ref());
+        manifest.push('\n');
+    }
+    write_atomic(shard_dir, MANIFEST, manifest.as_bytes())?;
+    finish(
+        shard_dir,
+        outbox,
+        target,
+        group.parts.iter().map(|p| &p.path),
+    )?;
+    Ok(Merged { bytes, ..done })
+}
+
+/// The move a manifest promises: the merged file into the outbox (unless it is there already),
+/// the parts deleted, the manifest deleted.
+fn finish<'p>(
+    shard_dir: &FsPath,
+    outbox: &Outbox,
+    target: &Path,
+    parts: impl Iterator<Item = &'p Path>,
+) -> io::Result<()> {
+    let tmp = shard_dir.join(MERGING);
+    if tmp.exists() {
+        let file = outbox.local(target);
+        let dir = file.parent().unwrap_or(shard_dir).to_path_buf();
+        fs::create_dir_all(&dir)?;
+        fs::rename(&tmp, &file)?;
+        sync_dir(&dir)?;
+        sync_dir(shard_dir)?;
+    }
+    let store = Outbox::parts(shard_dir);
+    for p in parts {
+        let file = store.local(p);
+        store.remove(&Staged {
+            path: p.clone(),
+            file,
+            bytes: 0,
+            first_lsn: 0,
+            staged_at: SystemTime::UNIX_EPOCH,
+        })?;
+    }
+    match fs::remove_file(shard_dir.join(MANIFEST)) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    sync_dir(shard_dir)
+}
+
+/// At start, before the outbox and the parts are recovered: finishes a merge its manifest
+/// promised, or drops a merged file no manifest names. Returns whether a merge was finished.
+pub fn recover(shard_dir: &FsPath) -> io::Result<bool> {
+    let manifest = match fs::read_to_string(shard_dir.join(MANIFEST)) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            match fs::remove_file(shard_dir.join(MERGING)) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => return Ok(false),
+            }
+        }
+        Err(e) => return Err(e),
+    };
+    let mut lines = manifest.lines().filter(|l| !l.is_empty()).map(Path::from);
+    let Some(target) = lines.next() else {
+        fs::remove_file(shard_dir.join(MANIFEST))?;
+        return Ok(false);
+    };
+    let parts: Vec<Path> = lines.collect();
+    finish(shard_dir, &Outbox::new(shard_dir), &target, parts.iter())?;
+    tracing::info!(path = %target, parts = parts.len(), "merge cut by a stop finished");
+    Ok(true)
+}
+
+/// A part alone: renamed into the outbox.
+fn move_part(parts: &Outbox, outbox: &Outbox, part: &Staged) -> io::Result<()> {
+    let file = outbox.local(&part.path);
+    let dir = file.parent().map(FsPath::to_path_buf).unwrap_or_default();
+    fs::create_dir_all(&dir)?;
+    fs::rename(&part.file, &file)?;
+    sync_dir(&dir)?;
+    if let Some(from) = part.file.parent() {
+        sync_dir(from)?;
+    }
+    // The directories the part leaves empty.
+    parts.remove(part)
+}
+
+fn read_meta(file: &FsPath) -> Result<ParquetMetaData, MergeError> {
+    let f = File::open(file)?;
+    Ok(ParquetMetaDataReader::new()
+        .with_page_index_policy(PageIndexPolicy::Optional)
+        .parse_and_finish(&f)?)
+}
+
+/// A small group: every row decoded and written again, as one row group.
+fn reencode(group: &Group, out: File) -> Result<File, MergeError> {
+    let mut writer: Option<ArrowWriter<File>> = None;
+    let mut out = Some(out);
+    for p in &group.parts {
+        let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(&p.file)?)?
+            .with_batch_size(ROW_GROUP_ROWS)
+            .build()?;
+        for batch in reader {
+            let batch = batch?;
+            let w = match &mut writer {
+                Some(w) => w,
+                None => writer.insert(ArrowWriter::try_new(
+                    out.take().ok_or_else(|| io::Error::other("no output"))?,
+                    batch.schema(),
+                    Some(columns::writer_properties()?),
+                )?),
+            };
+            w.write(&batch)?;
+        }
+    }
+    let w = writer.ok_or_else(|| io::Error::other("merged parts hold no rows"))?;
+    Ok(w.into_inner()?)
+}
+
+/// A big group: the parts' row groups appended as they are.
+fn concat(group: &Group, metas: &[ParquetMetaData], out: File) -> Result<File, MergeError> {
+    let first = metas[0].file_metadata();
+    let props = columns::properties_builder()?
+        .set_key_value_metadata(first.key_value_metadata().cloned())
+        .build();
+    let schema = first.schema_descr().root_schema_ptr();
+    let mut writer = SerializedFileWriter::new(out, schema, props.into())?;
+    for (p, meta) in group.parts.iter().zip(metas) {
+        let input = File::open(&p.file)?;
+        let page_index = meta.page_index();
+        for (g, rg) in meta.row_groups().iter().enumerate() {
+            let mut rg_out = writer.next_row_group()?;
+            for (c, column) in rg.columns().iter().enumerate() {
+                let result = ColumnCloseResult {
+                    bytes_written: column.compressed_size() as u64,
+                    rows_written: rg.num_rows() as u64,
+                    metadata: column.clone(),
+                    bloom_filter: Sbbf::read_from_column_chunk(column, &input).ok().flatten(),
+                    column_index: page_index.and_then(|pi| pi.column_index(g, c)).cloned(),
+                    offset_index: page_index.and_then(|pi| pi.offset_index(g, c)).cloned(),
+                };
+                rg_out.append_column(&input, result)?;
+            }
+            rg_out.close()?;
+        }
+    }
+    Ok(writer.into_inner()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collector::columns::OpenFile;
+    use crate::collector::event::Event;
+    use crate::collector::lake;
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    use parquet::file::serialized_reader::ReadOptionsBuilder;
+    use std::sync::Arc;
+
+    /// 2026-11-26T10:00:00Z.
+    const HOUR10: i64 = 1_795_687_200_000_000;
+
+    fn part_path(app: &str, hour_micros: i64, lsn: u64) -> Path {
+        let hour = chrono::DateTime::from_timestamp_micros(hour_micros).unwrap();
+        lake::file_path("", app, hour, "n0", 0, lsn)
+    }
+
+    /// A part of `rows` events of visitors `v<first>..`, written to `parts` as the stager does.
+    fn write_part(parts: &Outbox, app: &str, lsn: u64, first: usize, rows: usize) {
+        let mut f = OpenFile::new().unwrap();
+        for i in first..first + rows {
+            let mut e = Event::example(app, &format!("m{i}"), &format!("v{i}"), HOUR10 + 1);
+            e.user_id = Some(format!("u{i}"));
+            f.append(&e).unwrap();
+        }
+        let closed = f.close().unwrap();
+        parts
+            .write(&part_path(app, HOUR10, lsn), &closed.bytes)
+            .unwrap();
+    }
+
+    fn staged(path: Path, bytes: u64) -> Staged {
+        Staged {
+            first_lsn: 0,
+            file: std::path::PathBuf::from(path.as_ref()),
+            path,
+            bytes,
+            staged_at: SystemTime::now(),
+        }
+    }
+
+    fn policy() -> Policy {
+        Policy {
+            file_bytes: 100,
+            max_wait: None,
+            max_parts: 150,
+        }
+    }
+
+    fn apps(groups: &[Group]) -> Vec<&str> {
+        let mut a: Vec<&str> = groups.iter().map(Group::app_id).collect();
+        a.sort();
+        a
+    }
+
+    #[test]
+    fn a_group_is_due_by_size_hour_end_urgency_or_the_shards_budget() {
+        let group = |app: &str, sizes: &[u64]| Group {
+            parts: sizes
+                .iter()
+                .enumerate()
+                .map(|(i, &b)| staged(part_path(app, HOUR10, i as u64), b))
+                .collect(),
+        };
+        let urgent = Arc::new(Urgent::default());
+        let during = HOUR10 + 30 * 60_000_000;
+        let p = policy();
+        assert!(!group("a", &[40, 50]).due(&p, during, &urgent));
+        assert!(group("a", &[40, 60]).due(&p, during, &urgent), "size");
+        let after = HOUR10 + HOUR_MICROS + HOUR_GRACE.as_micros() as i64;
+        assert!(!group("a", &[1]).due(&p, after - 1, &urgent));
+        assert!(group("a", &[1]).due(&p, after, &urgent), "hour over");
+        let held = urgent.hold("a");
+        assert!(group("a", &[1]).due(&p, during, &urgent), "settling");
+        drop(held);
+        assert!(!group("a", &[1]).due(&p, during, &urgent));
+        let waited = Policy {
+            max_wait: Some(Duration::ZERO),
+            ..policy()
+        };
+        assert!(group("a", &[1]).due(&waited, during, &urgent), "waited");
+
+        // 90 + 80 + 10 = 180 bytes of parts over a budget of 150: the biggest goes early.
+        let all = || vec![group("a", &[90]), group("b", &[80]), group("c", &[10])];
+        let chosen = choose(all(), &p, during, &urgent, false);
+        assert_eq!(apps(&chosen), ["a"]);
+        assert_eq!(
+            apps(&choose(all(), &p, during, &urgent, true)),
+            ["a", "b", "c"]
+        );
+    }
+
+    fn message_ids(file: &FsPath) -> Vec<String> {
+        let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(file).unwrap())
+            .unwrap()
+            .build()
+            .unwrap();
+        let mut ids = Vec::new();
+        for batch in reader {
+            let batch = batch.unwrap();
+            let col = batch.column_by_name("message_id").unwrap();
+            let col = arrow_array::cast::AsArray::as_string::<i32>(col);
+            ids.extend(col.iter().map(|v| v.unwrap().to_owned()));
+        }
+        ids.sort();
+        ids
+    }
+
+    fn expected(ranges: &[(usize, usize)]) -> Vec<String> {
+        let mut ids: Vec<String> = ranges
+            .iter()
+            .flat_map(|&(first, n)| (first..first + n).map(|i| format!("m{i}")))
+            .collect();
+        ids.sort();
+        ids
+    }
+
+    /// Merges the parts `sizes` (rows each) of app "a" in a fresh shard; returns the merged
+    /// file's path and the shard.
+    fn merged(sizes: &[usize]) -> (tempfile::TempDir, std::path::PathBuf) {
+        let tmp = tempfile::tempdir().unwrap();
+        let (parts, outbox) = (Outbox::parts(tmp.path()), Outbox::new(tmp.path()));
+        let mut first = 0;
+        for (lsn, &rows) in sizes.iter().enumerate() {
+            write_part(&parts, "a", lsn as u64 + 1, first, rows);
+            first += rows;
+        }
+        let mut gs = groups(&parts, u64::MAX).unwrap();
+        assert_eq!(gs.len(), 1);
+        let group = gs.remove(0);
+        let m = merge(tmp.path(), &parts, &outbox, &group).unwrap();
+        assert_eq!((m.files, m.parts), (1, sizes.len() as u64));
+        assert!(parts.list().unwrap().is_empty(), "the parts are gone");
+        let out = outbox.list().unwrap();
+        assert_eq!(out.len(), 1);
+        assert_eq!(
+            out[0].path,
+            part_path("a", HOUR10, 1),
+            "named after the first"
+        );
+        assert_eq!(out[0].bytes, m.bytes);
+        let file = out[0].file.clone();
+        (tmp, file)
+    }
+
+    fn row_groups_and_bloom(file: &FsPath) -> (usize, bool, bool) {
+        let options = ReadOptionsBuilder::new()
+            .with_reader_properties(
+                parquet::file::properties::ReaderProperties::builder()
+                    .set_read_bloom_filter(true)
+                    .build(),
+            )
+            .build();
+        let r = SerializedFileReader::new_with_options(File::open(file).unwrap(), options).unwrap();
+        let groups = r.metadata().num_row_groups();
+        let descr = r.metadata().file_metadata().schema_descr_ptr();
+        let user = (0..descr.num_columns())
+            .find(|&i| descr.column(i).name() == "user_id")
+            .unwrap();
+        let last = r.get_row_group(groups - 1).unwrap();
+        let bloom = last.get_column_bloom_filter(user).unwrap();
+        (
+            groups,
+            bloom.check(&"u3") || bloom.check(&"u20000"),
+            bloom.check(&"nobody"),
+        )
+    }
+
+    #[test]
+    fn a_small_group_is_written_again_as_one_row_group() {
+        let (_tmp, file) = merged(&[3, 5, 2]);
+        assert_eq!(message_ids(&file), expected(&[(0, 10)]));
+        let (groups, _, _) = row_groups_and_bloom(&file);
+        assert_eq!(groups, 1);
+    }
+
+    #[test]
+    fn a_big_group_is_concatenated_row_group_by_row_group_with_its_bloom_filters() {
+        // 12 000 + 9 000 rows: more than a row group, so copied, not decoded.
+        let (_tmp, file) = merged(&[12_000, 9_000]);
+        assert_eq!(message_ids(&file), expected(&[(0, 21_000)]));
+        let (groups, holds, absent) = row_groups_and_bloom(&file);
+        assert_eq!(groups, 2, "each part's row group, as it was");
+        assert!(holds, "the copied bloom filter knows its ids");
+        assert!(!absent, "and tells an absent one apart");
+    }
+
+    #[test]
+    fn a_merge_cut_after_its_manifest_finishes_at_start_and_one_cut_before_is_dropped() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let (parts, outbox) = (Outbox::parts(dir), Outbox::new(dir));
+        write_part(&parts, "a", 1, 0, 2);
+        write_part(&parts, "a", 2, 2, 2);
+        // Cut before the manifest: the half-made file goes, the parts stay.
+        fs::write(dir.join(MERGING), b"half").unwrap();
+        assert!(!recover(dir).unwrap());
+        assert!(!dir.join(MERGING).exists());
+        assert_eq!(parts.list().unwrap().len(), 2);
+
+        // Cut after the manifest, before the rename: the move is finished.
+        let group = groups(&parts, u64::MAX).unwrap().remove(0);
+        let out = File::create(dir.join(MERGING)).unwrap();
+        reencode(&group, out).unwrap();
+        let target = part_path("a", HOUR10, 1);
+        let manifest = format!(
+            "{target}\n{}\n{}\n",
+            group.parts[0].path, group.parts[1].path
+        );
+        write_atomic(dir, MANIFEST, manifest.as_bytes()).unwrap();
+        assert!(recover(dir).unwrap());
+        assert!(parts.list().unwrap().is_empty());
+        assert!(!dir.join(MANIFEST).exists());
+        let shipped = outbox.list().unwrap();
+        assert_eq!(shipped.len(), 1);
+        assert_eq!(message_ids(&shipped[0].file), expected(&[(0, 4)]));
+        // Recovering again (a crash during recovery) changes nothing.
+        assert!(!recover(dir).unwrap());
+        assert_eq!(outbox.list().unwrap().len(), 1);
+    }
+}

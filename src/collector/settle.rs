@@ -1,0 +1,259 @@
+//! Settling an app: every event of it committed before the call put into lake files, so an
+//! erasure or an app deletion can then work on the lake alone.
+//!
+//! `Collector::settle(app)` marks the app urgent (the mergers then merge its parts whatever
+//! their size or hour, `merge.rs`), asks every writer to hand its open files over (`Msg::Flush`,
+//! answered with the shard's last committed LSN), wakes the uploaders, and polls until, in every
+//! shard, the checkpoint has passed that LSN and neither the parts nor the outbox hold a file
+//! of the app from at or before it. A lake that is away (or a stop) makes it return an error
+//! after [`SETTLE_WAIT`]: the caller (a job) tries again later.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crossbeam_channel::{Sender, TrySendError};
+
+use super::outbox::Outbox;
+use super::{writer, Collector};
+
+/// How long `settle` waits for the files to reach the lake before it gives up for now.
+pub const SETTLE_WAIT: Duration = Duration::from_secs(30);
+const POLL: Duration = Duration::from_millis(50);
+
+/// The apps being settled (a count each: two jobs may settle one app).
+#[derive(Debug, Default)]
+pub struct Urgent(Mutex<HashMap<String, usize>>);
+
+impl Urgent {
+    pub fn contains(&self, app: &str) -> bool {
+        self.lock().contains_key(app)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Marks `app` urgent until the guard is dropped.
+    pub fn hold(self: &Arc<Self>, app: &str) -> Held {
+        *self.lock().entry(app.to_owned()).or_default() += 1;
+        Held {
+            urgent: self.clone(),
+            app: app.to_owned(),
+        }
+    }
+}
+
+pub struct Held {
+    urgent: Arc<Urgent>,
+    app: String,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let mut apps = self.urgent.lock();
+        if let Some(n) = apps.get_mut(&self.app) {
+            *n -= 1;
+            if *n == 0 {
+                apps.remove(&self.app);
+            }
+        }
+    }
+}
+
+/// Why an app is not settled yet: try again later.
+#[derive(Debug, thiserror::Error)]
+pub enum SettleError {
+    #[error("the collector is stopping")]
+    Stopped,
+    #[error("the app's events are not all in the lake yet: {0}")]
+    NotYet(String),
+}
+
+/// What `settle` watches in one shard.
+#[derive(Clone)]
+pub struct ShardFiles {
+    pub parts: Outbox,
+    pub outbox: Outbox,
+    pub checkpoint: Arc<AtomicU64>,
+}
+
+impl ShardFiles {
+    /// Whether every row of `app` at or below `lsn` is in the lake.
+    fn settled(&self, app: &str, lsn: u64) -> std::io::Result<bool> {
+        if self.checkpoint.load(Ordering::Acquire) < lsn {
+            return Ok(false);
+        }
+        for store in [&self.parts, &self.outbox] {
+            if store
+                .list()?
+                .iter()
+                .any(|s| s.app_id() == app && s.first_lsn <= lsn)
+            {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+}
+
+impl Collector {
+    /// Returns once every event of `app` committed before the call is in a lake file in the
+    /// object store; an error when that cannot happen within [`SETTLE_WAIT`] (the lake is away,
+    /// the server stops): try again later.
+    pub async fn settle(&self, app: &str) -> Result<(), SettleError> {
+        let _held = self.urgent.hold(app);
+        let deadline = tokio::time::Instant::now() + SETTLE_WAIT;
+        // Shards beyond the queues (retired) flushed everything at start: their checkpoint.
+        let mut targets: Vec<u64> = self
+            .files
+            .iter()
+            .map(|f| f.checkpoint.load(Ordering::Acquire))
+            .collect();
+        for (i, queue) in self.queues.iter().enumerate() {
+            targets[i] = ask_flush(queue, deadline).await?;
+        }
+        loop {
+            let mut pending = 0;
+            for (files, &lsn) in self.files.iter().zip(&targets) {
+                let done = files
+                    .settled(app, lsn)
+                    .map_err(|e| SettleError::NotYet(format!("listing the shard's files: {e}")))?;
+                pending += usize::from(!done);
+            }
+            // The uploaders merge and ship (a full channel: awake already).
+            for wake in self.wakes.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+                let _ = wake.try_send(());
+            }
+            if pending == 0 {
+                return Ok(());
+            }
+            if self.shutdown.elapsed().is_some() {
+                return Err(SettleError::Stopped);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                let problems: Vec<String> = self
+                    .health
+                    .problems()
+                    .iter()
+                    .map(|p| format!("{}: {}", p.check, p.message))
+                    .collect();
+                let why = if problems.is_empty() {
+                    format!("{pending} shard(s) still shipping")
+                } else {
+                    problems.join("; ")
+                };
+                return Err(SettleError::NotYet(why));
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+}
+
+/// Asks a writer to hand its open files over; its last committed LSN.
+async fn ask_flush(
+    queue: &Sender<writer::Msg>,
+    deadline: tokio::time::Instant,
+) -> Result<u64, SettleError> {
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    let mut msg = writer::Msg::Flush { reply };
+    loop {
+        match queue.try_send(msg) {
+            Ok(()) => break,
+            Err(TrySendError::Full(m)) if tokio::time::Instant::now() < deadline => {
+                msg = m;
+                tokio::time::sleep(POLL).await;
+            }
+            Err(TrySendError::Full(_)) => {
+                return Err(SettleError::NotYet("a shard's queue stayed full".into()))
+            }
+            Err(TrySendError::Disconnected(_)) => return Err(SettleError::Stopped),
+        }
+    }
+    match tokio::time::timeout_at(deadline, answer).await {
+        Ok(Ok(lsn)) => Ok(lsn),
+        Ok(Err(_)) => Err(SettleError::Stopped),
+        Err(_) => Err(SettleError::NotYet("a shard did not answer".into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::{Clock, SystemClock};
+    use crate::collector::{lake, Event};
+    use crate::config::Settings;
+    use crate::storage::Db;
+
+    fn lake_files(dir: &std::path::Path, app: &str) -> Vec<std::path::PathBuf> {
+        let mut out = Vec::new();
+        let mut dirs = vec![dir.join(format!("events/app_id={app}"))];
+        while let Some(d) = dirs.pop() {
+            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    dirs.push(p);
+                } else {
+                    out.push(p);
+                }
+            }
+        }
+        out
+    }
+
+    fn rows(files: &[std::path::PathBuf]) -> i64 {
+        files
+            .iter()
+            .map(|f| {
+                let f = std::fs::File::open(f).unwrap();
+                let meta = parquet::file::metadata::ParquetMetaDataReader::new()
+                    .parse_and_finish(&f)
+                    .unwrap();
+                meta.file_metadata().num_rows()
+            })
+            .sum()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn settling_an_app_puts_its_events_into_the_lake_and_leaves_the_others_parked() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut s = Settings::load(None).unwrap();
+        s.storage.data_dir = tmp.path().to_path_buf();
+        s.collector.shards = 2;
+        // Hourly files, and open files that would not age for an hour.
+        s.collector.lake_file_max_wait_ms = 0;
+        s.collector.max_file_age_ms = 3_600_000;
+        let lake_dir = tmp.path().join("lake");
+        let store = lake::open(&s.lake, &lake_dir).unwrap();
+        let c =
+            Arc::new(Collector::start(&s, &Db::temporary(), store, Arc::new(SystemClock)).unwrap());
+        let now = SystemClock.now_micros();
+        let events = |app: &str| -> Vec<Event> {
+            (0..40)
+                .map(|i| Event::example(app, &format!("{app}{i}"), &format!("v{i}"), now))
+                .collect()
+        };
+        assert_eq!(c.submit(events("a")).await.unwrap().accepted, 40);
+        assert_eq!(c.submit(events("b")).await.unwrap().accepted, 40);
+        c.settle("a").await.unwrap();
+        assert_eq!(rows(&lake_files(&lake_dir, "a")), 40, "every event of a");
+        assert!(
+            lake_files(&lake_dir, "b").is_empty(),
+            "b waits for its hour"
+        );
+        assert!(!c.urgent.contains("a"), "no longer urgent once settled");
+        // Settling again, with nothing new, is at once.
+        c.settle("a").await.unwrap();
+        let stopping = c.clone();
+        tokio::task::spawn_blocking(move || stopping.shutdown())
+            .await
+            .unwrap();
+        assert_eq!(
+            rows(&lake_files(&lake_dir, "b")),
+            40,
+            "a stop merges the rest"
+        );
+        assert!(matches!(c.settle("a").await, Err(SettleError::Stopped)));
+    }
+}
