@@ -154,6 +154,8 @@ pub struct Writer {
     last_open_lsn: u64,
     /// Clock time (µs) the oldest open row arrived.
     oldest: Option<i64>,
+    /// The earliest hour (µs / hour) of the open files.
+    first_hour: Option<i64>,
     rows: usize,
     bytes: usize,
     /// After a failed flush (the WAL cannot rotate), none is tried before this clock time
@@ -203,6 +205,7 @@ impl Writer {
             first_open_lsn: None,
             last_open_lsn: 0,
             oldest: None,
+            first_hour: None,
             rows: 0,
             bytes: 0,
             retry_flush_at: 0,
@@ -290,14 +293,17 @@ impl Writer {
         self.cfg.max_age.saturating_sub(age).max(retry).min(TICK)
     }
 
-    /// Whether the oldest open row is `max_age` old, or arrived in an hour that is over (so an
-    /// hour's last rows reach the merger seconds after it closes, not `max_age` later).
+    /// Whether the oldest open row is `max_age` old, or an open file's hour is over (so an
+    /// hour's last rows reach the merger within a tick of its end, not `max_age` later).
     fn aged(&self) -> bool {
         let now = self.clock.now_micros();
-        self.oldest.is_some_and(|t| {
-            now.saturating_sub(t) >= self.cfg.max_age.as_micros() as i64
-                || t.div_euclid(HOUR_MICROS) != now.div_euclid(HOUR_MICROS)
-        })
+        let hour_over = self
+            .first_hour
+            .is_some_and(|h| h < now.div_euclid(HOUR_MICROS));
+        hour_over
+            || self.oldest.is_some_and(|t| {
+                now.saturating_sub(t) >= self.cfg.max_age.as_micros() as i64
+            })
     }
 
     fn full(&self) -> bool {
@@ -536,6 +542,7 @@ impl Writer {
         if self.oldest.is_none() {
             self.oldest = Some(arrived);
         }
+        self.first_hour = Some(self.first_hour.map_or(hour, |h| h.min(hour)));
         self.first_open_lsn.get_or_insert(lsn);
         self.last_open_lsn = lsn;
         self.seen.insert(key, e.received_at);
@@ -587,6 +594,7 @@ impl Writer {
         self.rows = 0;
         self.bytes = 0;
         self.oldest = None;
+        self.first_hour = None;
         self.flush_asked = false;
         Ok(Some(Flush {
             last_lsn,
@@ -859,6 +867,45 @@ mod tests {
             .recv_timeout(Duration::from_secs(10))
             .expect("full file flushed");
         assert_eq!(job.files.iter().map(|f| f.rows).sum::<usize>(), 3);
+        tx.send(Msg::Stop).unwrap();
+        thread.join().unwrap();
+    }
+
+    #[test]
+    fn files_close_when_their_hour_is_over_or_a_settle_asks() {
+        let mut f = fixture();
+        f.cfg.max_age = Duration::from_secs(7200);
+        let (w, _, uploads) = f.open();
+        let (tx, rx) = bounded(8);
+        let thread = std::thread::spawn(move || w.run(rx));
+        let send = |events: Vec<Event>| {
+            let (reply, answer) = tokio::sync::oneshot::channel();
+            tx.send(Msg::Write {
+                events,
+                reply,
+                held: Default::default(),
+            })
+            .unwrap();
+            answer.blocking_recv().unwrap().unwrap()
+        };
+        send(vec![ev("msg_1", "a"), ev("msg_2", "b")]);
+        // A settle's flush: answered with the last committed LSN, the files handed over.
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        tx.send(Msg::Flush { reply }).unwrap();
+        assert_eq!(answer.blocking_recv().unwrap(), 2);
+        let job = uploads.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert_eq!((job.last_lsn, job.files[0].rows), (2, 2));
+        send(vec![ev("msg_3", "a")]);
+        // Nothing closes within the hour (max_age is two hours)...
+        let to_hour_end = HOUR_MICROS - T0.rem_euclid(HOUR_MICROS);
+        f.clock.advance(to_hour_end - 1);
+        assert!(uploads.recv_timeout(TICK * 2).is_err());
+        // ...and the file closes once its hour is over.
+        f.clock.advance(1);
+        let job = uploads
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the hour's file flushed");
+        assert_eq!((job.last_lsn, job.files[0].rows), (3, 1));
         tx.send(Msg::Stop).unwrap();
         thread.join().unwrap();
     }

@@ -155,6 +155,9 @@ fn start_on(
         base: format!("http://127.0.0.1:{port}"),
         client: reqwest::Client::builder()
             .timeout(Duration::from_secs(30))
+            // Below the server's keep-alive, so a test that waited never reuses a connection
+            // the server is closing (a send that fails with IncompleteMessage).
+            .pool_idle_timeout(Duration::from_secs(2))
             .build()
             .unwrap(),
         data_dir,
