@@ -301,9 +301,9 @@ impl Writer {
             .first_hour
             .is_some_and(|h| h < now.div_euclid(HOUR_MICROS));
         hour_over
-            || self.oldest.is_some_and(|t| {
-                now.saturating_sub(t) >= self.cfg.max_age.as_micros() as i64
-            })
+            || self
+                .oldest
+                .is_some_and(|t| now.saturating_sub(t) >= self.cfg.max_age.as_micros() as i64)
     }
 
     fn full(&self) -> bool {
