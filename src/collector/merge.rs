@@ -16,11 +16,11 @@
 //! Only parts at or below the checkpoint are merged: a part beyond it (staged, checkpoint not
 //! yet written) may be written again by a WAL replay.
 //!
-//! One part alone moves with a rename. Several: a group of at most `ROW_GROUP_ROWS` rows is
-//! decoded and written again as one row group; a bigger one is concatenated column chunk by
-//! column chunk (bytes, statistics, bloom filters and page indexes copied, nothing decoded), so
-//! merging a busy app costs disk reads and writes, not CPU. Memory: one small group's rows, or
-//! one column chunk's copy buffer.
+//! One part alone moves with a rename. Several: a small group (at most `ROW_GROUP_ROWS` rows
+//! and [`REENCODE_MAX_BYTES`] of parts: a quiet app's hour) is decoded and written again as one
+//! row group; a bigger one is concatenated column chunk by column chunk (bytes, statistics,
+//! bloom filters and page indexes copied, nothing decoded), so merging a busy app costs disk
+//! reads and writes, not CPU. Memory: one small group's rows decoded, or a copy buffer.
 //!
 //! Crash safety: the merged file is written to `<shard>/merging.parquet` and fsync'd; the
 //! manifest `<shard>/merging` (the outbox path, then the parts) is written atomically; the file
@@ -54,6 +54,8 @@ pub const HOUR_GRACE: Duration = Duration::from_secs(5);
 const MANIFEST: &str = "merging";
 const MERGING: &str = "merging.parquet";
 const HOUR_MICROS: i64 = 3_600_000_000;
+/// Parts (compressed) small enough to decode whole into one row group.
+pub const REENCODE_MAX_BYTES: u64 = 1 << 20;
 
 /// When a group of parts is due. The default (tests of other steps) merges at once.
 #[derive(Debug, Clone, Default)]
@@ -211,7 +213,7 @@ pub fn merge(
     let rows: i64 = metas.iter().map(|m| m.file_metadata().num_rows()).sum();
     let tmp = shard_dir.join(MERGING);
     let out = File::create(&tmp)?;
-    let written = if rows <= ROW_GROUP_ROWS as i64 {
+    let written = if rows <= ROW_GROUP_ROWS as i64 && parts_bytes <= REENCODE_MAX_BYTES {
         reencode(group, out)
     } else {
         concat(group, &metas, out)

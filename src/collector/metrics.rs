@@ -284,7 +284,7 @@ impl Metrics {
             "backlog_budget_bytes",
             "At this backlog the collector answers 503 + Retry-After (collector.max_backlog_mb)",
             g.backlog_budget_bytes.clone();
-            "outbox_files", "Closed lake files waiting in the outboxes for their upload",
+            "outbox_files", "Closed files waiting on the disk for the lake: parts to merge and outbox files to upload",
             g.outbox_files.clone();
             "oldest_unuploaded_age_seconds",
             "How long the oldest outbox file has waited for its upload (0: none waits)",

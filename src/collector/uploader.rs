@@ -312,10 +312,11 @@ fn rows_of(file: &std::path::Path) -> u64 {
         .map_or(0, |m| m.file_metadata().num_rows().max(0) as u64)
 }
 
-/// A file up to this size is put in one request; a bigger one in parts of this size, at most
-/// [`UPLOAD_CONCURRENCY`] in flight, so an upload holds at most their product in memory. The
-/// object appears when the upload completes, whole (S3 and the local store alike).
-const PUT_AT_ONCE: usize = 16 << 20;
+/// A file up to this size is put in one request; a bigger one in parts of this size (S3's
+/// least is 5 MiB), at most [`UPLOAD_CONCURRENCY`] in flight and one filling, so an upload
+/// holds at most 3 x 8 MiB. The object appears when the upload completes, whole (S3 and the
+/// local store alike).
+const PUT_AT_ONCE: usize = 8 << 20;
 const UPLOAD_CONCURRENCY: usize = 2;
 
 async fn put_in_parts(store: &dyn ObjectStore, s: &Staged) -> Result<(), UploadError> {

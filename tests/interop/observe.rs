@@ -112,8 +112,9 @@ impl Health {
     }
 }
 
-/// What waits for the lake on the data dir, read from the disk: outbox files, their bytes, and
-/// the bytes of WAL segments (`<data_dir>/wal/shard-<i>/...`).
+/// What waits for the lake on the data dir, read from the disk: outbox files and parts (which
+/// `/metrics` counts together as `outbox_files`), their bytes, and the bytes of WAL segments
+/// (`<data_dir>/wal/shard-<i>/...`).
 #[derive(Debug, Default)]
 pub struct OnDisk {
     pub outbox_files: usize,
@@ -131,7 +132,8 @@ impl OnDisk {
                 let (path, name) = (e.path(), e.file_name().to_string_lossy().into_owned());
                 let Ok(meta) = e.metadata() else { continue };
                 if meta.is_dir() {
-                    walk(&path, in_outbox || name == "outbox", into);
+                    let waiting = name == "outbox" || name == "parts";
+                    walk(&path, in_outbox || waiting, into);
                 } else if in_outbox && name.ends_with(".parquet") {
                     into.outbox_files += 1;
                     into.outbox_bytes += meta.len();
