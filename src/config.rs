@@ -15,6 +15,7 @@ pub struct Settings {
     pub collector: CollectorSettings,
     pub lake: LakeSettings,
     pub retention: RetentionSettings,
+    pub privacy: PrivacySettings,
     pub plans: Plans,
     /// The admin API's bearer token: `TRIBUTARY_ADMIN_TOKEN`; when unset, one is generated at
     /// first start and kept in the data dir.
@@ -319,6 +320,13 @@ pub struct LakeSettings {
 #[derive(Debug, Clone, Deserialize)]
 pub struct RetentionSettings {
     pub sweep_interval_secs: u64,
+}
+
+/// Erasure (`privacy/`): how long an erased person's ids stay refused at ingest.
+#[derive(Debug, Clone, Deserialize)]
+pub struct PrivacySettings {
+    /// Days an erased userId or anonymousId is refused by the collector; 0 = for ever.
+    pub suppress_days: u32,
 }
 
 /// How long a plan keeps each kind of data, in days (`plans.<plan>.retention`); 0 or absent:

@@ -17,6 +17,7 @@ pub mod ideas;
 pub mod ids;
 pub mod jobs;
 pub mod memory;
+pub mod privacy;
 pub mod profiles;
 pub mod retention;
 pub mod sdk;

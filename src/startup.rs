@@ -399,6 +399,27 @@ fn sweep_dashboard_sessions(store: &Store, now: crate::ids::Timestamp) -> Result
     Ok(())
 }
 
+/// Who may do what: the keys, their rate limits, the admin token, and the erased persons' ids
+/// (loaded from sled).
+fn access(
+    store: &Store,
+    settings: &Settings,
+    clock: &Arc<dyn Clock>,
+    registry: Registry,
+    admin_token: Secret,
+) -> Result<web::Data<Access>, StartError> {
+    let suppressions = store
+        .db()
+        .with(|db| crate::tenants::Suppressions::load(db, clock.now()))?;
+    Ok(web::Data::new(Access {
+        registry,
+        rate_limits: RateLimits::default(),
+        plans: settings.plans.clone(),
+        admin_token: AdminTokens::new(admin_token),
+        suppressions: Arc::new(suppressions),
+    }))
+}
+
 /// Creates the data directory if needed and opens sled in it (`<data-dir>/db`).
 fn open_store(settings: &Settings) -> Result<(Store, StoreThreads), StartError> {
     let data_dir = &settings.storage.data_dir;
@@ -447,12 +468,7 @@ impl Application {
         let limits = ConnectionLimits::of(&settings.server);
         let workers = limits.workers;
         tracing::info!(addr = %addr, data_dir = %data_dir.display(), workers, "tributary listening");
-        let access = web::Data::new(Access {
-            registry,
-            rate_limits: RateLimits::default(),
-            plans: settings.plans.clone(),
-            admin_token: AdminTokens::new(admin_token),
-        });
+        let access = access(&store, &settings, &clock, registry, admin_token)?;
         let state = web::Data::new(AppState {
             settings,
             store: store.clone(),

@@ -397,18 +397,98 @@ async fn receive(
     if let Some(place) = place_of(collector, req, cfg) {
         place.fill(&mut events);
     }
+    let erased = suppress(
+        access,
+        collector,
+        &app,
+        received_at,
+        &mut events,
+        &mut rejected,
+    );
     // The body is kept for the quarantine only while an event of it may be refused.
     let limited = state.settings.plan(who.plan).limit(Quota::EventsPerMonth);
     let body = (!rejected.is_empty() || limited.is_some()).then_some(body);
-    let answer = commit(state, collector, &who, received_at, events, &mut rejected).await;
+    let answer = if events.is_empty() && !erased.is_empty() {
+        Ok(collected(&super::Committed::default(), &rejected))
+    } else {
+        commit(state, collector, &who, received_at, events, &mut rejected).await
+    };
     // Refusals are kept once the answer is final: a 503 is retried whole, and refused again.
     let is_final = answer
         .as_ref()
         .map_or_else(|e| e.code.status().is_client_error(), |_| true);
     if let (true, Some(body)) = (is_final, body) {
+        // An erased person's events are not kept anywhere, the quarantine included.
+        rejected.retain(|r| erased.binary_search(&r.index).is_err());
         keep_refused(collector, &who, received_at, body, &rejected);
     }
     answer
+}
+
+/// Why an erased person's event is refused (`field`: the id that matched).
+const ERASED: &str = "this person was erased: their events are refused";
+
+/// Takes the events of an erased person (`tenants::suppression`: their userId or anonymousId
+/// is on the app's list) out of the batch before the WAL: each one refused in the answer and
+/// counted in `/metrics` (`rejected{reason="suppressed"}`). Answers their batch positions, in
+/// order. Nothing to do, and no hashing, for an app without erasures.
+fn suppress(
+    access: &Access,
+    collector: &Collector,
+    app: &str,
+    now: i64,
+    events: &mut Vec<super::Event>,
+    rejected: &mut Vec<Rejected>,
+) -> Vec<usize> {
+    use crate::tenants::suppression::IdKind;
+    let Some(list) = access.suppressions.of(app) else {
+        return Vec::new();
+    };
+    let positions = valid_positions(events.len(), rejected);
+    let mut erased = Vec::new();
+    let mut i = 0;
+    events.retain(|e| {
+        let refused = |kind, id: &Option<String>| {
+            id.as_deref()
+                .is_some_and(|id| list.refuses(app, kind, id, now))
+        };
+        let field = if refused(IdKind::User, &e.user_id) {
+            Some(IdKind::User)
+        } else if refused(IdKind::Anonymous, &e.anonymous_id) {
+            Some(IdKind::Anonymous)
+        } else {
+            None
+        };
+        if let Some(kind) = field {
+            erased.push(positions[i]);
+            rejected.push(Rejected {
+                index: positions[i],
+                field: kind.name().into(),
+                message: ERASED.into(),
+                too_large: false,
+            });
+        }
+        i += 1;
+        field.is_none()
+    });
+    if !erased.is_empty() {
+        collector
+            .metrics
+            .edge
+            .reject(Reject::Suppressed, erased.len() as u64);
+        rejected.sort_by_key(|r| r.index);
+    }
+    erased
+}
+
+/// The 200 of a batch: what was committed, and the refusals.
+fn collected(total: &super::Committed, rejected: &[Rejected]) -> HttpResponse {
+    api::ok(&Collected {
+        accepted: total.accepted,
+        duplicates: total.duplicates,
+        rejected: distinct_events(rejected),
+        errors: &rejected[..rejected.len().min(MAX_REPORTED_ERRORS)],
+    })
 }
 
 /// Reservation rounds of a batch: a round whose events were duplicates gives its share back,
@@ -476,12 +556,7 @@ async fn commit(
         }));
         rejected.sort_by_key(|r| r.index);
     }
-    Ok(api::ok(&Collected {
-        accepted: total.accepted,
-        duplicates: total.duplicates,
-        rejected: distinct_events(rejected),
-        errors: &rejected[..rejected.len().min(MAX_REPORTED_ERRORS)],
-    }))
+    Ok(collected(&total, rejected))
 }
 
 /// The batch positions of the `valid` events: those `rejected` (in batch order) does not name.

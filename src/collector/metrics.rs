@@ -22,6 +22,7 @@ names! {
         Unauthorized = "unauthorized",
         PlanLimit = "plan_limit",
         Overloaded = "overloaded",
+        Suppressed = "suppressed",
     }
 }
 

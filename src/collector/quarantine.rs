@@ -298,6 +298,25 @@ pub fn recent(db: &sled::Db, app: &str, limit: usize) -> Result<Vec<Refused>, St
     Ok(out)
 }
 
+/// Removes the app's kept records that `about` says are about an erased person; answers how
+/// many went.
+pub fn forget(
+    db: &sled::Db,
+    app: &str,
+    about: impl Fn(&Refused) -> bool,
+) -> Result<usize, StoreError> {
+    let tree = db.open_tree(TREE)?;
+    let mut gone = 0;
+    for kv in tree.scan_prefix(app_prefix(app)) {
+        let (k, v) = kv?;
+        if about(&decode(&k, &v)?) {
+            tree.remove(k)?;
+            gone += 1;
+        }
+    }
+    Ok(gone)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -334,6 +334,66 @@ pub fn comments(
     page(&tree, &child_prefix(b'c', app, idea_id), walk, keep).map(Some)
 }
 
+/// What an erasure removed from the ideas: votes, comments, and the idempotency answers that
+/// showed them.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Erased {
+    pub votes: usize,
+    pub comments: usize,
+    pub answers: usize,
+}
+
+/// Removes a person's votes (voter id or e-mail) and comments (author id or e-mail) from every
+/// idea of `app`, each as `unvote` and `delete_comment` do (counts, trending, idempotency
+/// answers); replies to a removed comment stay, at the top of the thread as after any delete.
+pub fn erase_person(
+    db: &sled::Db,
+    app: &str,
+    id: Option<&str>,
+    email: Option<&str>,
+) -> Result<Erased, IdeaError> {
+    let tree = db.open_tree(TREE)?;
+    let is = |pid: Option<&str>, pemail: Option<&str>| {
+        (id.is_some() && pid == id) || (email.is_some() && pemail == email)
+    };
+    let mut out = Erased::default();
+    let votes: Vec<Vote> =
+        crate::storage::decode_all(&tree, &[&[b'v'][..], app.as_bytes()].concat())?;
+    for v in votes
+        .iter()
+        .filter(|v| is(v.voter.id.as_deref(), v.voter.email.as_deref()))
+    {
+        out.answers += crate::storage::idempotency::forget_holding(
+            db,
+            app,
+            &child_hold(b'v', &v.idea_id, &v.id),
+        )?;
+        match unvote(db, app, &v.idea_id, &v.id) {
+            Ok(()) => out.votes += 1,
+            Err(IdeaError::NotFound(_)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let comments: Vec<Comment> =
+        crate::storage::decode_all(&tree, &[&[b'c'][..], app.as_bytes()].concat())?;
+    for c in comments
+        .iter()
+        .filter(|c| is(Some(&c.author.id), Some(&c.author.email)))
+    {
+        out.answers += crate::storage::idempotency::forget_holding(
+            db,
+            app,
+            &child_hold(b'c', &c.idea_id, &c.id),
+        )?;
+        match delete_comment(db, app, &c.idea_id, &c.id) {
+            Ok(()) => out.comments += 1,
+            Err(IdeaError::NotFound(_)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(out)
+}
+
 /// Merges idea `source` into `target` (api.md §6): the target gains the voters it lacked, the
 /// comments move to it, the source becomes Duplicate with `mergedIntoId` (at `now`). Answers
 /// the target.

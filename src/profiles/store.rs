@@ -57,6 +57,48 @@ pub fn apply(db: &sled::Db, t: &Touch<'_>) -> Result<(), StoreError> {
     }
 }
 
+/// Every anonymousId linked to `user_id` (by its profile, and by the identity links, which
+/// also hold those beyond the profile's bound).
+pub fn linked(db: &sled::Db, app: &str, user_id: &str) -> Result<Vec<String>, StoreError> {
+    let mut ids = get(db, app, user_id)?.map_or_else(Vec::new, |p| p.anonymous_ids);
+    let prefix = key(app, "");
+    for kv in db.open_tree(IDENTITIES)?.scan_prefix(&prefix) {
+        let (k, v) = kv?;
+        if *v == *user_id.as_bytes() {
+            ids.push(String::from_utf8_lossy(&k[prefix.len()..]).into_owned());
+        }
+    }
+    ids.sort();
+    ids.dedup();
+    Ok(ids)
+}
+
+/// Erases `user_id`'s profile and the identity links of `anonymous_ids` and of `user_id`.
+/// Answers (profiles, links) removed.
+pub fn erase(
+    db: &sled::Db,
+    app: &str,
+    user_id: Option<&str>,
+    anonymous_ids: &[&str],
+) -> Result<(usize, usize), StoreError> {
+    let profiles = match user_id {
+        Some(u) => usize::from(db.open_tree(PROFILES)?.remove(key(app, u))?.is_some()),
+        None => 0,
+    };
+    let identities = db.open_tree(IDENTITIES)?;
+    let mut links = 0;
+    for a in anonymous_ids {
+        links += usize::from(identities.remove(key(app, a))?.is_some());
+    }
+    if let Some(u) = user_id {
+        for a in linked(db, app, u)? {
+            links += usize::from(identities.remove(key(app, &a))?.is_some());
+        }
+    }
+    db.flush()?;
+    Ok((profiles, links))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -80,5 +122,27 @@ mod tests {
             ["anon"]
         );
         assert!(get(&db, "a2", "u1").unwrap().is_none());
+    }
+
+    #[test]
+    fn erasing_a_user_removes_its_profile_and_every_link_of_its_app_only() {
+        let db = sled::Config::new().temporary(true).open().unwrap();
+        for (app, anon) in [("a1", "x"), ("a1", "y"), ("a2", "x")] {
+            let t = Touch {
+                app_id: app,
+                user_id: "u1",
+                anonymous_id: Some(anon),
+                at: 1,
+                change: Change::Identify { traits: None },
+            };
+            apply(&db, &t).unwrap();
+        }
+        assert_eq!(linked(&db, "a1", "u1").unwrap(), ["x", "y"]);
+        assert_eq!(erase(&db, "a1", Some("u1"), &["x"]).unwrap(), (1, 2));
+        assert!(get(&db, "a1", "u1").unwrap().is_none());
+        assert_eq!(user_of(&db, "a1", "y").unwrap(), None);
+        assert!(linked(&db, "a1", "u1").unwrap().is_empty());
+        assert_eq!(user_of(&db, "a2", "x").unwrap().as_deref(), Some("u1"));
+        assert_eq!(erase(&db, "a1", Some("u1"), &[]).unwrap(), (0, 0));
     }
 }

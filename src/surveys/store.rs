@@ -305,20 +305,30 @@ pub fn responses(db: &sled::Db, app: &str, id: &str) -> Result<Vec<SurveyRespons
     decode_all(&db.open_tree(TREE)?, &response_prefix(app, id))
 }
 
-/// Removes `app`'s responses last changed before `cutoff` (the retention sweep), each with its
-/// visitor entries and one off its survey's `responseCount`, one transaction per survey (a
-/// response changed meanwhile stays); the month's quota count stays. Returns how many went.
+/// Removes `app`'s responses last changed before `cutoff` (the retention sweep); see
+/// [`drop_responses`].
 pub fn drop_responses_before(
     db: &sled::Db,
     app: &str,
     cutoff: Timestamp,
+) -> Result<usize, StoreError> {
+    drop_responses(db, app, |r| r.updated_at < cutoff)
+}
+
+/// Removes `app`'s responses that `gone` picks (the retention sweep, an erasure), each with its
+/// visitor entries and one off its survey's `responseCount`, one transaction per survey (a
+/// response changed meanwhile stays); the month's quota count stays. Returns how many went.
+pub fn drop_responses(
+    db: &sled::Db,
+    app: &str,
+    gone: impl Fn(&SurveyResponse) -> bool,
 ) -> Result<usize, StoreError> {
     let mut dropped = 0;
     for survey in all(db, app)? {
         let id = survey.id.as_str();
         let old: Vec<SurveyResponse> = responses(db, app, id)?
             .into_iter()
-            .filter(|r| r.updated_at < cutoff)
+            .filter(|r| gone(r))
             .collect();
         if old.is_empty() {
             continue;

@@ -24,6 +24,8 @@ pub struct Access {
     pub rate_limits: RateLimits,
     pub plans: Plans,
     pub admin_token: AdminTokens,
+    /// The erased persons' ids, refused at ingest (`suppression.rs`).
+    pub suppressions: std::sync::Arc<super::Suppressions>,
 }
 
 /// Wrong admin tokens allowed per client address per minute (a burst of this many, then one a

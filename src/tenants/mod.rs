@@ -10,9 +10,11 @@ pub mod model;
 pub mod registry;
 pub mod service;
 pub mod store;
+pub mod suppression;
 
 pub use auth::{Access, Admin, Principal};
 pub use http::configure;
 pub use model::{App, KeyKind, KeyRecord, KeyView, Permission, Plan};
 pub use registry::Registry;
 pub use service::{AdminApp, AppChange, Tenants};
+pub use suppression::Suppressions;

@@ -1,0 +1,143 @@
+//! An erasure's sled side: the person's ids while the job runs (tree `erasure_subjects`, job id
+//! -> [`Person`] as JSON, removed when the job ends: the job record itself keeps only hashes),
+//! and the erasure of every store that holds the person, each through its own store's
+//! functions (contacts, profiles, survey responses, votes and comments, idempotency answers,
+//! the quarantine's refused events). Each store's part is idempotent: run again, it removes
+//! nothing more.
+
+use super::model::{Counted, Person};
+use crate::storage::{decode, encode, StoreError};
+
+pub const SUBJECTS: &str = "erasure_subjects";
+
+#[derive(Debug, thiserror::Error)]
+pub enum EraseError {
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    /// A store answered something an erasure does not expect (named).
+    #[error("{0}")]
+    Other(String),
+}
+
+/// Keeps the person an erasure job looks for, until the job ends.
+pub fn keep_subject(db: &sled::Db, job_id: &str, person: &Person) -> Result<(), StoreError> {
+    db.open_tree(SUBJECTS)?.insert(job_id, encode(person))?;
+    db.flush()?;
+    Ok(())
+}
+
+/// The person of erasure job `job_id`, while it runs.
+pub fn subject(db: &sled::Db, job_id: &str) -> Result<Option<Person>, StoreError> {
+    match db.open_tree(SUBJECTS)?.get(job_id)? {
+        Some(v) => Ok(Some(decode(job_id.as_bytes(), &v)?)),
+        None => Ok(None),
+    }
+}
+
+/// Forgets the person of a finished job.
+pub fn forget_subject(db: &sled::Db, job_id: &str) -> Result<(), StoreError> {
+    db.open_tree(SUBJECTS)?.remove(job_id)?;
+    db.flush()?;
+    Ok(())
+}
+
+/// The person with every anonymousId linked to its userId (profile and identity links).
+pub fn resolve(db: &sled::Db, app: &str, person: &Person) -> Result<Person, StoreError> {
+    let mut out = person.clone();
+    if let Some(u) = &person.user_id {
+        out.anonymous_ids
+            .extend(crate::profiles::store::linked(db, app, u)?);
+    }
+    Ok(out)
+}
+
+/// Whether a refused event the quarantine kept is about the person: its JSON names one of the
+/// ids or the e-mail as a string value (a cut excerpt is searched as text).
+fn about(person: &Person, event: &str) -> bool {
+    let ids = person
+        .user_id
+        .iter()
+        .chain(&person.anonymous_ids)
+        .chain(&person.email);
+    ids.into_iter()
+        .any(|id| event.contains(&serde_json::Value::from(id.as_str()).to_string()))
+}
+
+/// Erases the person from every store of `app` in sled (the lake is `lake.rs`'s); answers what
+/// each removed.
+pub fn erase(db: &sled::Db, app: &str, person: &Person) -> Result<Vec<(Counted, u64)>, EraseError> {
+    let mut answers = 0;
+    let mut contacts = 0;
+    if let Some(email) = person.email.as_deref() {
+        let email = crate::contacts::model::Email::parse(email)
+            .map_err(|m| EraseError::Other(format!("email: {m}")))?;
+        if let Some(c) = crate::contacts::store::find_by_email(db, app, &email)? {
+            answers += crate::storage::idempotency::forget_holding(db, app, &c.id)?;
+            match crate::contacts::store::delete(db, app, &c.id) {
+                Ok(()) => contacts += 1,
+                Err(crate::contacts::store::ContactError::NotFound) => {}
+                Err(crate::contacts::store::ContactError::Store(e)) => return Err(e.into()),
+                Err(e) => return Err(EraseError::Other(format!("contacts: {e:?}"))),
+            }
+        }
+    }
+    let anon: Vec<&str> = person.anonymous_ids.iter().map(String::as_str).collect();
+    let (profiles, links) =
+        crate::profiles::store::erase(db, app, person.user_id.as_deref(), &anon)?;
+    let user = person.user_id.as_deref();
+    let responses = crate::surveys::store::drop_responses(db, app, |r| {
+        person.anonymous_ids.contains(&r.anonymous_id)
+            || (user.is_some() && r.user_id.as_deref() == user)
+    })?;
+    let ideas = crate::ideas::engagement::erase_person(db, app, user, person.email.as_deref())
+        .map_err(|e| match e {
+            crate::ideas::store::IdeaError::Store(e) => EraseError::Store(e),
+            other => EraseError::Other(format!("ideas: {other:?}")),
+        })?;
+    let refused = crate::collector::quarantine::forget(db, app, |r| about(person, &r.event))?;
+    db.flush().map_err(StoreError::from)?;
+    Ok(vec![
+        (Counted::Contacts, contacts),
+        (Counted::Profiles, profiles as u64),
+        (Counted::IdentityLinks, links as u64),
+        (Counted::SurveyResponses, responses as u64),
+        (Counted::Votes, ideas.votes as u64),
+        (Counted::Comments, ideas.comments as u64),
+        (
+            Counted::IdempotencyAnswers,
+            (answers + ideas.answers) as u64,
+        ),
+        (Counted::RefusedEvents, refused as u64),
+    ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_event_is_about_the_person_when_its_json_names_an_id_as_a_value() {
+        let p = Person {
+            user_id: Some("u1".into()),
+            anonymous_ids: ["a\"1".to_owned()].into(),
+            email: None,
+        };
+        assert!(about(&p, r#"{"userId":"u1","type":"x"}"#));
+        assert!(about(&p, r#"{"anonymousId":"a\"1"}"#));
+        assert!(!about(&p, r#"{"userId":"u10"}"#));
+        assert!(!about(&p, r#"{"event":"u1 signed up"}"#));
+    }
+
+    #[test]
+    fn a_subject_is_kept_while_the_job_runs() {
+        let db = sled::Config::new().temporary(true).open().unwrap();
+        let p = Person {
+            user_id: Some("u".into()),
+            ..Person::default()
+        };
+        keep_subject(&db, "job_1", &p).unwrap();
+        assert_eq!(subject(&db, "job_1").unwrap(), Some(p));
+        forget_subject(&db, "job_1").unwrap();
+        assert_eq!(subject(&db, "job_1").unwrap(), None);
+    }
+}
