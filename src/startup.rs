@@ -134,6 +134,7 @@ fn admin_token_source(configured: Option<&Secret>, data_dir: &Path) -> Result<Se
          (name = "ideas", description = "Feedback boards, ideas, votes, comments (X-API-Key)"),
          (name = "boards", description = "Boards and their statuses, topics, tags (Authorization: Bearer <admin token>)"),
          (name = "surveys", description = "Surveys: public reads (X-API-Key) and the admin API (Authorization: Bearer <admin token>)"),
+         (name = "privacy", description = "Erasure of a person: a durable job, and their ids refused at ingest (X-API-Key, privacy:erase)"),
          (name = "admin", description = "Apps and keys (Authorization: Bearer <admin token>)"),
          (name = "service", description = "Health and API description"))
 )]
@@ -184,7 +185,8 @@ where
                 .configure(crate::analytics::configure)
                 .configure(crate::boards::configure_public)
                 .configure(crate::ideas::configure)
-                .configure(crate::surveys::configure_public),
+                .configure(crate::surveys::configure_public)
+                .configure(crate::privacy::configure),
         )
         .service(
             scope::scope("/api/w")
@@ -302,11 +304,38 @@ fn spawn_retention(
 fn start_jobs(
     store: &Store,
     clock: &Arc<dyn Clock>,
+    erasure: crate::privacy::job::Erasure,
 ) -> (web::Data<Jobs>, tokio::task::JoinHandle<()>) {
     let jobs = Jobs::new(store.clone(), clock.clone());
-    let kinds = Kinds::default();
+    let kinds = Kinds::default().with(crate::jobs::JobKind::Erasure, Arc::new(erasure));
     let runner = jobs.start(kinds, crate::backoff::Backoff::default());
     (web::Data::new(jobs), runner)
+}
+
+/// The erasure jobs' work (`privacy/`): the lake, a scratch directory for the file being
+/// rewritten (`<data-dir>/erasure`), the collector to settle, the suppression list.
+fn erasure_work(
+    settings: &Settings,
+    store: &Store,
+    lake: Arc<dyn object_store::ObjectStore>,
+    collector: &web::Data<Collector>,
+    access: &Access,
+    clock: &Arc<dyn Clock>,
+) -> crate::privacy::job::Erasure {
+    let rewriter = crate::privacy::lake::Rewriter {
+        lake,
+        scratch: settings.storage.data_dir.join("erasure"),
+        part_bytes: 8 << 20,
+    };
+    crate::privacy::job::Erasure::new(
+        store.clone(),
+        collector.clone().into_inner(),
+        rewriter,
+        settings.lake.prefix.clone(),
+        access.suppressions.clone(),
+        clock.clone(),
+        settings.privacy.suppress_days,
+    )
 }
 
 /// How often keys' last use goes from the registry's memory to sled.
@@ -457,8 +486,10 @@ impl Application {
             lake.clone(),
             clock.clone(),
         )?);
-        let retention = spawn_retention(&settings, &store, lake, &clock, &collector);
-        let (jobs, job_runner) = start_jobs(&store, &clock);
+        let retention = spawn_retention(&settings, &store, lake.clone(), &clock, &collector);
+        let access = access(&store, &settings, &clock, registry, admin_token)?;
+        let erasure = erasure_work(&settings, &store, lake, &collector, &access, &clock);
+        let (jobs, job_runner) = start_jobs(&store, &clock, erasure);
         let listener =
             TcpListener::bind(&settings.server.bind).map_err(|cause| StartError::Bind {
                 addr: settings.server.bind.clone(),
@@ -468,7 +499,6 @@ impl Application {
         let limits = ConnectionLimits::of(&settings.server);
         let workers = limits.workers;
         tracing::info!(addr = %addr, data_dir = %data_dir.display(), workers, "tributary listening");
-        let access = access(&store, &settings, &clock, registry, admin_token)?;
         let state = web::Data::new(AppState {
             settings,
             store: store.clone(),

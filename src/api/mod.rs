@@ -75,7 +75,16 @@ pub fn ok<T: Serialize>(data: &T) -> HttpResponse {
 
 /// 201 with a `Location` header.
 pub fn created<T: Serialize>(location: &str, data: &T) -> HttpResponse {
-    let mut res = envelope(StatusCode::CREATED, data, None);
+    located(StatusCode::CREATED, location, data)
+}
+
+/// 202 with a `Location` header: the work goes on in the background (a job).
+pub fn accepted<T: Serialize>(location: &str, data: &T) -> HttpResponse {
+    located(StatusCode::ACCEPTED, location, data)
+}
+
+fn located<T: Serialize>(status: StatusCode, location: &str, data: &T) -> HttpResponse {
+    let mut res = envelope(status, data, None);
     if let Ok(v) = HeaderValue::from_str(location) {
         res.headers_mut().insert(header::LOCATION, v);
     }

@@ -6,6 +6,7 @@
 //! nothing more.
 
 use super::model::{Counted, Person};
+use crate::jobs::{Job, JobKind};
 use crate::storage::{decode, encode, StoreError};
 
 pub const SUBJECTS: &str = "erasure_subjects";
@@ -109,6 +110,20 @@ pub fn erase(db: &sled::Db, app: &str, person: &Person) -> Result<Vec<(Counted, 
         ),
         (Counted::RefusedEvents, refused as u64),
     ])
+}
+
+/// A page of `app`'s erasure jobs, oldest first (the job ids' order).
+pub fn erasures(
+    db: &sled::Db,
+    app: &str,
+    walk: crate::storage::cursor::Walk,
+) -> Result<crate::storage::cursor::Page<Job>, StoreError> {
+    let tree = db.open_tree(crate::jobs::store::TREE)?;
+    let prefix = crate::jobs::model::ID_PREFIX.as_bytes();
+    crate::storage::cursor::page(&tree, prefix, walk, |entry, v| {
+        let job: Job = decode(entry, v)?;
+        Ok((job.app_id == app && job.kind == JobKind::Erasure).then_some(job))
+    })
 }
 
 #[cfg(test)]

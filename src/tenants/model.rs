@@ -25,6 +25,7 @@ names! {
         CommentsWrite = "comments:write",
         ProfilesRead = "profiles:read",
         AnalyticsRead = "analytics:read",
+        PrivacyErase = "privacy:erase",
     }
 }
 

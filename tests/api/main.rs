@@ -15,6 +15,7 @@ mod crash;
 mod dashboard;
 mod disk;
 mod enrich;
+mod erasure;
 mod errors;
 mod events;
 mod helpers;

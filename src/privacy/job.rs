@@ -1,0 +1,272 @@
+//! The erasure job's steps (a `jobs::Work`), in order:
+//!
+//! 1. `resolve`: the anonymousIds linked to the userId join the person (and the suppression
+//!    list, which the request's ids were put on before the job was queued).
+//! 2. `settle`: every event of the app acknowledged before now is put in the lake
+//!    (`Collector::settle`); while the lake is away the step is retried, the job `running`.
+//! 3. `stores`: contacts, profile and identity links, survey responses, votes and comments,
+//!    idempotency answers, refused events (`store.rs`).
+//! 4. `lake`: each file of the app, in path order, one piece per file (`lake.rs`); the cursor's
+//!    token is the last file done, so a resume never rewrites a recorded file again.
+//! 5. `forget`: the person's ids are deleted; the job record keeps their hashes and the counts
+//!    (the audit).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use futures_util::future::BoxFuture;
+use futures_util::FutureExt;
+use object_store::path::Path;
+use serde::{Deserialize, Serialize};
+
+use super::lake::{self, Ids, Outcome, Rewriter};
+use super::model::{Counted, Hashes, Person};
+use super::store;
+use crate::clock::Clock;
+use crate::collector::Collector;
+use crate::ids::Timestamp;
+use crate::jobs::{Cursor, Job, JobError, JobKind, Jobs, StepOutcome, Work};
+use crate::state::AppState;
+use crate::storage::{Store, StoreError};
+use crate::tenants::{Access, Suppressions};
+
+const STEPS: &[&str] = &["resolve", "settle", "stores", "lake", "forget"];
+
+/// An erasure job's params: no personal data (the ids wait in `store::SUBJECTS` under
+/// `subject` until the job ends).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Params {
+    /// The key of the person's ids in `erasure_subjects`.
+    pub subject: String,
+    /// What the audit keeps of them.
+    pub hashes: Hashes,
+    /// Who asked: `key:<keyId>` or `user:<dashboard user id>`.
+    pub requested_by: String,
+}
+
+/// The end of a suppression that starts now: `privacy.suppress_days` later (`None`: for ever).
+pub fn suppressed_until(now: Timestamp, days: u32) -> Option<Timestamp> {
+    (days > 0).then(|| {
+        Timestamp::from_micros(
+            now.micros()
+                .saturating_add(i64::from(days) * 86_400_000_000),
+        )
+    })
+}
+
+/// Starts an erasure of `person` in `app`: their ids are refused at ingest from now on and
+/// kept (for the job) under a new subject key, then the job is queued. Shared by the API and
+/// the dashboard.
+pub async fn submit(
+    state: &AppState,
+    access: &Access,
+    jobs: &Jobs,
+    app: &str,
+    person: Person,
+    requested_by: String,
+) -> Result<Job, StoreError> {
+    let subject = crate::ids::object_id();
+    let until = suppressed_until(state.now(), state.settings.privacy.suppress_days);
+    let hashes = person.hashes(app);
+    let list = access.suppressions.clone();
+    let (a, key) = (app.to_owned(), subject.clone());
+    state
+        .store
+        .run(move |db| {
+            list.add(db, &a, &person.ids(), until, &key)?;
+            store::keep_subject(db, &key, &person)
+        })
+        .await?;
+    let params = Params {
+        subject,
+        hashes,
+        requested_by,
+    };
+    let params = serde_json::to_value(params).unwrap_or_default();
+    jobs.submit(JobKind::Erasure, app, params).await
+}
+
+/// The erasure kind's work.
+pub struct Erasure {
+    pub store: Store,
+    pub collector: Arc<Collector>,
+    pub rewriter: Rewriter,
+    pub prefix: String,
+    pub suppressions: Arc<Suppressions>,
+    pub clock: Arc<dyn Clock>,
+    pub suppress_days: u32,
+    /// Each running job's lake files, listed once per run of its `lake` step.
+    files: Mutex<HashMap<String, Arc<Vec<Path>>>>,
+}
+
+impl Erasure {
+    pub fn new(
+        store: Store,
+        collector: Arc<Collector>,
+        rewriter: Rewriter,
+        prefix: String,
+        suppressions: Arc<Suppressions>,
+        clock: Arc<dyn Clock>,
+        suppress_days: u32,
+    ) -> Erasure {
+        Erasure {
+            store,
+            collector,
+            rewriter,
+            prefix,
+            suppressions,
+            clock,
+            suppress_days,
+            files: Mutex::default(),
+        }
+    }
+
+    async fn person(&self, params: &Params) -> Result<Person, JobError> {
+        let key = params.subject.clone();
+        self.store
+            .run(move |db| store::subject(db, &key))
+            .await?
+            .ok_or_else(|| JobError::Fatal("the person's ids are gone".into()))
+    }
+
+    async fn resolve(&self, job: &Job, params: &Params) -> Result<StepOutcome, JobError> {
+        let person = self.person(params).await?;
+        let (app, key, id) = (job.app_id.clone(), params.subject.clone(), job.id.clone());
+        let until = suppressed_until(self.clock.now(), self.suppress_days);
+        let list = self.suppressions.clone();
+        self.store
+            .run(move |db| {
+                let all = store::resolve(db, &app, &person)?;
+                list.add(db, &app, &all.ids(), until, &id)?;
+                store::keep_subject(db, &key, &all)
+            })
+            .await?;
+        Ok(StepOutcome::Done)
+    }
+
+    async fn settle(&self, job: &Job) -> Result<StepOutcome, JobError> {
+        self.collector
+            .settle(&job.app_id)
+            .await
+            .map_err(|e| JobError::Retry(format!("settle: {e}")))?;
+        Ok(StepOutcome::Done)
+    }
+
+    async fn stores(
+        &self,
+        job: &Job,
+        params: &Params,
+        cursor: &mut Cursor,
+    ) -> Result<StepOutcome, JobError> {
+        let person = self.person(params).await?;
+        let app = job.app_id.clone();
+        let counts = self
+            .store
+            .run(move |db| Ok(store::erase(db, &app, &person)))
+            .await?
+            .map_err(|e| match e {
+                store::EraseError::Store(e) => JobError::from(e),
+                other => JobError::Retry(other.to_string()),
+            })?;
+        for (what, n) in counts {
+            cursor.count(what.name(), n);
+        }
+        Ok(StepOutcome::Done)
+    }
+
+    /// One file past the cursor's token: erased, counted, recorded.
+    async fn lake(
+        &self,
+        job: &Job,
+        params: &Params,
+        cursor: &mut Cursor,
+    ) -> Result<StepOutcome, JobError> {
+        let files = self.files_of(job).await?;
+        let next = files
+            .iter()
+            .find(|p| cursor.token.as_deref().is_none_or(|t| p.as_ref() > t));
+        let Some(path) = next else {
+            for what in [
+                Counted::LakeRows,
+                Counted::LakeFilesRewritten,
+                Counted::LakeFilesSkipped,
+            ] {
+                cursor.count(what.name(), 0);
+            }
+            self.files
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&job.id);
+            return Ok(StepOutcome::Done);
+        };
+        let ids = Ids::of(&self.person(params).await?);
+        let outcome = self
+            .rewriter
+            .erase(path, &ids, &job.id)
+            .await
+            .map_err(|e| match e {
+                lake::LakeError::Parquet { .. } => JobError::Fatal(e.to_string()),
+                other => JobError::Retry(other.to_string()),
+            })?;
+        match outcome {
+            Outcome::Skipped | Outcome::Clean => cursor.count(Counted::LakeFilesSkipped.name(), 1),
+            Outcome::Rewritten { rows } => {
+                cursor.count(Counted::LakeFilesRewritten.name(), 1);
+                cursor.count(Counted::LakeRows.name(), rows);
+            }
+        }
+        cursor.token = Some(path.to_string());
+        Ok(StepOutcome::More)
+    }
+
+    async fn files_of(&self, job: &Job) -> Result<Arc<Vec<Path>>, JobError> {
+        if let Some(f) = self
+            .files
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&job.id)
+        {
+            return Ok(f.clone());
+        }
+        let listed = Arc::new(lake::files(&*self.rewriter.lake, &self.prefix, &job.app_id).await?);
+        self.files
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(job.id.clone(), listed.clone());
+        Ok(listed)
+    }
+
+    async fn step(&self, job: &Job, cursor: &mut Cursor) -> Result<StepOutcome, JobError> {
+        let params: Params = serde_json::from_value(job.params.clone())
+            .map_err(|e| JobError::Fatal(format!("params: {e}")))?;
+        match STEPS.get(cursor.step).copied() {
+            Some("resolve") => self.resolve(job, &params).await,
+            Some("settle") => self.settle(job).await,
+            Some("stores") => self.stores(job, &params, cursor).await,
+            Some("lake") => self.lake(job, &params, cursor).await,
+            _ => {
+                let key = params.subject.clone();
+                self.store
+                    .run(move |db| store::forget_subject(db, &key))
+                    .await?;
+                Ok(StepOutcome::Done)
+            }
+        }
+    }
+}
+
+impl Work for Erasure {
+    fn steps(&self) -> &'static [&'static str] {
+        STEPS
+    }
+
+    fn run<'a>(
+        &'a self,
+        job: &'a Job,
+        cursor: &'a mut Cursor,
+    ) -> BoxFuture<'a, Result<StepOutcome, JobError>> {
+        self.step(job, cursor).boxed()
+    }
+}
+
