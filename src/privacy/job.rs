@@ -269,4 +269,3 @@ impl Work for Erasure {
         self.step(job, cursor).boxed()
     }
 }
-

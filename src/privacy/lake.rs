@@ -332,7 +332,7 @@ fn done_by(meta: &ParquetMetaData, job: &str) -> Option<u64> {
 }
 
 /// Writes `src` without the rows of `ids` to `dst`, row group by row group, with the lake's
-/// writer properties and the job's mark; answers the rows removed.
+/// writer properties, its key-value metadata and the job's mark; answers the rows removed.
 fn rewrite(
     src: &std::path::Path,
     dst: &std::path::Path,
@@ -340,7 +340,16 @@ fn rewrite(
     job: &str,
 ) -> Result<u64, ParquetError> {
     let builder = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(src)?)?;
-    let total = builder.metadata().file_metadata().num_rows() as u64;
+    let file = builder.metadata().file_metadata();
+    let total = file.num_rows() as u64;
+    // The file's own key-value metadata goes along (the writer adds the Arrow schema again).
+    let kept_kv: Vec<KeyValue> = file
+        .key_value_metadata()
+        .into_iter()
+        .flatten()
+        .filter(|kv| kv.key != MARK && kv.key != "ARROW:schema")
+        .cloned()
+        .collect();
     let schema = builder.schema().clone();
     let mask = ProjectionMask::columns(builder.parquet_schema(), [USER, ANONYMOUS]);
     let filter_ids = ids.clone();
@@ -358,6 +367,9 @@ fn rewrite(
         writer.write(&batch)?;
     }
     let removed = total.saturating_sub(kept);
+    for kv in kept_kv {
+        writer.append_key_value_metadata(kv);
+    }
     writer.append_key_value_metadata(KeyValue::new(MARK.into(), format!("{job} {removed}")));
     writer.into_inner()?.sync_all()?;
     Ok(removed)
