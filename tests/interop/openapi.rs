@@ -155,6 +155,35 @@ async fn profile_and_collector_answers(app: &TestApp, s: &mut Samples) {
     run(app, s, steps).await;
 }
 
+async fn erasure_answers(app: &TestApp, s: &mut Samples) {
+    let (app_id, _) = app.create_app("enterprise").await;
+    let (_, key) = app.create_key(&app_id, &["privacy:erase"]).await;
+    let (_, other) = app.create_key(&app_id, &["profiles:read"]).await;
+    let (k, no) = (
+        Some(("x-api-key", key.as_str())),
+        Some(("x-api-key", other.as_str())),
+    );
+    let list = "/api/v1/erasures";
+    let person = json!({"userId": "u-doc", "anonymousIds": ["7f1f8f0e-0a0b-4c3d-8e9f-0a1b2c3d4e5f"], "email": "doc@example.com"});
+    #[rustfmt::skip]
+    let started = run(app, s, vec![
+        ("POST", list, list.into(), k, Some(person)),
+        ("POST", list, list.into(), k, Some(json!({"userId": "", "email": "x"}))),
+        ("POST", list, list.into(), no, Some(json!({"userId": "u"}))),
+    ]).await;
+    let id = started[0]["id"].as_str().unwrap();
+    let one = "/api/v1/erasures/{id}";
+    #[rustfmt::skip]
+    let steps: Vec<Step> = vec![
+        ("GET", list, list.into(), k, None),
+        ("GET", list, format!("{list}?limit=0"), k, None),
+        ("GET", one, format!("{list}/{id}"), k, None),
+        ("GET", one, format!("{list}/job_000000000000000000000000"), k, None),
+        ("GET", one, format!("{list}/{id}"), no, None),
+    ];
+    run(app, s, steps).await;
+}
+
 async fn admin_answers(app: &TestApp, s: &mut Samples) {
     let auth = format!("Bearer {ADMIN_TOKEN}");
     let h = Some(("authorization", auth.as_str()));
@@ -649,6 +678,7 @@ async fn every_operation_answers_as_its_openapi_schema_says() {
     contacts_answers(&app, &mut s).await;
     profile_and_collector_answers(&app, &mut s).await;
     admin_answers(&app, &mut s).await;
+    erasure_answers(&app, &mut s).await;
     boards_answers(&app, &mut s).await;
     ideas_answers(&app, &mut s).await;
     survey_answers(&app, &mut s).await;
