@@ -352,46 +352,51 @@ pub fn erase_person(
     id: Option<&str>,
     email: Option<&str>,
 ) -> Result<Erased, IdeaError> {
-    let tree = db.open_tree(TREE)?;
     let is = |pid: Option<&str>, pemail: Option<&str>| {
         (id.is_some() && pid == id) || (email.is_some() && pemail == email)
     };
-    let mut out = Erased::default();
-    let votes: Vec<Vote> =
-        crate::storage::decode_all(&tree, &[&[b'v'][..], app.as_bytes()].concat())?;
-    for v in votes
-        .iter()
-        .filter(|v| is(v.voter.id.as_deref(), v.voter.email.as_deref()))
-    {
-        out.answers += crate::storage::idempotency::forget_holding(
-            db,
-            app,
-            &child_hold(b'v', &v.idea_id, &v.id),
-        )?;
-        match unvote(db, app, &v.idea_id, &v.id) {
-            Ok(()) => out.votes += 1,
+    let mut answers = 0;
+    let votes = erase_children(db, app, b'v', &mut answers, |v: &Vote| {
+        is(v.voter.id.as_deref(), v.voter.email.as_deref())
+            .then(|| (v.idea_id.clone(), v.id.clone()))
+    })?;
+    let comments = erase_children(db, app, b'c', &mut answers, |c: &Comment| {
+        is(Some(&c.author.id), Some(&c.author.email)).then(|| (c.idea_id.clone(), c.id.clone()))
+    })?;
+    Ok(Erased {
+        votes,
+        comments,
+        answers,
+    })
+}
+
+/// Removes the votes (`b'v'`) or comments (`b'c'`) of `app` that `pick` names (idea, id), and
+/// the idempotency answers that held them (added to `answers`); answers how many went.
+fn erase_children<T: serde::de::DeserializeOwned>(
+    db: &sled::Db,
+    app: &str,
+    kind: u8,
+    answers: &mut usize,
+    pick: impl Fn(&T) -> Option<(String, String)>,
+) -> Result<usize, IdeaError> {
+    let tree = db.open_tree(TREE)?;
+    let all: Vec<T> = crate::storage::decode_all(&tree, &[&[kind][..], app.as_bytes()].concat())?;
+    let mut gone = 0;
+    for (idea, id) in all.iter().filter_map(pick) {
+        *answers +=
+            crate::storage::idempotency::forget_holding(db, app, &child_hold(kind, &idea, &id))?;
+        let removed = if kind == b'v' {
+            unvote(db, app, &idea, &id)
+        } else {
+            delete_comment(db, app, &idea, &id)
+        };
+        match removed {
+            Ok(()) => gone += 1,
             Err(IdeaError::NotFound(_)) => {}
             Err(e) => return Err(e),
         }
     }
-    let comments: Vec<Comment> =
-        crate::storage::decode_all(&tree, &[&[b'c'][..], app.as_bytes()].concat())?;
-    for c in comments
-        .iter()
-        .filter(|c| is(Some(&c.author.id), Some(&c.author.email)))
-    {
-        out.answers += crate::storage::idempotency::forget_holding(
-            db,
-            app,
-            &child_hold(b'c', &c.idea_id, &c.id),
-        )?;
-        match delete_comment(db, app, &c.idea_id, &c.id) {
-            Ok(()) => out.comments += 1,
-            Err(IdeaError::NotFound(_)) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(out)
+    Ok(gone)
 }
 
 /// Merges idea `source` into `target` (api.md §6): the target gains the voters it lacked, the
