@@ -85,6 +85,8 @@ fn contact_and_traffic_routes(scope: Scope) -> Scope {
         .route("/traffic", web::get().to(apps::list::first))
         .route("/apps/{id}/traffic", web::get().to(traffic::page))
         .route("/apps/{id}/refused", web::get().to(apps::quarantine::page))
+        .route("/apps/{id}/erasures", web::get().to(apps::erasure::page))
+        .route("/apps/{id}/erasures", web::post().to(apps::erasure::start))
 }
 
 /// Surveys: list, builder, preview, results, moves, CSV.

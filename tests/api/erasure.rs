@@ -276,3 +276,54 @@ async fn an_erased_person_is_gone_from_every_api_and_their_events_are_refused_af
         a.body
     );
 }
+
+#[tokio::test]
+async fn the_dashboard_erases_a_person_through_its_form_and_lists_the_job() {
+    let app = spawn_app();
+    let mut b = crate::dashboard::owner(&app).await;
+    let (app_id, ik) = app.create_app("free").await;
+    let events = vec![event("identify", ANON, Some("ada"), "d1")];
+    assert_eq!(app.collect(&ik, batch(events)).await.counts(), (1, 0, 0));
+    let page = format!("/dashboard/apps/{app_id}/erasures");
+    let shown = b.get(&page).await;
+    assert_eq!(shown.status, 200);
+    assert!(shown.body.contains("No erasures yet"), "{}", shown.body);
+    let forged = b.post(&page, &[("userId", "ada")]).await;
+    assert_eq!(forged.status, 403, "no CSRF token");
+    let bad = b
+        .submit(
+            &page,
+            &page,
+            &[("userId", ""), ("anonymousIds", ""), ("email", "<b>x")],
+        )
+        .await;
+    assert_eq!(bad.status, 400, "{}", bad.body);
+    assert!(bad.body.contains("id=\"f-email-error\""), "{}", bad.body);
+    assert!(
+        bad.body.contains("&lt;b&gt;x") && !bad.body.contains("<b>x"),
+        "escaped"
+    );
+    let done = b
+        .submit(
+            &page,
+            &page,
+            &[("userId", "ada"), ("anonymousIds", ""), ("email", "")],
+        )
+        .await;
+    assert_eq!(done.status, 303, "{}", done.body);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let shown = b.get(&page).await;
+        if shown.body.contains(">done<") {
+            assert!(shown.body.contains("profiles: 1"), "{}", shown.body);
+            assert!(!shown.body.contains(ANON), "no id shown");
+            break;
+        }
+        assert!(Instant::now() < deadline, "{}", shown.body);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let a = app
+        .collect(&ik, batch(vec![event("track", ANON, None, "d2")]))
+        .await;
+    assert_eq!(a.counts(), (0, 0, 1), "the linked anonymousId is refused");
+}

@@ -1,6 +1,8 @@
 //! The Apps section: `list.rs` (every app with its plan and usage; create, plan, integration
-//! key), `keys.rs` (an app's API keys) and `quarantine.rs` (an app's refused events).
+//! key), `keys.rs` (an app's API keys), `quarantine.rs` (an app's refused events) and
+//! `erasure.rs` (erase a person, the erasure jobs).
 
+pub mod erasure;
 pub mod keys;
 pub mod list;
 pub mod quarantine;

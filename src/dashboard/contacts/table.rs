@@ -278,6 +278,7 @@ pub fn render(viewer: &Viewer, app: &App, l: &Listing) -> Markup {
     let actions = html! {
         a.button href=(format!("{base}/import")) { "Import CSV" }
         a.button href=(format!("/dashboard/apps/{}/contacts.csv?{filtered}", app.id)) { "Export CSV" }
+        a.button href=(format!("/dashboard/apps/{}/erasures", app.id)) { "Erase a person" }
     };
     let content = html! {
         (filters(app, &l.params, &l.errors))
