@@ -836,6 +836,18 @@ mod tests {
         assert_eq!(profile.anonymous_ids, ["a"]);
     }
 
+    /// Sends a batch to a running writer and waits for its answer.
+    fn write(tx: &crossbeam_channel::Sender<Msg>, events: Vec<Event>) -> Committed {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        tx.send(Msg::Write {
+            events,
+            reply,
+            held: Default::default(),
+        })
+        .unwrap();
+        answer.blocking_recv().unwrap().unwrap()
+    }
+
     #[test]
     fn files_close_by_age_on_the_clock_and_by_rows() {
         let mut f = fixture();
@@ -843,16 +855,7 @@ mod tests {
         let (w, _, uploads) = f.open();
         let (tx, rx) = bounded(8);
         let thread = std::thread::spawn(move || w.run(rx));
-        let send = |events: Vec<Event>| {
-            let (reply, answer) = tokio::sync::oneshot::channel();
-            tx.send(Msg::Write {
-                events,
-                reply,
-                held: Default::default(),
-            })
-            .unwrap();
-            answer.blocking_recv().unwrap().unwrap()
-        };
+        let send = |events: Vec<Event>| write(&tx, events);
         send(vec![ev("msg_1", "a")]);
         // Nothing closes while the clock stands still...
         assert!(uploads.recv_timeout(TICK * 2).is_err());
@@ -878,16 +881,7 @@ mod tests {
         let (w, _, uploads) = f.open();
         let (tx, rx) = bounded(8);
         let thread = std::thread::spawn(move || w.run(rx));
-        let send = |events: Vec<Event>| {
-            let (reply, answer) = tokio::sync::oneshot::channel();
-            tx.send(Msg::Write {
-                events,
-                reply,
-                held: Default::default(),
-            })
-            .unwrap();
-            answer.blocking_recv().unwrap().unwrap()
-        };
+        let send = |events: Vec<Event>| write(&tx, events);
         send(vec![ev("msg_1", "a"), ev("msg_2", "b")]);
         // A settle's flush: answered with the last committed LSN, the files handed over.
         let (reply, answer) = tokio::sync::oneshot::channel();
