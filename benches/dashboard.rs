@@ -175,6 +175,7 @@ fn pages(c: &mut Criterion) {
         name: "Bench".into(),
         plan: Plan::Enterprise,
         integration_key_id: object_id(),
+        deletion_job_id: None,
         created_at: now,
         updated_at: now,
     };

@@ -12,6 +12,7 @@ pub mod config;
 pub mod contacts;
 pub mod csv;
 pub mod dashboard;
+pub mod deletion;
 pub mod fields;
 pub mod ideas;
 pub mod ids;

@@ -19,7 +19,7 @@ use crate::collector::Collector;
 use crate::config::{
     CollectorSettings, Secret, ServerSettings, Settings, DEFAULT_COLLECT_PATH, DEFAULT_SCRIPT_PATH,
 };
-use crate::jobs::{Jobs, Kinds};
+use crate::jobs::{JobKind, Jobs, Kinds};
 use crate::state::AppState;
 use crate::storage::{Store, StoreThreads};
 use crate::tenants::auth::AdminTokens;
@@ -202,6 +202,7 @@ where
         .service(
             scope::scope("/admin/v1")
                 .configure(crate::tenants::configure)
+                .configure(crate::deletion::http::configure)
                 .configure(crate::boards::configure_admin)
                 .configure(crate::surveys::configure_admin),
         )
@@ -302,12 +303,25 @@ fn spawn_retention(
 /// The job handle (registered for the handlers that submit and show jobs) and the runner of
 /// every job kind, which resumes the unfinished jobs now (`jobs/`).
 fn start_jobs(
+    settings: &Settings,
     store: &Store,
     clock: &Arc<dyn Clock>,
+    lake: Arc<dyn object_store::ObjectStore>,
+    collector: &web::Data<Collector>,
+    access: &web::Data<Access>,
     erasure: crate::privacy::job::Erasure,
 ) -> (web::Data<Jobs>, tokio::task::JoinHandle<()>) {
     let jobs = Jobs::new(store.clone(), clock.clone());
-    let kinds = Kinds::default().with(crate::jobs::JobKind::Erasure, Arc::new(erasure));
+    let deletion = crate::deletion::AppDeletion {
+        store: store.clone(),
+        access: access.clone(),
+        collector: collector.clone(),
+        lake,
+        prefix: settings.lake.prefix.clone(),
+    };
+    let kinds = Kinds::default()
+        .with(JobKind::Erasure, Arc::new(erasure))
+        .with(JobKind::AppDeletion, Arc::new(deletion));
     let runner = jobs.start(kinds, crate::backoff::Backoff::default());
     (web::Data::new(jobs), runner)
 }
@@ -488,8 +502,10 @@ impl Application {
         )?);
         let retention = spawn_retention(&settings, &store, lake.clone(), &clock, &collector);
         let access = access(&store, &settings, &clock, registry, admin_token)?;
-        let erasure = erasure_work(&settings, &store, lake, &collector, &access, &clock);
-        let (jobs, job_runner) = start_jobs(&store, &clock, erasure);
+        let erasure = erasure_work(&settings, &store, lake.clone(), &collector, &access, &clock);
+        let (jobs, job_runner) = start_jobs(
+            &settings, &store, &clock, lake, &collector, &access, erasure,
+        );
         let listener =
             TcpListener::bind(&settings.server.bind).map_err(|cause| StartError::Bind {
                 addr: settings.server.bind.clone(),

@@ -123,6 +123,14 @@ impl Quotas {
         })
     }
 
+    /// Forgets every month's counter of `app` (its deletion).
+    pub fn forget(&self, app: &str) {
+        let mut write = self.slots.write().unwrap_or_else(|e| e.into_inner());
+        for apps in write.values_mut() {
+            apps.remove(app);
+        }
+    }
+
     /// The app-month's count as this process sees it (`None` before its first batch).
     pub fn used(&self, app: &str, month: &str) -> Option<u64> {
         let read = self.slots.read().unwrap_or_else(|e| e.into_inner());

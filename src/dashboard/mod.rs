@@ -54,6 +54,7 @@ fn account_routes(scope: Scope) -> Scope {
         .route("/apps", web::get().to(apps::list::list))
         .route("/apps", web::post().to(apps::list::create))
         .route("/apps/{id}/plan", web::post().to(apps::list::change_plan))
+        .route("/apps/{id}/delete", web::post().to(apps::delete::delete))
         .route(
             "/apps/{id}/integration-key",
             web::post().to(apps::list::rotate),

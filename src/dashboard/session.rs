@@ -217,13 +217,14 @@ pub async fn posted_anonymous(req: &HttpRequest, payload: web::Payload) -> Resul
     }
 }
 
-/// The app `id`, or 404.
+/// The app `id`, or 404 (also while it is being deleted: nothing more is shown or written).
 pub async fn load_app(state: &AppState, id: &str) -> Result<App, PageError> {
     let id = id.to_owned();
     state
         .store
         .run(move |db| tenants::get_app(db, &id))
         .await?
+        .filter(|app| !app.deleting())
         .ok_or_else(|| PageError::not_found("app"))
 }
 

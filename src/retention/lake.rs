@@ -1,6 +1,7 @@
 //! The lake's side of retention: an app's whole `dt=` day partitions before a day, deleted
 //! through `object_store` (a local directory or S3 alike). Only `events/app_id=<app>/` is
-//! listed, so another app's files are never seen.
+//! listed, so another app's files are never seen. An app's deletion (`deletion/`) drops all of
+//! its partitions, one at a time (`next_partition`, `drop_all`), then whatever is left.
 
 use chrono::NaiveDate;
 use futures_util::{StreamExt, TryStreamExt};
@@ -41,8 +42,28 @@ pub async fn drop_before(
     Ok(dropped)
 }
 
-/// Deletes every object under `partition`; returns how many.
-async fn drop_all(lake: &dyn ObjectStore, partition: &Path) -> Result<usize, object_store::Error> {
+/// The first of `app`'s partitions (in name order) after `after` (from the first with `None`),
+/// `None` when there is none left.
+pub async fn next_partition(
+    lake: &dyn ObjectStore,
+    prefix: &str,
+    app: &str,
+    after: Option<&str>,
+) -> Result<Option<Path>, object_store::Error> {
+    let dir = crate::collector::lake::app_dir(prefix, app);
+    let mut partitions = lake.list_with_delimiter(Some(&dir)).await?.common_prefixes;
+    partitions.sort();
+    Ok(partitions
+        .into_iter()
+        .find(|p| after.is_none_or(|a| p.as_ref() > a)))
+}
+
+/// Deletes every object under `partition` (a partition, or an app's whole folder); returns how
+/// many.
+pub async fn drop_all(
+    lake: &dyn ObjectStore,
+    partition: &Path,
+) -> Result<usize, object_store::Error> {
     let files = lake.list(Some(partition)).map_ok(|m| m.location).boxed();
     let mut deleted = lake.delete_stream(files);
     let mut n = 0;
@@ -106,5 +127,22 @@ mod tests {
             drop_before(&lake, "lake", "a", first_kept).await.unwrap(),
             Dropped::default()
         );
+        // An app's deletion: its partitions one by one, in order, then nothing; others stay.
+        let first = next_partition(&lake, "lake", "a", None)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(first.as_ref(), "lake/events/app_id=a/dt=2026-03-03");
+        let after = next_partition(&lake, "lake", "a", Some(first.as_ref())).await;
+        assert_eq!(after.unwrap(), None);
+        assert_eq!(drop_all(&lake, &first).await.unwrap(), 1);
+        assert_eq!(
+            next_partition(&lake, "lake", "a", None).await.unwrap(),
+            None
+        );
+        assert!(next_partition(&lake, "lake", "ab", None)
+            .await
+            .unwrap()
+            .is_some());
     }
 }

@@ -17,8 +17,8 @@ use super::{decode, encode, Store, StoreError};
 use crate::clock::Clock;
 use crate::ids::Timestamp;
 
-const TREE: &str = "idempotency";
-const HOLDS: &str = "idempotency_holds";
+pub const TREE: &str = "idempotency";
+pub const HOLDS: &str = "idempotency_holds";
 /// A pending record older than this is taken to be abandoned (its request died).
 const PENDING_TIMEOUT_SECS: i64 = 60;
 

@@ -144,11 +144,15 @@ async fn list_apps(
     Ok(page.answer(&apps))
 }
 
-/// Get one app.
+/// Get one app (also while it is being deleted: then with its `deletionJobId`).
 #[utoipa::path(tag = "admin", security(("admin_token" = [])), params(("appId" = String, Path)), responses((status = 200, body = App), (status = 404)))]
 #[get("/apps/{appId}")]
-async fn get_app(app: AdminApp) -> Result<HttpResponse, ApiError> {
-    Ok(api::ok(&app.0))
+async fn get_app(
+    _: Admin,
+    tenants: Tenants,
+    id: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    Ok(api::ok(&tenants.app(&id).await?))
 }
 
 /// Change an app's plan or name. A downgrade never deletes data.

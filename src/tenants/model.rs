@@ -70,8 +70,19 @@ pub struct App {
     pub plan: Plan,
     /// Id of the current integration key (the secret is shown only when it is made).
     pub integration_key_id: String,
+    /// Set while the app is being deleted: the id of the job that deletes it
+    /// (`GET /admin/v1/jobs/{jobId}`). Its keys stop working from then on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion_job_id: Option<String>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+}
+
+impl App {
+    /// True from the moment its deletion began.
+    pub fn deleting(&self) -> bool {
+        self.deletion_job_id.is_some()
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -58,11 +58,15 @@ impl Registry {
         Ok(reg)
     }
 
+    /// Adds or updates an app; an app being deleted is left out, so none of its keys
+    /// authenticates any more.
     pub fn set_app(&self, app: &App) {
-        self.plans
-            .write()
-            .expect("registry lock")
-            .insert(app.id.clone(), app.plan);
+        let mut plans = self.plans.write().expect("registry lock");
+        if app.deleting() {
+            plans.remove(&app.id);
+        } else {
+            plans.insert(app.id.clone(), app.plan);
+        }
     }
 
     /// Adds, updates or (when revoked) removes a key.
@@ -88,8 +92,8 @@ impl Registry {
     pub fn reload_app(&self, db: &sled::Db, id: &str) -> Result<(), StoreError> {
         let mut plans = self.plans.write().expect("registry lock");
         match store::get_app(db, id)? {
-            Some(app) => plans.insert(app.id, app.plan),
-            None => plans.remove(id),
+            Some(app) if !app.deleting() => plans.insert(app.id, app.plan),
+            _ => plans.remove(id),
         };
         Ok(())
     }

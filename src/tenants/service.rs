@@ -66,6 +66,7 @@ impl Tenants {
             name,
             plan,
             integration_key_id: key.id.clone(),
+            deletion_job_id: None,
             created_at: now,
             updated_at: now,
         };
@@ -221,7 +222,8 @@ impl FromRequest for Tenants {
 }
 
 /// The app of an admin route's `{appId}`, checked: the admin token first (401), then the app
-/// (404). Derefs to the `App` (its id and plan).
+/// (404, also while it is being deleted: nothing more is written to it). Derefs to the `App`
+/// (its id and plan).
 #[derive(Debug, Clone)]
 pub struct AdminApp(pub App);
 
@@ -243,7 +245,10 @@ impl FromRequest for AdminApp {
         let id = req.match_info().get("appId").unwrap_or_default().to_owned();
         Box::pin(async move {
             admin?;
-            Ok(AdminApp(tenants?.app(&id).await?))
+            match tenants?.app(&id).await? {
+                app if app.deleting() => Err(ApiError::not_found("app")),
+                app => Ok(AdminApp(app)),
+            }
         })
     }
 }

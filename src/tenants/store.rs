@@ -114,6 +114,53 @@ pub fn modify_app(
     Ok(changed)
 }
 
+/// Marks the app `id` as being deleted by the job `job`, unless another job holds it already.
+/// Returns the app as it is now (its `deletion_job_id` names the job that deletes it), `None`
+/// when there is no such app.
+pub fn mark_deleting(
+    db: &sled::Db,
+    id: &str,
+    job: &str,
+    now: Timestamp,
+) -> Result<Option<App>, StoreError> {
+    let changed = modify(
+        &db.open_tree(APPS)?,
+        id,
+        |app: &App| app.deletion_job_id.is_none(),
+        |app: &mut App| {
+            app.deletion_job_id = Some(job.to_owned());
+            app.updated_at = now;
+        },
+    )?;
+    db.flush()?;
+    match changed {
+        Some((_, after)) => Ok(Some(after)),
+        None => get_app(db, id),
+    }
+}
+
+/// Removes every key of the app `id` (API and integration keys, their index entries and
+/// last-use times), then the app. Returns the ids of the keys removed.
+pub fn remove_app(db: &sled::Db, id: &str) -> Result<Vec<String>, StoreError> {
+    let (keys, index, used) = (
+        db.open_tree(KEYS)?,
+        db.open_tree(APP_KEYS)?,
+        db.open_tree(KEY_USE)?,
+    );
+    let mut removed = Vec::new();
+    for key in all_keys(db)?.into_iter().filter(|k| k.app_id == id) {
+        keys.remove(&key.id)?;
+        used.remove(&key.id)?;
+        removed.push(key.id);
+    }
+    for entry in index.scan_prefix(app_key_entry(id, "")).keys() {
+        index.remove(entry?)?;
+    }
+    db.open_tree(APPS)?.remove(id)?;
+    db.flush()?;
+    Ok(removed)
+}
+
 /// Gives the app `key` as its integration key and revokes the old one. Returns the app and the
 /// revoked key, `None` when the app does not exist. The rotation happens when the new key was
 /// made (its `createdAt`).

@@ -84,6 +84,16 @@ impl Live {
         Ok(applied)
     }
 
+    /// Drops `app`'s rows from every shard's open delta (the app's deletion, once its events
+    /// are settled: then no staged flush holds any, as the stager applied them to sled, where
+    /// the deletion removes them). Returns how many shards had some.
+    pub fn forget(&self, app: &str) -> usize {
+        let _no_read = self.gate.write().unwrap_or_else(PoisonError::into_inner);
+        (0..self.shards.len())
+            .filter(|&index| self.shard(index).open.forget(app))
+            .count()
+    }
+
     /// Runs `stored` (the read of sled) and returns its answer with the live buckets of `app`
     /// whose hour is in `hours`, merged over the shards, by hour.
     pub fn read<T>(

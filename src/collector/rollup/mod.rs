@@ -132,6 +132,11 @@ impl Delta {
         self.buckets.is_empty()
     }
 
+    /// Drops every bucket of `app` (its deletion); true when it had some.
+    pub fn forget(&mut self, app: &str) -> bool {
+        self.buckets.remove(app).is_some()
+    }
+
     /// `(app, hour since the epoch, bucket)`, by app then hour.
     pub fn buckets(&self) -> impl Iterator<Item = (&str, i64, &Bucket)> {
         self.buckets

@@ -22,18 +22,20 @@ const MAX_APPS: usize = 500;
 /// An app and what it uses of its plan.
 pub struct AppUsage {
     pub app: App,
+    /// The job deleting the app, while it is being deleted.
+    pub deletion: Option<crate::jobs::Job>,
     pub contacts: u64,
     pub ideas: u64,
     pub events_this_month: u64,
 }
 
-/// Every app (up to `MAX_APPS`), oldest first.
+/// Every app (up to `MAX_APPS`) not being deleted, oldest first.
 pub async fn all_apps(state: &AppState) -> Result<Vec<App>, PageError> {
-    Ok(state
+    let apps = state
         .store
         .run(|db| store::list_apps(db, crate::storage::cursor::Walk::new(MAX_APPS, None)))
-        .await?
-        .items)
+        .await?;
+    Ok(apps.items.into_iter().filter(|a| !a.deleting()).collect())
 }
 
 /// `GET /dashboard/{section}` (contacts, surveys, ideas, traffic): that page of the first app,
@@ -64,7 +66,12 @@ async fn usage(state: &AppState) -> Result<Vec<AppUsage>, PageError> {
             apps.items
                 .into_iter()
                 .map(|app| {
+                    let deletion = match &app.deletion_job_id {
+                        Some(job) => crate::jobs::store::get(db, job)?,
+                        None => None,
+                    };
                     Ok(AppUsage {
+                        deletion,
                         contacts: crate::contacts::store::count(db, &app.id)?,
                         ideas: crate::ideas::store::count(db, &app.id)?,
                         events_this_month: crate::collector::usage::get(db, &app.id, &month)?,
@@ -130,13 +137,26 @@ fn retention(r: &Retention) -> Markup {
 
 fn usage_card(viewer: &Viewer, u: &AppUsage, limits: &PlanLimits) -> Markup {
     let app = &u.app;
-    let owner = viewer.user.role.manages_plans();
     html! {
         article.card aria-labelledby=(format!("app-{}", app.id)) {
             div.card-head {
                 h2 #(format!("app-{}", app.id)) { (app.name) }
                 span.badge { (app.plan.name()) }
             }
+            @if app.deleting() {
+                (super::delete::section(viewer, app, u.deletion.as_ref()))
+            } @else {
+                (usage_details(viewer, u, limits))
+            }
+        }
+    }
+}
+
+/// The card of an app not being deleted: usage, retention, links and the owner's forms.
+fn usage_details(viewer: &Viewer, u: &AppUsage, limits: &PlanLimits) -> Markup {
+    let app = &u.app;
+    let owner = viewer.user.role.manages_plans();
+    html! {
             (usage_bar("Contacts", u.contacts, limits.limit(Quota::Contacts)))
             (usage_bar("Ideas", u.ideas, limits.limit(Quota::Ideas)))
             (usage_bar("Events this month", u.events_this_month, limits.limit(Quota::EventsPerMonth)))
@@ -166,7 +186,7 @@ fn usage_card(viewer: &Viewer, u: &AppUsage, limits: &PlanLimits) -> Markup {
                     }
                 }
             }
-        }
+            (super::delete::section(viewer, app, None))
     }
 }
 
@@ -186,7 +206,7 @@ fn create_form(viewer: &Viewer, name: &str, errors: &[FieldError]) -> Markup {
 }
 
 /// The Apps page, with an optional notice on top (a key shown once) and the create form's state.
-async fn render(
+pub(super) async fn render(
     tenants: &Tenants,
     viewer: &Viewer,
     notice: Markup,
@@ -227,7 +247,7 @@ fn key_notice(tenants: &Tenants, req: &HttpRequest, app: &App, key: &str, headin
     }
 }
 
-fn require_owner(viewer: &Viewer) -> Result<(), PageError> {
+pub(super) fn require_owner(viewer: &Viewer) -> Result<(), PageError> {
     if viewer.user.role.manages_plans() {
         Ok(())
     } else {
