@@ -150,8 +150,14 @@ impl AppDeletion {
         let (at, removed, total) = self
             .store
             .run(move |db| {
+                let mut removed = Vec::new();
+                if from == 0 {
+                    let records = sled::forget_lake_files(db, &app)?;
+                    removed.push((crate::collector::written::TREE, records));
+                }
                 let places = sled::places(&app);
-                let (at, removed) = sled::remove_from(db, &places, from, PIECE_KEYS)?;
+                let (at, more) = sled::remove_from(db, &places, from, PIECE_KEYS)?;
+                removed.extend(more);
                 Ok((at, removed, places.len()))
             })
             .await?;

@@ -48,6 +48,16 @@ pub fn places(app: &str) -> Vec<(&'static str, Vec<u8>)> {
     out
 }
 
+/// The last instant a record can carry (9999-12-31T23:59:59Z).
+const END_OF_TIME: i64 = 253_402_300_799_000_000;
+
+/// Removes the app's lake-file records with their by-path entries (`p path`, which are not
+/// keyed by the app); returns how many files they named.
+pub fn forget_lake_files(db: &sled::Db, app: &str) -> Result<u64, StoreError> {
+    let end = crate::ids::Timestamp::from_micros(END_OF_TIME);
+    Ok(crate::collector::written::drop_before(db, app, end)? as u64)
+}
+
 /// Keys removed per tree.
 pub type Removed = Vec<(&'static str, u64)>;
 
@@ -142,6 +152,16 @@ mod tests {
                 .insert([app.as_bytes(), b"\0u1"].concat(), "{}")
                 .unwrap();
         }
+        let written = crate::collector::written::WrittenFile {
+            path: format!("events/app_id={A}/dt=2026-01-01/hour=00/part-n-0-1.parquet"),
+            rows: 1,
+            bytes: 1,
+            written_at: crate::ids::Timestamp::t0(),
+        };
+        let t0 = crate::ids::Timestamp::t0();
+        crate::collector::written::record(&db, &[(A.to_owned(), written)], t0).unwrap();
+        assert_eq!(traces(&db, A).unwrap().len(), 13);
+        assert_eq!(forget_lake_files(&db, A).unwrap(), 1);
         let places = places(A);
         let (mut at, mut total) = (0, 0);
         let mut pieces = 0;
