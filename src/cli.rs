@@ -25,6 +25,13 @@ pub enum AppsCommand {
         /// free, pro or enterprise.
         plan: String,
     },
+    /// Delete an app and everything of it (its keys stop at once); prints the deletion's job.
+    Delete {
+        app_id: String,
+        /// Wait until the job is finished and print it then.
+        #[arg(long)]
+        wait: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -174,9 +181,30 @@ pub async fn apps(target: &Target, cmd: AppsCommand) -> Result<(), String> {
             )
             .await?
         }
+        AppsCommand::Delete { app_id, wait } => {
+            let job = call(target, Method::DELETE, &format!("/apps/{app_id}"), None).await?;
+            if wait {
+                finished(target, &job).await?
+            } else {
+                job
+            }
+        }
     };
     print(&out);
     Ok(())
+}
+
+/// Polls the job `job` (every half second) until it is done or failed; answers it then.
+async fn finished(target: &Target, job: &Value) -> Result<Value, String> {
+    let path = format!("/jobs/{}", job["id"].as_str().unwrap_or_default());
+    loop {
+        let now = call(target, reqwest::Method::GET, &path, None).await?;
+        match now["state"].as_str() {
+            Some("done") => return Ok(now),
+            Some("failed") => return Err(format!("the job failed: {now}")),
+            _ => tokio::time::sleep(std::time::Duration::from_millis(500)).await,
+        }
+    }
 }
 
 pub async fn keys(target: &Target, cmd: KeysCommand) -> Result<(), String> {

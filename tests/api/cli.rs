@@ -214,3 +214,29 @@ async fn admin_create_makes_the_first_owner_who_signs_in_on_the_dashboard() {
     assert_eq!(signed.status, 303);
     assert_eq!(b.get("/dashboard/team").await.status, 200);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_deletes_an_app_and_waits_for_its_job() {
+    let app = spawn_app();
+    let (app_id, ik) = app.create_app("free").await;
+    let (ok, job, err) =
+        tokio::task::block_in_place(|| tributary(&app, &["apps", "delete", &app_id, "--wait"]));
+    assert!(ok, "{err}");
+    assert_eq!(job["state"], "done", "{job}");
+    assert_eq!(job["appId"], json!(app_id));
+    app.admin(Method::GET, &format!("/apps/{app_id}"), None)
+        .await
+        .assert_error(404, "NOT_FOUND");
+    let batch = json!({"batch": [{"type": "track", "event": "x", "anonymousId": anon("v")}]});
+    app.send(
+        Method::POST,
+        "/api/w/analytics/collect",
+        &[("x-app-key", &ik)],
+        Some(batch),
+    )
+    .await
+    .assert_error(401, "UNAUTHORIZED");
+    let (ok, _, err) =
+        tokio::task::block_in_place(|| tributary(&app, &["apps", "delete", &app_id]));
+    assert!(!ok && err.contains("NOT_FOUND"), "{err}");
+}
