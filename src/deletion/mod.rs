@@ -253,9 +253,10 @@ fn merge(cursor: &mut Cursor, piece: Cursor) {
 
 /// Waits until every event of `app` committed so far is in the lake (retried while it is away).
 async fn settle(collector: &Collector, app: &str) -> Result<(), JobError> {
-    // SETTLE-STUB: replaced by Collector::settle once it lands.
-    let _ = (collector, app);
-    Ok::<(), JobError>(()).map_err(|e| JobError::Retry(format!("settle: {e}")))
+    collector
+        .settle(app)
+        .await
+        .map_err(|e| JobError::Retry(format!("settle: {e}")))
 }
 
 impl Work for AppDeletion {

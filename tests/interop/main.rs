@@ -28,6 +28,8 @@ mod lake;
 mod load;
 mod observe;
 mod openapi;
+#[path = "../api/populate.rs"]
+mod populate;
 mod proxy;
 mod python;
 mod retention;

@@ -227,8 +227,30 @@ async fn admin_answers(app: &TestApp, s: &mut Samples) {
         ("PATCH", one_key, format!("{kp}/x"), h, perms(json!([]))),
         ("DELETE", one_key, key_path, h, None),
         ("DELETE", one_key, format!("{kp}/x"), h, None),
+        ("DELETE", one, path.clone(), None, None),
+        ("DELETE", one, missing.into(), h, None),
+        ("DELETE", one, path.clone(), h, None),
+        ("GET", one, path.clone(), h, None),
     ];
-    run(app, s, steps).await;
+    let answers = run(app, s, steps).await;
+    // The deletion's job: while it runs, and once it is done.
+    let job = answers[answers.len() - 2]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (jobs, job_path) = ("/admin/v1/jobs/{jobId}", format!("/admin/v1/jobs/{job}"));
+    let first = run(app, s, vec![("GET", jobs, job_path.clone(), h, None)]).await;
+    if first[0]["state"] != "done" {
+        let done = crate::populate::finished_job(app, &job).await;
+        assert_eq!(done["state"], "done", "{done}");
+        run(app, s, vec![("GET", jobs, job_path, h, None)]).await;
+    }
+    #[rustfmt::skip]
+    let errors: Vec<Step> = vec![
+        ("GET", jobs, "/admin/v1/jobs/job_x".into(), h, None),
+        ("GET", jobs, format!("/admin/v1/jobs/{job}"), None, None),
+    ];
+    run(app, s, errors).await;
 }
 
 /// The admin routes of one part of a board (`statuses`, `topics` or `tags`): list, add (and a
