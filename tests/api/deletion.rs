@@ -174,3 +174,33 @@ async fn the_dashboard_deletes_an_app_once_its_name_is_typed() {
         404
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deletion_killed_right_after_its_202_completes_after_the_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = crate::binary::start(dir.path());
+    let app = TestApp::remote(&server.base, dir.path().to_owned());
+    let a = full_app(&app, "Doomed", "a", 2).await;
+    let b = full_app(&app, "Kept", "b", 2).await;
+    let b_before = snapshot(&app, &b).await;
+    let del = app
+        .admin(Method::DELETE, &format!("/apps/{}", a.id), None)
+        .await;
+    assert_eq!(del.status, 202, "{}", del.body);
+    server.kill_9();
+    let mut server = crate::binary::start(dir.path());
+    let app = TestApp::remote(&server.base, dir.path().to_owned());
+    let job = del.data()["id"].as_str().unwrap();
+    assert_eq!(finished_job(&app, job).await["state"], "done");
+    app.api(&a.key, Method::GET, "/acq/v1/contacts", None)
+        .await
+        .assert_error(401, "UNAUTHORIZED");
+    assert_eq!(snapshot(&app, &b).await, b_before);
+    server.terminate().await;
+    let lake = dir.path().join(format!("lake/events/app_id={}", a.id));
+    assert!(!lake.exists(), "the lake prefix is gone");
+    assert_eq!(
+        sled_traces(dir.path(), &a.id),
+        [("jobs".to_owned(), job.to_owned())]
+    );
+}

@@ -153,13 +153,7 @@ fn start_on(
         .expect("server started");
     TestApp {
         base: format!("http://127.0.0.1:{port}"),
-        client: reqwest::Client::builder()
-            .timeout(Duration::from_secs(30))
-            // Below the server's keep-alive, so a test that waited never reuses a connection
-            // the server is closing (a send that fails with IncompleteMessage).
-            .pool_idle_timeout(Duration::from_secs(2))
-            .build()
-            .unwrap(),
+        client: test_client(),
         data_dir,
         clock,
         handle: Some(handle),
@@ -168,7 +162,32 @@ fn start_on(
     }
 }
 
+/// The tests' HTTP client.
+fn test_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        // Below the server's keep-alive, so a test that waited never reuses a connection the
+        // server is closing (a send that fails with IncompleteMessage).
+        .pool_idle_timeout(Duration::from_secs(2))
+        .build()
+        .unwrap()
+}
+
 impl TestApp {
+    /// A client of a server started elsewhere (the binary, `binary.rs`) at `base`: the helpers
+    /// work against it; `stop` and `restart` do nothing to it.
+    pub fn remote(base: &str, data_dir: PathBuf) -> TestApp {
+        TestApp {
+            base: base.to_owned(),
+            client: test_client(),
+            data_dir,
+            clock: Arc::default(),
+            handle: None,
+            thread: None,
+            _tmp: None,
+        }
+    }
+
     /// Graceful stop; waits until the store is flushed and closed.
     pub async fn stop(&mut self) {
         if let Some(h) = self.handle.take() {

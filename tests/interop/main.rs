@@ -16,6 +16,7 @@
 #[path = "../api/binary.rs"]
 mod binary;
 mod browser;
+mod deletion;
 #[path = "../api/events.rs"]
 mod events;
 mod faults;
