@@ -175,6 +175,7 @@ impl AppDeletion {
         let shards = self.collector.rollups.forget(app);
         cursor.count("liveRollupShards", shards as u64);
         self.collector.quotas.forget(app);
+        self.access.suppressions.forget(app);
     }
 
     /// One partition of the app's lake folder, after the one in the token.
@@ -222,6 +223,8 @@ impl AppDeletion {
                 let mut jobs = 0;
                 for other in crate::jobs::store::of_app(db, &id, None)? {
                     if other.id != mine && crate::jobs::store::delete(db, &other.id)? {
+                        // An erasure's subject (the person's ids) goes with it.
+                        crate::privacy::store::forget_subject(db, &other.id)?;
                         jobs += 1;
                     }
                 }

@@ -195,6 +195,13 @@ impl Suppressions {
         Ok(version)
     }
 
+    /// Drops `app`'s list from memory (its deletion, which removes its sled entries with the
+    /// app's other records); true when it had one.
+    pub fn forget(&self, app: &str) -> bool {
+        let mut list = self.list.write().unwrap_or_else(|p| p.into_inner());
+        list.apps.remove(app).is_some()
+    }
+
     /// The app's suppressed ids, or `None` when it has none (the edge's common case: one map
     /// lookup under the read lock, no hashing).
     pub fn of(&self, app: &str) -> Option<Arc<AppList>> {

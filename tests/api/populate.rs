@@ -1,5 +1,6 @@
 //! An app with some of everything (contacts, ideas with votes and comments, a survey with
-//! responses, events with an identify, so a profile and traffic) and a snapshot of what its
+//! responses, events with an identify, so a profile and traffic, and a finished erasure, so a
+//! suppression list and an erasure job) and a snapshot of what its
 //! APIs show, for the deletion tests. Shared by the `api` and `interop` test binaries.
 
 use std::time::{Duration, Instant};
@@ -11,7 +12,7 @@ use crate::events::{batch, track};
 use crate::helpers::*;
 
 /// Every permission: the snapshot reads everything.
-pub const ALL: [&str; 12] = [
+pub const ALL: [&str; 13] = [
     "surveys:read",
     "responses:read",
     "contacts:read",
@@ -24,6 +25,7 @@ pub const ALL: [&str; 12] = [
     "comments:write",
     "profiles:read",
     "analytics:read",
+    "privacy:erase",
 ];
 
 /// A populated app: its id, integration key, API key (every permission) and survey.
@@ -132,11 +134,37 @@ pub async fn full_app(app: &TestApp, name: &str, tag: &str, n: usize) -> Full {
             .await;
         assert_eq!(ok(sent, "collect").await["accepted"], json!(2 * n));
     }
+    erase_someone(app, &key, tag).await;
     Full {
         id,
         ik,
         key,
         survey,
+    }
+}
+
+/// Erases a person who never came (so the app has an erasure job and a suppression entry, and
+/// its answers stay as they were) and waits until the job is done (at most 60 s).
+async fn erase_someone(app: &TestApp, key: &str, tag: &str) {
+    let who =
+        json!({"userId": format!("gone_{tag}"), "anonymousIds": [anon(&format!("gone-{tag}"))]});
+    let started = app
+        .api(key, Method::POST, "/api/v1/erasures", Some(who))
+        .await;
+    let id = ok(started, "erasure").await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let a = app
+            .api(key, Method::GET, &format!("/api/v1/erasures/{id}"), None)
+            .await;
+        if ok(a, "erasure").await["state"] == "done" {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the erasure never finished");
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
