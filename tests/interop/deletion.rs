@@ -27,15 +27,6 @@ fn fresh_lake(s: &mut Settings) {
     s.collector.lake_file_max_wait_ms = 200;
 }
 
-fn on_s3(lake: &mut LakeSettings, endpoint: &str) {
-    lake.kind = LakeKind::S3;
-    lake.s3_bucket = BUCKET.into();
-    lake.s3_endpoint = endpoint.into();
-    lake.s3_allow_http = true;
-    lake.s3_access_key_id = "test".into();
-    lake.s3_secret_access_key = "test".into();
-}
-
 /// The rows of `app` in a lake read by DuckDB, by messageId.
 fn rows_of(view: &LakeView, app: &str) -> Vec<Map<String, Value>> {
     let mut rows: Vec<_> = view
@@ -147,7 +138,7 @@ async fn a_deleted_app_leaves_nothing_in_sled_the_rollups_or_s3() {
     let endpoint = moto.endpoint.clone();
     let reader = moto.endpoint.clone();
     deletion_scenario(
-        move |lake| on_s3(lake, &endpoint),
+        move |lake| python::on_s3(lake, &endpoint, BUCKET),
         move |_| python::read_s3(&reader, BUCKET),
     )
     .await;
@@ -172,15 +163,8 @@ async fn a_deletion_killed_mid_job_resumes_after_the_restart_and_completes() {
     let upstream: SocketAddr = moto.endpoint.trim_start_matches("http://").parse().unwrap();
     let mut proxy = Proxy::start(upstream);
     let endpoint = proxy.endpoint();
-    let env = [
-        ("TRIBUTARY__LAKE__KIND", "s3"),
-        ("TRIBUTARY__LAKE__S3_BUCKET", BUCKET),
-        ("TRIBUTARY__LAKE__S3_ENDPOINT", endpoint.as_str()),
-        ("TRIBUTARY__LAKE__S3_ALLOW_HTTP", "true"),
-        ("TRIBUTARY__LAKE__S3_ACCESS_KEY_ID", "test"),
-        ("TRIBUTARY__LAKE__S3_SECRET_ACCESS_KEY", "test"),
-        ("TRIBUTARY__COLLECTOR__LAKE_FILE_MAX_WAIT_MS", "200"),
-    ];
+    let mut env = python::s3_env(&endpoint, BUCKET);
+    env.push(("TRIBUTARY__COLLECTOR__LAKE_FILE_MAX_WAIT_MS", "200"));
     let dir = tempfile::tempdir().unwrap();
     let mut server = binary::start_with(dir.path(), &env);
     let app = TestApp::remote(&server.base, dir.path().to_owned());

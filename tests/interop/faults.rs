@@ -37,14 +37,7 @@ impl CutLake {
     /// `tributary serve` over `data_dir` with its lake behind the proxy, and `env` on top.
     fn serve(&self, data_dir: &std::path::Path, env: &[(&str, &str)]) -> Server {
         let endpoint = self.proxy.endpoint();
-        let mut all = vec![
-            ("TRIBUTARY__LAKE__KIND", "s3"),
-            ("TRIBUTARY__LAKE__S3_BUCKET", BUCKET),
-            ("TRIBUTARY__LAKE__S3_ENDPOINT", endpoint.as_str()),
-            ("TRIBUTARY__LAKE__S3_ALLOW_HTTP", "true"),
-            ("TRIBUTARY__LAKE__S3_ACCESS_KEY_ID", "test"),
-            ("TRIBUTARY__LAKE__S3_SECRET_ACCESS_KEY", "test"),
-        ];
+        let mut all = python::s3_env(&endpoint, BUCKET);
         all.extend_from_slice(env);
         binary::start_with(data_dir, &all)
     }

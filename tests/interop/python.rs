@@ -121,6 +121,28 @@ pub fn read_with_spark(lake_dir: &Path) -> SparkView {
     serde_json::from_str(json).expect("spark_read.py prints JSON")
 }
 
+/// Points `lake` at `bucket` of the S3 server at `endpoint` (moto, or a proxy in front of it).
+pub fn on_s3(lake: &mut tributary::config::LakeSettings, endpoint: &str, bucket: &str) {
+    lake.kind = tributary::config::LakeKind::S3;
+    lake.s3_bucket = bucket.into();
+    lake.s3_endpoint = endpoint.into();
+    lake.s3_allow_http = true;
+    lake.s3_access_key_id = "test".into();
+    lake.s3_secret_access_key = "test".into();
+}
+
+/// `on_s3` as the binary's `TRIBUTARY__LAKE__...` variables.
+pub fn s3_env<'a>(endpoint: &'a str, bucket: &'a str) -> Vec<(&'static str, &'a str)> {
+    vec![
+        ("TRIBUTARY__LAKE__KIND", "s3"),
+        ("TRIBUTARY__LAKE__S3_BUCKET", bucket),
+        ("TRIBUTARY__LAKE__S3_ENDPOINT", endpoint),
+        ("TRIBUTARY__LAKE__S3_ALLOW_HTTP", "true"),
+        ("TRIBUTARY__LAKE__S3_ACCESS_KEY_ID", "test"),
+        ("TRIBUTARY__LAKE__S3_SECRET_ACCESS_KEY", "test"),
+    ]
+}
+
 /// A moto S3 server on 127.0.0.1, stopped on drop.
 pub struct Moto {
     child: Child,

@@ -12,7 +12,7 @@ use object_store::ObjectStore;
 use reqwest::Method;
 use serde_json::json;
 use tributary::clock::Clock;
-use tributary::config::{LakeKind, LakeSettings, Retention, Settings};
+use tributary::config::{LakeSettings, Retention, Settings};
 
 use crate::events::tracks;
 use crate::helpers::*;
@@ -32,15 +32,6 @@ fn short_retention(s: &mut Settings) {
         responses_days: 3,
         lake_file_records_days: 2,
     };
-}
-
-fn on_s3(lake: &mut LakeSettings, endpoint: &str) {
-    lake.kind = LakeKind::S3;
-    lake.s3_bucket = BUCKET.into();
-    lake.s3_endpoint = endpoint.into();
-    lake.s3_allow_http = true;
-    lake.s3_access_key_id = "test".into();
-    lake.s3_secret_access_key = "test".into();
 }
 
 /// The app's lake files by `dt=` day, read through the object store as the server writes it.
@@ -244,5 +235,5 @@ async fn the_sweep_removes_what_the_plan_keeps_no_longer_from_a_local_lake() {
 async fn the_sweep_removes_what_the_plan_keeps_no_longer_from_s3() {
     let moto = Moto::start(BUCKET).await;
     let endpoint = moto.endpoint.clone();
-    sweep_scenario(move |lake| on_s3(lake, &endpoint)).await;
+    sweep_scenario(move |lake| crate::python::on_s3(lake, &endpoint, BUCKET)).await;
 }
