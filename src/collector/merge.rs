@@ -5,8 +5,9 @@
 //! hour) wait there until they are due, then become one file in the outbox, named after the
 //! group's first part. A group is due when:
 //! - its parts reach `collector.lake_file_mb` (a busy app's files are that large);
-//! - its hour is over, [`HOUR_GRACE`] after the hour (the writer hands an hour's last rows over
-//!   within a tick of its end): a quiet app gets one file per hour and shard;
+//! - its hour is over, [`HOUR_GRACE`] after the hour, and every row of it is staged (the writer
+//!   hands an hour's last rows over within a tick of its end, `shard::Handed`): a quiet app
+//!   gets one file per hour and shard;
 //! - its oldest part has waited `collector.lake_file_max_wait_ms`, when that is not 0 (a fresher
 //!   lake, more files);
 //! - its app is being settled (`settle.rs`: an erasure, an app deletion), or the server stops;
@@ -17,7 +18,7 @@
 //! yet written) may be written again by a WAL replay.
 //!
 //! One part alone moves with a rename. Several: a small group (at most `ROW_GROUP_ROWS` rows
-//! and [`REENCODE_MAX_BYTES`] of parts: a quiet app's hour) is decoded and written again as one
+//! and [`REENCODE_MAX_BYTES`] decoded: a quiet app's hour) is decoded and written again as one
 //! row group; a bigger one is concatenated column chunk by column chunk (bytes, statistics,
 //! bloom filters and page indexes copied, nothing decoded), so merging a busy app costs disk
 //! reads and writes, not CPU. Memory: one small group's rows decoded, or a copy buffer.
@@ -49,13 +50,15 @@ use super::outbox::{Outbox, Staged};
 use super::settle::Urgent;
 use crate::storage::files::{sync_dir, write_atomic};
 
-/// How long after an hour ends its parts are merged.
-pub const HOUR_GRACE: Duration = Duration::from_secs(5);
+/// How long after an hour ends its parts are merged (once the writer has handed all of its
+/// rows over): a batch stamped in the hour may wait this long in its shard's queue and still
+/// land in the hour's one file.
+pub const HOUR_GRACE: Duration = Duration::from_secs(10);
 const MANIFEST: &str = "merging";
 const MERGING: &str = "merging.parquet";
 const HOUR_MICROS: i64 = 3_600_000_000;
-/// Parts (compressed) small enough to decode whole into one row group.
-pub const REENCODE_MAX_BYTES: u64 = 1 << 20;
+/// Parts small enough (decoded: uncompressed column chunks) to decode whole into one row group.
+pub const REENCODE_MAX_BYTES: u64 = 4 << 20;
 
 /// When a group of parts is due. The default (tests of other steps) merges at once.
 #[derive(Debug, Clone, Default)]
@@ -109,16 +112,31 @@ impl Group {
     }
 
     /// Whether the group is due by its own measure (size, hour, wait; not the shard's budget).
-    pub fn due(&self, policy: &Policy, now_micros: i64, urgent: &Urgent) -> bool {
-        let hour_over = self
-            .hour_start()
-            .is_none_or(|start| now_micros >= start + HOUR_MICROS + HOUR_GRACE.as_micros() as i64);
+    pub fn due(&self, policy: &Policy, now: &Now) -> bool {
+        // Over on the clock, and every row of it staged: none open in the writer, none handed
+        // over and not yet checkpointed (so the hour's last rows are in this group).
+        let hour_over = self.hour_start().is_none_or(|start| {
+            now.micros >= start + HOUR_MICROS + HOUR_GRACE.as_micros() as i64
+                && start.div_euclid(HOUR_MICROS) < now.hours_done
+        });
         let waited = policy.max_wait.is_some_and(|wait| {
             let oldest = self.parts.iter().map(|p| p.staged_at).min();
             oldest.is_some_and(|t| SystemTime::now().duration_since(t).unwrap_or_default() >= wait)
         });
-        hour_over || waited || self.bytes() >= policy.file_bytes || urgent.contains(self.app_id())
+        hour_over
+            || waited
+            || self.bytes() >= policy.file_bytes
+            || now.urgent.contains(self.app_id())
     }
+}
+
+/// What a merge round knows of the moment.
+pub struct Now<'a> {
+    pub micros: i64,
+    pub urgent: &'a Urgent,
+    /// Hours (µs / hour) below this one have every committed row in parts at or below the
+    /// checkpoint ([`super::shard::Handed::hours_done`]).
+    pub hours_done: i64,
 }
 
 /// The shard's parts at or below `checkpoint`, grouped by lake directory.
@@ -142,16 +160,9 @@ pub fn groups(parts: &Outbox, checkpoint: u64) -> io::Result<Vec<Group>> {
 
 /// Which groups to merge now: the due ones, then, while the parts left pass `max_parts`, the
 /// biggest of the rest. Every group when `all` (the server stops).
-pub fn choose(
-    groups: Vec<Group>,
-    policy: &Policy,
-    now_micros: i64,
-    urgent: &Urgent,
-    all: bool,
-) -> Vec<Group> {
-    let (mut due, mut rest): (Vec<Group>, Vec<Group>) = groups
-        .into_iter()
-        .partition(|g| all || g.due(policy, now_micros, urgent));
+pub fn choose(groups: Vec<Group>, policy: &Policy, now: &Now, all: bool) -> Vec<Group> {
+    let (mut due, mut rest): (Vec<Group>, Vec<Group>) =
+        groups.into_iter().partition(|g| all || g.due(policy, now));
     let mut left: u64 = rest.iter().map(Group::bytes).sum();
     rest.sort_by_key(|g| std::cmp::Reverse(g.bytes()));
     for g in rest {
@@ -211,9 +222,15 @@ pub fn merge(
         });
     }
     let rows: i64 = metas.iter().map(|m| m.file_metadata().num_rows()).sum();
+    // What the rows take decoded (uncompressed column chunks), not their compressed bytes.
+    let decoded: i64 = metas
+        .iter()
+        .flat_map(|m| m.row_groups())
+        .map(|rg| rg.total_byte_size())
+        .sum();
     let tmp = shard_dir.join(MERGING);
     let out = File::create(&tmp)?;
-    let written = if rows <= ROW_GROUP_ROWS as i64 && parts_bytes <= REENCODE_MAX_BYTES {
+    let written = if rows <= ROW_GROUP_ROWS as i64 && decoded <= REENCODE_MAX_BYTES as i64 {
         reencode(group, out)
     } else {
         concat(group, &metas, out)
@@ -263,6 +280,7 @@ fn finish<'p>(
     let store = Outbox::parts(shard_dir);
     for p in parts {
         let file = store.local(p);
+        let dir = file.parent().map(FsPath::to_path_buf);
         store.remove(&Staged {
             path: p.clone(),
             file,
@@ -270,6 +288,10 @@ fn finish<'p>(
             first_lsn: 0,
             staged_at: SystemTime::UNIX_EPOCH,
         })?;
+        // The removal made durable before the manifest goes (a directory emptied is gone).
+        if let Some(dir) = dir.filter(|d| d.is_dir()) {
+            sync_dir(&dir)?;
+        }
     }
     match fs::remove_file(shard_dir.join(MANIFEST)) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
@@ -278,8 +300,11 @@ fn finish<'p>(
     sync_dir(shard_dir)
 }
 
-/// At start, before the outbox and the parts are recovered: finishes a merge its manifest
-/// promised, or drops a merged file no manifest names. Returns whether a merge was finished.
+/// At start, before the outbox and the parts are recovered, and before each merge round (a
+/// merge that failed after its manifest, on a disk error, is finished before anything else is
+/// merged, or its parts would be merged again under another name): finishes a merge its
+/// manifest promised, or drops a merged file no manifest names. Returns whether a merge was
+/// finished.
 pub fn recover(shard_dir: &FsPath) -> io::Result<bool> {
     let manifest = match fs::read_to_string(shard_dir.join(MANIFEST)) {
         Ok(m) => m,
@@ -444,31 +469,41 @@ mod tests {
                 .collect(),
         };
         let urgent = Arc::new(Urgent::default());
-        let during = HOUR10 + 30 * 60_000_000;
+        let at = |micros: i64, hours_done: i64| Now {
+            micros,
+            urgent: &urgent,
+            hours_done,
+        };
+        let during = at(HOUR10 + 30 * 60_000_000, HOUR10 / HOUR_MICROS);
         let p = policy();
-        assert!(!group("a", &[40, 50]).due(&p, during, &urgent));
-        assert!(group("a", &[40, 60]).due(&p, during, &urgent), "size");
+        assert!(!group("a", &[40, 50]).due(&p, &during));
+        assert!(group("a", &[40, 60]).due(&p, &during), "size");
         let after = HOUR10 + HOUR_MICROS + HOUR_GRACE.as_micros() as i64;
-        assert!(!group("a", &[1]).due(&p, after - 1, &urgent));
-        assert!(group("a", &[1]).due(&p, after, &urgent), "hour over");
+        let staged_all = HOUR10 / HOUR_MICROS + 1;
+        assert!(!group("a", &[1]).due(&p, &at(after - 1, staged_all)));
+        assert!(
+            group("a", &[1]).due(&p, &at(after, staged_all)),
+            "hour over"
+        );
+        assert!(
+            !group("a", &[1]).due(&p, &at(after, staged_all - 1)),
+            "the writer still holds rows of the hour"
+        );
         let held = urgent.hold("a");
-        assert!(group("a", &[1]).due(&p, during, &urgent), "settling");
+        assert!(group("a", &[1]).due(&p, &during), "settling");
         drop(held);
-        assert!(!group("a", &[1]).due(&p, during, &urgent));
+        assert!(!group("a", &[1]).due(&p, &during));
         let waited = Policy {
             max_wait: Some(Duration::ZERO),
             ..policy()
         };
-        assert!(group("a", &[1]).due(&waited, during, &urgent), "waited");
+        assert!(group("a", &[1]).due(&waited, &during), "waited");
 
         // 90 + 80 + 10 = 180 bytes of parts over a budget of 150: the biggest goes early.
         let all = || vec![group("a", &[90]), group("b", &[80]), group("c", &[10])];
-        let chosen = choose(all(), &p, during, &urgent, false);
+        let chosen = choose(all(), &p, &during, false);
         assert_eq!(apps(&chosen), ["a"]);
-        assert_eq!(
-            apps(&choose(all(), &p, during, &urgent, true)),
-            ["a", "b", "c"]
-        );
+        assert_eq!(apps(&choose(all(), &p, &during, true)), ["a", "b", "c"]);
     }
 
     fn message_ids(file: &FsPath) -> Vec<String> {

@@ -300,6 +300,7 @@ impl Common<'_> {
             parts: Outbox::parts(&dir),
             merge: self.merge.clone(),
             urgent: self.urgent.clone(),
+            handed: Arc::default(),
             db: self.db.clone(),
             counters: counters.clone(),
             health: self.health.clone(),
@@ -309,6 +310,7 @@ impl Common<'_> {
             clock: self.clock.clone(),
             checkpoint,
         };
+        let bg_handed = bg.handed.clone();
         let uploader = Uploader {
             bg: bg.clone(),
             store: self.lake.clone(),
@@ -317,6 +319,7 @@ impl Common<'_> {
             parts: bg.parts.clone(),
             outbox: bg.outbox.clone(),
             checkpoint: bg.checkpoint.clone(),
+            prefix: self.settings.lake.prefix.clone(),
         };
         let wake = wake_tx.clone();
         let (stage_tx, stage_rx) = bounded(1);
@@ -345,6 +348,7 @@ impl Common<'_> {
             health: self.health.clone(),
             index: ids,
             rollups: self.rollups.clone(),
+            handed: bg_handed,
         };
         Ok(Shard {
             queue,

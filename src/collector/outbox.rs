@@ -104,8 +104,17 @@ impl Outbox {
 
     /// Every staged file, oldest flush first. Temporaries of interrupted writes are skipped.
     pub fn list(&self) -> io::Result<Vec<Staged>> {
+        self.list_from(self.dir.clone())
+    }
+
+    /// The staged files under lake directory `dir` (an app's: `lake::app_dir`), oldest first.
+    pub fn list_under(&self, dir: &Path) -> io::Result<Vec<Staged>> {
+        self.list_from(self.local(dir))
+    }
+
+    fn list_from(&self, top: PathBuf) -> io::Result<Vec<Staged>> {
         let mut out = Vec::new();
-        let mut dirs = vec![self.dir.clone()];
+        let mut dirs = vec![top];
         while let Some(dir) = dirs.pop() {
             let entries = match fs::read_dir(&dir) {
                 Ok(e) => e,

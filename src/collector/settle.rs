@@ -77,6 +77,8 @@ pub struct ShardFiles {
     pub parts: Outbox,
     pub outbox: Outbox,
     pub checkpoint: Arc<AtomicU64>,
+    /// The lake's prefix (`lake.prefix`): where an app's files are.
+    pub prefix: String,
 }
 
 impl ShardFiles {
@@ -85,12 +87,9 @@ impl ShardFiles {
         if self.checkpoint.load(Ordering::Acquire) < lsn {
             return Ok(false);
         }
+        let dir = super::lake::app_dir(&self.prefix, app);
         for store in [&self.parts, &self.outbox] {
-            if store
-                .list()?
-                .iter()
-                .any(|s| s.app_id() == app && s.first_lsn <= lsn)
-            {
+            if store.list_under(&dir)?.iter().any(|s| s.first_lsn <= lsn) {
                 return Ok(false);
             }
         }

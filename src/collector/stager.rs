@@ -214,6 +214,7 @@ mod tests {
                     parts: Outbox::parts(&self.dir),
                     merge: crate::collector::merge::Policy::default(),
                     urgent: Arc::default(),
+                    handed: Arc::default(),
                     db: Db::temporary(),
                     counters: self.counters.clone(),
                     health: self.health.clone(),

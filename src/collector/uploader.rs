@@ -156,6 +156,12 @@ impl Running {
     /// tried again next round: the parts stay, and the outbox still ships.
     fn merge_due(&mut self, all: bool) {
         let bg = &self.u.bg;
+        let now = bg.clock.now_micros();
+        if let Err(e) = merge::recover(&bg.dir) {
+            tracing::error!(shard = bg.index, error = %e, "finishing a cut merge failed; trying again");
+            bg.health.failing(Check::Disk, "merge", bg.index, now, &e);
+            return;
+        }
         let checkpoint = bg.checkpoint.load(Ordering::Acquire);
         let groups = match merge::groups(&bg.parts, checkpoint) {
             Ok(g) => g,
@@ -164,8 +170,12 @@ impl Running {
                 return;
             }
         };
-        let now = bg.clock.now_micros();
-        for group in merge::choose(groups, &bg.merge, now, &bg.urgent, all) {
+        let moment = merge::Now {
+            micros: now,
+            urgent: &bg.urgent,
+            hours_done: bg.handed.hours_done(checkpoint),
+        };
+        for group in merge::choose(groups, &bg.merge, &moment, all) {
             match merge::merge(&bg.dir, &bg.parts, &bg.outbox, &group) {
                 Ok(m) => {
                     bg.health
@@ -403,6 +413,7 @@ mod tests {
                 parts: Outbox::parts(&dir),
                 merge: crate::collector::merge::Policy::default(),
                 urgent: Arc::default(),
+                handed: Arc::default(),
                 db: Db::temporary(),
                 counters: counters.clone(),
                 health: health.clone(),

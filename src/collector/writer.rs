@@ -83,6 +83,8 @@ pub struct Parts {
     pub index: Arc<dedupe::Index>,
     /// Where the writer counts its committed rows for the traffic reads (`rollup/live.rs`).
     pub rollups: Arc<rollup::live::Live>,
+    /// Where the writer says what it has handed over (the merger's hour rule).
+    pub handed: Arc<super::shard::Handed>,
 }
 
 /// The answer to one batch: it is on disk.
@@ -173,6 +175,7 @@ pub struct Writer {
     rollup_lsn: u64,
     /// A `Flush` asked for the open files: handed over at the first chance, like aged ones.
     flush_asked: bool,
+    handed: Arc<super::shard::Handed>,
 }
 
 impl Writer {
@@ -216,6 +219,7 @@ impl Writer {
             rollups: parts.rollups,
             rollup_lsn,
             flush_asked: false,
+            handed: parts.handed,
         };
         Ok((writer, replay))
     }
@@ -542,7 +546,10 @@ impl Writer {
         if self.oldest.is_none() {
             self.oldest = Some(arrived);
         }
-        self.first_hour = Some(self.first_hour.map_or(hour, |h| h.min(hour)));
+        if self.first_hour.is_none_or(|h| hour < h) {
+            self.first_hour = Some(hour);
+            self.handed.opened(hour);
+        }
         self.first_open_lsn.get_or_insert(lsn);
         self.last_open_lsn = lsn;
         self.seen.insert(key, e.received_at);
@@ -595,6 +602,7 @@ impl Writer {
         self.bytes = 0;
         self.oldest = None;
         self.first_hour = None;
+        self.handed.handed(last_lsn);
         self.flush_asked = false;
         Ok(Some(Flush {
             last_lsn,
@@ -733,6 +741,7 @@ mod tests {
                 health: Arc::new(Health::new(u64::MAX, &self.cfg.dir, 1)),
                 index,
                 rollups: Arc::new(rollup::live::Live::new(1)),
+                handed: Arc::default(),
             })
             .unwrap();
             (w, records, rx)
