@@ -329,3 +329,200 @@ async fn an_erasure_removes_the_person_from_every_store_and_an_s3_lake() {
     )
     .await;
 }
+
+/// The parquet files of a local lake.
+fn lake_files(lake: &std::path::Path) -> usize {
+    fn walk(dir: &std::path::Path, n: &mut usize) {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, n);
+            } else if p.extension().is_some_and(|x| x == "parquet") {
+                *n += 1;
+            }
+        }
+    }
+    let mut n = 0;
+    walk(lake, &mut n);
+    n
+}
+
+async fn call(
+    client: &reqwest::Client,
+    method: Method,
+    url: String,
+    auth: (&str, &str),
+    body: Option<Value>,
+) -> Value {
+    let mut req = client.request(method, url).header(auth.0, auth.1);
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    let r = req.send().await.unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    r.json().await.unwrap()
+}
+
+/// 40 lake files, each with one of the person's rows: the lake step takes long enough to be
+/// killed in its middle.
+const FILES: usize = 40;
+
+#[tokio::test]
+async fn an_erasure_killed_mid_lake_resumes_after_a_restart_and_readers_never_see_a_file_missing_or_doubled(
+) {
+    use crate::binary::start_with;
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, lake) = (tmp.path(), tmp.path().join("lake"));
+    let env = [("TRIBUTARY__COLLECTOR__MAX_FILE_ROWS", "6")];
+    let client = reqwest::Client::new();
+    let mut server = start_with(dir, &env);
+    let admin = ("authorization", &*format!("Bearer {ADMIN_TOKEN}"));
+    let made = call(
+        &client,
+        Method::POST,
+        format!("{}/admin/v1/apps", server.base),
+        admin,
+        Some(json!({"name": "kill", "plan": "enterprise"})),
+    )
+    .await;
+    let (app_id, ik) = (
+        made["data"]["id"].as_str().unwrap().to_owned(),
+        made["data"]["integrationKey"].as_str().unwrap().to_owned(),
+    );
+    let made = call(
+        &client,
+        Method::POST,
+        format!("{}/admin/v1/apps/{app_id}/keys", server.base),
+        admin,
+        Some(json!({"name": "k", "permissions": ["privacy:erase"]})),
+    )
+    .await;
+    let key = made["data"]["key"].as_str().unwrap().to_owned();
+    let (a1, a2) = (anon("kill-ada-1"), anon("kill-ada-2"));
+    for i in 0..FILES {
+        let mut events = vec![if i == 0 {
+            event("identify", &a1, Some("ada"), "k-id")
+        } else {
+            event(
+                "track",
+                if i % 2 == 0 { &a1 } else { &a2 },
+                None,
+                &format!("k-ada-{i}"),
+            )
+        }];
+        for v in 0..5 {
+            events.push(event(
+                "track",
+                &anon(&format!("kill-{v}")),
+                None,
+                &format!("k-{i}-{v}"),
+            ));
+        }
+        let url = format!("{}/api/w/analytics/collect", server.base);
+        call(
+            &client,
+            Method::POST,
+            url,
+            ("x-app-key", &ik),
+            Some(batch(events)),
+        )
+        .await;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while lake_files(&lake) < i + 1 {
+            assert!(Instant::now() < deadline, "file {i} never reached the lake");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    let anons = [a1.as_str(), a2.as_str()];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let before = loop {
+        let view = python::read_local(&lake);
+        if view.rows.len() == FILES * 6 {
+            break view;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} rows in the lake",
+            view.rows.len()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let n = before.files.len();
+    assert!(n >= FILES, "{n} files");
+    let expected: Vec<&Map<String, Value>> = before
+        .rows
+        .iter()
+        .filter(|r| !theirs(r, "ada", &anons))
+        .collect();
+    let watcher = python::Watcher::start(&lake, &dir.join("stop-watching"), "ada", &anons);
+
+    let url = format!("{}/api/v1/erasures", server.base);
+    let k = ("x-api-key", key.as_str());
+    let started = call(
+        &client,
+        Method::POST,
+        url,
+        k,
+        Some(json!({"userId": "ada", "anonymousIds": [a2]})),
+    )
+    .await;
+    let id = started["data"]["id"].as_str().unwrap().to_owned();
+    let job_url = |base: &str| format!("{base}/api/v1/erasures/{id}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let job = call(&client, Method::GET, job_url(&server.base), k, None).await["data"].clone();
+        assert_ne!(
+            job["state"], "done",
+            "the job ended before it could be killed: {job}"
+        );
+        let files_done = job["report"]["lakeFilesRewritten"].as_u64().unwrap_or(0);
+        if job["stepName"] == "lake" && files_done >= 3 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never in the lake step: {job}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    server.kill_9();
+    let server = start_with(dir, &env);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let job = loop {
+        let job = call(&client, Method::GET, job_url(&server.base), k, None).await["data"].clone();
+        if job["state"] == "done" {
+            break job;
+        }
+        assert_ne!(job["state"], "failed", "{job}");
+        assert!(
+            Instant::now() < deadline,
+            "the resumed job did not finish: {job}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let watched = watcher.finish();
+    // The same result as without the kill: every file rewritten once, each row of theirs gone.
+    let report = &job["report"];
+    let (rewritten, skipped) = (
+        report["lakeFilesRewritten"].as_u64().unwrap(),
+        report["lakeFilesSkipped"].as_u64().unwrap(),
+    );
+    let after = python::read_local(&lake);
+    assert_eq!(
+        rewritten + skipped,
+        n as u64,
+        "each file counted once: {job}\nbefore {:?}\nafter {:?}",
+        before.files,
+        after.files
+    );
+    assert!(rewritten >= 3, "{job}");
+    assert_eq!(report["lakeRows"], json!(FILES), "{job}");
+    assert_eq!(after.files, before.files);
+    assert_eq!(after.rows.iter().collect::<Vec<_>>(), expected);
+    // The reader saw every file, once, and every other row, at every read.
+    assert!(watched.errors.is_empty(), "{watched:?}");
+    assert!(watched.reads >= 5, "{watched:?}");
+    let only = format!("{n} {}", expected.len());
+    assert_eq!(
+        watched.seen.keys().collect::<Vec<_>>(),
+        [&only],
+        "{watched:?}"
+    );
+}

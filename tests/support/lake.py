@@ -76,7 +76,9 @@ def s3_ids(endpoint, bucket):
 
 def watch(root, stop, user, anons):
     """Reads the whole lake again and again (as a reader would during an erasure) until `stop`
-    exists; prints each distinct (files, rows of others) seen, how many reads, and any error."""
+    exists; prints each distinct (files, rows of others) seen, how many reads, and any error.
+    Each file is opened once and read whole (as one GET of an object), then counted by DuckDB:
+    a file missing at its path, half written or read as two versions fails the read."""
     con = duckdb.connect()
     params = {"user": user, "anons": anons}
     seen, reads, errors = {}, 0, []
@@ -87,10 +89,18 @@ def watch(root, stop, user, anons):
         if not files:
             continue
         try:
-            (others,), = con.execute(
-                f"select count(*) filter (where coalesce(user_id, '') <> $user "
-                f"and not list_contains($anons, coalesce(anonymous_id, ''))) "
-                f"from read_parquet({sorted(files)!r})", params).fetchall()
+            with tempfile.TemporaryDirectory() as copy:
+                copies = []
+                for i, f in enumerate(sorted(files)):
+                    with open(f, "rb") as h:
+                        data = h.read()
+                    copies.append(os.path.join(copy, f"{i}.parquet"))
+                    with open(copies[-1], "wb") as out:
+                        out.write(data)
+                (others,), = con.execute(
+                    f"select count(*) filter (where coalesce(user_id, '') <> $user "
+                    f"and not list_contains($anons, coalesce(anonymous_id, ''))) "
+                    f"from read_parquet({copies!r})", params).fetchall()
         except Exception as e:  # a file missing under the reader, or half written
             errors.append(str(e)[:300])
             continue
