@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use reqwest::Method;
 use serde_json::{json, Map, Value};
-use tributary::config::{LakeKind, LakeSettings, Settings};
+use tributary::config::{LakeSettings, Settings};
 
 use crate::events::{batch, track};
 use crate::helpers::*;
@@ -31,15 +31,6 @@ const PERMISSIONS: [&str; 10] = [
     "responses:read",
     "surveys:read",
 ];
-
-fn on_s3(lake: &mut LakeSettings, endpoint: &str) {
-    lake.kind = LakeKind::S3;
-    lake.s3_bucket = BUCKET.into();
-    lake.s3_endpoint = endpoint.into();
-    lake.s3_allow_http = true;
-    lake.s3_access_key_id = "test".into();
-    lake.s3_secret_access_key = "test".into();
-}
 
 fn event(kind: &str, anon: &str, user: Option<&str>, id: &str) -> Value {
     let mut e = track(id);
@@ -324,7 +315,7 @@ async fn an_erasure_removes_the_person_from_every_store_and_an_s3_lake() {
     let endpoint = moto.endpoint.clone();
     let read_endpoint = endpoint.clone();
     erasure_scenario(
-        move |lake| on_s3(lake, &endpoint),
+        move |lake| python::on_s3(lake, &endpoint, BUCKET),
         move || python::read_s3(&read_endpoint, BUCKET),
     )
     .await;
