@@ -173,7 +173,8 @@ fn submit(c: &mut Criterion) {
     let lake = tributary::collector::lake::open(&settings.lake, &dir.path().join("lake"))
         .expect("lake opens");
     let clock = std::sync::Arc::new(tributary::clock::SystemClock);
-    let collector = Collector::start(&settings, &db, lake, clock).expect("collector starts");
+    let gate = std::sync::Arc::new(tributary::collector::gate::AdmitAll);
+    let collector = Collector::start(&settings, &db, lake, clock, gate).expect("collector starts");
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -442,6 +442,23 @@ fn sweep_dashboard_sessions(store: &Store, now: crate::ids::Timestamp) -> Result
     Ok(())
 }
 
+/// The collector's writers check each event again at commit against who may still write:
+/// an app being deleted (no longer in the registry's plans) or an erased person.
+struct AccessGate(Arc<Access>);
+
+impl crate::collector::Gatekeeper for AccessGate {
+    fn gate(&self, app: &str) -> crate::collector::AppGate {
+        use crate::collector::AppGate;
+        if self.0.registry.plan_of(app).is_none() {
+            return AppGate::Closed;
+        }
+        self.0
+            .suppressions
+            .of(app)
+            .map_or(AppGate::Open, AppGate::Suppressing)
+    }
+}
+
 /// Who may do what: the keys, their rate limits, the admin token, and the erased persons' ids
 /// (loaded from sled).
 fn access(
@@ -494,14 +511,16 @@ impl Application {
         let admin_token = admin_token(settings.admin_token.as_ref(), &data_dir)?;
         let lake = crate::collector::lake::open(&settings.lake, &data_dir.join("lake"))
             .map_err(crate::collector::CollectorError::from)?;
+        let access = access(&store, &settings, &clock, registry, admin_token)?;
+        let gate = Arc::new(AccessGate(access.clone().into_inner()));
         let collector = web::Data::new(Collector::start(
             &settings,
             store.db(),
             lake.clone(),
             clock.clone(),
+            gate,
         )?);
         let retention = spawn_retention(&settings, &store, lake.clone(), &clock, &collector);
-        let access = access(&store, &settings, &clock, registry, admin_token)?;
         let erasure = erasure_work(&settings, &store, lake.clone(), &collector, &access, &clock);
         let (jobs, job_runner) = start_jobs(
             &settings, &store, &clock, lake, &collector, &access, erasure,

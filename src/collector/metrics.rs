@@ -161,6 +161,8 @@ shard_metrics! {
         "Failed staging or upload attempts that were retried";
     upload_failures: Counter = Counter::default, "upload_failures",
         "Puts to the object store that failed (each is retried)";
+    refused_at_commit: Counter = Counter::default, "refused_at_commit",
+        "Events the edge let through but the shard dropped: their app was being deleted, or their person erased, meanwhile";
     refused_full: Counter = Counter::default, "refused_full",
         "Batches refused (503) because the shard's open files were full and not handed over yet";
     /// Flushes the writer could not start (the WAL would not rotate); retried a second later.

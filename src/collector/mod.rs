@@ -25,6 +25,7 @@ pub mod columns;
 pub mod decode;
 pub mod dedupe;
 pub mod event;
+pub mod gate;
 pub mod geo;
 pub mod health;
 pub mod http;
@@ -59,6 +60,7 @@ use crate::clock::Clock;
 use crate::config::{CollectorSettings, Settings};
 use crate::storage::Db;
 pub use event::{Event, EventType};
+pub use gate::{AppGate, Gatekeeper};
 use health::Health;
 use metrics::Metrics;
 use outbox::Outbox;
@@ -265,6 +267,7 @@ struct Common<'a> {
     health: &'a Arc<Health>,
     shutdown: &'a Arc<Shutdown>,
     rollups: &'a Arc<rollup::live::Live>,
+    gate: &'a Arc<dyn Gatekeeper>,
     merge: merge::Policy,
     urgent: &'a Arc<settle::Urgent>,
 }
@@ -349,6 +352,7 @@ impl Common<'_> {
             index: ids,
             rollups: self.rollups.clone(),
             handed: bg_handed,
+            gate: self.gate.clone(),
         };
         Ok(Shard {
             queue,
@@ -420,6 +424,7 @@ impl Collector {
         db: &Db,
         lake: Arc<dyn ObjectStore>,
         clock: Arc<dyn Clock>,
+        gate: Arc<dyn Gatekeeper>,
     ) -> Result<Collector, CollectorError> {
         let c = &settings.collector;
         let data_dir = &settings.storage.data_dir;
@@ -451,6 +456,7 @@ impl Collector {
         let common = Common {
             merge: merge_policy(c, backlog_budget, total),
             urgent: &urgent,
+            gate: &gate,
             settings,
             budget: &budget,
             db,

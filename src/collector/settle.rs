@@ -181,6 +181,7 @@ async fn ask_flush(
 mod tests {
     use super::*;
     use crate::clock::{Clock, SystemClock};
+    use crate::collector::gate::AdmitAll;
     use crate::collector::{lake, Event};
     use crate::config::Settings;
     use crate::storage::Db;
@@ -225,8 +226,14 @@ mod tests {
         s.collector.max_file_age_ms = 3_600_000;
         let lake_dir = tmp.path().join("lake");
         let store = lake::open(&s.lake, &lake_dir).unwrap();
-        let c =
-            Arc::new(Collector::start(&s, &Db::temporary(), store, Arc::new(SystemClock)).unwrap());
+        let c = Collector::start(
+            &s,
+            &Db::temporary(),
+            store,
+            Arc::new(SystemClock),
+            Arc::new(AdmitAll),
+        );
+        let c = Arc::new(c.unwrap());
         let now = SystemClock.now_micros();
         let events = |app: &str| -> Vec<Event> {
             (0..40)
