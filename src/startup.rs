@@ -507,6 +507,7 @@ impl Application {
         let (store, threads) = open_store(&settings)?;
         let registry = store.db().with(|db| Registry::load(db, clock.clone()))?;
         store.db().with(crate::tenants::store::index_api_keys)?;
+        store.db().with(crate::privacy::store::sweep_subjects)?;
         let sweeper = idempotency_sweeps(&store, &settings, &clock)?;
         let admin_token = admin_token(settings.admin_token.as_ref(), &data_dir)?;
         let lake = crate::collector::lake::open(&settings.lake, &data_dir.join("lake"))

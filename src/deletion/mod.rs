@@ -223,7 +223,8 @@ impl AppDeletion {
                 let mut jobs = 0;
                 for other in crate::jobs::store::of_app(db, &id, None)? {
                     if other.id != mine && crate::jobs::store::delete(db, &other.id)? {
-                        // An erasure's subject (the person's ids) goes with it.
+                        // An erasure's subject (the person's ids, kept under its job's id)
+                        // goes with it.
                         crate::privacy::store::forget_subject(db, &other.id)?;
                         jobs += 1;
                     }

@@ -35,6 +35,12 @@ pub trait Work: Send + Sync + 'static {
         job: &'a Job,
         cursor: &'a mut Cursor,
     ) -> BoxFuture<'a, Result<StepOutcome, JobError>>;
+
+    /// Called once `job` has failed for good (a step answered `Fatal`), after its record is
+    /// saved: what the job kept for its last steps (e.g. an erasure's subject) goes now.
+    fn failed<'a>(&'a self, _job: &'a Job) -> BoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
 }
 
 /// The kinds a runner knows, each with its work.
@@ -72,9 +78,30 @@ impl Jobs {
         app: &str,
         params: serde_json::Value,
     ) -> Result<Job, StoreError> {
+        self.submit_with(kind, app, params, |_, _| Ok(Vec::new()))
+            .await
+    }
+
+    /// Like `submit`, with `before` run in the same store closure first: the records it answers
+    /// are written with the job in one transaction; when it fails, no job is stored.
+    pub async fn submit_with<F>(
+        &self,
+        kind: JobKind,
+        app: &str,
+        params: serde_json::Value,
+        before: F,
+    ) -> Result<Job, StoreError>
+    where
+        F: FnOnce(&sled::Db, &Job) -> Result<Vec<store::Companion>, StoreError> + Send + 'static,
+    {
         let job = Job::new(kind, app, params, self.clock.now());
         let stored = job.clone();
-        self.store.run(move |db| store::insert(db, &stored)).await?;
+        self.store
+            .run(move |db| {
+                let companions = before(db, &stored)?;
+                store::insert_with(db, &stored, &companions)
+            })
+            .await?;
         self.wake.notify_one();
         Ok(job)
     }
@@ -206,7 +233,9 @@ impl Runner {
                     tracing::error!(job = %job.id, step = %job.step_name, error = %e, "job failed");
                     job.state = JobState::Failed;
                     job.last_error = Some(e);
-                    self.save(&mut job).await;
+                    if self.save(&mut job).await {
+                        work.failed(&job).await;
+                    }
                     return;
                 }
             }

@@ -12,9 +12,24 @@ fn tree(db: &sled::Db) -> Result<sled::Tree, StoreError> {
     Ok(db.open_tree(TREE)?)
 }
 
-/// Stores a new job.
-pub fn insert(db: &sled::Db, job: &Job) -> Result<(), StoreError> {
-    tree(db)?.insert(job.id.as_bytes(), encode(job))?;
+/// A record written with a new job, in the same transaction: (tree, key, value).
+pub type Companion = (&'static str, Vec<u8>, Vec<u8>);
+
+/// Stores a new job and its `companions` in one sled transaction: a crash leaves all or none.
+pub fn insert_with(db: &sled::Db, job: &Job, companions: &[Companion]) -> Result<(), StoreError> {
+    use sled::Transactional;
+    let mut trees = vec![tree(db)?];
+    for (name, _, _) in companions {
+        trees.push(db.open_tree(name)?);
+    }
+    let record = encode(job);
+    trees.as_slice().transaction(|ts| {
+        ts[0].insert(job.id.as_bytes(), record.as_slice())?;
+        for (t, (_, k, v)) in ts[1..].iter().zip(companions) {
+            t.insert(k.as_slice(), v.as_slice())?;
+        }
+        Ok::<_, sled::transaction::ConflictableTransactionError<StoreError>>(())
+    })?;
     db.flush()?;
     Ok(())
 }

@@ -94,6 +94,12 @@ impl Work for Test {
     ) -> BoxFuture<'a, Result<StepOutcome, JobError>> {
         self.step(job, cursor).boxed()
     }
+
+    fn failed<'a>(&'a self, job: &'a Job) -> BoxFuture<'a, ()> {
+        let entry = format!("{}:failed:{:?}", job.app_id, job.state);
+        self.log.lock().unwrap().push(entry);
+        Box::pin(async {})
+    }
 }
 
 fn store() -> (Store, StoreThreads, tempfile::TempDir) {
@@ -232,6 +238,64 @@ async fn a_fatal_failure_fails_the_job() {
     assert_eq!(job.state, JobState::Failed);
     assert_eq!(job.step_name, "c");
     assert_eq!(job.last_error.as_deref(), Some("cannot"));
+}
+
+#[tokio::test]
+async fn a_failed_job_tells_its_work_once_its_record_says_failed() {
+    let (store, _threads, _dir) = store();
+    let work = Arc::new(Test {
+        fatal: true,
+        ..Test::default()
+    });
+    let (jobs, _task) = start(&store, work.clone());
+    let job = jobs
+        .submit(JobKind::AppDeletion, "app1", serde_json::Value::Null)
+        .await
+        .unwrap();
+    until(&jobs, &job.id, finished).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !work.log().iter().any(|e| e.contains("failed")) {
+        assert!(tokio::time::Instant::now() < deadline, "{:?}", work.log());
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let failed: Vec<String> = work
+        .log()
+        .into_iter()
+        .filter(|e| e.contains("failed"))
+        .collect();
+    assert_eq!(failed, ["app1:failed:Failed"]);
+}
+
+#[tokio::test]
+async fn a_job_submitted_with_companions_stores_them_in_the_same_transaction() {
+    let (store, _threads, _dir) = store();
+    let jobs = Jobs::new(store.clone(), Arc::new(SystemClock));
+    let job = jobs
+        .submit_with(
+            JobKind::AppDeletion,
+            "app1",
+            serde_json::Value::Null,
+            |_, j| Ok(vec![("side", j.id.as_bytes().to_vec(), b"v".to_vec())]),
+        )
+        .await
+        .unwrap();
+    let id = job.id.clone();
+    let side = store
+        .run(move |db| Ok(db.open_tree("side")?.get(id.as_bytes())?))
+        .await
+        .unwrap();
+    assert_eq!(side.as_deref(), Some(&b"v"[..]));
+    assert!(jobs.get(&job.id).await.unwrap().is_some());
+    let refused = jobs
+        .submit_with(
+            JobKind::AppDeletion,
+            "app2",
+            serde_json::Value::Null,
+            |_, _| Err(crate::storage::StoreError::Busy),
+        )
+        .await;
+    assert!(refused.is_err());
+    assert!(jobs.of_app("app2", None).await.unwrap().is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

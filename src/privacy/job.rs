@@ -32,13 +32,11 @@ use crate::tenants::{Access, Suppressions};
 
 const STEPS: &[&str] = &["resolve", "settle", "stores", "lake", "forget"];
 
-/// An erasure job's params: no personal data (the ids wait in `store::SUBJECTS` under
-/// `subject` until the job ends).
+/// An erasure job's params: no personal data (the ids wait in `store::SUBJECTS` under the
+/// job's id until the job ends or fails).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Params {
-    /// The key of the person's ids in `erasure_subjects`.
-    pub subject: String,
     /// What the audit keeps of them.
     pub hashes: Hashes,
     /// Who asked: `key:<keyId>` or `user:<dashboard user id>`.
@@ -55,9 +53,9 @@ pub fn suppressed_until(now: Timestamp, days: u32) -> Option<Timestamp> {
     })
 }
 
-/// Starts an erasure of `person` in `app`: their ids are refused at ingest from now on and
-/// kept (for the job) under a new subject key, then the job is queued. Shared by the API and
-/// the dashboard.
+/// Starts an erasure of `person` in `app`: their ids are refused at ingest from now on, and
+/// the job is queued with the ids kept (for the job) under its id, in one sled transaction, so
+/// a crash leaves both or neither. Shared by the API and the dashboard.
 pub async fn submit(
     state: &AppState,
     access: &Access,
@@ -66,25 +64,19 @@ pub async fn submit(
     person: Person,
     requested_by: String,
 ) -> Result<Job, StoreError> {
-    let subject = crate::ids::object_id();
     let until = suppressed_until(state.now(), state.settings.privacy.suppress_days);
-    let hashes = person.hashes(app);
-    let list = access.suppressions.clone();
-    let (a, key) = (app.to_owned(), subject.clone());
-    state
-        .store
-        .run(move |db| {
-            list.add(db, &a, &person.ids(), until, &key)?;
-            store::keep_subject(db, &key, &person)
-        })
-        .await?;
     let params = Params {
-        subject,
-        hashes,
+        hashes: person.hashes(app),
         requested_by,
     };
     let params = serde_json::to_value(params).unwrap_or_default();
-    jobs.submit(JobKind::Erasure, app, params).await
+    let list = access.suppressions.clone();
+    let a = app.to_owned();
+    jobs.submit_with(JobKind::Erasure, app, params, move |db, job| {
+        list.add(db, &a, &person.ids(), until, &job.id)?;
+        Ok(vec![store::subject_of(job, &person)])
+    })
+    .await
 }
 
 /// The erasure kind's work.
@@ -122,24 +114,24 @@ impl Erasure {
         }
     }
 
-    async fn person(&self, params: &Params) -> Result<Person, JobError> {
-        let key = params.subject.clone();
+    async fn person(&self, job: &Job) -> Result<Person, JobError> {
+        let key = job.id.clone();
         self.store
             .run(move |db| store::subject(db, &key))
             .await?
             .ok_or_else(|| JobError::Fatal("the person's ids are gone".into()))
     }
 
-    async fn resolve(&self, job: &Job, params: &Params) -> Result<StepOutcome, JobError> {
-        let person = self.person(params).await?;
-        let (app, key, id) = (job.app_id.clone(), params.subject.clone(), job.id.clone());
+    async fn resolve(&self, job: &Job) -> Result<StepOutcome, JobError> {
+        let person = self.person(job).await?;
+        let (app, id) = (job.app_id.clone(), job.id.clone());
         let until = suppressed_until(self.clock.now(), self.suppress_days);
         let list = self.suppressions.clone();
         self.store
             .run(move |db| {
                 let all = store::resolve(db, &app, &person)?;
                 list.add(db, &app, &all.ids(), until, &id)?;
-                store::keep_subject(db, &key, &all)
+                store::keep_subject(db, &id, &all)
             })
             .await?;
         Ok(StepOutcome::Done)
@@ -153,13 +145,8 @@ impl Erasure {
         Ok(StepOutcome::Done)
     }
 
-    async fn stores(
-        &self,
-        job: &Job,
-        params: &Params,
-        cursor: &mut Cursor,
-    ) -> Result<StepOutcome, JobError> {
-        let person = self.person(params).await?;
+    async fn stores(&self, job: &Job, cursor: &mut Cursor) -> Result<StepOutcome, JobError> {
+        let person = self.person(job).await?;
         let app = job.app_id.clone();
         let counts = self
             .store
@@ -176,12 +163,7 @@ impl Erasure {
     }
 
     /// One file past the cursor's token: erased, counted, recorded.
-    async fn lake(
-        &self,
-        job: &Job,
-        params: &Params,
-        cursor: &mut Cursor,
-    ) -> Result<StepOutcome, JobError> {
+    async fn lake(&self, job: &Job, cursor: &mut Cursor) -> Result<StepOutcome, JobError> {
         let files = self.files_of(job).await?;
         let next = files
             .iter()
@@ -200,7 +182,7 @@ impl Erasure {
                 .remove(&job.id);
             return Ok(StepOutcome::Done);
         };
-        let ids = Ids::of(&self.person(params).await?);
+        let ids = Ids::of(&self.person(job).await?);
         let outcome = self
             .rewriter
             .erase(path, &ids, &job.id)
@@ -238,15 +220,13 @@ impl Erasure {
     }
 
     async fn step(&self, job: &Job, cursor: &mut Cursor) -> Result<StepOutcome, JobError> {
-        let params: Params = serde_json::from_value(job.params.clone())
-            .map_err(|e| JobError::Fatal(format!("params: {e}")))?;
         match STEPS.get(cursor.step).copied() {
-            Some("resolve") => self.resolve(job, &params).await,
+            Some("resolve") => self.resolve(job).await,
             Some("settle") => self.settle(job).await,
-            Some("stores") => self.stores(job, &params, cursor).await,
-            Some("lake") => self.lake(job, &params, cursor).await,
+            Some("stores") => self.stores(job, cursor).await,
+            Some("lake") => self.lake(job, cursor).await,
             _ => {
-                let key = params.subject.clone();
+                let key = job.id.clone();
                 self.store
                     .run(move |db| store::forget_subject(db, &key))
                     .await?;
@@ -267,5 +247,20 @@ impl Work for Erasure {
         cursor: &'a mut Cursor,
     ) -> BoxFuture<'a, Result<StepOutcome, JobError>> {
         self.step(job, cursor).boxed()
+    }
+
+    /// A failed erasure forgets the person's ids too (its `forget` step will never run).
+    fn failed<'a>(&'a self, job: &'a Job) -> BoxFuture<'a, ()> {
+        async move {
+            let key = job.id.clone();
+            if let Err(e) = self
+                .store
+                .run(move |db| store::forget_subject(db, &key))
+                .await
+            {
+                tracing::warn!(job = %job.id, error = %e, "erasure failed; its subject stays until the next start");
+            }
+        }
+        .boxed()
     }
 }

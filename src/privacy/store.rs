@@ -27,6 +27,29 @@ pub fn keep_subject(db: &sled::Db, job_id: &str, person: &Person) -> Result<(), 
     Ok(())
 }
 
+/// The record that keeps `person` for the new erasure `job`, written with the job
+/// (`Jobs::submit_with`).
+pub fn subject_of(job: &Job, person: &Person) -> crate::jobs::store::Companion {
+    (SUBJECTS, job.id.as_bytes().to_vec(), encode(person))
+}
+
+/// Forgets every subject whose job is gone or finished (a crash between a job's failure and
+/// its subject's removal); answers how many. Run at start.
+pub fn sweep_subjects(db: &sled::Db) -> Result<usize, StoreError> {
+    let tree = db.open_tree(SUBJECTS)?;
+    let mut gone = 0;
+    for entry in tree.iter() {
+        let (key, _) = entry?;
+        let id = String::from_utf8_lossy(&key);
+        if crate::jobs::store::get(db, &id)?.is_none_or(|j| j.state.finished()) {
+            tree.remove(&key)?;
+            gone += 1;
+        }
+    }
+    db.flush()?;
+    Ok(gone)
+}
+
 /// The person of erasure job `job_id`, while it runs.
 pub fn subject(db: &sled::Db, job_id: &str) -> Result<Option<Person>, StoreError> {
     match db.open_tree(SUBJECTS)?.get(job_id)? {
@@ -141,6 +164,68 @@ mod tests {
         assert!(about(&p, r#"{"anonymousId":"a\"1"}"#));
         assert!(!about(&p, r#"{"userId":"u10"}"#));
         assert!(!about(&p, r#"{"event":"u1 signed up"}"#));
+    }
+
+    /// Every tree's entries whose key or value holds `needle`.
+    fn holding(db: &sled::Db, needle: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        for name in db.tree_names() {
+            for (k, v) in db.open_tree(&name).unwrap().iter().flatten() {
+                let (k, v) = (String::from_utf8_lossy(&k), String::from_utf8_lossy(&v));
+                if k.contains(needle) || v.contains(needle) {
+                    out.push(format!("{}/{k}", String::from_utf8_lossy(&name)));
+                }
+            }
+        }
+        out
+    }
+
+    fn person() -> Person {
+        Person {
+            user_id: Some("raw-user-42".into()),
+            anonymous_ids: ["raw-anon-42".to_owned()].into(),
+            email: Some("raw42@example.com".into()),
+        }
+    }
+
+    fn job_with_subject(db: &sled::Db, app: &str) -> Job {
+        let job = Job::new(
+            JobKind::Erasure,
+            app,
+            serde_json::Value::Null,
+            crate::ids::Timestamp::from_micros(0),
+        );
+        crate::jobs::store::insert_with(db, &job, &[subject_of(&job, &person())]).unwrap();
+        job
+    }
+
+    #[test]
+    fn a_subject_is_kept_under_its_jobs_id_so_an_app_deletion_forgets_it() {
+        let db = sled::Config::new().temporary(true).open().unwrap();
+        let job = job_with_subject(&db, "app1");
+        assert_eq!(subject(&db, &job.id).unwrap(), Some(person()));
+        // What an app deletion does with each job of the app.
+        for other in crate::jobs::store::of_app(&db, "app1", None).unwrap() {
+            assert!(crate::jobs::store::delete(&db, &other.id).unwrap());
+            forget_subject(&db, &other.id).unwrap();
+        }
+        for raw in ["raw-user-42", "raw-anon-42", "raw42@example.com"] {
+            assert_eq!(holding(&db, raw), Vec::<String>::new(), "{raw}");
+        }
+    }
+
+    #[test]
+    fn the_start_sweep_forgets_subjects_of_failed_or_missing_jobs_only() {
+        let db = sled::Config::new().temporary(true).open().unwrap();
+        let running = job_with_subject(&db, "app1");
+        let mut failed = job_with_subject(&db, "app1");
+        failed.state = crate::jobs::JobState::Failed;
+        crate::jobs::store::save(&db, &failed).unwrap();
+        keep_subject(&db, "job_orphan", &person()).unwrap();
+        assert_eq!(sweep_subjects(&db).unwrap(), 2);
+        assert_eq!(subject(&db, &running.id).unwrap(), Some(person()));
+        forget_subject(&db, &running.id).unwrap();
+        assert_eq!(holding(&db, "raw-user-42"), Vec::<String>::new());
     }
 
     #[test]
