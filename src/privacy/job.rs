@@ -79,6 +79,34 @@ pub async fn submit(
     .await
 }
 
+/// Records what the erasure of the lake file `path` did in `cursor` and moves its token past
+/// the file. A file that is not Parquet (or is damaged) cannot hold rows any reader sees: it is
+/// logged with its path, counted `lakeFilesUnreadable` and passed, not fatal to the erasure;
+/// any other error is retried.
+pub(super) fn tally(
+    cursor: &mut Cursor,
+    job: &str,
+    path: &Path,
+    outcome: Result<Outcome, lake::LakeError>,
+) -> Result<(), JobError> {
+    match outcome {
+        Ok(Outcome::Skipped | Outcome::Clean) => {
+            cursor.count(Counted::LakeFilesSkipped.name(), 1);
+        }
+        Ok(Outcome::Rewritten { rows }) => {
+            cursor.count(Counted::LakeFilesRewritten.name(), 1);
+            cursor.count(Counted::LakeRows.name(), rows);
+        }
+        Err(e @ lake::LakeError::Parquet { .. }) => {
+            tracing::error!(job = %job, path = %path, error = %e, "erasure: a lake file cannot be read; passed (not erased)");
+            cursor.count(Counted::LakeFilesUnreadable.name(), 1);
+        }
+        Err(other) => return Err(JobError::Retry(other.to_string())),
+    }
+    cursor.token = Some(path.to_string());
+    Ok(())
+}
+
 /// The erasure kind's work.
 pub struct Erasure {
     pub store: Store,
@@ -173,6 +201,7 @@ impl Erasure {
                 Counted::LakeRows,
                 Counted::LakeFilesRewritten,
                 Counted::LakeFilesSkipped,
+                Counted::LakeFilesUnreadable,
             ] {
                 cursor.count(what.name(), 0);
             }
@@ -183,22 +212,8 @@ impl Erasure {
             return Ok(StepOutcome::Done);
         };
         let ids = Ids::of(&self.person(job).await?);
-        let outcome = self
-            .rewriter
-            .erase(path, &ids, &job.id)
-            .await
-            .map_err(|e| match e {
-                lake::LakeError::Parquet { .. } => JobError::Fatal(e.to_string()),
-                other => JobError::Retry(other.to_string()),
-            })?;
-        match outcome {
-            Outcome::Skipped | Outcome::Clean => cursor.count(Counted::LakeFilesSkipped.name(), 1),
-            Outcome::Rewritten { rows } => {
-                cursor.count(Counted::LakeFilesRewritten.name(), 1);
-                cursor.count(Counted::LakeRows.name(), rows);
-            }
-        }
-        cursor.token = Some(path.to_string());
+        let outcome = self.rewriter.erase(path, &ids, &job.id).await;
+        tally(cursor, &job.id, path, outcome)?;
         Ok(StepOutcome::More)
     }
 

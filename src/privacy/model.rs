@@ -153,6 +153,7 @@ crate::fields::names! {
         LakeRows = "lakeRows",
         LakeFilesRewritten = "lakeFilesRewritten",
         LakeFilesSkipped = "lakeFilesSkipped",
+        LakeFilesUnreadable = "lakeFilesUnreadable",
     }
 }
 

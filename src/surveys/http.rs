@@ -413,7 +413,7 @@ async fn get_survey(
         (status = 200, description = "The visitor's response, updated", body = SurveyResponse),
         (status = 400, description = "An invalid answer or field"),
         (status = 401, description = "Missing or invalid integration key"),
-        (status = 403, description = "FORBIDDEN: a new response from a visitor outside the survey's targeting; PLAN_LIMIT_REACHED: responses_per_month"),
+        (status = 403, description = "FORBIDDEN: a new response from a visitor outside the survey's targeting, or from a visitor whose data was erased; PLAN_LIMIT_REACHED: responses_per_month"),
         (status = 404, description = "Unknown or draft survey"),
         (status = 409, description = "The survey is paused or closed")
     )
@@ -434,8 +434,10 @@ async fn add_response(
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
     let draft = ResponseDraft::parse(&body, user_agent).map_err(ApiError::validation)?;
+    let now = state.now();
+    refuse_erased(&access, &app, &draft, now)?;
     let limit = state.settings.plan(plan).limit(Quota::ResponsesPerMonth);
-    let (id, now) = (id.into_inner(), state.now());
+    let id = id.into_inner();
     let (response, created) = state
         .store
         .run(move |db| Ok(store::respond(db, &app, &id, &draft, now, limit)))
@@ -449,6 +451,33 @@ async fn add_response(
     } else {
         api::ok(&response)
     })
+}
+
+/// A response from a visitor whose data was erased (`POST /api/v1/erasures`; their anonymousId
+/// or userId is on the suppression list) is refused, 403 FORBIDDEN, and nothing is stored.
+fn refuse_erased(
+    access: &Access,
+    app: &str,
+    draft: &ResponseDraft,
+    now: Timestamp,
+) -> Result<(), ApiError> {
+    use crate::tenants::suppression::IdKind;
+    let Some(list) = access.suppressions.of(app) else {
+        return Ok(());
+    };
+    let now = now.micros();
+    let erased = list.refuses(app, IdKind::Anonymous, &draft.anonymous_id, now)
+        || draft
+            .user_id
+            .as_deref()
+            .is_some_and(|u| list.refuses(app, IdKind::User, u, now));
+    if erased {
+        return Err(ApiError::new(
+            ErrorCode::Forbidden,
+            "this visitor's data was erased: responses from them are not accepted",
+        ));
+    }
+    Ok(())
 }
 
 /// Query parameters of the response list. A comma inside userId or anonymousId means OR.

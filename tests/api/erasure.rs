@@ -327,3 +327,46 @@ async fn the_dashboard_erases_a_person_through_its_form_and_lists_the_job() {
         .await;
     assert_eq!(a.counts(), (0, 0, 1), "the linked anonymousId is refused");
 }
+
+#[tokio::test]
+async fn the_widget_refuses_a_survey_response_from_an_erased_visitor() {
+    let app = spawn_app();
+    let (app_id, ik, reader, survey) = crate::surveys::live_nps(&app).await;
+    let (_, key) = app.create_key(&app_id, &["privacy:erase"]).await;
+    let (gone, kept) = (crate::helpers::anon("erased"), crate::helpers::anon("kept"));
+    let started = erase(&app, &key, json!({"anonymousIds": [gone]})).await;
+    assert_eq!(started.status, 202, "{}", started.body);
+    let id = started.data()["id"].as_str().unwrap().to_owned();
+    assert_eq!(finished(&app, &key, &id).await["state"], "done");
+
+    let body =
+        |who: &str| json!({"anonymousId": who, "answers": [{"questionId": "score", "value": 9}]});
+    let refused = crate::surveys::answer(&app, &ik, &survey, body(&gone)).await;
+    refused.assert_error(403, "FORBIDDEN");
+    assert!(
+        refused.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("erased"),
+        "{}",
+        refused.body
+    );
+    let taken = crate::surveys::answer(&app, &ik, &survey, body(&kept)).await;
+    assert_eq!(taken.status, 201, "{}", taken.body);
+    let list = app
+        .api(
+            &reader,
+            Method::GET,
+            &format!("/api/v1/surveys/{survey}/responses"),
+            None,
+        )
+        .await;
+    let visitors: Vec<&Value> = list
+        .data()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| &r["anonymousId"])
+        .collect();
+    assert_eq!(visitors, [&json!(kept)], "nothing of theirs was stored");
+}

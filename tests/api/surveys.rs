@@ -767,7 +767,7 @@ async fn the_openapi_document_describes_the_survey_routes() {
 
 /// A fresh pro app with an active NPS survey; returns (appId, integration key, key with
 /// surveys:read and responses:read, survey id).
-async fn live_nps(app: &TestApp) -> (String, String, String, String) {
+pub(crate) async fn live_nps(app: &TestApp) -> (String, String, String, String) {
     let (app_id, ik) = app.create_app("pro").await;
     let key = app
         .create_key(&app_id, &["surveys:read", "responses:read"])
@@ -778,7 +778,7 @@ async fn live_nps(app: &TestApp) -> (String, String, String, String) {
     (app_id, ik, key, id)
 }
 
-async fn answer(app: &TestApp, ik: &str, survey: &str, body: Value) -> Answer {
+pub(crate) async fn answer(app: &TestApp, ik: &str, survey: &str, body: Value) -> Answer {
     app.send(
         Method::POST,
         &format!("/api/w/surveys/{survey}/responses"),

@@ -194,3 +194,22 @@ async fn files_are_listed_for_the_app_only_in_path_order() {
         ]
     );
 }
+
+#[tokio::test]
+async fn an_unreadable_file_is_counted_and_passed_not_fatal_to_the_erasure() {
+    let (r, _lake, _dir) = setup(b"not parquet at all, a damaged upload".to_vec(), 1 << 20).await;
+    let path = Path::from(PATH);
+    let outcome = r.erase(&path, &person(), "job_1").await;
+    assert!(
+        matches!(outcome, Err(LakeError::Parquet { .. })),
+        "{outcome:?}"
+    );
+    let mut cursor = crate::jobs::Cursor::default();
+    crate::privacy::job::tally(&mut cursor, "job_1", &path, outcome).unwrap();
+    assert_eq!(cursor.report.get("lakeFilesUnreadable"), Some(&1));
+    assert_eq!(
+        cursor.token.as_deref(),
+        Some(PATH),
+        "the next run goes on past it"
+    );
+}
