@@ -327,7 +327,8 @@ fn start_jobs(
 }
 
 /// The erasure jobs' work (`privacy/`): the lake, a scratch directory for the file being
-/// rewritten (`<data-dir>/erasure`), the collector to settle, the suppression list.
+/// rewritten (`<data-dir>/erasure`), the collector to settle, the suppression list. First the
+/// ids of erasures that failed or vanished in a crash are forgotten.
 fn erasure_work(
     settings: &Settings,
     store: &Store,
@@ -336,6 +337,14 @@ fn erasure_work(
     access: &Access,
     clock: &Arc<dyn Clock>,
 ) -> crate::privacy::job::Erasure {
+    match store.db().with(crate::privacy::store::sweep_subjects) {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(
+            subjects = n,
+            "erasure: ids of finished or missing jobs forgotten"
+        ),
+        Err(e) => tracing::warn!(error = %e, "erasure: the subjects could not be swept"),
+    }
     let rewriter = crate::privacy::lake::Rewriter {
         lake,
         scratch: settings.storage.data_dir.join("erasure"),
@@ -507,7 +516,6 @@ impl Application {
         let (store, threads) = open_store(&settings)?;
         let registry = store.db().with(|db| Registry::load(db, clock.clone()))?;
         store.db().with(crate::tenants::store::index_api_keys)?;
-        store.db().with(crate::privacy::store::sweep_subjects)?;
         let sweeper = idempotency_sweeps(&store, &settings, &clock)?;
         let admin_token = admin_token(settings.admin_token.as_ref(), &data_dir)?;
         let lake = crate::collector::lake::open(&settings.lake, &data_dir.join("lake"))
