@@ -4,7 +4,7 @@
 use sled::transaction::ConflictableTransactionError;
 
 use super::model::{
-    trending_add, trending_remove, Comment, CommentDraft, Idea, IdeaView, Vote, Voter,
+    trending_add, trending_remove, Comment, CommentDraft, Idea, IdeaView, Person, Vote, Voter,
 };
 use super::store::{
     abort, board_tx, child_key, child_prefix, history_tx, load, load_tx, page, retrying, scan,
@@ -340,7 +340,18 @@ pub fn comments(
 pub struct Erased {
     pub votes: usize,
     pub comments: usize,
+    /// Ideas whose author was the person: kept, their author made anonymous.
+    pub ideas: usize,
     pub answers: usize,
+}
+
+/// The author of an idea whose author was erased: the idea stays, nothing of the person does.
+pub fn anonymous_author() -> Person {
+    Person {
+        id: "anonymous".into(),
+        name: "Anonymous".into(),
+        email: String::new(),
+    }
 }
 
 /// Removes a person's votes (voter id or e-mail) and comments (author id or e-mail) from every
@@ -363,11 +374,50 @@ pub fn erase_person(
     let comments = erase_children(db, app, b'c', &mut answers, |c: &Comment| {
         is(Some(&c.author.id), Some(&c.author.email)).then(|| (c.idea_id.clone(), c.id.clone()))
     })?;
+    let ideas = anonymise_ideas(db, app, &mut answers, |a: &Person| {
+        is(Some(&a.id), Some(&a.email))
+    })?;
     Ok(Erased {
         votes,
         comments,
+        ideas,
         answers,
     })
+}
+
+/// Replaces the author of every idea of `app` that `theirs` names with `anonymous_author()`
+/// (the indexes follow, `updatedAt` stays) and forgets the idempotency answers that held those
+/// ideas (added to `answers`); answers how many ideas changed.
+fn anonymise_ideas(
+    db: &sled::Db,
+    app: &str,
+    answers: &mut usize,
+    theirs: impl Fn(&Person) -> bool,
+) -> Result<usize, IdeaError> {
+    let tree = db.open_tree(TREE)?;
+    let all: Vec<Idea> = crate::storage::decode_all(&tree, &[b"r", app.as_bytes()].concat())?;
+    let mut changed = 0;
+    for idea in all.iter().filter(|i| theirs(&i.author)) {
+        let done = tree.transaction(|tx| {
+            let (old, _) = load_tx(tx, app, &idea.id, "idea")?;
+            if !theirs(&old.author) {
+                return Ok(false);
+            }
+            let mut new = old.clone();
+            new.author = anonymous_author();
+            write_tx(tx, app, Some(&old), &new)?;
+            Ok(true)
+        });
+        match done {
+            Ok(true) => changed += 1,
+            Ok(false) | Err(sled::transaction::TransactionError::Abort(IdeaError::NotFound(_))) => {
+            }
+            Err(e) => return Err(e.into()),
+        }
+        *answers += crate::storage::idempotency::forget_holding(db, app, &idea.id)?;
+    }
+    db.flush().map_err(StoreError::from)?;
+    Ok(changed)
 }
 
 /// Removes the votes (`b'v'`) or comments (`b'c'`) of `app` that `pick` names (idea, id), and

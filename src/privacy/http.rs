@@ -25,7 +25,8 @@ request_body! {
 }
 
 /// An erasure job: its state, its step, and what it removed per store so far (`report`: counts
-/// of contacts, profiles, identityLinks, surveyResponses, votes, comments, idempotencyAnswers,
+/// of contacts, profiles, identityLinks, surveyResponses, votes, comments, ideasAnonymised,
+/// idempotencyAnswers,
 /// refusedEvents, lakeRows, lakeFilesRewritten, lakeFilesSkipped, lakeFilesUnreadable: files
 /// that are not readable Parquet, passed and logged with their path). The ids erased are never
 /// shown or kept: only their SHA-256 (`hashes`).

@@ -148,6 +148,7 @@ crate::fields::names! {
         SurveyResponses = "surveyResponses",
         Votes = "votes",
         Comments = "comments",
+        IdeasAnonymised = "ideasAnonymised",
         IdempotencyAnswers = "idempotencyAnswers",
         RefusedEvents = "refusedEvents",
         LakeRows = "lakeRows",

@@ -127,6 +127,7 @@ pub fn erase(db: &sled::Db, app: &str, person: &Person) -> Result<Vec<(Counted, 
         (Counted::SurveyResponses, responses as u64),
         (Counted::Votes, ideas.votes as u64),
         (Counted::Comments, ideas.comments as u64),
+        (Counted::IdeasAnonymised, ideas.ideas as u64),
         (
             Counted::IdempotencyAnswers,
             (answers + ideas.answers) as u64,

@@ -159,6 +159,16 @@ async fn an_erased_person_is_gone_from_every_api_and_their_events_are_refused_af
         .await;
     let idea = idea.data()["id"].as_str().unwrap().to_owned();
     let ada = json!({"id": "ada", "name": "Ada", "email": "ada@example.com"});
+    let hers = app
+        .api(
+            &key,
+            Method::POST,
+            "/api/v1/ideas",
+            Some(json!({"title": "Offline mode", "author": ada})),
+        )
+        .await;
+    assert_eq!(hers.status, 201, "{}", hers.body);
+    let hers = hers.data()["id"].as_str().unwrap().to_owned();
     for (path, body) in [
         ("votes", json!({"voter": ada})),
         ("votes", json!({"voter": {"id": "bob"}})),
@@ -201,6 +211,7 @@ async fn an_erased_person_is_gone_from_every_api_and_their_events_are_refused_af
         ("identityLinks", 2),
         ("votes", 1),
         ("comments", 1),
+        ("ideasAnonymised", 1),
     ] {
         assert_eq!(report[what], json!(n), "{what}: {done}");
     }
@@ -229,6 +240,23 @@ async fn an_erased_person_is_gone_from_every_api_and_their_events_are_refused_af
         .map(|c| c["email"].as_str().unwrap())
         .collect();
     assert_eq!(emails, ["bob@example.com"]);
+    // The idea she wrote stays, its author anonymous; Bob's keeps his name.
+    let kept = app
+        .api(&key, Method::GET, &format!("/api/v1/ideas/{hers}"), None)
+        .await;
+    assert_eq!(kept.status, 200, "{}", kept.body);
+    assert_eq!(kept.data()["title"], "Offline mode");
+    assert_eq!(
+        kept.data()["author"],
+        json!({"id": "anonymous", "name": "Anonymous", "email": ""})
+    );
+    let listed = app.api(&key, Method::GET, "/api/v1/ideas", None).await;
+    let text = listed.body.to_string();
+    assert!(
+        !text.contains("ada@example.com") && !text.contains("\"Ada\""),
+        "{text}"
+    );
+    assert!(text.contains("bob@example.com"), "{text}");
     for (list, who) in [("votes", "voter"), ("comments", "author")] {
         let l = app
             .api(
