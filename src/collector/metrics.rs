@@ -338,4 +338,30 @@ mod tests {
         assert!(text.ends_with("# EOF\n"));
         assert_eq!(m.edge.rejected(Reject::InvalidEvent), 3);
     }
+
+    #[test]
+    fn every_metric_the_default_config_names_exists() {
+        let m = Metrics::new(1);
+        // Families show once a label is used.
+        for kind in Expired::ALL {
+            m.retention.removed(*kind, 0);
+        }
+        for why in Reject::ALL {
+            m.edge.reject(*why, 0);
+        }
+        let text = m.render();
+        let config = include_str!("../../config/default.toml");
+        let named: Vec<&str> = config
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .filter(|w| w.starts_with("tributary_"))
+            .collect();
+        assert!(!named.is_empty());
+        for name in named {
+            let sample = |l: &str| {
+                l.strip_prefix(name)
+                    .is_some_and(|r| r.starts_with(['{', ' ']))
+            };
+            assert!(text.lines().any(sample), "{name} is not a metric: {text}");
+        }
+    }
 }
