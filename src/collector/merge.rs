@@ -30,10 +30,11 @@
 //! half-written file is dropped (its parts are all still there). So a row is in a part or in a
 //! merged file, never in both, and a reader never sees a file half-written.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::{self, File};
 use std::io;
 use std::path::Path as FsPath;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use object_store::path::Path;
@@ -47,7 +48,6 @@ use parquet::file::writer::SerializedFileWriter;
 
 use super::columns::{self, ROW_GROUP_ROWS};
 use super::outbox::{Outbox, Staged};
-use super::settle::Urgent;
 use crate::storage::files::{sync_dir, write_atomic};
 
 /// How long after an hour ends its parts are merged (once the writer has handed all of its
@@ -59,6 +59,46 @@ const MERGING: &str = "merging.parquet";
 const HOUR_MICROS: i64 = 3_600_000_000;
 /// Parts small enough (decoded: uncompressed column chunks) to decode whole into one row group.
 pub const REENCODE_MAX_BYTES: u64 = 4 << 20;
+
+/// The apps being settled (a count each: two jobs may settle one app).
+#[derive(Debug, Default)]
+pub struct Urgent(Mutex<HashMap<String, usize>>);
+
+impl Urgent {
+    pub fn contains(&self, app: &str) -> bool {
+        self.lock().contains_key(app)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Marks `app` urgent until the guard is dropped.
+    pub fn hold(self: &Arc<Self>, app: &str) -> Held {
+        *self.lock().entry(app.to_owned()).or_default() += 1;
+        Held {
+            urgent: self.clone(),
+            app: app.to_owned(),
+        }
+    }
+}
+
+pub struct Held {
+    urgent: Arc<Urgent>,
+    app: String,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let mut apps = self.urgent.lock();
+        if let Some(n) = apps.get_mut(&self.app) {
+            *n -= 1;
+            if *n == 0 {
+                apps.remove(&self.app);
+            }
+        }
+    }
+}
 
 /// When a group of parts is due. The default (tests of other steps) merges at once.
 #[derive(Debug, Clone, Default)]
@@ -135,7 +175,7 @@ pub struct Now<'a> {
     pub micros: i64,
     pub urgent: &'a Urgent,
     /// Hours (µs / hour) below this one have every committed row in parts at or below the
-    /// checkpoint ([`super::shard::Handed::hours_done`]).
+    /// checkpoint (`shard::Handed::hours_done`).
     pub hours_done: i64,
 }
 
@@ -411,7 +451,6 @@ mod tests {
     use crate::collector::lake;
     use parquet::file::reader::{FileReader, SerializedFileReader};
     use parquet::file::serialized_reader::ReadOptionsBuilder;
-    use std::sync::Arc;
 
     /// 2026-11-26T10:00:00Z.
     const HOUR10: i64 = 1_795_687_200_000_000;

@@ -159,7 +159,7 @@ pub struct Collector {
     /// Each uploader's wake-up (`settle`), dropped at shutdown so the uploaders can end.
     wakes: Mutex<Vec<Sender<()>>>,
     /// The apps being settled (`settle.rs`).
-    urgent: Arc<settle::Urgent>,
+    urgent: Arc<merge::Urgent>,
     /// Writer threads, then uploader threads: joined in that order at shutdown.
     threads: Mutex<Vec<JoinHandle<()>>>,
     shutdown: Arc<Shutdown>,
@@ -269,7 +269,7 @@ struct Common<'a> {
     rollups: &'a Arc<rollup::live::Live>,
     gate: &'a Arc<dyn Gatekeeper>,
     merge: merge::Policy,
-    urgent: &'a Arc<settle::Urgent>,
+    urgent: &'a Arc<merge::Urgent>,
 }
 
 /// One shard's threads, just started.

@@ -8,9 +8,8 @@
 //! of the app from at or before it. A lake that is away (or a stop) makes it return an error
 //! after [`SETTLE_WAIT`]: the caller (a job) tries again later.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_channel::{Sender, TrySendError};
@@ -21,46 +20,6 @@ use super::{writer, Collector};
 /// How long `settle` waits for the files to reach the lake before it gives up for now.
 pub const SETTLE_WAIT: Duration = Duration::from_secs(30);
 const POLL: Duration = Duration::from_millis(50);
-
-/// The apps being settled (a count each: two jobs may settle one app).
-#[derive(Debug, Default)]
-pub struct Urgent(Mutex<HashMap<String, usize>>);
-
-impl Urgent {
-    pub fn contains(&self, app: &str) -> bool {
-        self.lock().contains_key(app)
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Marks `app` urgent until the guard is dropped.
-    pub fn hold(self: &Arc<Self>, app: &str) -> Held {
-        *self.lock().entry(app.to_owned()).or_default() += 1;
-        Held {
-            urgent: self.clone(),
-            app: app.to_owned(),
-        }
-    }
-}
-
-pub struct Held {
-    urgent: Arc<Urgent>,
-    app: String,
-}
-
-impl Drop for Held {
-    fn drop(&mut self) {
-        let mut apps = self.urgent.lock();
-        if let Some(n) = apps.get_mut(&self.app) {
-            *n -= 1;
-            if *n == 0 {
-                apps.remove(&self.app);
-            }
-        }
-    }
-}
 
 /// Why an app is not settled yet: try again later.
 #[derive(Debug, thiserror::Error)]

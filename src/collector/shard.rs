@@ -7,11 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::health::Health;
-use super::merge::Policy;
+use super::merge::{Policy, Urgent};
 use super::metrics::ShardCounters;
 use super::outbox::Outbox;
 use super::retry::{Backoff, Shutdown};
-use super::settle::Urgent;
 use crate::clock::Clock;
 use crate::storage::Db;
 

@@ -8,7 +8,7 @@ use maud::{html, Markup};
 use crate::config::{PlanLimits, Quota, Retention};
 use crate::dashboard::error::PageError;
 use crate::dashboard::layout::{
-    self, csrf_field, field, form_errors, secret_box, usage_bar, Section, Shell,
+    self, csrf_field, field, field_with_id, form_errors, secret_box, usage_bar, Section, Shell,
 };
 use crate::dashboard::session::{AppPosted, Form, Posted, Viewer};
 use crate::fields::Text;
@@ -144,7 +144,7 @@ fn usage_card(viewer: &Viewer, u: &AppUsage, limits: &PlanLimits) -> Markup {
                 span.badge { (app.plan.name()) }
             }
             @if app.deleting() {
-                (super::delete::section(viewer, app, u.deletion.as_ref()))
+                (deletion(viewer, app, u.deletion.as_ref()))
             } @else {
                 (usage_details(viewer, u, limits))
             }
@@ -186,7 +186,7 @@ fn usage_details(viewer: &Viewer, u: &AppUsage, limits: &PlanLimits) -> Markup {
                     }
                 }
             }
-            (super::delete::section(viewer, app, None))
+            (deletion(viewer, app, None))
     }
 }
 
@@ -325,4 +325,36 @@ pub async fn rotate(
     Ok(layout::ok(
         render(&tenants, &viewer, notice, ("", &[])).await?,
     ))
+}
+
+/// The deletion part of an app's card: its progress while it is being deleted, else (for
+/// owners) the form that deletes it (posted to `delete.rs`).
+fn deletion(viewer: &Viewer, app: &App, deletion: Option<&crate::jobs::Job>) -> Markup {
+    if app.deleting() {
+        return html! {
+            p.notice.danger role="status" {
+                "Being deleted"
+                @if let Some(job) = deletion {
+                    ": " (job.state.name()) ", step " (job.step_name)
+                    @if let Some(e) = &job.last_error { " (retrying: " (e) ")" }
+                }
+                ". Its keys no longer work."
+            }
+        };
+    }
+    if !viewer.user.role.manages_plans() {
+        return html! {};
+    }
+    let id = format!("confirm-{}", app.id);
+    html! {
+        details.inline {
+            summary { "Delete app" }
+            form method="post" action=(format!("/dashboard/apps/{}/delete", app.id)) {
+                (csrf_field(&viewer.session.csrf))
+                p.hint { "Deletes the app, its keys, contacts, ideas, surveys, profiles, traffic and lake files. It cannot be undone." }
+                (field_with_id(&id, html! { "Type " strong { (app.name) } " to confirm" }, "confirm", "text", "", &[]))
+                button.button.danger-button type="submit" { "Delete app" }
+            }
+        }
+    }
 }
