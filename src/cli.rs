@@ -1,4 +1,4 @@
-//! `tributary apps ...` and `tributary keys ...`: the admin API from the command line.
+//! `tributary apps ...`, `keys ...` and `fleet ...`: the admin API from the command line.
 
 use std::path::PathBuf;
 
@@ -241,6 +241,50 @@ pub async fn keys(target: &Target, cmd: KeysCommand) -> Result<(), String> {
             )
             .await?
         }
+    };
+    print(&out);
+    Ok(())
+}
+
+#[derive(Debug, Subcommand)]
+pub enum FleetCommand {
+    /// The tokens edges present to this control node.
+    #[command(subcommand)]
+    Token(TokenCommand),
+    /// The edges this control node has heard from, with their state.
+    Nodes,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Create a fleet token; prints it (shown once). Give it to an edge as
+    /// TRIBUTARY__FLEET__TOKEN.
+    Create {
+        /// A name to know it by (e.g. the edges' region).
+        #[arg(long, default_value = "edge")]
+        name: String,
+    },
+    /// List the fleet tokens (never their secrets).
+    List,
+    /// Revoke a fleet token: edges presenting it are refused from their next sync.
+    Revoke { token_id: String },
+}
+
+pub async fn fleet(target: &Target, cmd: FleetCommand) -> Result<(), String> {
+    use reqwest::Method;
+    let out = match cmd {
+        FleetCommand::Token(TokenCommand::Create { name }) => {
+            let body = json!({ "name": name });
+            call(target, Method::POST, "/fleet/tokens", Some(body)).await?
+        }
+        FleetCommand::Token(TokenCommand::List) => {
+            call(target, Method::GET, "/fleet/tokens", None).await?
+        }
+        FleetCommand::Token(TokenCommand::Revoke { token_id }) => {
+            let path = format!("/fleet/tokens/{token_id}");
+            call(target, Method::DELETE, &path, None).await?
+        }
+        FleetCommand::Nodes => call(target, Method::GET, "/fleet/nodes", None).await?,
     };
     print(&out);
     Ok(())

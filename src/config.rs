@@ -16,6 +16,7 @@ pub struct Settings {
     pub lake: LakeSettings,
     pub retention: RetentionSettings,
     pub privacy: PrivacySettings,
+    pub fleet: FleetSettings,
     pub plans: Plans,
     /// The admin API's bearer token: `TRIBUTARY_ADMIN_TOKEN`; when unset, one is generated at
     /// first start and kept in the data dir.
@@ -329,6 +330,36 @@ pub struct PrivacySettings {
     pub suppress_days: u32,
 }
 
+/// What this process is in a fleet (`fleet/`): the all-in-one server (also the control node of
+/// any edges), or an edge collector that syncs with a control node.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    #[default]
+    All,
+    Edge,
+}
+
+/// The fleet (`[fleet]`): an edge's control node and how often it syncs with it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct FleetSettings {
+    pub role: Role,
+    /// The control node's base URL (an edge only), e.g. `http://10.0.0.1:8080`.
+    pub control_url: String,
+    /// The fleet token created on the control node (an edge only).
+    pub token: Secret,
+    /// How often an edge pulls the registry and sends its heartbeat and outbox.
+    pub sync_interval_ms: u64,
+    /// How long an edge waits for one answer of the control node.
+    pub control_timeout_ms: u64,
+}
+
+impl FleetSettings {
+    pub fn is_edge(&self) -> bool {
+        self.role == Role::Edge
+    }
+}
+
 /// How long a plan keeps each kind of data, in days (`plans.<plan>.retention`); 0 or absent:
 /// for ever.
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
@@ -417,6 +448,11 @@ pub enum ConfigError {
          must differ"
     )]
     SamePaths(String),
+    #[error(
+        "configuration: fleet.role = \"edge\" needs fleet.control_url and fleet.token (a fleet \
+         token created on the control node: `tributary fleet token create`)"
+    )]
+    EdgeWithoutControl,
 }
 
 impl Settings {
@@ -447,11 +483,16 @@ impl Settings {
         Ok(settings)
     }
 
-    fn check(&self) -> Result<(), ConfigError> {
+    /// Checks what the types cannot (also after the command line's flags are applied).
+    pub fn check(&self) -> Result<(), ConfigError> {
         for &plan in Plan::ALL {
             if self.plans.get(plan).requests_per_minute == 0 {
                 return Err(ConfigError::ZeroRate(plan.name()));
             }
+        }
+        if self.fleet.is_edge() && (self.fleet.control_url.is_empty() || self.fleet.token.is_empty())
+        {
+            return Err(ConfigError::EdgeWithoutControl);
         }
         self.collector.check_paths()
     }

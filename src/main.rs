@@ -31,6 +31,26 @@ enum Command {
         /// A TOML file layered over the defaults.
         #[arg(long)]
         config: Option<PathBuf>,
+        /// `all` (default): the all-in-one server, also the control node of any edges.
+        /// `edge`: an edge collector (collect, the tracker, the survey widget, health and
+        /// metrics) that syncs with the control node at --control-url, with the fleet token
+        /// in TRIBUTARY__FLEET__TOKEN (create one with `tributary fleet token create`).
+        #[arg(long, value_parser = ["all", "edge"])]
+        role: Option<String>,
+        /// The control node's base URL (an edge), e.g. http://10.0.0.1:8080.
+        #[arg(long)]
+        control_url: Option<String>,
+        /// This node's name in lake file names and on the Fleet page (collector.node_id);
+        /// each node of a fleet needs its own.
+        #[arg(long)]
+        node_id: Option<String>,
+    },
+    /// The fleet's tokens, on a running control node (an edge presents one).
+    Fleet {
+        #[command(flatten)]
+        target: cli::Target,
+        #[command(subcommand)]
+        command: cli::FleetCommand,
     },
     /// Manage apps (tenants) through a running server's admin API.
     Apps {
@@ -90,6 +110,9 @@ fn main() -> std::process::ExitCode {
             bind,
             data_dir,
             config,
+            role,
+            control_url,
+            node_id,
         } => {
             let mut settings = match Settings::load(config.as_deref()) {
                 Ok(s) => s,
@@ -103,6 +126,22 @@ fn main() -> std::process::ExitCode {
             }
             if let Some(d) = data_dir {
                 settings.storage.data_dir = d;
+            }
+            if let Some(r) = role {
+                settings.fleet.role = match r.as_str() {
+                    "edge" => tributary::config::Role::Edge,
+                    _ => tributary::config::Role::All,
+                };
+            }
+            if let Some(u) = control_url {
+                settings.fleet.control_url = u;
+            }
+            if let Some(n) = node_id {
+                settings.collector.node_id = n;
+            }
+            if let Err(e) = settings.check() {
+                eprintln!("error: {e}");
+                return std::process::ExitCode::from(2);
             }
             let result = actix_web::rt::System::new().block_on(async move {
                 let clock = std::sync::Arc::new(tributary::clock::SystemClock);
@@ -120,6 +159,7 @@ fn main() -> std::process::ExitCode {
         }
         Command::Apps { target, command } => run_client(cli::apps(&target, command)),
         Command::Keys { target, command } => run_client(cli::keys(&target, command)),
+        Command::Fleet { target, command } => run_client(cli::fleet(&target, command)),
         Command::Admin {
             command: AdminCommand::Create(args),
         } => match cli::admin_create(&args) {
