@@ -172,6 +172,7 @@ pub const RESERVED_PREFIXES: &[&str] = &[
     "admin",
     "api",
     "dashboard",
+    "fleet",
     "healthz",
     "metrics",
     "openapi.json",
@@ -490,7 +491,8 @@ impl Settings {
                 return Err(ConfigError::ZeroRate(plan.name()));
             }
         }
-        if self.fleet.is_edge() && (self.fleet.control_url.is_empty() || self.fleet.token.is_empty())
+        if self.fleet.is_edge()
+            && (self.fleet.control_url.is_empty() || self.fleet.token.is_empty())
         {
             return Err(ConfigError::EdgeWithoutControl);
         }

@@ -14,6 +14,7 @@ pub mod csv;
 pub mod dashboard;
 pub mod deletion;
 pub mod fields;
+pub mod fleet;
 pub mod ideas;
 pub mod ids;
 pub mod jobs;

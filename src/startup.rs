@@ -59,6 +59,8 @@ pub struct Application {
     jobs: tokio::task::JoinHandle<()>,
     key_uses: tokio::task::JoinHandle<()>,
     access: web::Data<Access>,
+    /// An edge's sync loops (`fleet/edge.rs`); none on the all-in-one server.
+    fleet: Vec<tokio::task::JoinHandle<()>>,
 }
 
 const ADMIN_TOKEN_FILE: &str = "admin_token";
@@ -136,6 +138,7 @@ fn admin_token_source(configured: Option<&Secret>, data_dir: &Path) -> Result<Se
          (name = "surveys", description = "Surveys: public reads (X-API-Key) and the admin API (Authorization: Bearer <admin token>)"),
          (name = "privacy", description = "Erasure of a person: a durable job, and their ids refused at ingest (X-API-Key, privacy:erase)"),
          (name = "admin", description = "Apps and keys (Authorization: Bearer <admin token>)"),
+         (name = "fleet", description = "The fleet: tokens for edge collectors and what they report (Authorization: Bearer <admin token>)"),
          (name = "service", description = "Health and API description"))
 )]
 struct ApiDoc;
@@ -203,6 +206,7 @@ where
             scope::scope("/admin/v1")
                 .configure(crate::tenants::configure)
                 .configure(crate::deletion::http::configure)
+                .configure(crate::fleet::control::configure_admin)
                 .configure(crate::boards::configure_admin)
                 .configure(crate::surveys::configure_admin),
         )
@@ -504,6 +508,29 @@ fn open_store(settings: &Settings) -> Result<(Store, StoreThreads), StartError> 
     )?)
 }
 
+/// The collector, its writers checking each event at commit against `access` (`AccessGate`).
+fn start_collector(
+    settings: &Settings,
+    store: &Store,
+    lake: &Arc<dyn object_store::ObjectStore>,
+    clock: &Arc<dyn Clock>,
+    access: &web::Data<Access>,
+) -> Result<web::Data<Collector>, StartError> {
+    let gate = Arc::new(AccessGate(access.clone().into_inner()));
+    let collector = Collector::start(settings, store.db(), lake.clone(), clock.clone(), gate)?;
+    Ok(web::Data::new(collector))
+}
+
+/// The listener on `server.bind` and the address it got (port 0: a free one).
+fn bind(server: &ServerSettings) -> Result<(TcpListener, std::net::SocketAddr), StartError> {
+    let listener = TcpListener::bind(&server.bind).map_err(|cause| StartError::Bind {
+        addr: server.bind.clone(),
+        cause,
+    })?;
+    let addr = listener.local_addr().map_err(StartError::Server)?;
+    Ok((listener, addr))
+}
+
 impl Application {
     /// Opens the store and binds the listener; the server does not run until `run_until_stopped`.
     /// `clock` is every "now" of the server (the binary passes `SystemClock`).
@@ -521,25 +548,13 @@ impl Application {
         let lake = crate::collector::lake::open(&settings.lake, &data_dir.join("lake"))
             .map_err(crate::collector::CollectorError::from)?;
         let access = access(&store, &settings, &clock, registry, admin_token)?;
-        let gate = Arc::new(AccessGate(access.clone().into_inner()));
-        let collector = web::Data::new(Collector::start(
-            &settings,
-            store.db(),
-            lake.clone(),
-            clock.clone(),
-            gate,
-        )?);
+        let collector = start_collector(&settings, &store, &lake, &clock, &access)?;
         let retention = spawn_retention(&settings, &store, lake.clone(), &clock, &collector);
         let erasure = erasure_work(&settings, &store, lake.clone(), &collector, &access, &clock);
         let (jobs, job_runner) = start_jobs(
             &settings, &store, &clock, lake, &collector, &access, erasure,
         );
-        let listener =
-            TcpListener::bind(&settings.server.bind).map_err(|cause| StartError::Bind {
-                addr: settings.server.bind.clone(),
-                cause,
-            })?;
-        let addr = listener.local_addr().map_err(StartError::Server)?;
+        let (listener, addr) = bind(&settings.server)?;
         let limits = ConnectionLimits::of(&settings.server);
         let workers = limits.workers;
         tracing::info!(addr = %addr, data_dir = %data_dir.display(), workers, "tributary listening");
@@ -549,6 +564,8 @@ impl Application {
             clock: clock.clone(),
         });
         let key_uses = spawn_key_uses(store.clone(), access.clone());
+        let parts = crate::fleet::start(&state.settings, &store, &access, &collector)?;
+        let (fleet_tokens, registry_cache, edge) = (parts.tokens, parts.cache, parts.edge);
         let dashboard = web::Data::new(crate::dashboard::Dashboard::default());
         sweep_dashboard_sessions(&store, clock.now())?;
         let doc = Arc::new(openapi());
@@ -568,16 +585,24 @@ impl Application {
                 .app_data(allowed.clone())
                 .app_data(dashboard.clone())
                 .app_data(tracker.clone())
+                .app_data(fleet_tokens.clone())
+                .app_data(registry_cache.clone())
                 .app_data(web::QueryConfig::default().error_handler(api::query_error))
                 .app_data(web::PathConfig::default().error_handler(api::path_error))
                 .app_data(web::JsonConfig::default().error_handler(api::json_error))
                 .app_data(web::PayloadConfig::new(16 * 1024 * 1024));
+            let app = match &edge {
+                Some(edge) => app.app_data(edge.clone()),
+                None => app,
+            };
             let (app, _) = services(app).split_for_parts();
             // The dashboard's HTML pages are not part of the API: outside `services`, so the
             // OpenAPI document (and schemathesis) never lists them.
             let paths = &state.settings.collector;
             app.configure(|cfg| operator_paths(cfg, paths))
                 .configure(crate::dashboard::configure)
+                .configure(crate::fleet::control::configure_internal)
+                .wrap(from_fn(crate::fleet::edge::filter))
                 .wrap(from_fn(api::deadline::body_deadline))
                 .wrap(from_fn(api::request_context))
                 .route(
@@ -609,6 +634,7 @@ impl Application {
             jobs: job_runner,
             key_uses,
             access: kept_access,
+            fleet: parts.tasks,
         })
     }
 
@@ -635,9 +661,13 @@ impl Application {
             jobs,
             key_uses,
             access,
+            fleet,
             ..
         } = self;
         let result = server.await.map_err(StartError::Server);
+        for task in fleet {
+            task.abort();
+        }
         // A job stopped mid-step resumes from its saved cursor at the next start.
         for task in [sweeper, retention, jobs] {
             task.abort();

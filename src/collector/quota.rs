@@ -14,8 +14,10 @@
 //!
 //! The hot path costs a read lock, a hash lookup and a compare-and-swap; the first batch of an
 //! app-month waits for one store read (concurrent first batches wait for the same read). The
-//! counter is per process: several collectors behind one plan each count their own events
-//! against the whole limit, and the sled count they add to is their sum.
+//! counter is per process; in a fleet (`fleet/`) each app-month also holds `others`, the count
+//! of every other node as the control node last reported it (`set_others`, at each sync), and
+//! a reservation fits `used + others` under the limit. So the fleet can overshoot the limit by
+//! at most what the other nodes accept between two syncs: edges x sync interval x rate.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -27,6 +29,8 @@ use std::sync::{Arc, RwLock};
 struct Slot {
     seeded: tokio::sync::OnceCell<()>,
     used: AtomicU64,
+    /// The other nodes' count of the fleet (0 on a single node).
+    others: AtomicU64,
 }
 
 /// Every app-month's counter in memory, by month then app (looked up without allocating).
@@ -107,7 +111,8 @@ impl Quotas {
                 Ok(())
             })
             .await?;
-        let limit = limit.unwrap_or(u64::MAX);
+        let others = slot.others.load(Ordering::Acquire);
+        let limit = limit.unwrap_or(u64::MAX).saturating_sub(others);
         let mut granted = 0;
         let before = slot
             .used
@@ -115,12 +120,26 @@ impl Quotas {
                 granted = limit.saturating_sub(used).min(n as u64);
                 (granted > 0).then_some(used + granted)
             })
-            .unwrap_or_else(|used| used);
+            .unwrap_or_else(|used| used)
+            + others;
         Ok(Reservation {
             slot,
             granted,
             before,
         })
+    }
+
+    /// Sets the count of `app`'s `month` on the fleet's other nodes (from the control node).
+    pub fn set_others(&self, app: &str, month: &str, count: u64) {
+        self.slot(app, month).others.store(count, Ordering::Release);
+    }
+
+    /// The other nodes' count of an app-month (0 when none was reported).
+    pub fn others(&self, app: &str, month: &str) -> u64 {
+        let read = self.slots.read().unwrap_or_else(|e| e.into_inner());
+        read.get(month)
+            .and_then(|apps| apps.get(app))
+            .map_or(0, |s| s.others.load(Ordering::Acquire))
     }
 
     /// Forgets every month's counter of `app` (its deletion).
@@ -208,5 +227,16 @@ mod tests {
             .unwrap();
         assert_eq!(unlimited.granted(), 1000);
         assert_eq!(q.used("app", "2026-12"), Some(1004));
+    }
+
+    #[tokio::test]
+    async fn the_other_nodes_count_takes_its_share_of_the_limit() {
+        let q = Quotas::default();
+        q.set_others("app", "2026-11", 4);
+        // Limit 10, 3 seeded here, 4 elsewhere: 3 left.
+        assert_eq!(reserve(&q, "2026-11", 10, 5).await.granted(), 3);
+        assert_eq!(q.others("app", "2026-11"), 4);
+        q.set_others("app", "2026-11", 9);
+        assert_eq!(reserve(&q, "2026-11", 10, 5).await.granted(), 0);
     }
 }

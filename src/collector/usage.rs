@@ -52,6 +52,23 @@ pub fn add_events(db: &sled::Db, events: &[Event]) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Every app's count of the given months: (app, month, events).
+pub fn all_of(db: &sled::Db, months: &[String]) -> Result<Vec<(String, String, u64)>, StoreError> {
+    let mut out = Vec::new();
+    for kv in db.open_tree(TREE)?.iter() {
+        let (k, v) = kv?;
+        let Some(at) = k.iter().position(|b| *b == 0) else {
+            continue;
+        };
+        let month = String::from_utf8_lossy(&k[at + 1..]).into_owned();
+        if months.contains(&month) {
+            let app = String::from_utf8_lossy(&k[..at]).into_owned();
+            out.push((app, month, read(Some(&v))));
+        }
+    }
+    Ok(out)
+}
+
 pub fn get(db: &sled::Db, app: &str, month: &str) -> Result<u64, StoreError> {
     Ok(read(db.open_tree(TREE)?.get(key(app, month))?.as_deref()))
 }

@@ -177,7 +177,7 @@ impl FromRequest for Principal {
 
 /// The token of an `Authorization: Bearer <token>` value. The scheme is case-insensitive
 /// (RFC 7235 §2.1: `bearer`, `BEARER` work too) and may be followed by several spaces.
-fn bearer_token(value: &str) -> Option<&str> {
+pub fn bearer_token(value: &str) -> Option<&str> {
     let (scheme, token) = value.trim_start().split_once(' ')?;
     let token = token.trim();
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)

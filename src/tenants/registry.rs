@@ -58,6 +58,17 @@ impl Registry {
         Ok(reg)
     }
 
+    /// Sets every app and key to what sled holds now (an edge, after its registry came from
+    /// the control node): apps and keys no longer in sled are dropped.
+    pub fn reload_all(&self, db: &sled::Db) -> Result<(), StoreError> {
+        let fresh = Registry::load(db, self.clock.clone())?;
+        let plans = std::mem::take(&mut *fresh.plans.write().expect("registry lock"));
+        let keys = std::mem::take(&mut *fresh.keys.write().expect("registry lock"));
+        *self.plans.write().expect("registry lock") = plans;
+        *self.keys.write().expect("registry lock") = keys;
+        Ok(())
+    }
+
     /// Adds or updates an app; an app being deleted is left out, so none of its keys
     /// authenticates any more.
     pub fn set_app(&self, app: &App) {

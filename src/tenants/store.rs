@@ -9,8 +9,8 @@ use crate::ids::Timestamp;
 use crate::storage::cursor::{self, Page, Walk};
 use crate::storage::{decode, encode, StoreError};
 
-const APPS: &str = "apps";
-const KEYS: &str = "keys";
+pub const APPS: &str = "apps";
+pub const KEYS: &str = "keys";
 const APP_KEYS: &str = "app_keys";
 /// `keyId -> µs since the epoch (u64 big endian)`: when each key last authenticated, written
 /// from the registry's memory every half minute and at shutdown.

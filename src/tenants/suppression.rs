@@ -143,6 +143,15 @@ impl Suppressions {
         })
     }
 
+    /// Sets the list in memory to what sled holds now (an edge, after its registry came from
+    /// the control node).
+    pub fn reload(&self, db: &sled::Db, now: Timestamp) -> Result<(), StoreError> {
+        let fresh = Suppressions::load(db, now)?;
+        let list = fresh.list.into_inner().unwrap_or_else(|p| p.into_inner());
+        *self.list.write().unwrap_or_else(|p| p.into_inner()) = list;
+        Ok(())
+    }
+
     /// Suppresses `ids` of `app` until `until` (`None`: for ever): written to sled (flushed),
     /// then to memory. An id already suppressed gets the later of the two ends. Answers the
     /// list's new version.
