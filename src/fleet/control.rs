@@ -25,7 +25,8 @@ pub fn configure_admin(cfg: &mut ServiceConfig) {
     cfg.service(create_token)
         .service(list_tokens)
         .service(revoke_token)
-        .service(list_nodes);
+        .service(list_nodes)
+        .service(fleet_usage);
 }
 
 /// The edges' routes, under `/fleet/v1` (undocumented: only edges call them).
@@ -143,6 +144,49 @@ async fn list_nodes(
 ) -> Result<HttpResponse, ApiError> {
     let views = state.store.run(move |db| node_views(db, &cache)).await?;
     Ok(api::ok(&views))
+}
+
+/// The month `?month=YYYY-MM` asks for (default: the current one).
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+struct UsageQuery {
+    /// `YYYY-MM` (UTC); default: this month.
+    month: Option<String>,
+}
+
+/// Events per app and month across the fleet (this node and every edge's last report), with
+/// each node's share: what the plans' `events_per_month` is checked against.
+#[utoipa::path(
+    tag = "fleet", security(("admin_token" = [])),
+    params(UsageQuery),
+    responses((status = 200, body = Vec<nodes::FleetUsage>), (status = 400))
+)]
+#[get("/fleet/usage")]
+async fn fleet_usage(
+    _: Admin,
+    state: web::Data<AppState>,
+    query: web::Query<UsageQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let month = match &query.month {
+        Some(m) if is_month(m) => m.clone(),
+        Some(_) => return Err(ApiError::field("month", "must be a month as YYYY-MM")),
+        None => nodes::months(state.now()).pop().unwrap_or_default(),
+    };
+    let own = state.settings.collector.node_id.clone();
+    let list = state
+        .store
+        .run(move |db| nodes::fleet_usage(db, &own, &[month]))
+        .await?;
+    Ok(api::ok(&list))
+}
+
+/// `YYYY-MM` with a month from 01 to 12.
+fn is_month(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() == 7
+        && b[4] == b'-'
+        && b[..4].iter().chain(&b[5..]).all(u8::is_ascii_digit)
+        && matches!(s[5..].parse::<u8>(), Ok(1..=12))
 }
 
 /// Every edge's view, against the registry version of now.

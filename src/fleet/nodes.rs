@@ -125,6 +125,52 @@ pub fn edges_usage(
     Ok(sum)
 }
 
+/// One app-month's events across the fleet, and each node's share.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FleetUsage {
+    pub app_id: String,
+    pub month: String,
+    /// Every node's events together: what the plan's `events_per_month` is checked against.
+    pub events: u64,
+    /// Per node id (this control node under its own `collector.node_id`).
+    #[schema(value_type = Object)]
+    pub by_node: BTreeMap<String, u64>,
+}
+
+/// The fleet's usage of `months`: this node's own count (as `own_node`) and every edge's last
+/// report, per app-month.
+pub fn fleet_usage(
+    db: &sled::Db,
+    own_node: &str,
+    months: &[String],
+) -> Result<Vec<FleetUsage>, StoreError> {
+    let mut out: BTreeMap<(String, String), BTreeMap<String, u64>> = BTreeMap::new();
+    for (app, month, n) in crate::collector::usage::all_of(db, months)? {
+        out.entry((app, month))
+            .or_default()
+            .insert(own_node.to_owned(), n);
+    }
+    for r in all(db)? {
+        for u in r.heartbeat.usage {
+            if months.contains(&u.month) {
+                out.entry((u.app_id, u.month))
+                    .or_default()
+                    .insert(r.heartbeat.node_id.clone(), u.events);
+            }
+        }
+    }
+    Ok(out
+        .into_iter()
+        .map(|((app_id, month), by_node)| FleetUsage {
+            app_id,
+            month,
+            events: by_node.values().sum(),
+            by_node,
+        })
+        .collect())
+}
+
 /// What `node` must add to its own count, per app-month of `months`: the control node's own
 /// count and every other edge's.
 pub fn others_of(db: &sled::Db, node: &str, months: &[String]) -> Result<Vec<Usage>, StoreError> {
