@@ -135,7 +135,7 @@ impl AppDeletion {
     }
 
     async fn settle(&self, app: &str) -> Result<StepOutcome, JobError> {
-        settle(&self.collector, app).await?;
+        settle(&self.store, &self.collector, app).await?;
         Ok(StepOutcome::Done)
     }
 
@@ -203,7 +203,7 @@ impl AppDeletion {
     /// app.
     async fn finish(&self, job: &Job, cursor: &mut Cursor) -> Result<StepOutcome, JobError> {
         let app = job.app_id.as_str();
-        settle(&self.collector, app).await?;
+        settle(&self.store, &self.collector, app).await?;
         loop {
             let mut again = Cursor::default();
             if self.sled(app, &mut again).await? == StepOutcome::Done {
@@ -255,10 +255,14 @@ fn merge(cursor: &mut Cursor, piece: Cursor) {
     }
 }
 
-/// Waits until every event of `app` committed so far is in the lake (retried while it is away).
-async fn settle(collector: &Collector, app: &str) -> Result<(), JobError> {
+/// Waits until every event of `app` committed so far, here and on every edge of the fleet, is
+/// in the lake (retried while it is away).
+async fn settle(store: &Store, collector: &Collector, app: &str) -> Result<(), JobError> {
     collector
         .settle(app)
+        .await
+        .map_err(|e| JobError::Retry(format!("settle: {e}")))?;
+    crate::fleet::settle::fleet(store, app, &*collector.clock)
         .await
         .map_err(|e| JobError::Retry(format!("settle: {e}")))
 }

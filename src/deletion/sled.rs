@@ -19,7 +19,7 @@ enum Shape {
 }
 
 /// Every tree that holds records of an app under its prefix, with its shape.
-const TREES: [(&str, Shape); 12] = [
+const TREES: [(&str, Shape); 13] = [
     (crate::contacts::store::TREE, Shape::Tagged),
     (crate::boards::store::TREE, Shape::Tagged),
     (crate::surveys::store::TREE, Shape::Tagged),
@@ -32,6 +32,7 @@ const TREES: [(&str, Shape); 12] = [
     (crate::collector::quarantine::TREE, Shape::Leading),
     (crate::storage::idempotency::TREE, Shape::Leading),
     (crate::storage::idempotency::HOLDS, Shape::Leading),
+    (crate::fleet::settle::TREE, Shape::Leading),
 ];
 
 /// The places of `app`'s records: (tree, key prefix), in a fixed order (a job's token is an

@@ -18,7 +18,7 @@ use actix_web::{web, HttpResponse};
 
 use super::control::HeartbeatAnswer;
 use super::nodes::{self, Heartbeat, Usage};
-use super::snapshot;
+use super::{settle, snapshot};
 use crate::collector::Collector;
 use crate::config::Settings;
 use crate::storage::Store;
@@ -55,6 +55,8 @@ pub struct Edge {
     collector: web::Data<Collector>,
     /// The operator's paths of the tracker and the collector (served beside the defaults).
     aliases: Arc<Vec<String>>,
+    /// Apps being settled for the control node now (`settle.rs`).
+    settling: Arc<Mutex<std::collections::HashSet<String>>>,
     pub link: Arc<LinkState>,
 }
 
@@ -110,6 +112,7 @@ impl Edge {
                 .map(str::to_owned)
                 .collect(),
             ),
+            settling: Arc::default(),
             link,
         }
     }
@@ -188,7 +191,7 @@ impl Edge {
     async fn heartbeat_body(&self, previous: &mut (u64, i64)) -> Result<Heartbeat, SyncError> {
         let now = self.collector.clock.now();
         let months = nodes::months(now);
-        let usage = self
+        let (usage, settled) = self
             .store
             .run(move |db| {
                 let mut out = Vec::new();
@@ -199,7 +202,7 @@ impl Edge {
                         events,
                     });
                 }
-                Ok(out)
+                Ok((out, settle::reported(db)?))
             })
             .await?;
         let accepted: u64 = self
@@ -234,7 +237,42 @@ impl Edge {
                 .unwrap_or_else(|e| e.into_inner())
                 .clone(),
             usage,
+            settled,
         })
+    }
+
+    /// Settles each app the control node asked for and this edge has not settled yet, each in
+    /// its own task (`settle.rs`); the heartbeat reports it once done.
+    async fn settle_requests(&self) -> Result<(), SyncError> {
+        for (app, seq) in self.store.run(settle::pending).await? {
+            let mut settling = self.settling.lock().unwrap_or_else(|e| e.into_inner());
+            if !settling.insert(app.clone()) {
+                continue;
+            }
+            drop(settling);
+            let edge = self.clone();
+            tokio::spawn(async move {
+                match edge.collector.settle(&app).await {
+                    Ok(()) => {
+                        let a = app.clone();
+                        match edge.store.run(move |db| settle::done(db, &a, seq)).await {
+                            Ok(()) => {
+                                tracing::info!(app = %app, seq, "fleet: app settled for the control node")
+                            }
+                            Err(e) => {
+                                tracing::warn!(app = %app, error = %e, "fleet: settle not recorded")
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(app = %app, error = %e, "fleet: app not settled yet; retried at the next sync")
+                    }
+                }
+                let mut settling = edge.settling.lock().unwrap_or_else(|e| e.into_inner());
+                settling.remove(&app);
+            });
+        }
+        Ok(())
     }
 
     /// Sends the heartbeat; sets the other nodes' usage on the quotas.
@@ -268,6 +306,9 @@ impl Edge {
                 loop {
                     let ok = registry.pull_registry().await;
                     registry.report("registry", ok.map(|_| ()));
+                    if let Err(e) = registry.settle_requests().await {
+                        tracing::warn!(error = %e, "fleet: settle requests not read");
+                    }
                     tokio::time::sleep(registry.every).await;
                 }
             }),

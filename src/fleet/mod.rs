@@ -10,6 +10,7 @@
 pub mod control;
 pub mod edge;
 pub mod nodes;
+pub mod settle;
 pub mod snapshot;
 pub mod token;
 

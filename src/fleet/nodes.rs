@@ -46,6 +46,9 @@ pub struct Heartbeat {
     pub registry_version: Option<String>,
     /// Its events of the current and previous month, per app (absolute counts).
     pub usage: Vec<Usage>,
+    /// The apps it settled and up to which request (`settle.rs`).
+    #[serde(default)]
+    pub settled: Vec<super::settle::Settled>,
 }
 
 /// A node as the control node keeps it.
@@ -218,6 +221,7 @@ mod tests {
             uplink_items: 0,
             uplink_lag_seconds: 0.0,
             registry_version: None,
+            settled: vec![],
             usage: usage
                 .iter()
                 .map(|(a, m, n)| Usage {

@@ -1,8 +1,8 @@
 //! The registry going down to the edges: what collection and the survey widget need, as the
 //! control node's sled holds it. Apps (with their plan and a deletion in progress), integration
 //! keys (ids and SHA-256 hashes, never secrets; revoked ones left out), survey records (their
-//! targeting and state; responses stay where they were given) and the erased persons' ids
-//! (fingerprints). The control node builds it at most once per `CACHE_FOR`, whatever the number
+//! targeting and state; responses stay where they were given), the erased persons' ids
+//! (fingerprints) and the apps to settle (`settle.rs`). The control node builds it at most once per `CACHE_FOR`, whatever the number
 //! of edges, and names it by the SHA-256 of its bytes: an edge that holds that version gets
 //! 304 and no body. An edge writes it into its own sled (one transaction per tree, then the
 //! version), so it restarts and serves with the control node away.
@@ -41,6 +41,7 @@ const TREES: &[(&str, &[u8])] = &[
     (crate::tenants::store::KEYS, b""),
     (crate::surveys::store::TREE, b"s"),
     (crate::tenants::suppression::TREE, b""),
+    (super::settle::TREE, b""),
 ];
 
 fn b64() -> base64::engine::GeneralPurpose {

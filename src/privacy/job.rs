@@ -170,6 +170,10 @@ impl Erasure {
             .settle(&job.app_id)
             .await
             .map_err(|e| JobError::Retry(format!("settle: {e}")))?;
+        // The edges too: their suppressions came with the same registry as the request.
+        crate::fleet::settle::fleet(&self.store, &job.app_id, &*self.collector.clock)
+            .await
+            .map_err(|e| JobError::Retry(format!("settle: {e}")))?;
         Ok(StepOutcome::Done)
     }
 
