@@ -173,7 +173,16 @@ impl Edge {
                     },
                 })?;
                 access.registry.reload_all(db)?;
+                let before = access.suppressions.version();
                 access.suppressions.reload(db, now)?;
+                if access.suppressions.version() != before {
+                    for (app, list) in access.suppressions.all() {
+                        let gone = super::forget::suppressed(db, &app, &list, now.micros())?;
+                        if gone != (0, 0, 0, 0) {
+                            tracing::info!(app = %app, ?gone, "fleet: this edge's copies of erased persons forgotten (links, profiles, responses, refused events)");
+                        }
+                    }
+                }
                 Ok(changed)
             })
             .await?;

@@ -9,6 +9,7 @@
 
 pub mod control;
 pub mod edge;
+pub mod forget;
 pub mod nodes;
 pub mod settle;
 pub mod snapshot;

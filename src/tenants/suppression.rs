@@ -218,6 +218,15 @@ impl Suppressions {
         list.apps.get(app).filter(|l| !l.is_empty()).cloned()
     }
 
+    /// Every app's list (an edge forgetting its own copies of suppressed ids).
+    pub fn all(&self) -> Vec<(String, Arc<AppList>)> {
+        let list = self.list.read().unwrap_or_else(|p| p.into_inner());
+        list.apps
+            .iter()
+            .map(|(a, l)| (a.clone(), l.clone()))
+            .collect()
+    }
+
     /// The list's version (one more at every change; 0: never changed).
     pub fn version(&self) -> u64 {
         self.list.read().unwrap_or_else(|p| p.into_inner()).version
