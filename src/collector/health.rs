@@ -19,18 +19,20 @@ use crate::ids::Timestamp;
 crate::fields::names! {
     /// A part of the collector that can fail while the server keeps answering: `lake` (puts to
     /// the object store fail), `disk` (writes to the data dir fail: a full disk, an I/O error),
-    /// `backlog` (it reached `collector.max_backlog_mb`).
+    /// `backlog` (it reached `collector.max_backlog_mb`), `registry` (an edge that has no
+    /// registry from its control node yet: it knows no key, so it is not ready).
     pub Check {
         Lake = "lake",
         Disk = "disk",
         Backlog = "backlog",
+        Registry = "registry",
     }
 }
 
 /// Something failing, since when, and the last error.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct Problem {
-    /// `lake`, `disk`, `backlog` or `store`.
+    /// `lake`, `disk`, `backlog`, `registry` or `store`.
     pub check: &'static str,
     pub since: Timestamp,
     pub message: String,

@@ -19,6 +19,7 @@ use actix_web::{web, HttpResponse};
 use super::control::HeartbeatAnswer;
 use super::nodes::{self, Heartbeat, Usage};
 use super::{settle, snapshot};
+use crate::collector::health::Check;
 use crate::collector::Collector;
 use crate::config::Settings;
 use crate::storage::Store;
@@ -193,6 +194,9 @@ impl Edge {
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = Some(version);
         self.link.registry_changes.fetch_add(1, Ordering::Relaxed);
+        self.collector
+            .health
+            .recovered(Check::Registry, "registry", 0);
         Ok(true)
     }
 
