@@ -19,6 +19,7 @@ mod enrich;
 mod erasure;
 mod errors;
 mod events;
+mod fleet;
 mod helpers;
 mod ideas;
 mod lake;
