@@ -14,6 +14,7 @@ pub mod cursor;
 mod db;
 pub mod files;
 pub mod idempotency;
+pub mod queue;
 
 pub use db::{Db, Unavailable};
 
