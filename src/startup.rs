@@ -591,10 +591,7 @@ impl Application {
                 .app_data(web::PathConfig::default().error_handler(api::path_error))
                 .app_data(web::JsonConfig::default().error_handler(api::json_error))
                 .app_data(web::PayloadConfig::new(16 * 1024 * 1024));
-            let app = match &edge {
-                Some(edge) => app.app_data(edge.clone()),
-                None => app,
-            };
+            let app = app.app_data(edge.clone());
             let (app, _) = services(app).split_for_parts();
             // The dashboard's HTML pages are not part of the API: outside `services`, so the
             // OpenAPI document (and schemathesis) never lists them.
@@ -602,7 +599,10 @@ impl Application {
             app.configure(|cfg| operator_paths(cfg, paths))
                 .configure(crate::dashboard::configure)
                 .configure(crate::fleet::control::configure_internal)
-                .wrap(from_fn(crate::fleet::edge::filter))
+                .wrap(actix_web::middleware::Condition::new(
+                    edge.is_some(),
+                    from_fn(crate::fleet::edge::filter),
+                ))
                 .wrap(from_fn(api::deadline::body_deadline))
                 .wrap(from_fn(api::request_context))
                 .route(

@@ -371,7 +371,8 @@ pub async fn filter(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
-    let Some(edge) = req.app_data::<web::Data<Edge>>().cloned() else {
+    // Registered as an `Option` (`None` on the all-in-one server, which skips this filter).
+    let Some(edge) = req.app_data::<Option<web::Data<Edge>>>().cloned().flatten() else {
         return next.call(req).await.map(|r| r.map_into_boxed_body());
     };
     let aliases: Vec<&str> = edge.aliases.iter().map(String::as_str).collect();

@@ -28,11 +28,7 @@ where
 /// A fleet token of `control` (the secret).
 async fn fleet_token(control: &TestApp) -> (String, String) {
     let a = control
-        .admin(
-            Method::POST,
-            "/fleet/tokens",
-            Some(json!({"name": "eu"})),
-        )
+        .admin(Method::POST, "/fleet/tokens", Some(json!({"name": "eu"})))
         .await;
     assert_eq!(a.status, 201, "{}", a.body);
     let token = a.data()["token"].as_str().unwrap().to_owned();
@@ -87,7 +83,9 @@ async fn an_edge_serves_collection_with_the_control_nodes_keys_and_nothing_else(
             .unwrap()
             .contains("control node"));
     }
-    let script = edge.client.get(format!("{}/sdk/v1/analytics.js", edge.base));
+    let script = edge
+        .client
+        .get(format!("{}/sdk/v1/analytics.js", edge.base));
     assert_eq!(script.send().await.unwrap().status(), 200);
     // A rotated integration key: the old one is refused by the edge within seconds.
     let rotated = control
@@ -112,12 +110,8 @@ async fn an_edge_serves_collection_with_the_control_nodes_keys_and_nothing_else(
     .await;
     // The control node knows the edge: current registry, its usage.
     within(10, "the edge listed with its usage", || async {
-        let nodes = control
-            .admin(Method::GET, "/fleet/nodes", None)
-            .await;
-        let usage = control
-            .admin(Method::GET, "/fleet/usage", None)
-            .await;
+        let nodes = control.admin(Method::GET, "/fleet/nodes", None).await;
+        let usage = control.admin(Method::GET, "/fleet/usage", None).await;
         let node = nodes
             .data()
             .as_array()
@@ -135,11 +129,7 @@ async fn an_edge_serves_collection_with_the_control_nodes_keys_and_nothing_else(
     .await;
     // The token revoked: the edge keeps collecting on its replica (and says so in its log).
     let a = control
-        .admin(
-            Method::DELETE,
-            &format!("/fleet/tokens/{token_id}"),
-            None,
-        )
+        .admin(Method::DELETE, &format!("/fleet/tokens/{token_id}"), None)
         .await;
     assert_eq!(a.status, 200, "{}", a.body);
     let refused = control
