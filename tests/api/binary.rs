@@ -46,14 +46,21 @@ pub fn start(data_dir: &Path) -> Server {
 
 /// `start` with more `TRIBUTARY__...` variables (later ones win).
 pub fn start_with(data_dir: &Path, env: &[(&str, &str)]) -> Server {
+    start_bound(data_dir, "127.0.0.1:0", &[], env)
+}
+
+/// `start_with` listening on `bind` (a fixed port, to restart a node where others call it),
+/// with more arguments of `serve` (e.g. `--role edge`).
+pub fn start_bound(data_dir: &Path, bind: &str, args: &[&str], env: &[(&str, &str)]) -> Server {
     let mut child = Command::new(env!("CARGO_BIN_EXE_tributary"))
         .args([
             "serve",
             "--bind",
-            "127.0.0.1:0",
+            bind,
             "--data-dir",
             data_dir.to_str().unwrap(),
         ])
+        .args(args)
         .env("TRIBUTARY_ADMIN_TOKEN", ADMIN_TOKEN)
         .env("TRIBUTARY__COLLECTOR__MAX_FILE_ROWS", "60")
         .env("TRIBUTARY__COLLECTOR__MAX_FILE_AGE_MS", "150")

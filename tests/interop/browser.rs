@@ -49,14 +49,14 @@ fn screenshot_dir() -> PathBuf {
 }
 
 #[derive(Default)]
-struct Manifest {
-    present: Vec<String>,
-    absent: Vec<String>,
+pub struct Manifest {
+    pub present: Vec<String>,
+    pub absent: Vec<String>,
     /// messageId -> column -> the value its lake row must hold.
-    rows: HashMap<String, serde_json::Map<String, Value>>,
+    pub rows: HashMap<String, serde_json::Map<String, Value>>,
 }
 
-fn read_manifest(path: &Path) -> Manifest {
+pub fn read_manifest(path: &Path) -> Manifest {
     let mut m = Manifest::default();
     let text = std::fs::read_to_string(path).unwrap_or_default();
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
@@ -83,7 +83,7 @@ fn read_manifest(path: &Path) -> Manifest {
 /// Runs one file of `tests/browser` with node's test runner against the server at
 /// `TRIBUTARY_BASE` (in `env`), with the admin token and the screenshot directory; fails with
 /// node's report when any of its tests fails.
-async fn node_test(file: &'static str, env: Vec<(&'static str, String)>) {
+pub async fn node_test(file: &'static str, env: Vec<(&'static str, String)>) {
     if let Some(what) = missing() {
         panic!("browser tests cannot run: {what}; run tests/run once (it installs chromium and tests/browser/node_modules)");
     }

@@ -108,8 +108,22 @@ fn body(spec: &Spec, visitors: &[String], client: usize, batch: u64) -> String {
     json!({"batch": events, "sentAt": now}).to_string()
 }
 
+/// How long a client of `Load::start_retrying` waits before sending a batch that got no
+/// answer again.
+const LOST_RETRY_AFTER: Duration = Duration::from_millis(200);
+
 impl Load {
     pub fn start(base: &str, key: &str, spec: Spec) -> Load {
+        Load::start_with(base, key, spec, false)
+    }
+
+    /// `start`, for a node that may be killed: a batch that gets no answer (refused, reset) is
+    /// sent again after `LOST_RETRY_AFTER`, as a tracker would, and is no violation.
+    pub fn start_retrying(base: &str, key: &str, spec: Spec) -> Load {
+        Load::start_with(base, key, spec, true)
+    }
+
+    fn start_with(base: &str, key: &str, spec: Spec, retry_lost: bool) -> Load {
         let stats = Arc::new(Mutex::new(Stats {
             began: Instant::now(),
             replies: Vec::new(),
@@ -140,6 +154,7 @@ impl Load {
                     visitors: visitors.clone(),
                     stats: stats.clone(),
                     stop: stop.clone(),
+                    retry_lost,
                 };
                 tokio::spawn(client.run(c))
             })
@@ -218,6 +233,8 @@ struct Client {
     visitors: Arc<Vec<String>>,
     stats: Arc<Mutex<Stats>>,
     stop: Arc<AtomicBool>,
+    /// A batch without an answer is sent again, not a violation (`Load::start_retrying`).
+    retry_lost: bool,
 }
 
 impl Client {
@@ -297,6 +314,10 @@ impl Client {
                 stats.violations.push(format!("{at}: {status} {body}"));
                 *pending = Some(b);
                 None
+            }
+            Err(_) if self.retry_lost => {
+                *pending = Some(b);
+                Some(LOST_RETRY_AFTER)
             }
             Err(e) => {
                 stats.violations.push(format!("{at}: no answer: {e}"));

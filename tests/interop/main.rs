@@ -21,6 +21,7 @@ mod erasure;
 #[path = "../api/events.rs"]
 mod events;
 mod faults;
+mod fleet;
 mod geo;
 #[path = "../api/helpers.rs"]
 mod helpers;

@@ -76,6 +76,14 @@ pub fn rollup_by_sql(lake_dir: &Path, app_id: &str) -> Value {
     lake_py(&["rollup".as_ref(), lake_dir.as_os_str(), app_id.as_ref()])
 }
 
+/// `rollup_by_sql` of each of `apps` over an S3 lake (fetched once), by app id.
+pub fn rollup_by_sql_s3(endpoint: &str, bucket: &str, apps: &[&str]) -> Map<String, Value> {
+    let mut args: Vec<&std::ffi::OsStr> =
+        vec!["rollup-s3".as_ref(), endpoint.as_ref(), bucket.as_ref()];
+    args.extend(apps.iter().map(std::ffi::OsStr::new));
+    lake_py(&args)
+}
+
 pub fn read_s3(endpoint: &str, bucket: &str) -> LakeView {
     run_reader(&["s3", endpoint, bucket])
 }

@@ -21,7 +21,7 @@ const ENV: [(&str, &str); 2] = [
 
 /// One visitor's events: some identify first, then one to four page views (40 paths, a
 /// skewed spread) and maybe a track event (8 names).
-fn visitor(rng: &mut Rng, app: &str, v: u64) -> Vec<Value> {
+pub fn visitor(rng: &mut Rng, app: &str, v: u64) -> Vec<Value> {
     let a = anon(&format!("{app}-{v}"));
     let mut out = Vec::new();
     let id = |k: &str| format!("msg_{app}_{v}_{k}");
@@ -43,7 +43,7 @@ fn visitor(rng: &mut Rng, app: &str, v: u64) -> Vec<Value> {
     out
 }
 
-async fn post(client: &reqwest::Client, url: String, auth: (&str, &str), body: Value) -> Value {
+pub async fn post(client: &reqwest::Client, url: String, auth: (&str, &str), body: Value) -> Value {
     let r = client
         .post(url)
         .header(auth.0, auth.1)
@@ -56,7 +56,7 @@ async fn post(client: &reqwest::Client, url: String, auth: (&str, &str), body: V
 }
 
 /// Sends the events of `visitors` in batches of about 100.
-async fn send(client: &reqwest::Client, s: &Server, ik: &str, events: Vec<Value>) {
+pub async fn send(client: &reqwest::Client, s: &Server, ik: &str, events: Vec<Value>) {
     for chunk in events.chunks(100) {
         let url = format!("{}/api/w/analytics/collect", s.base);
         let a = post(client, url, ("x-app-key", ik), batch(chunk.to_vec())).await;
@@ -65,7 +65,7 @@ async fn send(client: &reqwest::Client, s: &Server, ik: &str, events: Vec<Value>
 }
 
 /// The rollups of the key's app over the last day and the next hour.
-async fn traffic(client: &reqwest::Client, s: &Server, key: &str, interval: &str) -> Value {
+pub async fn traffic(client: &reqwest::Client, s: &Server, key: &str, interval: &str) -> Value {
     let now = chrono::Utc::now();
     let iso =
         |t: chrono::DateTime<chrono::Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
@@ -84,7 +84,7 @@ async fn traffic(client: &reqwest::Client, s: &Server, key: &str, interval: &str
     r.json::<Value>().await.unwrap()["data"].clone()
 }
 
-fn compare(ours: &Value, duck: &Value, what: &str) {
+pub fn compare(ours: &Value, duck: &Value, what: &str) {
     let series = ours["series"].as_array().unwrap();
     for t in ["page", "track", "identify", "group"] {
         let sum: u64 = series
@@ -152,7 +152,7 @@ const DEFAULT_FLUSH: [(&str, &str); 2] = [
 
 /// Creates an app on the enterprise plan and a key that reads its traffic: (id, integration
 /// key, key).
-async fn app_with_key(
+pub async fn app_with_key(
     client: &reqwest::Client,
     s: &Server,
     name: &str,

@@ -3,6 +3,8 @@
 
 usage: lake.py local <lake dir>
        lake.py rollup <lake dir> <app id>  (what the traffic rollups must show, by SQL)
+       lake.py rollup-s3 <endpoint> <bucket> <app id>...
+                                           (the same of each app, over an S3 lake: {app: ...})
        lake.py s3 <endpoint> <bucket>      (objects are fetched with boto3: DuckDB's httpfs
                                             extension cannot be downloaded on this machine)
        lake.py s3-ids <endpoint> <bucket>  (only the files and every row's message_id, for
@@ -42,6 +44,19 @@ def fetch_s3(endpoint, bucket, into):
 def rollup(root, app_id):
     """Counts per type, exact distinct visitors and identified visitors, top 10 pages and
     events of one app, over the whole lake."""
+    print(json.dumps(rollup_of(root, app_id)))
+
+
+def rollup_s3(endpoint, bucket, apps):
+    """`rollup` of each app over an S3 lake, fetched once: {app id: figures}."""
+    with tempfile.TemporaryDirectory() as root:
+        fetch_s3(endpoint, bucket, root)
+        print(json.dumps({app: rollup_of(root, app) for app in apps}))
+
+
+def rollup_of(root, app_id):
+    if not any(n.endswith(".parquet") for _, _, names in os.walk(root) for n in names):
+        return {"byType": {}, "events": 0, "visitors": 0, "identifiedVisitors": 0, "topPages": [], "topEvents": []}
     con = duckdb.connect()
     src = f"read_parquet('{root}/events/**/*.parquet', hive_partitioning=true, union_by_name=true)"
     rows = f"(select * from {src} where app_id = $app)"
@@ -57,10 +72,10 @@ def rollup(root, app_id):
             f"group by {col} order by n desc, {col} limit 10"
         )
     ]
-    print(json.dumps({
+    return {
         "byType": by_type, "events": sum(by_type.values()), "visitors": visitors,
         "identifiedVisitors": identified, "topPages": top("page_path", "page"), "topEvents": top("event", "track"),
-    }))
+    }
 
 
 def s3_ids(endpoint, bucket):
@@ -116,6 +131,8 @@ def main():
         return watch(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:])
     if mode == "rollup":
         return rollup(sys.argv[2], sys.argv[3])
+    if mode == "rollup-s3":
+        return rollup_s3(sys.argv[2], sys.argv[3], sys.argv[4:])
     if mode == "s3-ids":
         return s3_ids(sys.argv[2], sys.argv[3])
     tmp = None
