@@ -296,6 +296,35 @@ impl Fleet {
     }
 }
 
+/// Polls `probe` every 100 ms until it gives `want`; fails after `within` with the last value it
+/// gave. Returns how long it took.
+async fn until_eq<T: PartialEq + std::fmt::Debug>(
+    what: &str,
+    want: T,
+    within: Duration,
+    mut probe: impl AsyncFnMut() -> T,
+) -> Duration {
+    let start = Instant::now();
+    loop {
+        let got = probe().await;
+        if got == want {
+            return start.elapsed();
+        }
+        assert!(
+            start.elapsed() < within,
+            "{what}: {got:?} after {within:?}, want {want:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The events of the control node's hourly rollups of the app of `key`.
+async fn control_events(fleet: &Fleet, key: &str) -> Value {
+    let client = reqwest::Client::new();
+    let t = rollups::traffic(&client, fleet.control.server(), key, "hour").await;
+    t["totals"]["events"].clone()
+}
+
 /// One track event with messageId `msg_fleet_<id>`.
 fn probe_event(id: &str) -> Value {
     json!({"type": "track", "event": "Probe", "anonymousId": anon("fleet prober"),
@@ -489,16 +518,14 @@ async fn fleet_traffic_of_two_apps_through_both_edges_is_in_the_bucket_once_and_
     let client = reqwest::Client::new();
     for app in &apps {
         let want = &duck[&app.id];
-        let (ours, _) = eventually(
-            "the control node's rollups hold every event of the bucket",
+        until_eq(
+            "the control node's rollups: events",
+            want["events"].clone(),
             SETTLE.saturating_sub(last.elapsed()),
-            None,
-            async || {
-                let t = rollups::traffic(&client, control, &app.key, "hour").await;
-                (t["totals"]["events"] == want["events"]).then_some(t)
-            },
+            async || control_events(&fleet, &app.key).await,
         )
         .await;
+        let ours = rollups::traffic(&client, control, &app.key, "hour").await;
         rollups::compare(&ours, want, "the control node's hourly rollups");
         let days = rollups::traffic(&client, control, &app.key, "day").await;
         rollups::compare(&days, want, "the control node's daily rollups");
@@ -825,21 +852,18 @@ async fn fleet_the_control_node_killed_for_60_s_under_load_loses_nothing_and_cat
 
     // Within 2 minutes of its return the control node shows what the edges took.
     let control = fleet.control.server();
-    let (_, rolled) = eventually(
-        "the control node's rollups hold every event",
+    let rolled = until_eq(
+        "the control node's rollups: events",
+        json!(sent),
         SETTLE,
-        None,
-        async || {
-            let t = rollups::traffic(&client, control, &app.key, "hour").await;
-            (t["totals"]["events"] == sent).then_some(())
-        },
+        async || control_events(&fleet, &app.key).await,
     )
     .await;
-    let (_, counted) = eventually(
-        "the control node's usage counts every event",
+    let counted = until_eq(
+        "the control node's usage of the app (GET /admin/v1/fleet/nodes)",
+        sent,
         SETTLE.saturating_sub(back.elapsed()),
-        None,
-        async || (fleet.usage(&app.id).await == sent).then_some(()),
+        async || fleet.usage(&app.id).await,
     )
     .await;
     let api = fleet.control.api();
@@ -940,16 +964,11 @@ async fn fleet_an_edge_killed_under_load_loses_nothing_and_the_retries_duplicate
     .await;
     let rows = load::assert_every_acknowledged_event_once(&ids, &[&hit, &calm]);
     // The control node's rollups count each row once, whatever the edge sent twice.
-    let client = reqwest::Client::new();
-    let control = fleet.control.server();
-    eventually(
-        "the control node's rollups hold every row",
+    until_eq(
+        "the control node's rollups: events",
+        json!(rows),
         SETTLE,
-        None,
-        async || {
-            let t = rollups::traffic(&client, control, &app.key, "hour").await;
-            (t["totals"]["events"] == rows).then_some(())
-        },
+        async || control_events(&fleet, &app.key).await,
     )
     .await;
     eprintln!(
