@@ -850,48 +850,7 @@ async fn fleet_the_control_node_killed_for_60_s_under_load_loses_nothing_and_cat
     }
     let sent = (o1.acked_events() + o2.acked_events() + o3.acked_events() + 3) as u64;
 
-    // Within 2 minutes of its return the control node shows what the edges took.
-    let control = fleet.control.server();
-    let rolled = until_eq(
-        "the control node's rollups: events",
-        json!(sent),
-        SETTLE,
-        async || control_events(&fleet, &app.key).await,
-    )
-    .await;
-    let counted = until_eq(
-        "the control node's usage of the app (GET /admin/v1/fleet/nodes)",
-        sent,
-        SETTLE.saturating_sub(back.elapsed()),
-        async || fleet.usage(&app.id).await,
-    )
-    .await;
-    let api = fleet.control.api();
-    for (user, key, want) in [
-        ("outage-1", "plan", json!("pro")),
-        ("outage-2", "edge", json!(2)),
-        ("outage-3", "plan", json!("enterprise")),
-    ] {
-        eventually(
-            &format!("the profile of {user} on the control node"),
-            SETTLE.saturating_sub(back.elapsed()),
-            None,
-            async || {
-                let a = api
-                    .api(
-                        &app.key,
-                        Method::GET,
-                        &format!("/api/v1/profiles/{user}"),
-                        None,
-                    )
-                    .await;
-                (a.status == 200 && a.data()["traits"][key] == want).then_some(())
-            },
-        )
-        .await;
-    }
-
-    // And the bucket holds the same, each acknowledged event once.
+    // The bucket: each acknowledged event once (the edges wrote it with the control node away).
     let loads = [&o1, &o2, &o3];
     let (ids, _) = eventually("the bucket holds every event", SETTLE, None, async || {
         let ids = fleet.bucket_ids().await.ids;
@@ -905,8 +864,47 @@ async fn fleet_the_control_node_killed_for_60_s_under_load_loses_nothing_and_cat
         .collect();
     assert_eq!(ids.len() as u64, sent, "the bucket's rows");
     load::assert_every_acknowledged_event_once(&of_loads, &loads);
+
+    // Within 2 minutes of its return the control node shows the same: usage, profiles, rollups.
+    let settle = || SETTLE.saturating_sub(back.elapsed());
+    let counted = until_eq(
+        "the control node's usage of the app (GET /admin/v1/fleet/nodes)",
+        sent,
+        settle(),
+        async || fleet.usage(&app.id).await,
+    )
+    .await;
+    let api = fleet.control.api();
+    for (user, key, want) in [
+        ("outage-1", "plan", json!("pro")),
+        ("outage-2", "edge", json!(2)),
+        ("outage-3", "plan", json!("enterprise")),
+    ] {
+        until_eq(
+            &format!("the trait {key} of {user}'s profile on the control node"),
+            want,
+            settle(),
+            async || {
+                let path = format!("/api/v1/profiles/{user}");
+                let a = api.api(&app.key, Method::GET, &path, None).await;
+                if a.status == 200 {
+                    a.data()["traits"][key].clone()
+                } else {
+                    json!(format!("{} {}", a.status, a.code()))
+                }
+            },
+        )
+        .await;
+    }
+    let rolled = until_eq(
+        "the control node's rollups: events",
+        json!(sent),
+        settle(),
+        async || control_events(&fleet, &app.key).await,
+    )
+    .await;
     let duck = fleet.bucket_rollups(&[&app.id]).await;
-    let ours = rollups::traffic(&client, control, &app.key, "hour").await;
+    let ours = rollups::traffic(&client, fleet.control.server(), &app.key, "hour").await;
     rollups::compare(&ours, &duck[&app.id], "the control node after its outage");
     eprintln!(
         "fleet: control node down {OUTAGE:?}: edge 1 {}; edge 2 {}; edge 2 restarted (taking events \
