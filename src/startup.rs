@@ -564,7 +564,8 @@ impl Application {
             clock: clock.clone(),
         });
         let key_uses = spawn_key_uses(store.clone(), access.clone());
-        let parts = crate::fleet::start(&state.settings, &store, &access, &collector)?;
+        let forget = Arc::new(crate::deletion::sled::remove_all);
+        let parts = crate::fleet::start(&state.settings, &store, &access, &collector, forget)?;
         let (fleet_tokens, registry_cache, edge) = (parts.tokens, parts.cache, parts.edge);
         let dashboard = web::Data::new(crate::dashboard::Dashboard::default());
         sweep_dashboard_sessions(&store, clock.now())?;

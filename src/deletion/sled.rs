@@ -50,6 +50,20 @@ pub fn places(app: &str) -> Vec<(&'static str, Vec<u8>)> {
     out
 }
 
+/// Removes every record of `app` at once (an edge, once the app is gone from its control
+/// node's registry: the control node's deletion job already settled the edge). Answers the
+/// keys removed.
+pub fn remove_all(db: &sled::Db, app: &str) -> Result<u64, StoreError> {
+    let places = places(app);
+    let (mut at, mut total) = (0, forget_lake_files(db, app)?);
+    while at < places.len() {
+        let (next, removed) = remove_from(db, &places, at, 5_000)?;
+        total += removed.iter().map(|(_, n)| n).sum::<u64>();
+        at = next;
+    }
+    Ok(total)
+}
+
 /// The last instant a record can carry (9999-12-31T23:59:59Z).
 const END_OF_TIME: i64 = 253_402_300_799_000_000;
 

@@ -28,6 +28,11 @@ use crate::tenants::Access;
 /// The longest the widget's read waits for the control node before answering from the edge.
 pub const WIDGET_WAIT: Duration = Duration::from_millis(800);
 
+/// Removes every record of an app from an edge's sled, once the app is gone from the
+/// registry (`deletion::sled::remove_all`, given by startup: deletion sits above the fleet).
+pub type ForgetApp =
+    Arc<dyn Fn(&sled::Db, &str) -> Result<u64, crate::storage::StoreError> + Send + Sync>;
+
 /// What an edge knows of its link to the control node (for `/metrics` and logs).
 #[derive(Debug, Default)]
 pub struct LinkState {
@@ -56,6 +61,8 @@ pub struct Edge {
     collector: web::Data<Collector>,
     /// The operator's paths of the tracker and the collector (served beside the defaults).
     aliases: Arc<Vec<String>>,
+    /// What removes an app's records once it is gone from the registry.
+    forget_app: ForgetApp,
     /// Apps being settled for the control node now (`settle.rs`).
     settling: Arc<Mutex<std::collections::HashSet<String>>>,
     pub link: Arc<LinkState>,
@@ -79,6 +86,7 @@ impl Edge {
         store: Store,
         access: web::Data<Access>,
         collector: web::Data<Collector>,
+        forget_app: ForgetApp,
     ) -> Edge {
         let timeout = Duration::from_millis(settings.fleet.control_timeout_ms.max(100));
         let http = reqwest::Client::builder()
@@ -113,6 +121,7 @@ impl Edge {
                 .map(str::to_owned)
                 .collect(),
             ),
+            forget_app,
             settling: Arc::default(),
             link,
         }
@@ -163,9 +172,11 @@ impl Edge {
         let access = self.access.clone();
         let now = self.collector.clock.now();
         let v = version.clone();
-        let changed = self
+        let forget_app = self.forget_app.clone();
+        let (changed, gone) = self
             .store
             .run(move |db| {
+                let apps_before = crate::tenants::store::all_apps(db)?;
                 let changed = snapshot::apply(db, &body, &v).map_err(|e| match e {
                     snapshot::ApplyError::Store(e) => e,
                     snapshot::ApplyError::Malformed(cause) => crate::storage::StoreError::Corrupt {
@@ -184,9 +195,20 @@ impl Edge {
                         }
                     }
                 }
-                Ok(changed)
+                let mut gone = Vec::new();
+                for app in apps_before {
+                    if crate::tenants::store::get_app(db, &app.id)?.is_none() {
+                        let keys = forget_app(db, &app.id)?;
+                        tracing::info!(app = %app.id, keys, "fleet: a deleted app's records removed from this edge");
+                        gone.push(app.id);
+                    }
+                }
+                Ok((changed, gone))
             })
             .await?;
+        for app in gone {
+            self.collector.quotas.forget(&app);
+        }
         tracing::info!(version = %version, changed, "fleet: registry from the control node applied");
         *self
             .link

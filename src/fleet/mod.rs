@@ -36,6 +36,7 @@ pub fn start(
     store: &crate::storage::Store,
     access: &web::Data<crate::tenants::Access>,
     collector: &web::Data<crate::collector::Collector>,
+    forget_app: edge::ForgetApp,
 ) -> Result<Parts, crate::storage::StoreError> {
     let tokens = web::Data::new(store.db().with(Tokens::load)?);
     let edge = settings.fleet.is_edge().then(|| {
@@ -49,6 +50,7 @@ pub fn start(
             store.clone(),
             access.clone(),
             collector.clone(),
+            forget_app,
         ))
     });
     let tasks = edge

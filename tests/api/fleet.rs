@@ -234,3 +234,52 @@ async fn an_erasure_on_the_control_node_reaches_the_edges_events_copies_and_inge
     assert!(users.iter().all(|u| !u.ends_with("u-gone")), "{users:?}");
     assert!(users.iter().any(|u| u.ends_with("u-kept")), "{users:?}");
 }
+
+#[tokio::test]
+async fn an_app_deleted_on_the_control_node_is_settled_and_forgotten_by_the_edge() {
+    let control = spawn_app();
+    let (_, token) = fleet_token(&control).await;
+    let mut edge = edge_of(&control, &token, "edge-1");
+    let (doomed, ik) = control.create_app("free").await;
+    let (kept, kept_ik) = control.create_app("free").await;
+    within(10, "both apps known to the edge", || async {
+        accepted(&edge, &ik, "d0").await && accepted(&edge, &kept_ik, "k0").await
+    })
+    .await;
+    let mut identify = track("who");
+    identify["type"] = json!("identify");
+    identify["userId"] = json!("u1");
+    assert_eq!(edge.collect(&ik, batch(vec![identify])).await.status, 200);
+    // The events wait in the edge's open files: the deletion must settle the edge first.
+    let del = control
+        .admin(Method::DELETE, &format!("/apps/{doomed}"), None)
+        .await;
+    assert_eq!(del.status, 202, "{}", del.body);
+    let job = del.data()["id"].as_str().unwrap().to_owned();
+    let done = crate::populate::finished_job(&control, &job).await;
+    assert_eq!(done["state"], "done", "{done}");
+    within(10, "the edge refuses the deleted app", || async {
+        edge.collect(&ik, batch(vec![track("late")])).await.status == 401
+    })
+    .await;
+    assert!(accepted(&edge, &kept_ik, "k1").await);
+    let lake = control.data_dir.join("lake/events");
+    assert!(
+        !lake.join(format!("app_id={doomed}")).exists(),
+        "no file of the edge came back"
+    );
+    // The edge keeps nothing of the app once the registry no longer names it.
+    let dir = edge.data_dir.clone();
+    within(10, "the edge's usage of the app forgotten", || async {
+        let usage = control.admin(Method::GET, "/fleet/usage", None).await;
+        !usage.body.to_string().contains(&doomed)
+    })
+    .await;
+    // Stopped, the edge puts everything it holds: nothing of the app came back to the lake.
+    edge.stop().await;
+    let lake = control.data_dir.join("lake/events");
+    assert!(!lake.join(format!("app_id={doomed}")).exists(), "a file of the edge came back");
+    assert!(lake.join(format!("app_id={kept}")).exists());
+    assert_eq!(crate::populate::sled_traces(&dir, &doomed), []);
+    assert!(!crate::populate::sled_traces(&dir, &kept).is_empty());
+}
