@@ -58,6 +58,7 @@ use object_store::ObjectStore;
 
 use crate::clock::Clock;
 use crate::config::{CollectorSettings, Settings};
+use crate::storage::queue::UPLINK;
 use crate::storage::Db;
 pub use event::{Event, EventType};
 pub use gate::{AppGate, Gatekeeper};
@@ -336,6 +337,7 @@ impl Common<'_> {
             dedupe: ids.clone(),
             rollups: self.rollups.clone(),
             wake: wake_tx,
+            uplink: self.settings.fleet.is_edge().then_some(UPLINK),
         };
         let background = [
             stager::spawn(stager, stage_rx)?,

@@ -23,6 +23,7 @@ use super::health::Check;
 use super::retry::retry;
 use super::shard::Background;
 use super::{dedupe, rollup, wal};
+use crate::storage::queue::Queue;
 
 /// One flush: the closed files of a shard and the last WAL LSN they cover.
 pub struct Flush {
@@ -68,6 +69,8 @@ pub struct Stager {
     pub rollups: Arc<rollup::live::Live>,
     /// Wakes the uploader (a full channel means it is awake already).
     pub wake: Sender<()>,
+    /// On an edge (`fleet.role = "edge"`): the uplink queue that takes each flush's rollups.
+    pub uplink: Option<Queue>,
 }
 
 /// Starts the stager on its own thread; it ends when its writer drops the channel.
@@ -144,11 +147,14 @@ impl Stager {
                 self.bg.health.gauges.outbox_files.inc();
             }
         }
-        // Exactly once: skipped when the shard's rollup LSN already covers the job.
+        // Exactly once: skipped when the shard's rollup LSN already covers the job. On an edge
+        // the delta goes onto the uplink for the control node instead of into sled.
         let (index, lsn) = (self.bg.index, job.last_lsn);
-        self.bg
-            .db
-            .with(|db| self.rollups.apply(db, index, lsn, &job.rollup))?;
+        let delta = &job.rollup;
+        self.bg.db.with(|db| match self.uplink {
+            None => self.rollups.apply(db, index, lsn, delta),
+            Some(q) => self.rollups.forward(db, q, index, lsn, delta, now),
+        })?;
         self.dedupe
             .persist(&job.ids)
             .map_err(local("dedupe runs"))?;
@@ -227,6 +233,7 @@ mod tests {
                 dedupe: dedupe::Index::open(&self.dir, 1).unwrap(),
                 rollups: Arc::new(rollup::live::Live::new(1)),
                 wake,
+                uplink: None,
             }
         }
     }
@@ -272,6 +279,35 @@ mod tests {
         );
         assert_eq!(f.health.backlog_bytes(), 13, "the backlog is now the part");
         assert!(woken.try_recv().is_ok());
+    }
+
+    #[test]
+    fn an_edge_stager_pushes_the_rollups_onto_the_uplink_once_instead_of_applying_them() {
+        use crate::collector::event::Event;
+        use crate::storage::queue::UPLINK;
+        let f = fixture();
+        let (wake, _woken) = crossbeam_channel::bounded(4);
+        let mut stager = f.stager(wake);
+        stager.uplink = Some(UPLINK);
+        let mut delta = rollup::Delta::default();
+        delta.add(&Event::example("a", "m1", "v1", 1_790_000_000_000_000));
+        let job = Flush {
+            rollup: Arc::new(delta),
+            ..flush(4)
+        };
+        assert!(stager.stage(&job));
+        // A retried job (a crash before its checkpoint) and an older one push nothing.
+        assert!(stager.stage(&job));
+        assert!(stager.stage(&flush(2)));
+        let db = stager.bg.db.get().unwrap();
+        let items = UPLINK.peek(&db, 10, 1 << 20).unwrap();
+        assert_eq!(items.len(), 1, "one item for the flush");
+        assert_eq!(items[0].kind, rollup::wire::KIND);
+        let item: rollup::wire::Item = serde_json::from_slice(&items[0].payload).unwrap();
+        assert_eq!((item.shard, item.lsn, item.delta.rows()), (0, 4, 1));
+        assert_eq!(rollup::store::applied_lsn(&db, 0).unwrap(), 4);
+        let all = rollup::store::read(&db, "a", rollup::store::Unit::Hour, 0, i64::MAX);
+        assert!(all.unwrap().is_empty(), "nothing applied to the edge's rollups");
     }
 
     #[test]

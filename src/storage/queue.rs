@@ -16,6 +16,10 @@
 
 use sled::transaction::{ConflictableTransactionResult, TransactionalTree};
 
+/// An edge's uplink (`fleet/uplink.rs`): what the control node must learn (rollups, profiles,
+/// survey responses), pushed by the collector and the surveys only on an edge.
+pub const UPLINK: Queue = Queue::new("uplink");
+
 /// Header bytes before the payload: the kind and the push time.
 const HEADER: usize = 9;
 

@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
 use super::store::{self, RollupError};
 use super::{Bucket, Delta};
+use crate::storage::queue::Queue;
 
 #[derive(Debug, Default)]
 struct Shard {
@@ -75,8 +76,35 @@ impl Live {
         last_lsn: u64,
         delta: &Delta,
     ) -> Result<bool, RollupError> {
+        self.retire(index, last_lsn, || store::apply(db, index, last_lsn, delta))
+    }
+
+    /// On an edge: `store::forward` (the delta onto the uplink, not into sled) and stops
+    /// counting it live, like `apply`.
+    pub fn forward(
+        &self,
+        db: &sled::Db,
+        uplink: Queue,
+        index: usize,
+        last_lsn: u64,
+        delta: &Delta,
+        at: i64,
+    ) -> Result<bool, RollupError> {
+        self.retire(index, last_lsn, || {
+            store::forward(db, uplink, index, last_lsn, delta, at)
+        })
+    }
+
+    /// Runs `done` (what takes the flushes up to `last_lsn` of shard `index` out of the live
+    /// part) and drops them from `staged`, in one step for readers.
+    fn retire(
+        &self,
+        index: usize,
+        last_lsn: u64,
+        done: impl FnOnce() -> Result<bool, RollupError>,
+    ) -> Result<bool, RollupError> {
         let _readers_out = self.gate.write().unwrap_or_else(PoisonError::into_inner);
-        let applied = store::apply(db, index, last_lsn, delta)?;
+        let applied = done()?;
         if let Some(shard) = self.shards.get(index) {
             let mut shard = shard.lock().unwrap_or_else(PoisonError::into_inner);
             shard.staged.retain(|(lsn, _)| *lsn > last_lsn);

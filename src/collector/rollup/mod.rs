@@ -34,6 +34,7 @@ pub mod hll;
 pub mod live;
 pub mod store;
 pub mod top;
+pub mod wire;
 
 use std::collections::BTreeMap;
 

@@ -2,6 +2,8 @@
 //!
 //! ```text
 //! 0x00 "lsn" <shard u32 BE>                      -> the last LSN whose rows are applied (u64 BE)
+//! 0x00 "lsn" <shard u32 BE> <node>               -> the same for a shard of an edge node (the
+//!                                                   control node's uplink, `apply_from`)
 //! 0x01 <app> 0x00 'h' <hour since epoch, i64>     -> bucket of that hour
 //! 0x01 <app> 0x00 'd' <day since epoch, i64>      -> bucket of that day (the union of its hours)
 //! ```
@@ -20,6 +22,8 @@ use super::hll::Hll;
 use super::top::Top;
 use super::{Bucket, Delta};
 use crate::collector::event::EventType;
+use crate::storage::queue::Queue;
+use sled::Transactional;
 
 pub const TREE: &str = "rollups";
 
@@ -56,10 +60,17 @@ impl From<TransactionError<String>> for RollupError {
     }
 }
 
-fn lsn_key(shard: usize) -> Vec<u8> {
+/// The rollup LSN's key of `shard` of `node` ("": this node's own shards).
+fn lsn_key(node: &str, shard: usize) -> Vec<u8> {
     let mut k = b"\x00lsn".to_vec();
     k.extend_from_slice(&(shard as u32).to_be_bytes());
+    k.extend_from_slice(node.as_bytes());
     k
+}
+
+fn lsn_of(v: Option<impl AsRef<[u8]>>) -> u64 {
+    v.and_then(|v| v.as_ref().try_into().ok().map(u64::from_be_bytes))
+        .unwrap_or(0)
 }
 
 fn app_prefix(app: &str, unit: Unit) -> Vec<u8> {
@@ -96,7 +107,7 @@ struct Counts {
     d: Top,
 }
 
-fn encode(b: &Bucket) -> Vec<u8> {
+pub(super) fn encode(b: &Bucket) -> Vec<u8> {
     let json = serde_json::to_vec(&Counts {
         t: b.by_type.to_vec(),
         p: b.pages.clone(),
@@ -121,7 +132,7 @@ fn take(b: &[u8]) -> Option<(usize, &[u8])> {
     Some((n, b.get(4..)?))
 }
 
-fn decode(bytes: &[u8]) -> Option<Bucket> {
+pub(super) fn decode(bytes: &[u8]) -> Option<Bucket> {
     let (n, rest) = take(bytes)?;
     let counts: Counts = serde_json::from_slice(rest.get(..n)?).ok()?;
     let (v, rest) = take(rest.get(n..)?)?;
@@ -146,11 +157,12 @@ fn corrupt(key: &[u8]) -> String {
 
 /// The last LSN of `shard` whose rows are in the rollups (0: none).
 pub fn applied_lsn(db: &sled::Db, shard: usize) -> Result<u64, RollupError> {
-    let tree = db.open_tree(TREE)?;
-    Ok(tree
-        .get(lsn_key(shard))?
-        .and_then(|v| v.as_ref().try_into().ok().map(u64::from_be_bytes))
-        .unwrap_or(0))
+    applied_lsn_of(db, "", shard)
+}
+
+/// The last LSN of `shard` of `node` ("": this node) whose rows are in the rollups (0: none).
+pub fn applied_lsn_of(db: &sled::Db, node: &str, shard: usize) -> Result<u64, RollupError> {
+    Ok(lsn_of(db.open_tree(TREE)?.get(lsn_key(node, shard))?))
 }
 
 /// Adds a flush's delta to the rollups (every bucket to its hour and its day) and records
@@ -159,6 +171,18 @@ pub fn applied_lsn(db: &sled::Db, shard: usize) -> Result<u64, RollupError> {
 /// checkpoint): nothing changes. Returns whether it was applied.
 pub fn apply(
     db: &sled::Db,
+    shard: usize,
+    last_lsn: u64,
+    delta: &Delta,
+) -> Result<bool, RollupError> {
+    apply_from(db, "", shard, last_lsn, delta)
+}
+
+/// `apply` for a shard of `node` ("": this node): the control node applies its edges' deltas
+/// (the uplink) once per (node, shard, LSN).
+pub fn apply_from(
+    db: &sled::Db,
+    node: &str,
     shard: usize,
     last_lsn: u64,
     delta: &Delta,
@@ -175,13 +199,9 @@ pub fn apply(
             .or_default()
             .merge(b);
     }
-    let lsn_key = lsn_key(shard);
+    let lsn_key = lsn_key(node, shard);
     let applied = tree.transaction(|tx| {
-        let before = tx
-            .get(&lsn_key)?
-            .and_then(|v| v.as_ref().try_into().ok().map(u64::from_be_bytes))
-            .unwrap_or(0);
-        if last_lsn <= before {
+        if last_lsn <= lsn_of(tx.get(&lsn_key)?) {
             return Ok(false);
         }
         for (key, add) in &updates {
@@ -198,6 +218,34 @@ pub fn apply(
         Ok(true)
     })?;
     Ok(applied)
+}
+
+/// On an edge: instead of applying a flush's delta, records `last_lsn` as the shard's rollup LSN
+/// and pushes the delta onto `uplink` (`wire::Item`), in one transaction, so the control node
+/// gets each flush once. A job at or below the recorded LSN pushes nothing. Returns whether
+/// it was pushed.
+pub fn forward(
+    db: &sled::Db,
+    uplink: Queue,
+    shard: usize,
+    last_lsn: u64,
+    delta: &Delta,
+    at: i64,
+) -> Result<bool, RollupError> {
+    let (tree, queue) = (db.open_tree(TREE)?, db.open_tree(uplink.tree())?);
+    let lsn_key = lsn_key("", shard);
+    let payload = super::wire::Item::payload(shard, last_lsn, delta);
+    let pushed = (&tree, &queue).transaction(|(tx, q)| {
+        if last_lsn <= lsn_of(tx.get(&lsn_key)?) {
+            return Ok(false);
+        }
+        if !delta.is_empty() {
+            Queue::push_in::<String>(q, super::wire::KIND, at, &payload)?;
+        }
+        tx.insert(lsn_key.as_slice(), &last_lsn.to_be_bytes())?;
+        Ok(true)
+    })?;
+    Ok(pushed)
 }
 
 /// The buckets of `app` in `unit` from `from` (inclusive) to `to` (exclusive), by time.
