@@ -209,6 +209,7 @@ fn writer_config(
             budget.filter_bytes
         },
         count_bots: c.count_bots,
+        uplink: settings.fleet.is_edge().then_some(UPLINK),
     }
 }
 

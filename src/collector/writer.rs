@@ -69,6 +69,8 @@ pub struct WriterConfig {
     pub dedupe_filter_bytes: usize,
     /// Bots (`is_bot`) counted in the rollups (`collector.count_bots`).
     pub count_bots: bool,
+    /// On an edge: the uplink queue that takes the profile touches too.
+    pub uplink: Option<crate::storage::queue::Queue>,
 }
 
 /// What a writer is made from: its settings and the handles it shares with the collector.
@@ -577,7 +579,11 @@ impl Writer {
     /// Folds an event into its user's profile; an error is logged, never fatal to the event.
     fn update_profile(&self, e: &Event) {
         let Some(touch) = touch(e) else { return };
-        if let Err(err) = self.db.with(|db| profiles::store::apply(db, &touch)) {
+        let uplink = self.cfg.uplink;
+        if let Err(err) = self
+            .db
+            .with(|db| profiles::store::apply_to(db, &touch, uplink))
+        {
             tracing::error!(shard = self.cfg.index, error = %err, "profile not updated");
         }
     }

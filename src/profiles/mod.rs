@@ -9,4 +9,4 @@ pub mod model;
 pub mod store;
 
 pub use http::configure;
-pub use model::{Change, Profile, Touch};
+pub use model::{Change, OwnedTouch, Profile, Touch};

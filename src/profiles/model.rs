@@ -57,6 +57,77 @@ pub struct Touch<'a> {
     pub change: Change<'a>,
 }
 
+/// The uplink item kind (`storage::queue`) of a profile touch.
+pub const UPLINK_KIND: u8 = 2;
+
+/// A [`Touch`] that owns its text: what an edge sends its control node (the uplink), as JSON
+/// `{"appId", "userId", "anonymousId", "at", "change": {"type": "identify", "traits"}}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OwnedTouch {
+    pub app_id: String,
+    pub user_id: String,
+    pub anonymous_id: Option<String>,
+    pub at: i64,
+    pub change: OwnedChange,
+}
+
+/// [`Change`], owned; traits stay the JSON object text the event carried.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum OwnedChange {
+    Identify {
+        traits: Option<String>,
+    },
+    #[serde(rename_all = "camelCase")]
+    Group {
+        group_id: String,
+        traits: Option<String>,
+    },
+    Seen,
+}
+
+impl OwnedTouch {
+    pub fn of(t: &Touch<'_>) -> OwnedTouch {
+        let owned = |s: Option<&str>| s.map(str::to_owned);
+        OwnedTouch {
+            app_id: t.app_id.to_owned(),
+            user_id: t.user_id.to_owned(),
+            anonymous_id: owned(t.anonymous_id),
+            at: t.at,
+            change: match &t.change {
+                Change::Identify { traits } => OwnedChange::Identify {
+                    traits: owned(*traits),
+                },
+                Change::Group { group_id, traits } => OwnedChange::Group {
+                    group_id: (*group_id).to_owned(),
+                    traits: owned(*traits),
+                },
+                Change::Seen => OwnedChange::Seen,
+            },
+        }
+    }
+
+    pub fn touch(&self) -> Touch<'_> {
+        Touch {
+            app_id: &self.app_id,
+            user_id: &self.user_id,
+            anonymous_id: self.anonymous_id.as_deref(),
+            at: self.at,
+            change: match &self.change {
+                OwnedChange::Identify { traits } => Change::Identify {
+                    traits: traits.as_deref(),
+                },
+                OwnedChange::Group { group_id, traits } => Change::Group {
+                    group_id,
+                    traits: traits.as_deref(),
+                },
+                OwnedChange::Seen => Change::Seen,
+            },
+        }
+    }
+}
+
 fn traits_of(text: Option<&str>) -> Map<String, Value> {
     text.and_then(|t| serde_json::from_str::<Map<String, Value>>(t).ok())
         .unwrap_or_default()
@@ -128,6 +199,20 @@ mod tests {
             anonymous_id: Some("anon"),
             at,
             change,
+        }
+    }
+
+    #[test]
+    fn a_touch_travels_owned_and_comes_back_equal() {
+        let group = Change::Group {
+            group_id: "g1",
+            traits: Some(r#"{"size":3}"#),
+        };
+        for change in [Change::Identify { traits: None }, group, Change::Seen] {
+            let t = touch(change, 7);
+            let json = serde_json::to_string(&OwnedTouch::of(&t)).unwrap();
+            let back: OwnedTouch = serde_json::from_str(&json).unwrap();
+            assert_eq!(back.touch(), t, "{json}");
         }
     }
 

@@ -2,7 +2,8 @@
 //! (`app \0 userId -> Profile` as JSON). Written by the collector's shard writers (all events
 //! of one visitor go through one shard, in order), read by `GET /api/v1/profiles/{userId}`.
 
-use super::model::{merged, Change, Profile, Touch};
+use super::model::{merged, Change, OwnedTouch, Profile, Touch, UPLINK_KIND};
+use crate::storage::queue::Queue;
 use crate::storage::{decode, encode, StoreError};
 
 pub const IDENTITIES: &str = "identities";
@@ -31,6 +32,13 @@ pub fn get(db: &sled::Db, app: &str, user_id: &str) -> Result<Option<Profile>, S
 /// Folds one touch into its user's profile (and, for identify, links the anonymousId).
 /// Idempotent, so replaying the WAL after a crash is harmless.
 pub fn apply(db: &sled::Db, t: &Touch<'_>) -> Result<(), StoreError> {
+    apply_to(db, t, None)
+}
+
+/// `apply`, and on an edge (`uplink`) the touch is pushed for the control node whenever it
+/// changes the profile: before the write, so a crash never keeps the change unsent (a replay
+/// pushes it again, and the control node's apply is idempotent).
+pub fn apply_to(db: &sled::Db, t: &Touch<'_>, mut uplink: Option<Queue>) -> Result<(), StoreError> {
     if let (Change::Identify { .. }, Some(anon)) = (&t.change, t.anonymous_id) {
         db.open_tree(IDENTITIES)?
             .insert(key(t.app_id, anon), t.user_id.as_bytes())?;
@@ -48,6 +56,9 @@ pub fn apply(db: &sled::Db, t: &Touch<'_>) -> Result<(), StoreError> {
         let Some(p) = merged(before.as_ref(), t) else {
             return Ok(());
         };
+        if let Some(q) = uplink.take() {
+            q.push(db, UPLINK_KIND, t.at, &encode(&OwnedTouch::of(t)))?;
+        }
         if tree
             .compare_and_swap(&k, current, Some(encode(&p)))?
             .is_ok()

@@ -44,6 +44,7 @@ fn fixture() -> Fixture {
         max_memory: 1 << 30,
         dedupe_filter_bytes: 64 * 1024,
         count_bots: false,
+        uplink: None,
     };
     let db = Db::temporary();
     Fixture {
@@ -171,6 +172,24 @@ fn identify_fills_later_events_of_the_visitor_in_the_same_group_and_after() {
         .unwrap()
         .unwrap();
     assert_eq!(profile.anonymous_ids, ["a"]);
+}
+
+#[test]
+fn an_edge_writer_pushes_the_profile_changes_and_still_applies_them() {
+    use crate::storage::queue::UPLINK;
+    let mut f = fixture();
+    f.cfg.uplink = Some(UPLINK);
+    let (mut w, _, _) = f.open();
+    commit(&mut w, vec![identify_a_as_u1(), ev("msg_2", "a")]).unwrap();
+    let db = f.db.get().unwrap();
+    let items = UPLINK.peek(&db, 10, 1 << 20).unwrap();
+    // The identify changes the profile; the page view a second later does not.
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0].kind, profiles::model::UPLINK_KIND);
+    let touch: profiles::OwnedTouch = serde_json::from_slice(&items[0].payload).unwrap();
+    assert_eq!((touch.app_id.as_str(), touch.user_id.as_str()), ("app", "u1"));
+    let local = profiles::store::get(&db, "app", "u1").unwrap().unwrap();
+    assert_eq!(local.anonymous_ids, ["a"], "the edge's own profile too");
 }
 
 /// Sends a batch to a running writer and waits for its answer.
