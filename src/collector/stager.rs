@@ -307,7 +307,10 @@ mod tests {
         assert_eq!((item.shard, item.lsn, item.delta.rows()), (0, 4, 1));
         assert_eq!(rollup::store::applied_lsn(&db, 0).unwrap(), 4);
         let all = rollup::store::read(&db, "a", rollup::store::Unit::Hour, 0, i64::MAX);
-        assert!(all.unwrap().is_empty(), "nothing applied to the edge's rollups");
+        assert!(
+            all.unwrap().is_empty(),
+            "nothing applied to the edge's rollups"
+        );
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod nodes;
 pub mod settle;
 pub mod snapshot;
 pub mod token;
+pub mod uplink;
 
 pub use edge::Edge;
 pub use snapshot::Cache;

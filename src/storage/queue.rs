@@ -5,7 +5,7 @@
 //! <seq u64 BE> -> <kind u8> <pushed at, µs, i64 BE> <payload>
 //! ```
 //!
-//! `seq` comes from sled's `generate_id` (unique and increasing across restarts, also inside a
+//! `seq` is 1 + sled's `generate_id` (never 0, unique and increasing across restarts, also inside a
 //! transaction), so keys sort in push order; the kind byte tells the consumer how to read the
 //! payload. A sender `peek`s from the oldest, sends, then `ack_through` the last sequence it
 //! got an answer for: an item leaves only once acknowledged, so a crash or an unreachable
@@ -78,7 +78,7 @@ impl Queue {
 
     /// Appends an item; returns its sequence.
     pub fn push(&self, db: &sled::Db, kind: u8, at: i64, payload: &[u8]) -> sled::Result<u64> {
-        let seq = db.generate_id()?;
+        let seq = db.generate_id()? + 1;
         db.open_tree(self.tree)?
             .insert(seq.to_be_bytes(), value(kind, at, payload))?;
         Ok(seq)
@@ -92,7 +92,7 @@ impl Queue {
         at: i64,
         payload: &[u8],
     ) -> ConflictableTransactionResult<u64, E> {
-        let seq = tx.generate_id()?;
+        let seq = tx.generate_id()? + 1;
         tx.insert(&seq.to_be_bytes(), value(kind, at, payload))?;
         Ok(seq)
     }
@@ -170,7 +170,10 @@ mod tests {
         let a = Q.push(&db, 1, 10, b"one").unwrap();
         let b = Q.push(&db, 2, 20, b"two").unwrap();
         let c = Q.push(&db, 1, 30, b"three").unwrap();
-        assert!(a < b && b < c);
+        assert!(
+            0 < a && a < b && b < c,
+            "0 is never a sequence: a receiver's none"
+        );
         let got = Q.peek(&db, 10, 1 << 20).unwrap();
         let kinds: Vec<(u8, i64, &[u8])> = got
             .iter()

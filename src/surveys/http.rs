@@ -19,6 +19,7 @@ use crate::api::{
 use crate::config::Quota;
 use crate::ids::{canonical_anonymous_id, Timestamp};
 use crate::state::AppState;
+use crate::storage::queue::UPLINK;
 use crate::tenants::{Access, AdminApp, KeyKind, Permission, Plan, Principal};
 use crate::validation::only_fields;
 
@@ -438,9 +439,13 @@ async fn add_response(
     refuse_erased(&access, &app, &draft, now)?;
     let limit = state.settings.plan(plan).limit(Quota::ResponsesPerMonth);
     let id = id.into_inner();
+    let uplink = state.settings.fleet.is_edge().then_some(UPLINK);
     let (response, created) = state
         .store
-        .run(move |db| Ok(store::respond(db, &app, &id, &draft, now, limit)))
+        .run(move |db| {
+            let on = (app.as_str(), id.as_str());
+            Ok(store::respond_on(db, on, &draft, now, limit, uplink))
+        })
         .await??;
     Ok(if created {
         let loc = format!(

@@ -8,8 +8,8 @@ pub use super::export::{csv_download, csv_header, csv_line};
 pub use super::order::{page, page_responses, Filter, ResponseFilter, Sort, SortField};
 pub use super::patch::{conventions, Rejection, SurveyPatch};
 pub use super::response::{
-    respond, visitor, AnswerValue, ResponseDraft, ResponseMetadata, SurveyResponse,
-    MAX_TEXT_ANSWER, RESPONSE_PREFIX,
+    respond, visitor, AnswerValue, ResponseDraft, ResponseItem, ResponseMetadata, SurveyResponse,
+    MAX_TEXT_ANSWER, RESPONSE_PREFIX, UPLINK_KIND,
 };
 pub use super::summary::{
     score_over_time, summarize, OptionCount, QuestionSummary, Score, ScorePoint, Summary,

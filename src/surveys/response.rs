@@ -68,7 +68,8 @@ pub fn visitor(user_id: Option<&str>, anonymous_id: &str) -> String {
 }
 
 /// The body of a widget response, parsed (answers not yet checked against the survey).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ResponseDraft {
     pub anonymous_id: String,
     pub user_id: Option<String>,
@@ -77,6 +78,22 @@ pub struct ResponseDraft {
     pub metadata: ResponseMetadata,
     /// What the widget knows of the visitor (its `attr.<key>` of the survey list).
     pub attributes: Map<String, Value>,
+}
+
+/// The uplink item kind (`storage::queue`) of a survey response.
+pub const UPLINK_KIND: u8 = 3;
+
+/// A widget response an edge stored, for its control node (the uplink), as JSON `{"appId",
+/// "surveyId", "draft", "at"}`: the control node stores it again (`store::respond`, an upsert
+/// by anonymousId).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResponseItem {
+    pub app_id: String,
+    pub survey_id: String,
+    pub draft: ResponseDraft,
+    /// When the edge took it, µs.
+    pub at: i64,
 }
 
 fn short_text(

@@ -19,10 +19,12 @@
 use sled::transaction::{ConflictableTransactionError, TransactionalTree};
 
 use super::model::{
-    self, Rejection, ResponseDraft, Survey, SurveyPatch, SurveyResponse, SurveyStatus,
+    self, Rejection, ResponseDraft, ResponseItem, Survey, SurveyPatch, SurveyResponse,
+    SurveyStatus, UPLINK_KIND,
 };
 use crate::config::Quota;
 use crate::ids::{self, Timestamp};
+use crate::storage::queue::Queue;
 use crate::storage::{decode, decode_all, encode, StoreError};
 use crate::validation::FieldError;
 
@@ -202,6 +204,29 @@ fn visitor_key(app: &str, survey: &str, visitor: &str) -> Vec<u8> {
 
 fn month_key(app: &str, month: &str) -> Vec<u8> {
     [b"m", app.as_bytes(), month.as_bytes()].concat()
+}
+
+/// `respond`, and on an edge (`uplink`) the response, once stored, is pushed for the control
+/// node (`ResponseItem`).
+pub fn respond_on(
+    db: &sled::Db,
+    (app, id): (&str, &str),
+    draft: &ResponseDraft,
+    now: Timestamp,
+    limit: Option<u64>,
+    uplink: Option<Queue>,
+) -> Result<(SurveyResponse, bool), SurveyError> {
+    let answer = respond(db, app, id, draft, now, limit)?;
+    if let Some(q) = uplink {
+        let item = ResponseItem {
+            app_id: app.to_owned(),
+            survey_id: id.to_owned(),
+            draft: draft.clone(),
+            at: now.micros(),
+        };
+        q.push(db, UPLINK_KIND, item.at, &encode(&item))?;
+    }
+    Ok(answer)
 }
 
 /// Stores a visitor's answers to survey `id`: a new response (counted in the survey's

@@ -107,6 +107,9 @@ mod tests {
         assert_eq!(back.delta.rows(), 3_001);
         // 3 000 visitors: a dense sketch (16 KiB) each for visitors and identified.
         assert!(json.len() < 50_000, "compact: {} bytes", json.len());
-        assert!(serde_json::from_slice::<Item>(br#"{"shard":0,"lsn":1,"delta":[{"app":"a","hour":1,"bucket":"AAAA"}]}"#).is_err());
+        assert!(serde_json::from_slice::<Item>(
+            br#"{"shard":0,"lsn":1,"delta":[{"app":"a","hour":1,"bucket":"AAAA"}]}"#
+        )
+        .is_err());
     }
 }

@@ -187,7 +187,10 @@ fn an_edge_writer_pushes_the_profile_changes_and_still_applies_them() {
     assert_eq!(items.len(), 1);
     assert_eq!(items[0].kind, profiles::model::UPLINK_KIND);
     let touch: profiles::OwnedTouch = serde_json::from_slice(&items[0].payload).unwrap();
-    assert_eq!((touch.app_id.as_str(), touch.user_id.as_str()), ("app", "u1"));
+    assert_eq!(
+        (touch.app_id.as_str(), touch.user_id.as_str()),
+        ("app", "u1")
+    );
     let local = profiles::store::get(&db, "app", "u1").unwrap().unwrap();
     assert_eq!(local.anonymous_ids, ["a"], "the edge's own profile too");
 }
