@@ -34,7 +34,8 @@ pub fn configure_internal(cfg: &mut web::ServiceConfig) {
     cfg.service(
         web::scope("/fleet/v1")
             .route("/registry", web::get().to(registry))
-            .route("/heartbeat", web::post().to(heartbeat)),
+            .route("/heartbeat", web::post().to(heartbeat))
+            .route("/uplink", web::post().to(uplink)),
     );
 }
 
@@ -220,6 +221,62 @@ async fn registry(
         .insert_header((header::ETAG, etag))
         .content_type("application/json")
         .body((*body).clone()))
+}
+
+/// The most an uplink batch may hold (an edge sends at most 500 items and 4 MiB beyond the first).
+const MAX_UPLINK_BYTES: usize = 16 << 20;
+
+/// `POST /fleet/v1/uplink`: an edge's items, applied in order (`uplink.rs`). Items of an app
+/// no longer in the registry (being deleted, or gone) and profiles and responses of an erased
+/// person are refused here: they were queued on the edge before it learned of it.
+async fn uplink(
+    _: FleetNode,
+    state: web::Data<AppState>,
+    access: web::Data<crate::tenants::Access>,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    if body.len() > MAX_UPLINK_BYTES {
+        return Err(ApiError::field(
+            "body",
+            "is larger than an uplink batch may be",
+        ));
+    }
+    let mut batch: super::uplink::UplinkBatch = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::field("body", format!("is not an uplink batch: {e}")))?;
+    let now = state.now().micros();
+    for item in &mut batch.items {
+        if let Some(why) = refused(&access, &item.kind, &item.body, now) {
+            tracing::info!(seq = item.seq, kind = %item.kind, why, "uplink item refused");
+            item.kind = format!("refused: {why}");
+        }
+    }
+    let own = &state.settings.collector.node_id;
+    let through = super::uplink::receive_batch(&state.store, own, batch).await?;
+    Ok(HttpResponse::Ok().json(through))
+}
+
+/// Why an uplink item may not be applied any more, if so.
+fn refused(
+    access: &crate::tenants::Access,
+    kind: &str,
+    body: &serde_json::Value,
+    now: i64,
+) -> Option<&'static str> {
+    use crate::tenants::suppression::IdKind;
+    let (app, who) = match kind {
+        "rollup" => return None,
+        "profile" => (&body["appId"], body),
+        _ => (&body["appId"], &body["draft"]),
+    };
+    let app = app.as_str().unwrap_or_default();
+    if access.registry.plan_of(app).is_none() {
+        return Some("the app is being deleted or gone");
+    }
+    let list = access.suppressions.of(app)?;
+    let id = |name: &str| who[name].as_str();
+    let erased = id("anonymousId").is_some_and(|a| list.refuses(app, IdKind::Anonymous, a, now))
+        || id("userId").is_some_and(|u| list.refuses(app, IdKind::User, u, now));
+    erased.then_some("the person was erased")
 }
 
 /// What a heartbeat answers: the other nodes' usage, and the registry version of now.

@@ -226,7 +226,7 @@ impl Edge {
     async fn heartbeat_body(&self, previous: &mut (u64, i64)) -> Result<Heartbeat, SyncError> {
         let now = self.collector.clock.now();
         let months = nodes::months(now);
-        let (usage, settled) = self
+        let reports = self
             .store
             .run(move |db| {
                 let mut out = Vec::new();
@@ -237,9 +237,11 @@ impl Edge {
                         events,
                     });
                 }
-                Ok((out, settle::reported(db)?))
+                let uplink = super::uplink::backlog(db, now.micros())?;
+                Ok((out, settle::reported(db)?, uplink))
             })
             .await?;
+        let (usage, settled, (uplink_items, uplink_lag_seconds)) = reports;
         let accepted: u64 = self
             .collector
             .metrics
@@ -255,7 +257,7 @@ impl Edge {
         };
         *previous = (accepted, now.micros());
         let health = &self.collector.health;
-        let (uplink_items, uplink_lag_seconds) = (0, 0.0);
+
         Ok(Heartbeat {
             node_id: self.node.clone(),
             version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -276,6 +278,32 @@ impl Edge {
         })
     }
 
+    /// Waits until every uplink item queued now has reached the control node (at most
+    /// `settle::WAIT`).
+    async fn uplink_drained(&self) -> Result<(), String> {
+        let queued = |db: &sled::Db| -> Result<(u64, Option<u64>), crate::storage::StoreError> {
+            let tree = db.open_tree(crate::storage::queue::UPLINK.tree())?;
+            let newest = tree.last()?.and_then(|(k, _)| k.as_ref().try_into().ok());
+            let oldest = crate::storage::queue::UPLINK
+                .stats(db)?
+                .oldest
+                .map(|(s, _)| s);
+            Ok((newest.map_or(0, u64::from_be_bytes), oldest))
+        };
+        let (mark, _) = self.store.run(queued).await.map_err(|e| e.to_string())?;
+        let deadline = tokio::time::Instant::now() + settle::WAIT;
+        loop {
+            let (_, oldest) = self.store.run(queued).await.map_err(|e| e.to_string())?;
+            if oldest.is_none_or(|seq| seq > mark) {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err("the uplink has not reached the control node yet".into());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// Settles each app the control node asked for and this edge has not settled yet, each in
     /// its own task (`settle.rs`); the heartbeat reports it once done.
     async fn settle_requests(&self) -> Result<(), SyncError> {
@@ -287,7 +315,12 @@ impl Edge {
             drop(settling);
             let edge = self.clone();
             tokio::spawn(async move {
-                match edge.collector.settle(&app).await {
+                let settled = match edge.collector.settle(&app).await {
+                    // Its rollups too: what the flushes queued must reach the control node.
+                    Ok(()) => edge.uplink_drained().await,
+                    Err(e) => Err(e.to_string()),
+                };
+                match settled {
                     Ok(()) => {
                         let a = app.clone();
                         match edge.store.run(move |db| settle::done(db, &a, seq)).await {
@@ -335,7 +368,8 @@ impl Edge {
     /// Starts the loops: the registry, the heartbeat, the uplink; each every sync interval.
     pub fn spawn(self) -> Vec<tokio::task::JoinHandle<()>> {
         let registry = self.clone();
-        let beat = self;
+        let beat = self.clone();
+        let up = self;
         vec![
             tokio::spawn(async move {
                 loop {
@@ -353,6 +387,19 @@ impl Edge {
                     let ok = beat.heartbeat(&mut previous).await;
                     beat.report("heartbeat", ok);
                     tokio::time::sleep(beat.every).await;
+                }
+            }),
+            tokio::spawn(async move {
+                loop {
+                    let sent = super::uplink::send_once(
+                        &up.http, &up.base, &up.token, &up.node, &up.store,
+                    )
+                    .await;
+                    let more = matches!(sent, Ok(n) if n > 0);
+                    up.report("uplink", sent.map(|_| ()));
+                    if !more {
+                        tokio::time::sleep(up.every).await;
+                    }
                 }
             }),
         ]

@@ -278,7 +278,10 @@ async fn an_app_deleted_on_the_control_node_is_settled_and_forgotten_by_the_edge
     // Stopped, the edge puts everything it holds: nothing of the app came back to the lake.
     edge.stop().await;
     let lake = control.data_dir.join("lake/events");
-    assert!(!lake.join(format!("app_id={doomed}")).exists(), "a file of the edge came back");
+    assert!(
+        !lake.join(format!("app_id={doomed}")).exists(),
+        "a file of the edge came back"
+    );
     assert!(lake.join(format!("app_id={kept}")).exists());
     assert_eq!(crate::populate::sled_traces(&dir, &doomed), []);
     assert!(!crate::populate::sled_traces(&dir, &kept).is_empty());
