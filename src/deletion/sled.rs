@@ -51,11 +51,12 @@ pub fn places(app: &str) -> Vec<(&'static str, Vec<u8>)> {
 }
 
 /// Removes every record of `app` at once (an edge, once the app is gone from its control
-/// node's registry: the control node's deletion job already settled the edge). Answers the
-/// keys removed.
+/// node's registry: the control node's deletion job already settled the edge), its items in
+/// the edge's uplink included. Answers the keys removed.
 pub fn remove_all(db: &sled::Db, app: &str) -> Result<u64, StoreError> {
     let places = places(app);
     let (mut at, mut total) = (0, forget_lake_files(db, app)?);
+    total += crate::fleet::uplink::forget_app(db, app)? as u64;
     while at < places.len() {
         let (next, removed) = remove_from(db, &places, at, 5_000)?;
         total += removed.iter().map(|(_, n)| n).sum::<u64>();

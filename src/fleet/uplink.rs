@@ -26,7 +26,7 @@ use crate::api::ApiError;
 use crate::collector::rollup::{store as rollups, wire};
 use crate::ids::Timestamp;
 use crate::profiles::{self, OwnedTouch};
-use crate::storage::queue::{Item, UPLINK};
+use crate::storage::queue::{Edit, Item, UPLINK};
 use crate::storage::{Store, StoreError};
 use crate::surveys::model::ResponseItem;
 use crate::surveys::store::{self as surveys, SurveyError};
@@ -97,6 +97,41 @@ pub fn backlog(db: &sled::Db, now_micros: i64) -> sled::Result<(u64, f64)> {
         .oldest
         .map_or(0.0, |(_, at)| (now_micros - at).max(0) as f64 / 1e6);
     Ok((stats.len as u64, age))
+}
+
+/// Takes every trace of `app` out of the edge's uplink (its deletion: the control node must
+/// not get it back): its buckets out of each rollup delta, its profile touches and responses
+/// dropped. Returns how many items changed.
+pub fn forget_app(db: &sled::Db, app: &str) -> sled::Result<usize> {
+    UPLINK.edit(db, |item| {
+        let payload = item.payload.as_slice();
+        let of_app = match kind_name(item.kind) {
+            "rollup" => {
+                let Ok(mut r) = serde_json::from_slice::<wire::Item>(payload) else {
+                    return Edit::Keep;
+                };
+                if !r.delta.forget(app) {
+                    return Edit::Keep;
+                }
+                if !r.delta.is_empty() {
+                    return Edit::Replace(wire::Item::payload(r.shard, r.lsn, &r.delta));
+                }
+                true
+            }
+            "profile" => {
+                serde_json::from_slice::<OwnedTouch>(payload).is_ok_and(|t| t.app_id == app)
+            }
+            "response" => {
+                serde_json::from_slice::<ResponseItem>(payload).is_ok_and(|r| r.app_id == app)
+            }
+            _ => false,
+        };
+        if of_app {
+            Edit::Drop
+        } else {
+            Edit::Keep
+        }
+    })
 }
 
 /// Sends the oldest items of the edge's uplink to the control node and acknowledges what it
@@ -184,6 +219,12 @@ pub fn receive(
     Ok(Through { through })
 }
 
+/// Whether `app` is an app of this node that is not being deleted: what an edge sends of
+/// another (deleted meanwhile) is not brought back.
+fn alive(db: &sled::Db, app: &str) -> Result<bool, StoreError> {
+    Ok(crate::tenants::store::get_app(db, app)?.is_some_and(|a| !a.deleting()))
+}
+
 /// Applies one item: `Ok(Err(why))` when it cannot be (and never will be).
 fn apply(
     db: &sled::Db,
@@ -194,9 +235,15 @@ fn apply(
     let body = item.body.clone();
     match item.kind.as_str() {
         "rollup" => {
-            let Ok(r) = serde_json::from_value::<wire::Item>(body) else {
+            let Ok(mut r) = serde_json::from_value::<wire::Item>(body) else {
                 return Ok(Err("unreadable rollup".into()));
             };
+            let apps: Vec<String> = r.delta.buckets().map(|(a, _, _)| a.to_owned()).collect();
+            for app in apps {
+                if !alive(db, &app)? {
+                    r.delta.forget(&app);
+                }
+            }
             let from = if node == own_node { "" } else { node };
             match rollups::apply_from(db, from, r.shard, r.lsn, &r.delta) {
                 Ok(_) => Ok(Ok(())),
@@ -208,6 +255,7 @@ fn apply(
             }
         }
         "profile" => match serde_json::from_value::<OwnedTouch>(body) {
+            Ok(t) if !alive(db, &t.app_id)? => Ok(Err(format!("no app {}", t.app_id))),
             Ok(t) => profiles::store::apply(db, &t.touch()).map(Ok),
             Err(e) => Ok(Err(format!("unreadable profile touch: {e}"))),
         },
@@ -215,6 +263,9 @@ fn apply(
             let Ok(r) = serde_json::from_value::<ResponseItem>(body) else {
                 return Ok(Err("unreadable response".into()));
             };
+            if !alive(db, &r.app_id)? {
+                return Ok(Err(format!("no app {}", r.app_id)));
+            }
             let at = Timestamp::from_micros(r.at);
             match surveys::respond(db, &r.app_id, &r.survey_id, &r.draft, at, None) {
                 Ok(_) => Ok(Ok(())),

@@ -39,6 +39,15 @@ pub struct Item {
     pub payload: Vec<u8>,
 }
 
+/// What `Queue::edit` does with an item.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Edit {
+    Keep,
+    Drop,
+    /// Keeps its sequence, kind and time with a new payload.
+    Replace(Vec<u8>),
+}
+
 /// What a queue holds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stats {
@@ -136,6 +145,26 @@ impl Queue {
             }
         }
         Ok(gone)
+    }
+
+    /// Passes every item to `edit`, which keeps, drops or rewrites it (same sequence); an item
+    /// acknowledged meanwhile stays gone (compare-and-swap). Returns how many changed.
+    pub fn edit(&self, db: &sled::Db, mut edit: impl FnMut(&Item) -> Edit) -> sled::Result<usize> {
+        let tree = db.open_tree(self.tree)?;
+        let mut changed = 0;
+        for kv in tree.iter() {
+            let (k, v) = kv?;
+            let Some(item) = item(&k, &v) else { continue };
+            let new = match edit(&item) {
+                Edit::Keep => continue,
+                Edit::Drop => None,
+                Edit::Replace(payload) => Some(value(item.kind, item.at, &payload)),
+            };
+            if tree.compare_and_swap(&k, Some(&v), new)?.is_ok() {
+                changed += 1;
+            }
+        }
+        Ok(changed)
     }
 
     /// How many items wait and the oldest one.
@@ -241,6 +270,29 @@ mod tests {
             "one sequence inside and outside transactions"
         );
         assert_eq!(Q.peek(&db, 10, 100).unwrap()[0].payload, b"x");
+    }
+
+    #[test]
+    fn an_edit_keeps_drops_or_rewrites_items_in_place() {
+        let db = db();
+        for p in [&b"keep"[..], b"drop", b"grow"] {
+            Q.push(&db, 4, 9, p).unwrap();
+        }
+        let changed = Q
+            .edit(&db, |i| match i.payload.as_slice() {
+                b"drop" => Edit::Drop,
+                b"grow" => Edit::Replace(b"grown".to_vec()),
+                _ => Edit::Keep,
+            })
+            .unwrap();
+        assert_eq!(changed, 2);
+        let left: Vec<(u8, i64, Vec<u8>)> = Q
+            .peek(&db, 10, 100)
+            .unwrap()
+            .into_iter()
+            .map(|i| (i.kind, i.at, i.payload))
+            .collect();
+        assert_eq!(left, [(4, 9, b"keep".to_vec()), (4, 9, b"grown".to_vec())]);
     }
 
     #[test]

@@ -6,8 +6,26 @@ use crate::surveys::model::{ResponseDraft, Survey, SurveyStatus, SurveyType};
 
 const T0: i64 = 1_790_000_000_000_000;
 
+/// A control node's database that knows the app "app".
 fn db() -> sled::Db {
-    sled::Config::new().temporary(true).open().unwrap()
+    let db = sled::Config::new().temporary(true).open().unwrap();
+    add_app(&db, "app", None);
+    db
+}
+
+fn add_app(db: &sled::Db, id: &str, deletion_job_id: Option<&str>) {
+    let t = Timestamp::from_micros(T0);
+    let app = crate::tenants::App {
+        id: id.into(),
+        name: id.into(),
+        plan: crate::tenants::Plan::Free,
+        integration_key_id: "key".into(),
+        deletion_job_id: deletion_job_id.map(str::to_owned),
+        created_at: t,
+        updated_at: t,
+    };
+    let apps = db.open_tree(crate::tenants::store::APPS).unwrap();
+    apps.insert(id, crate::storage::encode(&app)).unwrap();
 }
 
 fn delta(visitors: &[&str]) -> Delta {
@@ -161,6 +179,44 @@ fn an_item_the_control_node_cannot_take_is_passed_not_retried() {
     assert!(profiles::store::get(&db, "app", "u2").unwrap().is_some());
 }
 
+#[test]
+fn what_an_edge_sends_of_an_app_deleted_meanwhile_is_not_brought_back() {
+    let db = db();
+    add_app(&db, "gone", Some("job_1"));
+    let mut d = delta(&["v1"]);
+    d.add(&Event::example("gone", "m", "v2", T0));
+    let mut touch = identify("u1", "a1");
+    touch.app_id = "gone".into();
+    let items = [rollup(1, 0, 1, &d), item(2, "profile", touch)];
+    assert_eq!(receive(&db, "c", "e", &items).unwrap().through, 2);
+    assert_eq!(events(&db), 1, "the live app's rows only");
+    let h = T0.div_euclid(HOUR_MICROS);
+    assert!(rollups::read(&db, "gone", Unit::Hour, h, h + 1)
+        .unwrap()
+        .is_empty());
+    assert!(profiles::store::get(&db, "gone", "u1").unwrap().is_none());
+}
+
+#[test]
+fn an_edge_forgets_a_deleted_apps_items_and_keeps_the_others_rows() {
+    let db = db();
+    let mut d = delta(&["v1"]);
+    d.add(&Event::example("gone", "m", "v2", T0));
+    rollups::forward(&db, UPLINK, 0, 1, &d, T0).unwrap();
+    let mut touch = identify("u1", "a1");
+    touch.app_id = "gone".into();
+    profiles::store::apply_to(&db, &touch.touch(), Some(UPLINK)).unwrap();
+    profiles::store::apply_to(&db, &identify("u2", "a2").touch(), Some(UPLINK)).unwrap();
+    assert_eq!(forget_app(&db, "gone").unwrap(), 2);
+    assert_eq!(forget_app(&db, "gone").unwrap(), 0);
+    let left = UPLINK.peek(&db, 10, 1 << 20).unwrap();
+    assert_eq!(left.len(), 2);
+    let r: wire::Item = serde_json::from_slice(&left[0].payload).unwrap();
+    let apps: Vec<&str> = r.delta.buckets().map(|(a, _, _)| a).collect();
+    assert_eq!(apps, ["app"]);
+    assert!(!String::from_utf8_lossy(&left[1].payload).contains("gone"));
+}
+
 /// An edge's store with its uplink filled, a control node's store, and a server between
 /// them that checks the fleet token and calls `receive_batch`.
 #[actix_web::test]
@@ -169,6 +225,7 @@ async fn send_once_posts_the_oldest_items_and_acks_what_the_control_node_applied
     let dirs = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let (edge, edge_threads) = Store::open(dirs.0.path(), 1, 16, 8 << 20).unwrap();
     let (control, control_threads) = Store::open(dirs.1.path(), 1, 16, 8 << 20).unwrap();
+    add_app(&control.db().get().unwrap(), "app", None);
     let sled = edge.db().get().unwrap();
     rollups::forward(&sled, UPLINK, 0, 5, &delta(&["v1", "v2", "v3"]), T0).unwrap();
     let touch = identify("u1", "a1");
