@@ -286,3 +286,57 @@ async fn an_app_deleted_on_the_control_node_is_settled_and_forgotten_by_the_edge
     assert_eq!(crate::populate::sled_traces(&dir, &doomed), []);
     assert!(!crate::populate::sled_traces(&dir, &kept).is_empty());
 }
+
+#[tokio::test]
+async fn what_an_edge_learns_reaches_the_control_node_once() {
+    let control = spawn_app();
+    let (_, token) = fleet_token(&control).await;
+    let lake = control.data_dir.join("lake");
+    let (base, tok) = (control.base.clone(), token.clone());
+    let edge = spawn_app_with(move |s| {
+        s.fleet.role = tributary::config::Role::Edge;
+        s.fleet.control_url = base;
+        s.fleet.token = tok.as_str().into();
+        s.fleet.sync_interval_ms = 100;
+        s.collector.node_id = "edge-1".into();
+        s.collector.max_file_age_ms = 100;
+        s.lake.path = lake.display().to_string();
+    });
+    // Pro: 1 000 requests a minute for the polls below.
+    let (app_id, ik) = control.create_app("pro").await;
+    let (_, key) = control
+        .create_key(&app_id, &["analytics:read", "profiles:read"])
+        .await;
+    within(10, "the app known to the edge", || {
+        accepted(&edge, &ik, "first")
+    })
+    .await;
+    let mut identify = track("who");
+    identify["type"] = json!("identify");
+    identify["userId"] = json!("u1");
+    identify["traits"] = json!({"plan": "pro"});
+    let events = vec![identify, track("t1"), track("t2")];
+    let a = edge.collect(&ik, batch(events.clone())).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    // A retry of the same batch through the edge counts nothing twice.
+    assert_eq!(edge.collect(&ik, batch(events)).await.counts().1, 3);
+    within(20, "the control node's rollups and profile", || async {
+        let traffic = control
+            .api(&key, Method::GET, "/api/v1/analytics/traffic", None)
+            .await;
+        let profile = control
+            .api(&key, Method::GET, "/api/v1/profiles/u1", None)
+            .await;
+        let events = traffic.data()["totals"]["events"].as_u64().unwrap_or(0);
+        assert!(events <= 4, "counted twice: {}", traffic.body);
+        events == 4 && profile.data()["traits"]["plan"] == "pro"
+    })
+    .await;
+    let nodes = control.admin(Method::GET, "/fleet/nodes", None).await;
+    within(10, "the edge's uplink empty", || async {
+        let nodes = control.admin(Method::GET, "/fleet/nodes", None).await;
+        nodes.data()[0]["uplinkItems"] == 0
+    })
+    .await;
+    assert_eq!(nodes.data()[0]["nodeId"], "edge-1", "{}", nodes.body);
+}
