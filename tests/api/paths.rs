@@ -211,7 +211,7 @@ async fn an_operators_path_on_a_route_of_the_service_refuses_to_start() {
     assert_eq!(
         e,
         "configuration: collector.collect_path = \"/api/w/collect\": /api is the service's own; \
-         choose a path outside /acq, /admin, /api, /dashboard, /healthz, /metrics, \
+         choose a path outside /acq, /admin, /api, /dashboard, /fleet, /healthz, /metrics, \
          /openapi.json, /readyz, /sdk, /v1"
     );
     s.collector.collect_path = SCRIPT.into();

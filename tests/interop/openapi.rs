@@ -184,6 +184,43 @@ async fn erasure_answers(app: &TestApp, s: &mut Samples) {
     run(app, s, steps).await;
 }
 
+async fn fleet_answers(app: &TestApp, s: &mut Samples) {
+    let auth = format!("Bearer {ADMIN_TOKEN}");
+    let h = Some(("authorization", auth.as_str()));
+    let tokens = "/admin/v1/fleet/tokens";
+    let created = run(
+        app,
+        s,
+        vec![(
+            "POST",
+            tokens,
+            tokens.into(),
+            h,
+            Some(json!({"name": "eu"})),
+        )],
+    )
+    .await;
+    let one = "/admin/v1/fleet/tokens/{tokenId}";
+    let path = format!("{tokens}/{}", created[0]["id"].as_str().unwrap());
+    let (nodes, usage) = ("/admin/v1/fleet/nodes", "/admin/v1/fleet/usage");
+    #[rustfmt::skip]
+    let steps: Vec<Step> = vec![
+        ("POST", tokens, tokens.into(), h, Some(json!({"name": ""}))),
+        ("POST", tokens, tokens.into(), h, Some(json!({"name": "x", "other": 1}))),
+        ("POST", tokens, tokens.into(), None, Some(json!({"name": "x"}))),
+        ("GET", tokens, tokens.into(), h, None),
+        ("GET", tokens, tokens.into(), None, None),
+        ("GET", nodes, nodes.into(), h, None),
+        ("GET", nodes, nodes.into(), None, None),
+        ("GET", usage, usage.into(), h, None),
+        ("GET", usage, format!("{usage}?month=2026-11"), h, None),
+        ("GET", usage, format!("{usage}?month=2026-13"), h, None),
+        ("DELETE", one, path.clone(), h, None),
+        ("DELETE", one, path, h, None),
+    ];
+    run(app, s, steps).await;
+}
+
 async fn admin_answers(app: &TestApp, s: &mut Samples) {
     let auth = format!("Bearer {ADMIN_TOKEN}");
     let h = Some(("authorization", auth.as_str()));
@@ -700,6 +737,7 @@ async fn every_operation_answers_as_its_openapi_schema_says() {
     contacts_answers(&app, &mut s).await;
     profile_and_collector_answers(&app, &mut s).await;
     admin_answers(&app, &mut s).await;
+    fleet_answers(&app, &mut s).await;
     erasure_answers(&app, &mut s).await;
     boards_answers(&app, &mut s).await;
     ideas_answers(&app, &mut s).await;
