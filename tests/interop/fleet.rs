@@ -22,10 +22,11 @@ use std::time::{Duration, Instant};
 use reqwest::Method;
 use serde_json::{json, Value};
 
-use crate::binary::{self, Server};
+use crate::binary::{self, Rng, Server};
+use crate::browser::{node_test, read_manifest};
 use crate::events::batch;
 use crate::helpers::{anon, TestApp};
-use crate::load::{Outcome, Spec};
+use crate::load::{self, Load, Outcome, Spec};
 use crate::observe::eventually;
 use crate::python::{self, Moto};
 use crate::rollups;
@@ -457,6 +458,92 @@ async fn fleet_an_app_made_and_a_key_revoked_on_the_control_node_hold_on_both_ed
     }
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn fleet_traffic_of_two_apps_through_both_edges_is_in_the_bucket_once_and_in_the_control_rollups(
+) {
+    let fleet = Fleet::start(2, &[]).await;
+    let apps = [fleet.app("enterprise").await, fleet.app("enterprise").await];
+    fleet.registry_current().await;
+
+    // The browser tracker against edge 1 (visitors of both apps), HTTP batches against edge 2.
+    let manifest = fleet.control.dir().join("browser-manifest.jsonl");
+    let browser = node_test(
+        "fleet.test.mjs",
+        vec![
+            ("TRIBUTARY_BASE", fleet.edges[0].base()),
+            ("TRIBUTARY_APP_KEY", apps[0].ik.clone()),
+            ("TRIBUTARY_APP_KEY_2", apps[1].ik.clone()),
+            ("TRIBUTARY_MANIFEST", manifest.display().to_string()),
+        ],
+    );
+    let http = async {
+        let client = reqwest::Client::new();
+        let mut rng = Rng(25);
+        let mut sent = Vec::new();
+        for (app, (name, visitors)) in apps.iter().zip([("shop", 400), ("blog", 60)]) {
+            let events: Vec<Value> = (0..visitors)
+                .flat_map(|v| rollups::visitor(&mut rng, name, v))
+                .collect();
+            sent.extend(
+                events
+                    .iter()
+                    .map(|e| e["messageId"].as_str().unwrap().to_owned()),
+            );
+            rollups::send(&client, fleet.edges[1].server(), &app.ik, events).await;
+        }
+        sent
+    };
+    let ((), mut acked) = tokio::join!(browser, http);
+    let last = Instant::now();
+    let browser_events = read_manifest(&manifest).present;
+    assert!(!browser_events.is_empty(), "the browser's events");
+    acked.extend(browser_events.iter().cloned());
+
+    // The bucket: every acknowledged event, each once.
+    let (ids, in_bucket) = eventually(
+        "every acknowledged event in the bucket",
+        SETTLE,
+        None,
+        async || {
+            let ids = fleet.bucket_ids().await.ids;
+            let held: std::collections::HashSet<&str> = ids.iter().map(String::as_str).collect();
+            acked
+                .iter()
+                .all(|id| held.contains(id.as_str()))
+                .then_some(ids)
+        },
+    )
+    .await;
+    assert_once(&ids, &acked);
+
+    // The control node's rollups equal DuckDB over the bucket within 2 minutes.
+    let ids_of: Vec<&str> = apps.iter().map(|a| a.id.as_str()).collect();
+    let duck = fleet.bucket_rollups(&ids_of).await;
+    let control = fleet.control.server();
+    let client = reqwest::Client::new();
+    for app in &apps {
+        let want = &duck[&app.id];
+        until_eq(
+            "the control node's rollups: events",
+            want["events"].clone(),
+            SETTLE.saturating_sub(last.elapsed()),
+            async || control_events(&fleet, &app.key).await,
+        )
+        .await;
+        let ours = rollups::traffic(&client, control, &app.key, "hour").await;
+        rollups::compare(&ours, want, "the control node's hourly rollups");
+        let days = rollups::traffic(&client, control, &app.key, "day").await;
+        rollups::compare(&days, want, "the control node's daily rollups");
+    }
+    eprintln!(
+        "fleet: {} events acknowledged ({} from Chromium via edge 1), in the bucket after {in_bucket:?}, \
+         in the control node's rollups {:?} after the last batch",
+        acked.len(),
+        browser_events.len(),
+        last.elapsed()
+    );
+}
+
 /// Asserts the bucket's `ids` hold each of `acked` once and no messageId twice.
 fn assert_once(ids: &[String], acked: &[String]) {
     let mut count: HashMap<&str, usize> = HashMap::new();
@@ -496,6 +583,99 @@ async fn offered(client: &reqwest::Client, base: &str, ik: &str, query: &str) ->
         .iter()
         .map(|s| s["id"].as_str().unwrap().to_owned())
         .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn fleet_an_identify_through_edge_1_decides_a_survey_on_edge_2_whose_answer_reaches_the_control_node(
+) {
+    let fleet = Fleet::start(2, &[]).await;
+    let app = fleet.app("enterprise").await;
+    let control = fleet.control.api();
+    let body = json!({"title": "Pro only", "type": "nps",
+        "targeting": {"percentage": 100, "attributes": [{"key": "plan", "operator": "equals", "value": "pro"}]},
+        "questions": [{"id": "score", "text": "How likely?", "type": "scale"}]});
+    let made = control
+        .admin(
+            Method::POST,
+            &format!("/apps/{}/surveys", app.id),
+            Some(body),
+        )
+        .await;
+    assert_eq!(made.status, 201, "{}", made.body);
+    let survey = made.data()["id"].as_str().unwrap().to_owned();
+    let path = format!("/apps/{}/surveys/{survey}/transition", app.id);
+    let a = control
+        .admin(Method::POST, &path, Some(json!({"status": "active"})))
+        .await;
+    assert!(a.status.is_success(), "{}", a.body);
+    fleet.registry_current().await;
+
+    let client = reqwest::Client::new();
+    let (edge1, edge2) = (fleet.edges[0].base(), fleet.edges[1].base());
+    let visitor = anon("fleet survey visitor");
+    let query = format!("anonymousId={visitor}");
+    assert!(
+        offered(&client, &edge2, &app.ik, &query).await.is_empty(),
+        "not offered before the identify"
+    );
+    let identify = json!({"type": "identify", "userId": "fleet-pro", "anonymousId": visitor,
+        "messageId": "msg_fleet_identify", "traits": {"plan": "pro"}});
+    let r = client
+        .post(format!("{edge1}/api/w/analytics/collect"))
+        .header("x-app-key", &app.ik)
+        .json(&batch(vec![identify]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let identified = Instant::now();
+    // Within the sync interval, give or take the uplink's own tick.
+    let (_, took) = eventually(
+        "the survey offered on edge 2 after the identify on edge 1",
+        2 * SYNC,
+        None,
+        async || {
+            let ids = offered(&client, &edge2, &app.ik, &query).await;
+            ids.contains(&survey).then_some(())
+        },
+    )
+    .await;
+
+    // The answer, as the widget sends it from the list it got (no attributes of its own).
+    let answer = json!({"anonymousId": visitor, "userId": "fleet-pro",
+        "answers": [{"questionId": "score", "value": 9}]});
+    let r = client
+        .post(format!("{edge2}/api/w/surveys/{survey}/responses"))
+        .header("x-app-key", &app.ik)
+        .json(&answer)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status();
+    let text = r.text().await.unwrap();
+    assert!(status.is_success(), "the answer on edge 2: {status} {text}");
+    let answered = Instant::now();
+    let responses = format!("/api/v1/surveys/{survey}/responses");
+    let (_, reached) = eventually(
+        "the answer in the control node's responses",
+        WITHIN,
+        None,
+        async || {
+            let a = control.api(&app.key, Method::GET, &responses, None).await;
+            a.data()
+                .as_array()?
+                .iter()
+                .any(|r| r["anonymousId"] == visitor.as_str() && r["score"] == 9.0)
+                .then_some(())
+        },
+    )
+    .await;
+    eprintln!(
+        "fleet: the survey offered on edge 2 {took:?} after the identify on edge 1 ({:?} in all); \
+         the answer in the control node's responses {reached:?} after it was sent ({:?})",
+        identified.elapsed(),
+        answered.elapsed()
+    );
 }
 
 /// One client's share of the quota test: `batches` batches of `per_batch` fresh events to
@@ -615,5 +795,197 @@ fn all_200(o: &Outcome, what: &str) {
         0,
         "{what}: {failed} requests not answered 200: {}",
         o.figures()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn fleet_the_control_node_killed_for_60_s_under_load_loses_nothing_and_catches_up() {
+    const OUTAGE: Duration = Duration::from_secs(60);
+    let mut fleet = Fleet::start(2, &[]).await;
+    let app = fleet.app("enterprise").await;
+    fleet.registry_current().await;
+    let client = reqwest::Client::new();
+    let l1 = Load::start(&fleet.edges[0].base(), &app.ik, steady("edge1"));
+    let l2 = Load::start(&fleet.edges[1].base(), &app.ik, steady("edge2"));
+    eventually(
+        "both edges take the load",
+        Duration::from_secs(30),
+        Some(&l1),
+        async || (l1.acked_events() > 0 && l2.acked_events() > 0).then_some(()),
+    )
+    .await;
+
+    fleet.control.kill_9();
+    let down = Instant::now();
+    for (i, edge) in fleet.edges.iter().enumerate() {
+        let traits = json!({"plan": "pro", "edge": i + 1});
+        identify(
+            &client,
+            &edge.base(),
+            &app.ik,
+            &format!("outage-{}", i + 1),
+            traits,
+        )
+        .await;
+    }
+    // Edge 2 restarted during the outage: it serves from the registry on its disk.
+    let o2 = l2.stop().await;
+    fleet.edges[1].kill_9();
+    fleet.edges[1].up().await;
+    let l3 = Load::start(&fleet.edges[1].base(), &app.ik, steady("edge2again"));
+    let (_, accepting) = eventually(
+        "the restarted edge takes events with the control node down",
+        Duration::from_secs(30),
+        Some(&l3),
+        async || (l3.acked_events() > 0).then_some(()),
+    )
+    .await;
+    let traits = json!({"plan": "enterprise"});
+    identify(&client, &fleet.edges[1].base(), &app.ik, "outage-3", traits).await;
+    // The rest of the minute, both loads checked all along.
+    eventually(
+        "the outage's minute",
+        OUTAGE + Duration::from_secs(30),
+        Some(&l1),
+        async || {
+            l3.check();
+            (down.elapsed() >= OUTAGE).then_some(())
+        },
+    )
+    .await;
+    fleet.control.up().await;
+    let back = Instant::now();
+    let o1 = l1.stop().await;
+    let o3 = l3.stop().await;
+    for (o, what) in [(&o1, "edge 1"), (&o2, "edge 2"), (&o3, "edge 2 restarted")] {
+        all_200(o, what);
+    }
+    let sent = (o1.acked_events() + o2.acked_events() + o3.acked_events() + 3) as u64;
+
+    // The bucket: each acknowledged event once (the edges wrote it with the control node away).
+    let loads = [&o1, &o2, &o3];
+    let (ids, _) = eventually("the bucket holds every event", SETTLE, None, async || {
+        let ids = fleet.bucket_ids().await.ids;
+        (ids.len() as u64 >= sent).then_some(ids)
+    })
+    .await;
+    let of_loads: Vec<String> = ids
+        .iter()
+        .filter(|id| !id.starts_with("msg_fleet_"))
+        .cloned()
+        .collect();
+    assert_eq!(ids.len() as u64, sent, "the bucket's rows");
+    load::assert_every_acknowledged_event_once(&of_loads, &loads);
+
+    // Within 2 minutes of its return the control node shows the same: usage, profiles, rollups.
+    let settle = || SETTLE.saturating_sub(back.elapsed());
+    let counted = until_eq(
+        "the fleet's usage of the app (GET /admin/v1/fleet/usage)",
+        sent,
+        settle(),
+        async || fleet.usage(&app.id).await,
+    )
+    .await;
+    let api = fleet.control.api();
+    for (user, key, want) in [
+        ("outage-1", "plan", json!("pro")),
+        ("outage-2", "edge", json!(2)),
+        ("outage-3", "plan", json!("enterprise")),
+    ] {
+        until_eq(
+            &format!("the trait {key} of {user}'s profile on the control node"),
+            want,
+            settle(),
+            async || {
+                let path = format!("/api/v1/profiles/{user}");
+                let a = api.api(&app.key, Method::GET, &path, None).await;
+                if a.status == 200 {
+                    a.data()["traits"][key].clone()
+                } else {
+                    json!(format!("{} {}", a.status, a.code()))
+                }
+            },
+        )
+        .await;
+    }
+    let rolled = until_eq(
+        "the control node's rollups: events",
+        json!(sent),
+        settle(),
+        async || control_events(&fleet, &app.key).await,
+    )
+    .await;
+    let duck = fleet.bucket_rollups(&[&app.id]).await;
+    let ours = rollups::traffic(&client, fleet.control.server(), &app.key, "hour").await;
+    rollups::compare(&ours, &duck[&app.id], "the control node after its outage");
+    eprintln!(
+        "fleet: control node down {OUTAGE:?}: edge 1 {}; edge 2 {}; edge 2 restarted (taking events \
+         {accepting:?} after its start) {}; after the return: rollups {rolled:?}, usage {counted:?}",
+        o1.figures(),
+        o2.figures(),
+        o3.figures()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn fleet_an_edge_killed_under_load_loses_nothing_and_the_retries_duplicate_nothing() {
+    let mut fleet = Fleet::start(2, &[]).await;
+    let app = fleet.app("enterprise").await;
+    fleet.registry_current().await;
+    // Edge 1 as fast as it answers (its clients send a batch again when no answer comes), edge
+    // 2 steady beside it.
+    let spec = Spec {
+        prefix: "killed",
+        clients: 3,
+        events_per_batch: 20,
+        every: None,
+        pad: 0,
+    };
+    let hit = Load::start_retrying(&fleet.edges[0].base(), &app.ik, spec);
+    let calm = Load::start(&fleet.edges[1].base(), &app.ik, steady("calm"));
+    eventually(
+        "edge 1 takes 2 000 events",
+        Duration::from_secs(60),
+        Some(&calm),
+        async || (hit.acked_events() >= 2_000).then_some(()),
+    )
+    .await;
+    fleet.edges[0].kill_9();
+    let killed = Instant::now();
+    let before = hit.acked_events();
+    fleet.edges[0].up().await;
+    let (_, resumed) = eventually(
+        "edge 1 takes 2 000 more events after its restart",
+        Duration::from_secs(60),
+        Some(&calm),
+        async || (hit.acked_events() >= before + 2_000).then_some(()),
+    )
+    .await;
+    let hit = hit.stop().await;
+    let calm = calm.stop().await;
+    all_200(&calm, "edge 2");
+    let lost = hit.count(0);
+    let acked = (hit.acked_events() + calm.acked_events()) as u64;
+
+    let (ids, _) = eventually("the bucket holds every event", SETTLE, None, async || {
+        let ids = fleet.bucket_ids().await.ids;
+        (ids.len() as u64 >= acked).then_some(ids)
+    })
+    .await;
+    let rows = load::assert_every_acknowledged_event_once(&ids, &[&hit, &calm]);
+    // The control node's rollups count each row once, whatever the edge sent twice.
+    until_eq(
+        "the control node's rollups: events",
+        json!(rows),
+        SETTLE,
+        async || control_events(&fleet, &app.key).await,
+    )
+    .await;
+    eprintln!(
+        "fleet: edge 1 killed under load: {}, {lost} requests without an answer, back {resumed:?} \
+         after the kill ({:?} ago); edge 2: {}; bucket: {rows} rows, none twice",
+        hit.figures(),
+        killed.elapsed(),
+        calm.figures()
     );
 }
