@@ -270,6 +270,20 @@ impl Fleet {
             .unwrap()
     }
 
+    /// Polls the bucket until it holds every one of `acked`, at most `within`; returns its
+    /// messageIds then or at the deadline (the caller's checks name what is missing).
+    pub async fn bucket_with(&self, acked: &[String], within: Duration) -> Vec<String> {
+        let start = Instant::now();
+        loop {
+            let ids = self.bucket_ids().await.ids;
+            let held: std::collections::HashSet<&str> = ids.iter().map(String::as_str).collect();
+            if acked.iter().all(|id| held.contains(id.as_str())) || start.elapsed() > within {
+                return ids;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
     /// DuckDB's rollup figures of each app over the bucket, by app id.
     pub async fn bucket_rollups(&self, apps: &[&str]) -> serde_json::Map<String, Value> {
         let endpoint = self.moto.endpoint.clone();
@@ -459,8 +473,7 @@ async fn fleet_an_app_made_and_a_key_revoked_on_the_control_node_hold_on_both_ed
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn fleet_traffic_of_two_apps_through_both_edges_is_in_the_bucket_once_and_in_the_control_rollups(
-) {
+async fn fleet_two_apps_through_both_edges_are_in_the_bucket_once_and_in_the_control_rollups() {
     let fleet = Fleet::start(2, &[]).await;
     let apps = [fleet.app("enterprise").await, fleet.app("enterprise").await];
     fleet.registry_current().await;
@@ -500,20 +513,8 @@ async fn fleet_traffic_of_two_apps_through_both_edges_is_in_the_bucket_once_and_
     acked.extend(browser_events.iter().cloned());
 
     // The bucket: every acknowledged event, each once.
-    let (ids, in_bucket) = eventually(
-        "every acknowledged event in the bucket",
-        SETTLE,
-        None,
-        async || {
-            let ids = fleet.bucket_ids().await.ids;
-            let held: std::collections::HashSet<&str> = ids.iter().map(String::as_str).collect();
-            acked
-                .iter()
-                .all(|id| held.contains(id.as_str()))
-                .then_some(ids)
-        },
-    )
-    .await;
+    let ids = fleet.bucket_with(&acked, SETTLE).await;
+    let in_bucket = last.elapsed();
     assert_once(&ids, &acked);
 
     // The control node's rollups equal DuckDB over the bucket within 2 minutes.
@@ -586,8 +587,7 @@ async fn offered(client: &reqwest::Client, base: &str, ik: &str, query: &str) ->
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn fleet_an_identify_through_edge_1_decides_a_survey_on_edge_2_whose_answer_reaches_the_control_node(
-) {
+async fn fleet_an_identify_on_edge_1_decides_a_survey_on_edge_2_whose_answer_reaches_the_control() {
     let fleet = Fleet::start(2, &[]).await;
     let app = fleet.app("enterprise").await;
     let control = fleet.control.api();
@@ -715,8 +715,7 @@ async fn spend(
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn fleet_a_plan_of_10000_events_a_month_holds_across_both_edges_within_the_stated_overshoot()
-{
+async fn fleet_a_plan_of_10000_events_a_month_holds_across_edges_within_the_stated_overshoot() {
     const LIMIT: u64 = 10_000;
     let fleet = Fleet::start(2, &[("TRIBUTARY__PLANS__FREE__EVENTS_PER_MONTH", "10000")]).await;
     let app = fleet.app("free").await;
@@ -785,6 +784,18 @@ fn steady(prefix: &'static str) -> Spec {
         every: Some(Duration::from_millis(250)),
         pad: 0,
     }
+}
+
+/// The messageIds of every event the loads' answers acknowledged.
+fn acked_ids(loads: &[&Outcome]) -> Vec<String> {
+    loads
+        .iter()
+        .flat_map(|&o| {
+            o.acked.iter().flat_map(move |&(c, b)| {
+                (0..o.spec.events_per_batch).map(move |i| load::message_id(o.spec.prefix, c, b, i))
+            })
+        })
+        .collect()
 }
 
 /// Asserts every request of `o` was answered 200.
@@ -864,18 +875,14 @@ async fn fleet_the_control_node_killed_for_60_s_under_load_loses_nothing_and_cat
 
     // The bucket: each acknowledged event once (the edges wrote it with the control node away).
     let loads = [&o1, &o2, &o3];
-    let (ids, _) = eventually("the bucket holds every event", SETTLE, None, async || {
-        let ids = fleet.bucket_ids().await.ids;
-        (ids.len() as u64 >= sent).then_some(ids)
-    })
-    .await;
+    let ids = fleet.bucket_with(&acked_ids(&loads), SETTLE).await;
     let of_loads: Vec<String> = ids
         .iter()
         .filter(|id| !id.starts_with("msg_fleet_"))
         .cloned()
         .collect();
-    assert_eq!(ids.len() as u64, sent, "the bucket's rows");
     load::assert_every_acknowledged_event_once(&of_loads, &loads);
+    assert_eq!(ids.len() as u64, sent, "the bucket's rows");
 
     // Within 2 minutes of its return the control node shows the same: usage, profiles, rollups.
     let settle = || SETTLE.saturating_sub(back.elapsed());
@@ -965,13 +972,8 @@ async fn fleet_an_edge_killed_under_load_loses_nothing_and_the_retries_duplicate
     let calm = calm.stop().await;
     all_200(&calm, "edge 2");
     let lost = hit.count(0);
-    let acked = (hit.acked_events() + calm.acked_events()) as u64;
 
-    let (ids, _) = eventually("the bucket holds every event", SETTLE, None, async || {
-        let ids = fleet.bucket_ids().await.ids;
-        (ids.len() as u64 >= acked).then_some(ids)
-    })
-    .await;
+    let ids = fleet.bucket_with(&acked_ids(&[&hit, &calm]), SETTLE).await;
     let rows = load::assert_every_acknowledged_event_once(&ids, &[&hit, &calm]);
     // The control node's rollups count each row once, whatever the edge sent twice.
     until_eq(
