@@ -16,7 +16,7 @@
 //!
 //! Each test prints its figures (`eprintln!`, shown with `--no-capture`).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use reqwest::Method;
@@ -297,22 +297,41 @@ impl Fleet {
     }
 
     /// The fleet's events of `app` this month, as the control node counts them for the quota
-    /// (`GET /admin/v1/fleet/usage`: its own and each edge's last report).
-    pub async fn usage(&self, app: &str) -> u64 {
+    /// (`GET /admin/v1/fleet/usage`: its own and each edge's last report), by node (those with
+    /// any).
+    pub async fn usage(&self, app: &str) -> BTreeMap<String, u64> {
         let a = self
             .control
             .api()
             .admin(Method::GET, "/fleet/usage", None)
             .await;
         assert_eq!(a.status, 200, "GET /admin/v1/fleet/usage: {}", a.body);
-        a.data()
-            .as_array()
-            .expect("a list")
-            .iter()
-            .filter(|u| u["appId"] == app)
-            .map(|u| u["events"].as_u64().unwrap_or(0))
-            .sum()
+        let mut by_node = BTreeMap::new();
+        for u in a.data().as_array().expect("a list") {
+            if u["appId"] != app {
+                continue;
+            }
+            let nodes = u["byNode"].as_object().expect("byNode");
+            let total: u64 = nodes.values().filter_map(Value::as_u64).sum();
+            assert_eq!(u["events"], total, "the fleet's events are its nodes': {u}");
+            for (node, n) in nodes {
+                if n.as_u64() != Some(0) {
+                    by_node.insert(node.clone(), n.as_u64().expect("a count"));
+                }
+            }
+        }
+        by_node
     }
+}
+
+/// `usage` as the tests want it: each edge's count, by node id.
+fn per_edge(counts: &[u64]) -> BTreeMap<String, u64> {
+    counts
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| **n > 0)
+        .map(|(i, n)| (format!("edge{}", i + 1), *n))
+        .collect()
 }
 
 /// Polls `probe` every 100 ms until it gives `want`; fails after `within` with the last value it
@@ -728,16 +747,25 @@ async fn fleet_a_plan_of_10000_events_a_month_holds_across_edges_within_the_stat
     let spenders: Vec<_> = fleet
         .edges
         .iter()
-        .flat_map(|e| (0..clients).map(move |c| (e.base(), c)))
         .enumerate()
-        .map(|(n, (base, _))| {
-            tokio::spawn(spend(base, app.ik.clone(), n, batches, per_batch, every))
+        .flat_map(|(i, e)| (0..clients).map(move |c| (i, e.base(), c)))
+        .map(|(i, base, c)| {
+            let spent = spend(
+                base,
+                app.ik.clone(),
+                i * clients + c,
+                batches,
+                per_batch,
+                every,
+            );
+            (i, tokio::spawn(spent))
         })
         .collect();
-    let mut accepted = 0;
-    for s in spenders {
-        accepted += s.await.unwrap();
+    let mut by_edge = vec![0; fleet.edges.len()];
+    for (i, s) in spenders {
+        by_edge[i] += s.await.unwrap();
     }
+    let accepted: u64 = by_edge.iter().sum();
     let took = started.elapsed();
     let sent = (fleet.edges.len() * clients * batches * per_batch) as f64;
     let rate = sent / took.as_secs_f64();
@@ -750,7 +778,7 @@ async fn fleet_a_plan_of_10000_events_a_month_holds_across_edges_within_the_stat
     assert!(accepted >= LIMIT, "only {accepted} of {LIMIT} accepted");
     until_eq(
         "the fleet's usage of the app (GET /admin/v1/fleet/usage)",
-        accepted,
+        per_edge(&by_edge),
         WITHIN,
         async || fleet.usage(&app.id).await,
     )
@@ -888,7 +916,10 @@ async fn fleet_the_control_node_killed_for_60_s_under_load_loses_nothing_and_cat
     let settle = || SETTLE.saturating_sub(back.elapsed());
     let counted = until_eq(
         "the fleet's usage of the app (GET /admin/v1/fleet/usage)",
-        sent,
+        per_edge(&[
+            o1.acked_events() as u64 + 1,
+            (o2.acked_events() + o3.acked_events()) as u64 + 2,
+        ]),
         settle(),
         async || fleet.usage(&app.id).await,
     )
