@@ -399,7 +399,7 @@ async fn every_edge_answers(
             None,
             async || {
                 n += 1;
-                let id = format!("probe_{status}_{n}_{}", ik.len());
+                let id = format!("probe_{status}_{n}_{}", &ik[ik.len().saturating_sub(8)..]);
                 (collect_status(&client, &base, ik, &id).await == status).then_some(())
             },
         )
