@@ -221,6 +221,14 @@ impl EdgeCounters {
     }
 }
 
+/// Metrics of a part above the collector (the fleet's `tributary_fleet_*`), read at each
+/// scrape. That part registers it at start (`Metrics::add_section`), so the collector names
+/// nothing above it.
+pub trait Section: Send + Sync + std::fmt::Debug {
+    /// Registers its metrics, with their values of now, in `r` (a new registry at each scrape).
+    fn fill(&self, r: &mut Registry);
+}
+
 /// The registry and every handle in it.
 #[derive(Debug)]
 pub struct Metrics {
@@ -228,6 +236,7 @@ pub struct Metrics {
     pub edge: EdgeCounters,
     pub shards: Vec<ShardCounters>,
     pub retention: RetentionCounters,
+    sections: std::sync::RwLock<Vec<Box<dyn Section>>>,
 }
 
 impl Default for Metrics {
@@ -274,6 +283,7 @@ impl Metrics {
             edge,
             shards,
             retention,
+            sections: Default::default(),
         }
     }
 
@@ -299,11 +309,25 @@ impl Metrics {
         );
     }
 
-    /// The OpenMetrics text of every metric.
+    /// Adds a section rendered after the collector's own metrics.
+    pub fn add_section(&self, section: Box<dyn Section>) {
+        let mut sections = self.sections.write().unwrap_or_else(|e| e.into_inner());
+        sections.push(section);
+    }
+
+    /// The OpenMetrics text of every metric, the sections' after the collector's.
     pub fn render(&self) -> String {
+        use prometheus_client::encoding::text::{encode_eof, encode_registry};
         let mut out = String::new();
         // Writing to a String cannot fail.
-        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        let _ = encode_registry(&mut out, &self.registry);
+        let sections = self.sections.read().unwrap_or_else(|e| e.into_inner());
+        for section in sections.iter() {
+            let mut r = Registry::default();
+            section.fill(&mut r);
+            let _ = encode_registry(&mut out, &r);
+        }
+        let _ = encode_eof(&mut out);
         out
     }
 }
@@ -337,6 +361,32 @@ mod tests {
         );
         assert!(text.ends_with("# EOF\n"));
         assert_eq!(m.edge.rejected(Reject::InvalidEvent), 3);
+    }
+
+    #[derive(Debug)]
+    struct Above(i64);
+
+    impl Section for Above {
+        fn fill(&self, r: &mut Registry) {
+            let g: Gauge = Gauge::default();
+            g.set(self.0);
+            r.sub_registry_with_prefix("tributary_above").register(
+                "things",
+                "Things of a part above",
+                g,
+            );
+        }
+    }
+
+    #[test]
+    fn a_section_is_rendered_with_its_values_of_each_scrape_before_the_end() {
+        let m = Metrics::new(1);
+        m.add_section(Box::new(Above(3)));
+        let text = m.render();
+        assert!(text.contains("tributary_above_things 3\n"), "{text}");
+        assert!(text.contains("tributary_collector_accepted_total{shard=\"0\"} 0"));
+        assert_eq!(text.matches("# EOF").count(), 1, "{text}");
+        assert!(text.ends_with("# EOF\n"));
     }
 
     #[test]

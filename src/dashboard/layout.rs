@@ -26,6 +26,7 @@ pub enum Section {
     Keys,
     Contacts,
     Team,
+    Fleet,
     /// The signed-in member's own account (reached from their name, not from the sidebar).
     Account,
 }
@@ -88,6 +89,13 @@ const NAV: &[NavItem] = &[
         label: "Team",
         href: "/dashboard/team",
         icon: "M12 3l8 4v5c0 4.5-3.4 8.4-8 9-4.6-.6-8-4.5-8-9V7z",
+        owner_only: true,
+    },
+    NavItem {
+        section: Section::Fleet,
+        label: "Fleet",
+        href: "/dashboard/fleet",
+        icon: "M10 3h4v4h-4zM3 17h4v4H3zM17 17h4v4h-4zM12 7v5M5 17v-5h14v5",
         owner_only: true,
     },
 ];
@@ -361,6 +369,21 @@ pub fn thousands(n: u64) -> String {
         out.push(c);
     }
     out
+}
+
+/// 1536 as "1.5 KiB".
+pub fn size(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut v = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while v >= 1024.0 && unit < UNITS.len() - 1 {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{v:.1} {}", UNITS[unit])
 }
 
 /// A timestamp as "2026-11-23 14:05 UTC".

@@ -5,8 +5,8 @@
 //! `session.rs` (cookie, `Viewer`, forms and CSRF) -> `layout.rs` (shell, nav, form pieces)
 //! -> one folder per section: `account/` (setup, sign-in, the team), `apps/` (apps, keys),
 //! `contacts/` (table, CSV in), `surveys/` (list, builder, targeting, results), `ideas/`
-//! (board, an idea, settings), and `traffic.rs` (charts from `charts.rs`), with
-//! `error.rs` (`PageError`).
+//! (board, an idea, settings), `traffic.rs` (charts from `charts.rs`), `fleet.rs` (the
+//! control node's edges and fleet tokens), with `error.rs` (`PageError`).
 //!
 //! These routes are not part of the public API: they are wired outside the documented
 //! services, so `/openapi.json` (and schemathesis) never sees them.
@@ -16,6 +16,7 @@ pub mod apps;
 pub mod charts;
 pub mod contacts;
 pub mod error;
+pub mod fleet;
 pub mod ideas;
 pub mod layout;
 pub mod session;
@@ -70,6 +71,12 @@ fn account_routes(scope: Scope) -> Scope {
         .route("/team/{user}/remove", web::post().to(team::remove))
         .route("/account", web::get().to(password::show))
         .route("/account/password", web::post().to(password::change))
+        .route("/fleet", web::get().to(fleet::page))
+        .route("/fleet/tokens", web::post().to(fleet::create))
+        .route(
+            "/fleet/tokens/{token}/revoke",
+            web::post().to(fleet::revoke),
+        )
 }
 
 /// Contacts (table, detail, CSV in and out) and traffic.

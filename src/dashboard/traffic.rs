@@ -11,7 +11,7 @@ use maud::{html, Markup};
 
 use super::charts::{self, Series};
 use super::error::PageError;
-use super::layout::{self, thousands, Section, Shell};
+use super::layout::{self, size, thousands, Section, Shell};
 use super::session::{AppPage, Viewer};
 use crate::analytics::model::{Interval, NameCount, Point, Traffic, Window};
 use crate::analytics::store;
@@ -165,21 +165,6 @@ fn stats(t: &Traffic) -> Markup {
             div.stat #identified-share { strong { (share) } span { "Identified share" } }
         }
     }
-}
-
-/// 1536 as "1.5 KiB".
-fn size(bytes: u64) -> String {
-    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
-    if bytes < 1024 {
-        return format!("{bytes} B");
-    }
-    let mut v = bytes as f64 / 1024.0;
-    let mut unit = 0;
-    while v >= 1024.0 && unit < UNITS.len() - 1 {
-        v /= 1024.0;
-        unit += 1;
-    }
-    format!("{v:.1} {}", UNITS[unit])
 }
 
 fn files_table(files: &[WrittenFile]) -> Markup {

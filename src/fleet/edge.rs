@@ -46,6 +46,27 @@ pub struct LinkState {
     pub registry_changes: AtomicU64,
     /// Calls to the control node that failed since start.
     pub failures: AtomicU64,
+    /// The uplink's items not sent yet, and the oldest one's wait in ms (at the last heartbeat).
+    uplink_items: AtomicU64,
+    uplink_lag_ms: AtomicU64,
+}
+
+impl LinkState {
+    /// Records what the uplink holds (each heartbeat; `/metrics` reads it).
+    pub fn set_uplink(&self, items: u64, lag_seconds: f64) {
+        self.uplink_items.store(items, Ordering::Relaxed);
+        let ms = (lag_seconds.max(0.0) * 1000.0) as u64;
+        self.uplink_lag_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// What the uplink held at the last heartbeat: `(items, seconds the oldest waited)`.
+    pub fn uplink(&self) -> (u64, f64) {
+        let ms = self.uplink_lag_ms.load(Ordering::Relaxed);
+        (
+            self.uplink_items.load(Ordering::Relaxed),
+            ms as f64 / 1000.0,
+        )
+    }
 }
 
 /// Everything the edge's loops need.
@@ -257,7 +278,7 @@ impl Edge {
         };
         *previous = (accepted, now.micros());
         let health = &self.collector.health;
-
+        self.link.set_uplink(uplink_items, uplink_lag_seconds);
         Ok(Heartbeat {
             node_id: self.node.clone(),
             version: env!("CARGO_PKG_VERSION").to_owned(),

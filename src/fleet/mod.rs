@@ -5,11 +5,13 @@
 //! `token.rs`) and keeps what they report (`nodes.rs`). An edge (`edge.rs`) serves only what
 //! browsers and SDKs call; it pulls the registry (`snapshot.rs`: apps, integration keys,
 //! surveys, erased ids) into its own sled, sends its state and usage at each heartbeat, and
-//! sends what it learns (rollups, profiles, survey responses) through its uplink.
+//! sends what it learns (rollups, profiles, survey responses) through its uplink. Both say how
+//! the fleet fares in `/metrics` (`metrics.rs`).
 
 pub mod control;
 pub mod edge;
 pub mod forget;
+pub mod metrics;
 pub mod nodes;
 pub mod settle;
 pub mod snapshot;
@@ -58,9 +60,16 @@ pub fn start(
         .as_ref()
         .map(|e| Edge::clone(e).spawn())
         .unwrap_or_default();
+    let cache = web::Data::<Cache>::default();
+    let (node, clock) = (&settings.collector.node_id, collector.clock.clone());
+    let section = match &edge {
+        Some(e) => metrics::FleetSection::edge(node, clock, e.link.clone()),
+        None => metrics::FleetSection::control(node, clock, store.db().clone(), cache.clone()),
+    };
+    collector.metrics.add_section(Box::new(section));
     Ok(Parts {
         tokens,
-        cache: web::Data::default(),
+        cache,
         edge,
         tasks,
     })

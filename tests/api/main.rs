@@ -20,6 +20,7 @@ mod erasure;
 mod errors;
 mod events;
 mod fleet;
+mod fleet_views;
 mod helpers;
 mod ideas;
 mod lake;

@@ -56,13 +56,16 @@ pub async fn first_app(state: &AppState, section: &str) -> Result<HttpResponse, 
     })
 }
 
-/// Every app with its usage, read in one store call.
+/// Every app with its usage, read in one store call. Events count fleet-wide: this node's own
+/// and what every edge reported at its last heartbeat (`fleet::nodes::edges_usage`), as the
+/// quota counts them.
 async fn usage(state: &AppState) -> Result<Vec<AppUsage>, PageError> {
     let month = crate::collector::usage::month_of(state.now().micros());
     Ok(state
         .store
         .run(move |db| {
             let apps = store::list_apps(db, crate::storage::cursor::Walk::new(MAX_APPS, None))?;
+            let edges = crate::fleet::nodes::edges_usage(db, None)?;
             apps.items
                 .into_iter()
                 .map(|app| {
@@ -70,11 +73,13 @@ async fn usage(state: &AppState) -> Result<Vec<AppUsage>, PageError> {
                         Some(job) => crate::jobs::store::get(db, job)?,
                         None => None,
                     };
+                    let own = crate::collector::usage::get(db, &app.id, &month)?;
+                    let on_edges = edges.get(&(app.id.clone(), month.clone()));
                     Ok(AppUsage {
                         deletion,
                         contacts: crate::contacts::store::count(db, &app.id)?,
                         ideas: crate::ideas::store::count(db, &app.id)?,
-                        events_this_month: crate::collector::usage::get(db, &app.id, &month)?,
+                        events_this_month: own + on_edges.copied().unwrap_or(0),
                         app,
                     })
                 })
@@ -84,7 +89,7 @@ async fn usage(state: &AppState) -> Result<Vec<AppUsage>, PageError> {
 }
 
 /// The server's own address as the browser sees it (for the tracker snippet).
-fn origin(req: &HttpRequest) -> String {
+pub fn origin(req: &HttpRequest) -> String {
     let info = req.connection_info();
     format!("{}://{}", info.scheme(), info.host())
 }
