@@ -13,7 +13,7 @@ use crate::events::{batch, track};
 use crate::helpers::*;
 
 /// Polls `check` every 50 ms until it holds, within `secs`.
-async fn within<F, Fut>(secs: u64, what: &str, mut check: F)
+pub async fn within<F, Fut>(secs: u64, what: &str, mut check: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
@@ -26,7 +26,7 @@ where
 }
 
 /// A fleet token of `control` (the secret).
-async fn fleet_token(control: &TestApp) -> (String, String) {
+pub async fn fleet_token(control: &TestApp) -> (String, String) {
     let a = control
         .admin(Method::POST, "/fleet/tokens", Some(json!({"name": "eu"})))
         .await;
@@ -37,7 +37,7 @@ async fn fleet_token(control: &TestApp) -> (String, String) {
 }
 
 /// An edge of `control` named `node`, syncing every 100 ms, writing to `control`'s lake.
-fn edge_of(control: &TestApp, token: &str, node: &str) -> TestApp {
+pub fn edge_of(control: &TestApp, token: &str, node: &str) -> TestApp {
     let (base, token, node) = (control.base.clone(), token.to_owned(), node.to_owned());
     let lake = control.data_dir.join("lake");
     spawn_app_with(move |s| {

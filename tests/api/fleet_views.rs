@@ -1,24 +1,14 @@
 //! The fleet as an operator sees it on the control node: the dashboard's Fleet page (edges,
 //! fleet tokens), the Apps page's fleet-wide usage, and `/metrics` on both roles.
 
-use std::time::{Duration, Instant};
-
 use reqwest::Method;
 use serde_json::{json, Value};
 
 use crate::collector::metrics_text;
 use crate::dashboard::owner;
 use crate::events::tracks;
+use crate::fleet::{edge_of, fleet_token, within};
 use crate::helpers::*;
-
-/// A fleet token made through the admin API.
-async fn fleet_token(app: &TestApp) -> String {
-    let made = app
-        .admin(Method::POST, "/fleet/tokens", Some(json!({"name": "eu"})))
-        .await;
-    assert_eq!(made.status, 201, "{}", made.body);
-    made.data()["token"].as_str().unwrap().to_owned()
-}
 
 fn heartbeat(node: &str, usage: Value) -> Value {
     json!({
@@ -77,7 +67,7 @@ async fn the_fleet_page_lists_an_edge_after_its_heartbeat_escaped_and_marked_sta
         empty.body.contains("href=\"/dashboard/fleet\""),
         "linked from the nav"
     );
-    let token = fleet_token(&app).await;
+    let (_, token) = fleet_token(&app).await;
     let hostile = "<script>alert(1)</script>\"'&";
     assert_eq!(
         beat(&app, &token, heartbeat(hostile, json!([])))
@@ -167,7 +157,7 @@ async fn the_apps_page_counts_the_events_of_the_whole_fleet_this_month() {
     let mut b = owner(&app).await;
     let (app_id, ik) = app.create_app("free").await;
     assert_eq!(app.collect(&ik, tracks("own", 3)).await.status, 200);
-    let token = fleet_token(&app).await;
+    let (_, token) = fleet_token(&app).await;
     let month = chrono::Utc::now().format("%Y-%m").to_string();
     let usage = |n: u64| json!([{"appId": app_id, "month": month, "events": n}, {"appId": app_id, "month": "2001-01", "events": 5000}]);
     assert_eq!(
@@ -208,26 +198,22 @@ async fn metrics_say_the_same_things_about_the_fleet_on_the_control_node_and_an_
         "{idle}"
     );
     assert_eq!(sample(&idle, "tributary_fleet_nodes"), Some(0.0));
-    let token = fleet_token(&control).await;
-    let edge = spawn_app_with(|s| {
-        s.fleet.role = tributary::config::Role::Edge;
-        s.fleet.control_url = control.base.clone();
-        s.fleet.token = tributary::config::Secret::new(token.clone());
-        s.fleet.sync_interval_ms = 100;
-        s.collector.node_id = "edge-a".into();
-    });
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let (on_edge, on_control) = loop {
-        let e = metrics_text(&edge.client, &edge.base).await;
-        let c = metrics_text(&control.client, &control.base).await;
-        let synced = sample(&e, "tributary_fleet_control_reachable") == Some(1.0)
-            && sample(&c, "tributary_fleet_node_registry_current{node=\"edge-a\"}") == Some(1.0);
-        if synced {
-            break (e, c);
-        }
-        assert!(Instant::now() < deadline, "edge:\n{e}\ncontrol:\n{c}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    let (_, token) = fleet_token(&control).await;
+    let edge = edge_of(&control, &token, "edge-a");
+    let synced = |e: &str, c: &str| {
+        sample(e, "tributary_fleet_control_reachable") == Some(1.0)
+            && sample(c, "tributary_fleet_node_registry_current{node=\"edge-a\"}") == Some(1.0)
     };
+    let metrics = || async {
+        let e = metrics_text(&edge.client, &edge.base).await;
+        (e, metrics_text(&control.client, &control.base).await)
+    };
+    within(20, "the edge synced, as both /metrics say", || async {
+        let (e, c) = metrics().await;
+        synced(&e, &c)
+    })
+    .await;
+    let (on_edge, on_control) = metrics().await;
     assert!(on_edge.contains("tributary_fleet_node_info{role=\"edge\",node=\"edge-a\"} 1"));
     assert!(sample(&on_edge, "tributary_fleet_registry_changes_total").unwrap() >= 1.0);
     assert_eq!(
