@@ -83,7 +83,7 @@ fn nodes_table(nodes: &[NodeView], tokens: &[FleetToken], now: i64) -> Markup {
                 div.table-wrap { table #edges {
                     thead { tr {
                         th scope="col" { "Node" } th scope="col" { "Version" } th scope="col" { "Last contact" }
-                        th.num scope="col" { "Events/s" } th.num scope="col" { "Backlog" }
+                        th.num scope="col" { "Events/s" } th.num scope="col" { "Backlog (WAL, files)" }
                         th.num scope="col" { "Outbox files" } th.num scope="col" { "Uplink items" }
                         th scope="col" { "Registry current" } th scope="col" { "Token" }
                     } }
