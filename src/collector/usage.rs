@@ -29,26 +29,67 @@ fn read(v: Option<&[u8]>) -> u64 {
         .unwrap_or(0)
 }
 
-/// Adds accepted events to their app's monthly count.
-pub fn add_events(db: &sled::Db, events: &[Event]) -> Result<(), StoreError> {
-    // Counted per day first: the month is formatted once per day, not once per event.
-    const DAY: i64 = 86_400_000_000;
-    let mut per_day: HashMap<(&str, i64), u64> = HashMap::new();
-    for e in events {
-        *per_day
-            .entry((&*e.app_id, e.received_at.div_euclid(DAY)))
-            .or_default() += 1;
+/// The key of a shard's usage LSN (outside every `app \0 month` key: it starts with `\0`).
+fn lsn_key(shard: usize) -> Vec<u8> {
+    [b"\0lsn".as_slice(), &(shard as u32).to_be_bytes()].concat()
+}
+
+/// The last LSN of `shard` whose events are in the counts (0: none). After a crash, the WAL
+/// records above it are counted again by the replay, so a `kill -9` loses no count.
+pub fn counted_lsn(db: &sled::Db, shard: usize) -> Result<u64, StoreError> {
+    Ok(read(db.open_tree(TREE)?.get(lsn_key(shard))?.as_deref()))
+}
+
+/// Events per app and day (the month is formatted once per day, not once per event).
+#[derive(Debug, Default)]
+pub struct Counts(HashMap<String, HashMap<i64, u64>>);
+
+impl Counts {
+    pub fn add(&mut self, e: &Event) {
+        const DAY: i64 = 86_400_000_000;
+        let day = e.received_at.div_euclid(DAY);
+        let days = match self.0.get_mut(&*e.app_id) {
+            Some(days) => days,
+            None => self.0.entry(e.app_id.to_string()).or_default(),
+        };
+        *days.entry(day).or_default() += 1;
     }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// Adds `counts` to the monthly counts and, with `lsn` (shard, last LSN), records that shard's
+/// events up to that LSN as counted, in one transaction (an LSN at or below the recorded one
+/// adds nothing: counted before).
+pub fn add_counts(
+    db: &sled::Db,
+    counts: &Counts,
+    lsn: Option<(usize, u64)>,
+) -> Result<(), StoreError> {
+    const DAY: i64 = 86_400_000_000;
     let mut per: HashMap<(&str, String), u64> = HashMap::new();
-    for ((app, day), n) in per_day {
-        *per.entry((app, month_of(day * DAY))).or_default() += n;
+    for (app, days) in &counts.0 {
+        for (day, n) in days {
+            *per.entry((app, month_of(day * DAY))).or_default() += n;
+        }
     }
     let tree = db.open_tree(TREE)?;
-    for ((app, month), n) in per {
-        tree.update_and_fetch(key(app, &month), |old| {
-            Some((read(old) + n).to_be_bytes().to_vec())
-        })?;
-    }
+    tree.transaction(|tx| {
+        if let Some((shard, last)) = lsn {
+            if last <= read(tx.get(lsn_key(shard))?.as_deref()) {
+                return Ok(());
+            }
+            tx.insert(lsn_key(shard), &last.to_be_bytes())?;
+        }
+        for ((app, month), n) in &per {
+            let k = key(app, month);
+            let now = read(tx.get(&k)?.as_deref()) + n;
+            tx.insert(k, &now.to_be_bytes())?;
+        }
+        Ok::<_, sled::transaction::ConflictableTransactionError<StoreError>>(())
+    })?;
     Ok(())
 }
 
@@ -75,7 +116,37 @@ pub fn get(db: &sled::Db, app: &str, month: &str) -> Result<u64, StoreError> {
 
 #[cfg(test)]
 mod tests {
-    use super::month_of;
+    use super::*;
+
+    #[test]
+    fn counts_with_an_lsn_add_once_and_the_lsn_says_what_a_replay_must_count_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = sled::open(dir.path()).unwrap();
+        let mut counts = Counts::default();
+        for i in 0..3 {
+            counts.add(&Event::example(
+                "app",
+                &format!("m{i}"),
+                "v",
+                1_795_000_000_000_000,
+            ));
+        }
+        assert_eq!(counted_lsn(&db, 1).unwrap(), 0);
+        add_counts(&db, &counts, Some((1, 7))).unwrap();
+        // The same LSN again (a replay of what was counted): nothing more.
+        add_counts(&db, &counts, Some((1, 7))).unwrap();
+        assert_eq!(counted_lsn(&db, 1).unwrap(), 7);
+        assert_eq!(counted_lsn(&db, 0).unwrap(), 0, "per shard");
+        let month = month_of(1_795_000_000_000_000);
+        assert_eq!(get(&db, "app", &month).unwrap(), 3);
+        add_counts(&db, &counts, Some((1, 8))).unwrap();
+        assert_eq!(get(&db, "app", &month).unwrap(), 6);
+        assert_eq!(
+            all_of(&db, &[month]).unwrap().len(),
+            1,
+            "the LSN is no app's count"
+        );
+    }
 
     #[test]
     fn a_month_is_its_utc_year_and_month() {

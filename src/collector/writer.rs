@@ -239,9 +239,19 @@ impl Writer {
         }
         let index = self.cfg.index;
         let n = records.len();
+        // Usage: what the counts miss (a crash before sled wrote them) is counted again.
+        let counted = self
+            .db
+            .with(|db| usage::counted_lsn(db, index))
+            .unwrap_or(u64::MAX);
+        let (mut uncounted, mut last) = (usage::Counts::default(), 0);
         for r in records {
             match Event::decode_wal(&r.payload) {
                 Some(e) => {
+                    if r.lsn > counted {
+                        uncounted.add(&e);
+                        last = r.lsn;
+                    }
                     self.update_profile(&e);
                     let now = self.clock.now_micros();
                     let key = self.seen.index().fingerprint(&e.app_id, &e.message_id);
@@ -254,6 +264,12 @@ impl Writer {
             }
             if self.full() {
                 self.flush(true)?;
+            }
+        }
+        if !uncounted.is_empty() {
+            let lsn = Some((index, last));
+            if let Err(e) = self.db.with(|db| usage::add_counts(db, &uncounted, lsn)) {
+                tracing::warn!(shard = index, error = %e, "usage counter not updated");
             }
         }
         self.flush(true)?;
@@ -416,13 +432,27 @@ impl Writer {
             c.duplicates.inc_by(done.duplicates as u64);
             let _ = reply.send(Ok(done));
         }
-        if let Err(e) = self.db.with(|db| usage::add_events(db, &kept)) {
-            tracing::warn!(shard = self.cfg.index, error = %e, "usage counter not updated");
-        }
+        self.add_usage(&kept, first_lsn);
         for (i, (e, key)) in kept.iter().zip(keys).enumerate() {
             self.after_commit(e, key, first_lsn + i as u64, arrived);
         }
         self.count(kept.iter().zip(first_lsn..));
+    }
+
+    /// Adds committed events (LSNs from `first_lsn`) to the monthly usage, with the shard's
+    /// usage LSN in the same transaction (a replay counts what a crash lost, once).
+    fn add_usage(&self, kept: &[Event], first_lsn: u64) {
+        if kept.is_empty() {
+            return;
+        }
+        let mut counts = usage::Counts::default();
+        for e in kept {
+            counts.add(e);
+        }
+        let lsn = (self.cfg.index, first_lsn + kept.len() as u64 - 1);
+        if let Err(e) = self.db.with(|db| usage::add_counts(db, &counts, Some(lsn))) {
+            tracing::warn!(shard = self.cfg.index, error = %e, "usage counter not updated");
+        }
     }
 
     /// Counts committed rows in the traffic rollups, live from now on (one lock for them all):

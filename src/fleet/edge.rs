@@ -2,9 +2,11 @@
 //! with the edge's usage sent and the other nodes' usage set on the quotas, the uplink sent),
 //! the paths an edge serves, and the survey widget's read forwarded to the control node.
 //!
-//! Nothing on a request's path waits for the control node but the widget's read, which is
-//! bounded by `WIDGET_WAIT` and falls back to the edge's own data (its replica of the surveys,
-//! the profiles it saw) when the control node is away or slow.
+//! Nothing on a request's path waits for the control node but the survey widget's calls (the
+//! list and a response), which the control node answers first (it knows every node's profiles
+//! and answers), bounded by `WIDGET_WAIT`; when it is away, slow or failing, the edge answers
+//! from its own data (its replica of the surveys, the profiles it saw) and a response it stores
+//! goes up through the uplink.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -473,16 +475,43 @@ pub async fn filter(
         ));
         return Ok(req.error_response(err));
     }
-    if req.method() == actix_web::http::Method::GET && req.path() == "/api/w/surveys" {
-        if let Some(res) = forward(&edge, &req).await {
+    let mut req = req;
+    if is_widget_call(&req) {
+        // A response's body is read here (the widget's are small: the payload limit of the
+        // server applies) and given back to the edge's own handler when it answers instead.
+        let body = match req.method() == actix_web::http::Method::POST {
+            true => Some(req.extract::<web::Bytes>().await?),
+            false => None,
+        };
+        if let Some(res) = forward(&edge, &req, body.clone()).await {
             return Ok(req.into_response(res));
+        }
+        if let Some(body) = body {
+            req.set_payload(actix_web::dev::Payload::from(body));
         }
     }
     next.call(req).await.map(|r| r.map_into_boxed_body())
 }
 
-/// The widget's read as the control node answers it, or `None` (then the edge answers).
-async fn forward(edge: &Edge, req: &ServiceRequest) -> Option<HttpResponse> {
+/// The survey widget's calls, which the control node answers first: the list of surveys
+/// (targeting needs every node's profiles and answers) and a response (checked against the
+/// same targeting, stored where the API reads it).
+fn is_widget_call(req: &ServiceRequest) -> bool {
+    use actix_web::http::Method;
+    let path = req.path();
+    (req.method() == Method::GET && path == "/api/w/surveys")
+        || (req.method() == Method::POST
+            && path.starts_with("/api/w/surveys/")
+            && path.ends_with("/responses"))
+}
+
+/// The widget's call as the control node answers it, or `None` (then the edge answers: the
+/// control node is away, slow, or failing).
+async fn forward(
+    edge: &Edge,
+    req: &ServiceRequest,
+    body: Option<web::Bytes>,
+) -> Option<HttpResponse> {
     if !edge.link.reachable.load(Ordering::Relaxed) {
         return None;
     }
@@ -490,8 +519,14 @@ async fn forward(edge: &Edge, req: &ServiceRequest) -> Option<HttpResponse> {
     if !req.query_string().is_empty() {
         url = format!("{url}?{}", req.query_string());
     }
-    let mut out = edge.http.get(url).timeout(WIDGET_WAIT);
+    let mut out = match body {
+        Some(b) => edge.http.post(url).body(b),
+        None => edge.http.get(url),
+    }
+    .timeout(WIDGET_WAIT);
     for name in [
+        "content-type",
+        "content-encoding",
         "x-app-key",
         "origin",
         "user-agent",
