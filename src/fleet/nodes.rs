@@ -23,6 +23,14 @@ pub struct Usage {
     pub events: u64,
 }
 
+/// One app's settle, as an edge reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Settled {
+    pub app_id: String,
+    pub seq: u64,
+}
+
 /// What an edge says of itself at each sync.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -48,7 +56,7 @@ pub struct Heartbeat {
     pub usage: Vec<Usage>,
     /// The apps it settled and up to which request (`settle.rs`).
     #[serde(default)]
-    pub settled: Vec<super::settle::Settled>,
+    pub settled: Vec<Settled>,
 }
 
 /// A node as the control node keeps it.

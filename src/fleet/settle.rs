@@ -12,9 +12,7 @@
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
-use super::nodes;
+use super::nodes::{self, Settled};
 use crate::ids::Timestamp;
 use crate::storage::{Store, StoreError};
 
@@ -26,14 +24,6 @@ const DONE: &str = "fleet_settled";
 pub const ACTIVE: Duration = Duration::from_secs(600);
 /// How long one wait lasts before the job's step is retried.
 pub const WAIT: Duration = Duration::from_secs(30);
-
-/// One app's settle, as an edge reports it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Settled {
-    pub app_id: String,
-    pub seq: u64,
-}
 
 /// `app \0`: the key of both trees (the shape app deletion sweeps).
 fn key(app: &str) -> Vec<u8> {
@@ -152,7 +142,7 @@ pub fn reported(db: &sled::Db) -> Result<Vec<Settled>, StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fleet::nodes::{record, Heartbeat};
+    use crate::fleet::nodes::{record, Heartbeat, Settled};
 
     fn beat(node: &str, settled: &[(&str, u64)]) -> Heartbeat {
         Heartbeat {

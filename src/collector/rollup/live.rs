@@ -79,7 +79,7 @@ impl Live {
         self.retire(index, last_lsn, || store::apply(db, index, last_lsn, delta))
     }
 
-    /// On an edge: `store::forward` (the delta onto the uplink, not into sled) and stops
+    /// On an edge: `wire::forward` (the delta onto the uplink, not into sled) and stops
     /// counting it live, like `apply`.
     pub fn forward(
         &self,
@@ -91,7 +91,7 @@ impl Live {
         at: i64,
     ) -> Result<bool, RollupError> {
         self.retire(index, last_lsn, || {
-            store::forward(db, uplink, index, last_lsn, delta, at)
+            super::wire::forward(db, uplink, index, last_lsn, delta, at)
         })
     }
 

@@ -22,8 +22,6 @@ use super::hll::Hll;
 use super::top::Top;
 use super::{Bucket, Delta};
 use crate::collector::event::EventType;
-use crate::storage::queue::Queue;
-use sled::Transactional;
 
 pub const TREE: &str = "rollups";
 
@@ -61,14 +59,14 @@ impl From<TransactionError<String>> for RollupError {
 }
 
 /// The rollup LSN's key of `shard` of `node` ("": this node's own shards).
-fn lsn_key(node: &str, shard: usize) -> Vec<u8> {
+pub(super) fn lsn_key(node: &str, shard: usize) -> Vec<u8> {
     let mut k = b"\x00lsn".to_vec();
     k.extend_from_slice(&(shard as u32).to_be_bytes());
     k.extend_from_slice(node.as_bytes());
     k
 }
 
-fn lsn_of(v: Option<impl AsRef<[u8]>>) -> u64 {
+pub(super) fn lsn_of(v: Option<impl AsRef<[u8]>>) -> u64 {
     v.and_then(|v| v.as_ref().try_into().ok().map(u64::from_be_bytes))
         .unwrap_or(0)
 }
@@ -218,34 +216,6 @@ pub fn apply_from(
         Ok(true)
     })?;
     Ok(applied)
-}
-
-/// On an edge: instead of applying a flush's delta, records `last_lsn` as the shard's rollup LSN
-/// and pushes the delta onto `uplink` (`wire::Item`), in one transaction, so the control node
-/// gets each flush once. A job at or below the recorded LSN pushes nothing. Returns whether
-/// it was pushed.
-pub fn forward(
-    db: &sled::Db,
-    uplink: Queue,
-    shard: usize,
-    last_lsn: u64,
-    delta: &Delta,
-    at: i64,
-) -> Result<bool, RollupError> {
-    let (tree, queue) = (db.open_tree(TREE)?, db.open_tree(uplink.tree())?);
-    let lsn_key = lsn_key("", shard);
-    let payload = super::wire::Item::payload(shard, last_lsn, delta);
-    let pushed = (&tree, &queue).transaction(|(tx, q)| {
-        if last_lsn <= lsn_of(tx.get(&lsn_key)?) {
-            return Ok(false);
-        }
-        if !delta.is_empty() {
-            Queue::push_in::<String>(q, super::wire::KIND, at, &payload)?;
-        }
-        tx.insert(lsn_key.as_slice(), &last_lsn.to_be_bytes())?;
-        Ok(true)
-    })?;
-    Ok(pushed)
 }
 
 /// The buckets of `app` in `unit` from `from` (inclusive) to `to` (exclusive), by time.

@@ -10,6 +10,8 @@ use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::{store, Bucket, Delta};
+use crate::storage::queue::Queue;
+use sled::Transactional;
 
 /// The uplink item kind (`storage::queue`) of a rollup.
 pub const KIND: u8 = 1;
@@ -73,6 +75,34 @@ impl Item {
     pub fn payload(shard: usize, lsn: u64, delta: &Delta) -> Vec<u8> {
         serde_json::to_vec(&ItemRef { shard, lsn, delta }).expect("a delta serializes")
     }
+}
+
+/// On an edge: instead of applying a flush's delta, records `last_lsn` as the shard's rollup LSN
+/// and pushes the delta onto `uplink` (`Item`), in one transaction, so the control node
+/// gets each flush once. A job at or below the recorded LSN pushes nothing. Returns whether
+/// it was pushed.
+pub fn forward(
+    db: &sled::Db,
+    uplink: Queue,
+    shard: usize,
+    last_lsn: u64,
+    delta: &Delta,
+    at: i64,
+) -> Result<bool, store::RollupError> {
+    let (tree, queue) = (db.open_tree(store::TREE)?, db.open_tree(uplink.tree())?);
+    let lsn_key = store::lsn_key("", shard);
+    let payload = Item::payload(shard, last_lsn, delta);
+    let pushed = (&tree, &queue).transaction(|(tx, q)| {
+        if last_lsn <= store::lsn_of(tx.get(&lsn_key)?) {
+            return Ok(false);
+        }
+        if !delta.is_empty() {
+            Queue::push_in::<String>(q, KIND, at, &payload)?;
+        }
+        tx.insert(lsn_key.as_slice(), &last_lsn.to_be_bytes())?;
+        Ok(true)
+    })?;
+    Ok(pushed)
 }
 
 #[cfg(test)]

@@ -202,7 +202,7 @@ fn an_edge_forgets_a_deleted_apps_items_and_keeps_the_others_rows() {
     let db = db();
     let mut d = delta(&["v1"]);
     d.add(&Event::example("gone", "m", "v2", T0));
-    rollups::forward(&db, UPLINK, 0, 1, &d, T0).unwrap();
+    crate::collector::rollup::wire::forward(&db, UPLINK, 0, 1, &d, T0).unwrap();
     let mut touch = identify("u1", "a1");
     touch.app_id = "gone".into();
     profiles::store::apply_to(&db, &touch.touch(), Some(UPLINK)).unwrap();
@@ -227,7 +227,8 @@ async fn send_once_posts_the_oldest_items_and_acks_what_the_control_node_applied
     let (control, control_threads) = Store::open(dirs.1.path(), 1, 16, 8 << 20).unwrap();
     add_app(&control.db().get().unwrap(), "app", None);
     let sled = edge.db().get().unwrap();
-    rollups::forward(&sled, UPLINK, 0, 5, &delta(&["v1", "v2", "v3"]), T0).unwrap();
+    crate::collector::rollup::wire::forward(&sled, UPLINK, 0, 5, &delta(&["v1", "v2", "v3"]), T0)
+        .unwrap();
     let touch = identify("u1", "a1");
     profiles::store::apply_to(&sled, &touch.touch(), Some(UPLINK)).unwrap();
     assert_eq!(backlog(&sled, T0 + 2_000_000).unwrap(), (2, 2.0));
