@@ -215,10 +215,11 @@ pub fn months(now: Timestamp) -> Vec<String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn beat(node: &str, usage: &[(&str, &str, u64)]) -> Heartbeat {
+    /// A heartbeat of `node` with its usage (shared by the fleet's tests).
+    pub(crate) fn beat(node: &str, usage: &[(&str, &str, u64)]) -> Heartbeat {
         Heartbeat {
             node_id: node.into(),
             version: "0".into(),

@@ -145,25 +145,15 @@ mod tests {
     use crate::fleet::nodes::{record, Heartbeat, Settled};
 
     fn beat(node: &str, settled: &[(&str, u64)]) -> Heartbeat {
-        Heartbeat {
-            node_id: node.into(),
-            version: "0".into(),
-            accepted_total: 0,
-            events_per_second: 0.0,
-            backlog_bytes: 0,
-            outbox_files: 0,
-            uplink_items: 0,
-            uplink_lag_seconds: 0.0,
-            registry_version: None,
-            usage: vec![],
-            settled: settled
-                .iter()
-                .map(|(a, s)| Settled {
-                    app_id: (*a).into(),
-                    seq: *s,
-                })
-                .collect(),
-        }
+        let mut b = crate::fleet::nodes::tests::beat(node, &[]);
+        b.settled = settled
+            .iter()
+            .map(|(a, s)| Settled {
+                app_id: (*a).into(),
+                seq: *s,
+            })
+            .collect();
+        b
     }
 
     #[test]
