@@ -185,18 +185,16 @@ pub fn fleet_usage(
 /// What `node` must add to its own count, per app-month of `months`: the control node's own
 /// count and every other edge's.
 pub fn others_of(db: &sled::Db, node: &str, months: &[String]) -> Result<Vec<Usage>, StoreError> {
-    let mut sum = edges_usage(db, Some(node))?;
-    sum.retain(|(_, m), _| months.contains(m));
-    for (app, month, n) in crate::collector::usage::all_of(db, months)? {
-        *sum.entry((app, month)).or_default() += n;
-    }
-    Ok(sum
+    // The control node's own share is under "", which no edge's id can be.
+    Ok(fleet_usage(db, "", months)?
         .into_iter()
-        .filter(|(_, n)| *n > 0)
-        .map(|((app_id, month), events)| Usage {
-            app_id,
-            month,
-            events,
+        .filter_map(|u| {
+            let events = u.events - u.by_node.get(node).copied().unwrap_or(0);
+            (events > 0).then_some(Usage {
+                app_id: u.app_id,
+                month: u.month,
+                events,
+            })
         })
         .collect())
 }
