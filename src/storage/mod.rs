@@ -10,6 +10,7 @@
 //! Retry-After; while the database is being reopened, `run` answers its I/O error at once
 //! (503 too).
 
+pub mod changes;
 pub mod cursor;
 mod db;
 pub mod files;
