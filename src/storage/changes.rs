@@ -26,6 +26,48 @@ pub const CHANGES: Queue = Queue::new(TREE);
 /// The queue item kind of a [`Change`] (JSON).
 pub const KIND: u8 = 1;
 
+/// The event types (the catalogue: README, "Webhooks"). An endpoint subscribes to some of
+/// them, or to `*` (all).
+pub mod types {
+    pub const IDEA_CREATED: &str = "idea.created";
+    pub const IDEA_UPDATED: &str = "idea.updated";
+    pub const IDEA_MERGED: &str = "idea.merged";
+    pub const IDEA_DELETED: &str = "idea.deleted";
+    pub const VOTE_CREATED: &str = "vote.created";
+    pub const VOTE_DELETED: &str = "vote.deleted";
+    pub const COMMENT_CREATED: &str = "comment.created";
+    pub const RESPONSE_CREATED: &str = "survey.response.created";
+    pub const RESPONSE_COMPLETED: &str = "survey.response.completed";
+    pub const CONTACT_CREATED: &str = "contact.created";
+    pub const CONTACT_UPDATED: &str = "contact.updated";
+    pub const CONTACT_DELETED: &str = "contact.deleted";
+    pub const ERASURE_COMPLETED: &str = "erasure.completed";
+    pub const ERASURE_FAILED: &str = "erasure.failed";
+    pub const APP_DELETION_STARTED: &str = "app.deletion.started";
+    /// Sent only by an endpoint's "send test event".
+    pub const WEBHOOK_TEST: &str = "webhook.test";
+
+    /// Every type an endpoint may subscribe to.
+    pub const ALL: [&str; 16] = [
+        IDEA_CREATED,
+        IDEA_UPDATED,
+        IDEA_MERGED,
+        IDEA_DELETED,
+        VOTE_CREATED,
+        VOTE_DELETED,
+        COMMENT_CREATED,
+        RESPONSE_CREATED,
+        RESPONSE_COMPLETED,
+        CONTACT_CREATED,
+        CONTACT_UPDATED,
+        CONTACT_DELETED,
+        ERASURE_COMPLETED,
+        ERASURE_FAILED,
+        APP_DELETION_STARTED,
+        WEBHOOK_TEST,
+    ];
+}
+
 /// Who made a change, as webhook events show it (`actor`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "camelCase")]
