@@ -32,6 +32,7 @@ use tributary::dashboard::session::Viewer;
 use tributary::dashboard::surveys::results::ResultsQuery;
 use tributary::dashboard::{surveys::list as survey_page, traffic};
 use tributary::ids::{object_id, Timestamp};
+use tributary::storage::changes::Actor;
 use tributary::surveys::model::{ResponseDraft, ResponseMetadata, SurveyPatch, SurveyStatus};
 use tributary::surveys::store as surveys;
 use tributary::tenants::{App, Plan};
@@ -58,7 +59,8 @@ fn fill(db: &sled::Db, app: &str) {
                 ContactPatch::parse(v.as_object().expect("object"), Mode::Create)
             })
             .collect();
-        store::batch(db, app, &items, false, None, SystemClock.now()).expect("batch");
+        let by = (SystemClock.now(), &Actor::System);
+        store::batch(db, app, &items, false, None, by).expect("batch");
     }
     eprintln!("{CONTACTS} contacts stored in {:?}", started.elapsed());
 }

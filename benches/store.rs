@@ -12,6 +12,7 @@
 use std::hint::black_box;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
+use tributary::storage::changes::Actor;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use serde_json::{json, Map, Value};
@@ -70,7 +71,7 @@ fn create(c: &mut Criterion) {
         b.iter(|| {
             let n = next.fetch_add(1, Ordering::Relaxed);
             let contact = store::build(&app, &lead(n), SystemClock.now()).expect("valid body");
-            store::create(&db, &contact, None).expect("created");
+            store::create(&db, &contact, None, &Actor::System).expect("created");
             black_box(contact)
         })
     });
@@ -84,14 +85,21 @@ fn read(c: &mut Criterion) {
     let app = tributary::ids::object_id();
     // `batch` flushes once for the lot, so seeding 1000 contacts is quick.
     let bodies: Vec<_> = (0..1000).map(|n| Ok(lead(n))).collect();
-    let ids: Vec<String> = store::batch(&db, &app, &bodies, false, None, SystemClock.now())
-        .expect("seeded")
-        .into_iter()
-        .map(|o| match o {
-            store::BatchOutcome::Created(c) => c.id,
-            other => panic!("seeding failed: {other:?}"),
-        })
-        .collect();
+    let ids: Vec<String> = store::batch(
+        &db,
+        &app,
+        &bodies,
+        false,
+        None,
+        (SystemClock.now(), &Actor::System),
+    )
+    .expect("seeded")
+    .into_iter()
+    .map(|o| match o {
+        store::BatchOutcome::Created(c) => c.id,
+        other => panic!("seeding failed: {other:?}"),
+    })
+    .collect();
     assert_eq!(store::count(&db, &app).expect("count"), 1000);
 
     let mut g = c.benchmark_group("contacts");
@@ -131,7 +139,8 @@ fn vote(c: &mut Criterion) {
     let body = json!({"title": "Dark mode", "author": {"id": "u1", "name": "Ada", "email": "ada@example.com"}});
     let draft = model::IdeaDraft::parse(body.as_object().expect("object"), SystemClock.now())
         .expect("valid idea");
-    let idea = ideas::create(&db, &app, &draft, None).expect("idea created");
+    let by = (SystemClock.now(), &Actor::System);
+    let idea = ideas::create(&db, &app, &draft, None, by).expect("idea created");
     let next = AtomicU64::new(0);
     let settings = tributary::config::Settings::load(None).expect("settings");
     let plan = settings.plan(tributary::config::Plan::Enterprise);
@@ -147,7 +156,8 @@ fn vote(c: &mut Criterion) {
                 email: Some(format!("voter{n}@example.com")),
             };
             let at = SystemClock.now();
-            black_box(engagement::vote(&db, &app, &idea.id, &voter, at, &plan).expect("vote"))
+            let by = (at, &Actor::System);
+            black_box(engagement::vote(&db, &app, &idea.id, &voter, at, by, &plan).expect("vote"))
         })
     });
     g.finish();

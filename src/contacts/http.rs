@@ -371,6 +371,7 @@ async fn create_contact(
     who.require(Permission::ContactsWrite)?;
     let (_, fields) = api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
     let limit = state.settings.plan(who.plan).limit(Quota::Contacts);
+    let by = who.actor();
     api::idempotency::once(
         &state,
         &who.app_id,
@@ -383,7 +384,7 @@ async fn create_contact(
             let stored = contact.clone();
             state
                 .store
-                .run(move |db| Ok(store::create(db, &stored, limit)))
+                .run(move |db| Ok(store::create(db, &stored, limit, &by)))
                 .await??;
             Ok(StoredAnswer {
                 status: 201,
@@ -420,10 +421,10 @@ async fn update_contact(
         return Err(ApiError::not_found("contact"));
     }
     let patch = ContactPatch::parse(&fields, Mode::Patch).map_err(ApiError::validation)?;
-    let now = state.now();
+    let (now, by) = (state.now(), who.actor());
     let updated = state
         .store
-        .run(move |db| Ok(store::update(db, &app, &id, &patch, now)))
+        .run(move |db| Ok(store::update(db, &app, &id, &patch, (now, &by))))
         .await??;
     Ok(api::ok(&updated))
 }
@@ -444,9 +445,9 @@ async fn delete_contact(
 ) -> Result<HttpResponse, ApiError> {
     who.require(Permission::ContactsDelete)?;
     let id = id.into_inner();
-    let gone = id.clone();
+    let (gone, now, by) = (id.clone(), state.now(), who.actor());
     api::in_app(&state, &who.app_id, move |db, app| {
-        Ok(store::delete(db, app, &id))
+        Ok(store::delete(db, app, &id, (now, &by)))
     })
     .await??;
     Ok(api::deleted(gone))
@@ -572,10 +573,10 @@ async fn batch_contacts(
         &fields,
         store::exists,
         || async {
-            let (app, now) = (who.app_id.clone(), state.now());
+            let (app, now, by) = (who.app_id.clone(), state.now(), who.actor());
             let outcomes = state
                 .store
-                .run(move |db| store::batch(db, &app, &items, upsert, limit, now))
+                .run(move |db| store::batch(db, &app, &items, upsert, limit, (now, &by)))
                 .await?;
             let holds = outcomes
                 .iter()

@@ -11,9 +11,11 @@
 //! transaction; a hard delete removes all of them (GDPR erasure leaves nothing behind).
 
 use sled::transaction::{ConflictableTransactionError, TransactionalTree};
+use sled::Transactional;
 
 use super::model::{Contact, ContactPatch, Email, Mode, Rejection, Source, Status};
 use crate::ids::{self, Timestamp};
+use crate::storage::changes::{self, types, Actor, Change, Facets};
 use crate::storage::{decode, encode, idempotency, StoreError};
 use crate::validation::FieldError;
 
@@ -221,6 +223,20 @@ fn replace_tx(tx: &TransactionalTree, old: &Contact, new: &Contact) -> Tx<()> {
     Ok(())
 }
 
+/// Records the event `kind` about `c` (as the API shows it) at `now` by `by` in the changes'
+/// tree `ch`.
+fn record_tx(
+    ch: &TransactionalTree,
+    kind: &str,
+    c: &Contact,
+    (now, by): (Timestamp, &Actor),
+) -> Tx<()> {
+    let change = Change::new(kind, &c.app_id, &c.id, now, by, changes::data("contact", c))
+        .with(Facets::contact_status(c.status.name()));
+    changes::record::<ContactError>(ch, &change)?;
+    Ok(())
+}
+
 fn load(tree: &sled::Tree, app: &str, id: &str) -> Result<Option<Contact>, StoreError> {
     let key = record_key(app, id);
     match tree.get(&key)? {
@@ -236,11 +252,30 @@ pub fn build(app: &str, patch: &ContactPatch, now: Timestamp) -> Result<Contact,
     Ok(c)
 }
 
-/// Stores a new contact. `limit` is the plan's contact quota (`None`: unlimited).
-pub fn create(db: &sled::Db, c: &Contact, limit: Option<u64>) -> Result<(), ContactError> {
-    let tree = db.open_tree(TREE)?;
-    tree.transaction(|tx| insert_tx(tx, c, limit))?;
+/// Stores a new contact (by `by`, at its `createdAt`). `limit` is the plan's contact quota
+/// (`None`: unlimited).
+pub fn create(
+    db: &sled::Db,
+    c: &Contact,
+    limit: Option<u64>,
+    by: &Actor,
+) -> Result<(), ContactError> {
+    create_unflushed(db, c, limit, by)?;
     db.flush()?;
+    Ok(())
+}
+
+fn create_unflushed(
+    db: &sled::Db,
+    c: &Contact,
+    limit: Option<u64>,
+    by: &Actor,
+) -> Result<(), ContactError> {
+    let (tree, changes) = changes::with_changes(db, TREE)?;
+    (&tree, &changes).transaction(|(tx, ch)| {
+        insert_tx(tx, c, limit)?;
+        record_tx(ch, types::CONTACT_CREATED, c, (c.created_at, by))
+    })?;
     Ok(())
 }
 
@@ -262,10 +297,10 @@ pub fn update(
     app: &str,
     id: &str,
     patch: &ContactPatch,
-    now: Timestamp,
+    (now, by): (Timestamp, &Actor),
 ) -> Result<Contact, ContactError> {
-    let tree = db.open_tree(TREE)?;
-    let updated = tree.transaction(|tx| {
+    let (tree, changes) = changes::with_changes(db, TREE)?;
+    let updated = (&tree, &changes).transaction(|(tx, ch)| {
         let key = record_key(app, id);
         let Some(bytes) = tx.get(&key)? else {
             return abort(ContactError::NotFound);
@@ -278,19 +313,41 @@ pub fn update(
         }
         new.updated_at = now;
         replace_tx(tx, &old, &new)?;
+        record_tx(ch, types::CONTACT_UPDATED, &new, (now, by))?;
         Ok(new)
     })?;
     db.flush()?;
     Ok(updated)
 }
 
-/// Hard delete: the record, its e-mail entry, its sort entries; the count goes down.
-pub fn delete(db: &sled::Db, app: &str, id: &str) -> Result<(), ContactError> {
+/// Hard delete: the record, its e-mail entry, its sort entries; the count goes down; recorded
+/// as `contact.deleted` (at `now`, by `by`).
+pub fn delete(
+    db: &sled::Db,
+    app: &str,
+    id: &str,
+    (now, by): (Timestamp, &Actor),
+) -> Result<(), ContactError> {
+    remove(db, app, id, Some((now, by)))
+}
+
+/// `delete` for an erasure: no event (the erasure's own covers it, and nothing of the person
+/// is sent out).
+pub fn erase(db: &sled::Db, app: &str, id: &str) -> Result<(), ContactError> {
+    remove(db, app, id, None)
+}
+
+fn remove(
+    db: &sled::Db,
+    app: &str,
+    id: &str,
+    event: Option<(Timestamp, &Actor)>,
+) -> Result<(), ContactError> {
     if !ids::is_object_id(id) {
         return Err(ContactError::NotFound);
     }
-    let tree = db.open_tree(TREE)?;
-    tree.transaction(|tx| {
+    let (tree, changes) = changes::with_changes(db, TREE)?;
+    (&tree, &changes).transaction(|(tx, ch)| {
         let key = record_key(app, id);
         let Some(bytes) = tx.get(&key)? else {
             return abort(ContactError::NotFound);
@@ -304,6 +361,9 @@ pub fn delete(db: &sled::Db, app: &str, id: &str) -> Result<(), ContactError> {
         }
         let count = read_count(tx, app)?;
         tx.insert(count_key(app), &count.saturating_sub(1).to_be_bytes()[..])?;
+        if let Some(at) = event {
+            record_tx(ch, types::CONTACT_DELETED, &c, at)?;
+        }
         Ok(())
     })?;
     // Erasure covers the answers kept for Idempotency-Key replays that show the contact.
@@ -382,9 +442,8 @@ pub fn batch(
     items: &[Result<ContactPatch, Vec<FieldError>>],
     upsert: bool,
     limit: Option<u64>,
-    now: Timestamp,
+    (now, by): (Timestamp, &Actor),
 ) -> Result<Vec<BatchOutcome>, StoreError> {
-    let tree = db.open_tree(TREE)?;
     let mut out = Vec::with_capacity(items.len());
     for item in items {
         let outcome = (|| -> Result<BatchOutcome, ContactError> {
@@ -394,11 +453,11 @@ pub fn batch(
             let c = build(app, patch, now)?;
             if upsert {
                 if let Some(existing) = find_by_email(db, app, &c.email)? {
-                    let updated = update(db, app, &existing.id, patch, now)?;
+                    let updated = update(db, app, &existing.id, patch, (now, by))?;
                     return Ok(BatchOutcome::Updated(updated));
                 }
             }
-            tree.transaction(|tx| insert_tx(tx, &c, limit))?;
+            create_unflushed(db, &c, limit, by)?;
             Ok(BatchOutcome::Created(c))
         })();
         out.push(outcome.unwrap_or_else(BatchOutcome::Failed));
@@ -423,7 +482,7 @@ mod tests {
             })
             .collect();
         let now = Timestamp::from_micros(1_750_000_000_000_000);
-        batch(&db, "app", &items, false, None, now).unwrap();
+        batch(&db, "app", &items, false, None, (now, &Actor::System)).unwrap();
         let filter = Filter {
             q: Some("rare".into()),
             ..Filter::default()

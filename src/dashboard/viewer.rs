@@ -9,3 +9,13 @@ pub struct Viewer {
     /// The store key of the session (for sign-out).
     pub session_key: String,
 }
+
+impl Viewer {
+    /// Who a change made on the dashboard is by (`actor` of its webhook events).
+    pub fn actor(&self) -> crate::storage::changes::Actor {
+        crate::storage::changes::Actor::User {
+            id: self.user.id.clone(),
+            email: self.user.email.clone(),
+        }
+    }
+}

@@ -34,7 +34,8 @@ async fn delete_app(
     id: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let jobs = jobs_of(jobs)?;
-    let job = match super::start(&jobs, &state.store, &access, &id).await {
+    let by = crate::storage::changes::Actor::Admin;
+    let job = match super::start(&jobs, &state.store, &access, (&id, &by)).await {
         Ok(job) => job,
         Err(StartError::NoApp) => return Err(ApiError::not_found("app")),
         Err(StartError::Store(e)) => return Err(e.into()),

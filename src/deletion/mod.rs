@@ -32,7 +32,8 @@ use futures_util::FutureExt;
 use object_store::ObjectStore;
 
 use crate::collector::Collector;
-use crate::jobs::{Cursor, Job, JobError, JobKind, Jobs, StepOutcome, Work};
+use crate::jobs::{Cursor, Job, JobError, JobKind, JobView, Jobs, StepOutcome, Work};
+use crate::storage::changes::{self, types, Actor, Change};
 use crate::storage::{Store, StoreError};
 use crate::tenants::{Access, App};
 
@@ -60,13 +61,14 @@ pub enum StartError {
     Store(#[from] StoreError),
 }
 
-/// Starts the deletion of `app`: stores the job, marks the app (its keys stop at once) and
-/// wakes the runner. An app already being deleted answers the job that deletes it.
+/// Starts the deletion of `app` (asked by `by`): stores the job with its `app.deletion.started`
+/// event, marks the app (its keys stop at once) and wakes the runner. An app already being
+/// deleted answers the job that deletes it.
 pub async fn start(
     jobs: &Jobs,
     store: &Store,
     access: &web::Data<Access>,
-    app: &str,
+    (app, by): (&str, &Actor),
 ) -> Result<Job, StartError> {
     let id = app.to_owned();
     let found = store
@@ -76,8 +78,15 @@ pub async fn start(
     if let Some(job) = running(jobs, &found).await? {
         return Ok(job);
     }
+    let (of, by) = (app.to_owned(), by.clone());
+    let params = serde_json::Value::Null;
     let job = jobs
-        .submit(JobKind::AppDeletion, app, serde_json::Value::Null)
+        .submit_with(JobKind::AppDeletion, app, params, move |_, job| {
+            let data = changes::data("job", &JobView::from(job));
+            let kind = types::APP_DELETION_STARTED;
+            let change = Change::new(kind, &of, &job.id, job.created_at, &by, data);
+            Ok((Vec::new(), Some(change)))
+        })
         .await?;
     let marked = mark(store, access, app, &job.id).await?;
     match marked.and_then(|a| a.deletion_job_id) {

@@ -1,7 +1,8 @@
 //! Votes, comments and merges in sled: each one writes its records and the counts of the ideas
 //! it touches in one transaction (see `store.rs` for the key layout).
 
-use sled::transaction::ConflictableTransactionError;
+use sled::transaction::{ConflictableTransactionError, TransactionalTree};
+use sled::Transactional;
 
 use super::model::{
     trending_add, trending_remove, Comment, CommentDraft, Idea, IdeaView, Person, Vote, Voter,
@@ -13,6 +14,7 @@ use super::store::{
 use crate::boards::model::StatusKind;
 use crate::config::{PlanLimits, Quota};
 use crate::ids::{self, Timestamp};
+use crate::storage::changes::{self, types, Actor, Change, Facets};
 use crate::storage::{decode, encode, StoreError};
 use crate::validation::FieldError;
 
@@ -30,6 +32,28 @@ pub fn held_exists(db: &sled::Db, app: &str, id: &str) -> Result<bool, StoreErro
             .contains_key(child_key(kind.as_bytes()[0], app, idea, child))?),
         _ => super::store::exists(db, app, id),
     }
+}
+
+/// Records the event `kind` about a vote or comment (`key`: `vote` or `comment`) of `idea` in
+/// the changes' tree `ch`: the record as the API shows it and the idea's id.
+fn record_child_tx(
+    ch: &TransactionalTree,
+    (app, kind): (&str, &str),
+    idea: &Idea,
+    (key, child): (&str, &impl serde::Serialize),
+    (at, by, internal): (Timestamp, &Actor, bool),
+) -> Tx<()> {
+    let mut data = changes::data(key, child);
+    if let Some(m) = data.as_object_mut() {
+        m.insert("ideaId".into(), idea.id.clone().into());
+    }
+    let facets = Facets {
+        internal,
+        ..Facets::board(&idea.board_id)
+    };
+    let change = Change::new(kind, app, &idea.id, at, by, data).with(facets);
+    changes::record::<IdeaError>(ch, &change)?;
+    Ok(())
 }
 
 fn voter_taken(
@@ -70,13 +94,14 @@ pub fn vote(
     idea_id: &str,
     voter: &Voter,
     at: Timestamp,
+    (now, by): (Timestamp, &Actor),
     plan: &PlanLimits,
 ) -> Result<Vote, IdeaError> {
     if !ids::is_object_id(idea_id) {
         return Err(IdeaError::NotFound("idea"));
     }
-    let tree = db.open_tree(TREE)?;
-    let vote = tree.transaction(|tx| {
+    let (tree, changes) = changes::with_changes(db, TREE)?;
+    let vote = (&tree, &changes).transaction(|(tx, ch)| {
         let (old, _) = load_tx(tx, app, idea_id, "idea")?;
         let board = board_tx(tx, app, &old.board_id)?;
         if let Some(s) = board
@@ -105,19 +130,37 @@ pub fn vote(
         let mut new = old.clone();
         add_vote_tx(tx, app, &mut new, &vote)?;
         write_tx(tx, app, Some(&old), &new)?;
+        let kind = (app, types::VOTE_CREATED);
+        record_child_tx(ch, kind, &new, ("vote", &vote), (now, by, false))?;
         Ok(vote)
     })?;
     db.flush()?;
     Ok(vote)
 }
 
-/// Removes a vote and uncounts it.
-pub fn unvote(db: &sled::Db, app: &str, idea_id: &str, vote_id: &str) -> Result<(), IdeaError> {
+/// Removes a vote and uncounts it (at `now`, by `by`).
+pub fn unvote(
+    db: &sled::Db,
+    app: &str,
+    (idea_id, vote_id): (&str, &str),
+    (now, by): (Timestamp, &Actor),
+) -> Result<(), IdeaError> {
+    remove_vote(db, app, (idea_id, vote_id), Some((now, by)))
+}
+
+/// Removes a vote; records `vote.deleted` when `event` says when and by whom (an erasure does
+/// not: its own event covers what it removes, and nothing of the person is sent out).
+fn remove_vote(
+    db: &sled::Db,
+    app: &str,
+    (idea_id, vote_id): (&str, &str),
+    event: Option<(Timestamp, &Actor)>,
+) -> Result<(), IdeaError> {
     if !ids::is_object_id(idea_id) || !ids::is_object_id(vote_id) {
         return Err(IdeaError::NotFound("vote"));
     }
-    let tree = db.open_tree(TREE)?;
-    tree.transaction(|tx| {
+    let (tree, changes) = changes::with_changes(db, TREE)?;
+    (&tree, &changes).transaction(|(tx, ch)| {
         let (old, _) = load_tx(tx, app, idea_id, "idea")?;
         let key = child_key(b'v', app, idea_id, vote_id);
         let Some(bytes) = tx.get(&key)? else {
@@ -136,6 +179,10 @@ pub fn unvote(db: &sled::Db, app: &str, idea_id: &str, vote_id: &str) -> Result<
         new.vote_count = new.vote_count.saturating_sub(1);
         new.trending = trending_remove(new.trending, vote.created_at, new.vote_count);
         write_tx(tx, app, Some(&old), &new)?;
+        if let Some((now, by)) = event {
+            let kind = (app, types::VOTE_DELETED);
+            record_child_tx(ch, kind, &new, ("vote", &vote), (now, by, false))?;
+        }
         Ok(())
     })?;
     crate::storage::idempotency::forget_holding(db, app, &child_hold(b'v', idea_id, vote_id))?;
@@ -213,13 +260,13 @@ pub fn comment(
     idea_id: &str,
     draft: &CommentDraft,
     plan: &PlanLimits,
-    now: Timestamp,
+    (now, by): (Timestamp, &Actor),
 ) -> Result<Comment, IdeaError> {
     if !ids::is_object_id(idea_id) {
         return Err(IdeaError::NotFound("idea"));
     }
-    let tree = db.open_tree(TREE)?;
-    let c = tree.transaction(|tx| {
+    let (tree, changes) = changes::with_changes(db, TREE)?;
+    let c = (&tree, &changes).transaction(|(tx, ch)| {
         let (old, _) = load_tx(tx, app, idea_id, "idea")?;
         if let Some(limit) = plan.limit(Quota::CommentsPerIdea) {
             let current = old.comment_count + old.internal_comment_count;
@@ -241,6 +288,8 @@ pub fn comment(
         let mut new = old.clone();
         count_comment(&mut new, &c, 1);
         write_tx(tx, app, Some(&old), &new)?;
+        let kind = (app, types::COMMENT_CREATED);
+        record_child_tx(ch, kind, &new, ("comment", &c), (now, by, c.internal))?;
         Ok(c)
     })?;
     db.flush()?;
@@ -436,7 +485,7 @@ fn erase_children<T: serde::de::DeserializeOwned>(
         *answers +=
             crate::storage::idempotency::forget_holding(db, app, &child_hold(kind, &idea, &id))?;
         let removed = if kind == b'v' {
-            unvote(db, app, &idea, &id)
+            remove_vote(db, app, (&idea, &id), None)
         } else {
             delete_comment(db, app, &idea, &id)
         };
@@ -457,7 +506,7 @@ pub fn merge(
     app: &str,
     source: &str,
     target: &str,
-    now: Timestamp,
+    (now, by): (Timestamp, &Actor),
 ) -> Result<IdeaView, IdeaError> {
     if !ids::is_object_id(source) {
         return Err(IdeaError::NotFound("idea"));
@@ -465,7 +514,7 @@ pub fn merge(
     if !ids::is_object_id(target) {
         return Err(IdeaError::NotFound("idea (intoId)"));
     }
-    let tree = db.open_tree(TREE)?;
+    let (tree, changes) = changes::with_changes(db, TREE)?;
     let view = retrying(|| {
         let seen = tree.get(super::store::record_key(app, source))?;
         let decode_all = |kind: u8| -> Result<Vec<(Vec<u8>, sled::IVec)>, StoreError> {
@@ -482,8 +531,12 @@ pub fn merge(
             .iter()
             .map(|(k, v)| decode(k, v))
             .collect::<Result<_, _>>()?;
-        Ok(tree.transaction(|tx| {
-            merge_tx(tx, app, (source, target), &seen, (&votes, &comments), now)
+        Ok((&tree, &changes).transaction(|(tx, ch)| {
+            let (src, dst) = merge_tx(tx, app, (source, target), &seen, (&votes, &comments), now)?;
+            let into = serde_json::to_value(&dst).unwrap_or_default();
+            let into = serde_json::Map::from_iter([("into".to_owned(), into)]);
+            super::store::record_tx(ch, (app, types::IDEA_MERGED), &src, (now, by), into)?;
+            Ok(dst)
         })?)
     })?;
     db.flush()?;
@@ -497,7 +550,7 @@ fn merge_tx(
     seen: &Option<sled::IVec>,
     (votes, comments): (&[Vote], &[Comment]),
     now: Timestamp,
-) -> Tx<IdeaView> {
+) -> Tx<(IdeaView, IdeaView)> {
     let (src_old, bytes) = load_tx(tx, app, source, "idea")?;
     unchanged_tx(&bytes, seen)?;
     let (dst_old, _) = load_tx(tx, app, target, "idea (intoId)")?;
@@ -550,7 +603,7 @@ fn merge_tx(
     write_tx(tx, app, Some(&src_old), &src)?;
     write_tx(tx, app, Some(&dst_old), &dst)?;
     let dst_board = board_tx(tx, app, &dst.board_id)?;
-    Ok(dst.view(&dst_board))
+    Ok((src.view(&src_board), dst.view(&dst_board)))
 }
 
 #[cfg(test)]
@@ -573,7 +626,9 @@ mod tests {
         let draft =
             super::super::model::IdeaDraft::parse(body.as_object().unwrap(), Timestamp::t0())
                 .unwrap();
-        store::create(db, app, &draft, None).unwrap().id
+        store::create(db, app, &draft, None, (Timestamp::t0(), &Actor::System))
+            .unwrap()
+            .id
     }
 
     #[derive(Default)]
@@ -634,7 +689,15 @@ mod tests {
                         email: None,
                     };
                     let fresh = voters.insert((idea_id.clone(), format!("v{n}")));
-                    match vote(&db, &app, idea_id, &voter, Timestamp::t0(), &plan) {
+                    match vote(
+                        &db,
+                        &app,
+                        idea_id,
+                        &voter,
+                        Timestamp::t0(),
+                        (Timestamp::t0(), &Actor::System),
+                        &plan,
+                    ) {
                         Ok(v) => {
                             assert!(fresh);
                             m.votes.insert(v.id, (idea_id.clone(), format!("v{n}")));
@@ -650,7 +713,7 @@ mod tests {
                         .find(|(_, (i, _))| i == idea_id)
                         .map(|(a, b)| (a.clone(), b.clone()))
                     {
-                        unvote(&db, &app, &i, &vid).unwrap();
+                        unvote(&db, &app, (&i, &vid), (Timestamp::t0(), &Actor::System)).unwrap();
                         m.votes.remove(&vid);
                         voters.remove(&(i, who));
                     }
@@ -658,7 +721,15 @@ mod tests {
                 3 => {
                     let body = serde_json::json!({"content": "c", "author": {"id": "a", "name": "A", "email": "a@b.co"}, "internal": n % 3 == 0});
                     let draft = CommentDraft::parse(body.as_object().unwrap()).unwrap();
-                    let c = comment(&db, &app, idea_id, &draft, &plan, Timestamp::t0()).unwrap();
+                    let c = comment(
+                        &db,
+                        &app,
+                        idea_id,
+                        &draft,
+                        &plan,
+                        (Timestamp::t0(), &Actor::System),
+                    )
+                    .unwrap();
                     m.comments.insert(c.id, (idea_id.clone(), c.internal));
                 }
                 _ => {

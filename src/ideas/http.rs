@@ -237,6 +237,7 @@ async fn create_idea(
     who.require(Permission::IdeasWrite)?;
     let (_, fields) = api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
     let limit = state.settings.plan(who.plan).limit(Quota::Ideas);
+    let by = who.actor();
     api::idempotency::once(
         &state,
         &who.app_id,
@@ -244,11 +245,12 @@ async fn create_idea(
         &fields,
         store::exists,
         || async {
-            let draft = IdeaDraft::parse(&fields, state.now()).map_err(ApiError::validation)?;
+            let now = state.now();
+            let draft = IdeaDraft::parse(&fields, now).map_err(ApiError::validation)?;
             let app = who.app_id.clone();
             let idea = state
                 .store
-                .run(move |db| Ok(store::create(db, &app, &draft, limit)))
+                .run(move |db| Ok(store::create(db, &app, &draft, limit, (now, &by))))
                 .await??;
             Ok(StoredAnswer {
                 status: 201,
@@ -303,10 +305,15 @@ async fn update_idea(
     if patch.status_id.is_some() {
         who.require(Permission::IdeasModerate)?;
     }
-    let (app, id, now) = (who.app_id.clone(), id.into_inner(), state.now());
+    let (app, id, now, by) = (
+        who.app_id.clone(),
+        id.into_inner(),
+        state.now(),
+        who.actor(),
+    );
     let idea = state
         .store
-        .run(move |db| Ok(store::update(db, &app, &id, &patch, now)))
+        .run(move |db| Ok(store::update(db, &app, &id, &patch, (now, &by))))
         .await??;
     Ok(api::ok(&idea))
 }
@@ -321,11 +328,16 @@ async fn delete_idea(
     id: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     who.require(Permission::IdeasModerate)?;
-    let (app, id) = (who.app_id.clone(), id.into_inner());
+    let (app, id, now, by) = (
+        who.app_id.clone(),
+        id.into_inner(),
+        state.now(),
+        who.actor(),
+    );
     let gone = id.clone();
     state
         .store
-        .run(move |db| Ok(store::delete(db, &app, &id)))
+        .run(move |db| Ok(store::delete(db, &app, &id, (now, &by))))
         .await??;
     Ok(api::deleted(gone))
 }
@@ -401,10 +413,10 @@ async fn merge_idea(
             "cannot merge an idea into itself",
         ));
     }
-    let (app, now) = (who.app_id.clone(), state.now());
+    let (app, now, by) = (who.app_id.clone(), state.now(), who.actor());
     let idea = state
         .store
-        .run(move |db| Ok(engagement::merge(db, &app, &id, &into, now)))
+        .run(move |db| Ok(engagement::merge(db, &app, &id, &into, (now, &by))))
         .await??;
     Ok(api::ok(&idea))
 }
@@ -425,8 +437,9 @@ async fn add_vote(
 ) -> Result<HttpResponse, ApiError> {
     who.require(Permission::VotesWrite)?;
     let (_, fields) = api::json_body(&req, payload, state.settings.server.max_body_bytes).await?;
-    let (voter, at) = model::parse_vote(&fields, state.now()).map_err(ApiError::validation)?;
-    let (app, id) = (who.app_id.clone(), id.into_inner());
+    let now = state.now();
+    let (voter, at) = model::parse_vote(&fields, now).map_err(ApiError::validation)?;
+    let (app, id, by) = (who.app_id.clone(), id.into_inner(), who.actor());
     let plan = state.settings.plan(who.plan);
     api::idempotency::once(
         &state,
@@ -437,7 +450,10 @@ async fn add_vote(
         || async {
             let vote = state
                 .store
-                .run(move |db| Ok(engagement::vote(db, &app, &id, &voter, at, &plan)))
+                .run(move |db| {
+                    let by = (now, &by);
+                    Ok(engagement::vote(db, &app, &id, &voter, at, by, &plan))
+                })
                 .await??;
             Ok(child_created(b'v', &vote.idea_id, &vote.id, json!(vote)))
         },
@@ -484,10 +500,10 @@ async fn delete_vote(
 ) -> Result<HttpResponse, ApiError> {
     who.require(Permission::VotesWrite)?;
     let (idea, vote) = path.into_inner();
-    let (app, gone) = (who.app_id.clone(), vote.clone());
+    let (app, gone, now, by) = (who.app_id.clone(), vote.clone(), state.now(), who.actor());
     state
         .store
-        .run(move |db| Ok(engagement::unvote(db, &app, &idea, &vote)))
+        .run(move |db| Ok(engagement::unvote(db, &app, (&idea, &vote), (now, &by))))
         .await??;
     Ok(api::deleted(gone))
 }
@@ -513,7 +529,12 @@ async fn add_comment(
     if draft.internal {
         who.require(Permission::IdeasModerate)?;
     }
-    let (app, id, now) = (who.app_id.clone(), id.into_inner(), state.now());
+    let (app, id, now, by) = (
+        who.app_id.clone(),
+        id.into_inner(),
+        state.now(),
+        who.actor(),
+    );
     let plan = state.settings.plan(who.plan);
     api::idempotency::once(
         &state,
@@ -524,7 +545,10 @@ async fn add_comment(
         || async {
             let c = state
                 .store
-                .run(move |db| Ok(engagement::comment(db, &app, &id, &draft, &plan, now)))
+                .run(move |db| {
+                    let by = (now, &by);
+                    Ok(engagement::comment(db, &app, &id, &draft, &plan, by))
+                })
                 .await??;
             Ok(child_created(b'c', &c.idea_id, &c.id, json!(c)))
         },

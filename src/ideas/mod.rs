@@ -12,3 +12,6 @@ pub mod store;
 
 pub use http::configure;
 pub use model::IdeaView;
+
+#[cfg(test)]
+mod events_tests;

@@ -16,13 +16,14 @@
 //! is byte for byte what they read: every vote or comment write rewrites it, so none slipped in.
 
 use sled::transaction::{ConflictableTransactionError, TransactionalTree};
-use sled::IVec;
+use sled::{IVec, Transactional};
 
 use super::model::{Idea, IdeaDraft, IdeaPatch, IdeaView, StatusChange, StatusRef};
 use crate::boards::store::{self as boards, add_usage_tx, decode_count};
 use crate::boards::BoardRecord;
 use crate::config::Quota;
 use crate::ids::{self, Timestamp};
+use crate::storage::changes::{self, types, Actor, Change, Facets};
 use crate::storage::{decode, encode, StoreError};
 use crate::validation::FieldError;
 
@@ -230,7 +231,7 @@ pub fn history_tx(
     board: &BoardRecord,
     (from, to): (&str, &str),
     now: Timestamp,
-) -> Tx<()> {
+) -> Tx<StatusChange> {
     let Some(to) = status_ref(board, to) else {
         return invalid("statusId", "no such status on the idea's board");
     };
@@ -242,6 +243,24 @@ pub fn history_tx(
         changed_at: now,
     };
     tx.insert(child_key(b'h', app, idea, &change.id), encode(&change))?;
+    Ok(change)
+}
+
+/// Records the event `kind` about an idea (`view`, of `app`) at `at` in the changes' tree `ch`;
+/// `more` adds to its data (beside `idea`).
+pub fn record_tx(
+    ch: &TransactionalTree,
+    (app, kind): (&str, &str),
+    view: &IdeaView,
+    (at, by): (Timestamp, &Actor),
+    more: serde_json::Map<String, serde_json::Value>,
+) -> Tx<()> {
+    let mut data = changes::data("idea", view);
+    if let Some(m) = data.as_object_mut() {
+        m.extend(more);
+    }
+    let change = Change::new(kind, app, &view.id, at, by, data).with(Facets::board(&view.board_id));
+    changes::record::<IdeaError>(ch, &change)?;
     Ok(())
 }
 
@@ -251,13 +270,14 @@ pub fn create(
     app: &str,
     draft: &IdeaDraft,
     limit: Option<u64>,
+    (now, by): (Timestamp, &Actor),
 ) -> Result<IdeaView, IdeaError> {
     let board_id = match &draft.board_id {
         Some(b) => b.clone(),
         None => boards::ensure_default(db, app)?,
     };
-    let tree = db.open_tree(TREE)?;
-    let view = tree.transaction(|tx| {
+    let (tree, changes) = changes::with_changes(db, TREE)?;
+    let view = (&tree, &changes).transaction(|(tx, ch)| {
         let Some(board) = boards::load_tx::<IdeaError>(tx, app, &board_id)? else {
             return invalid("boardId", "no such board");
         };
@@ -299,7 +319,16 @@ pub fn create(
         write_tx(tx, app, None, &idea)?;
         usage_tx(tx, app, &idea, 1)?;
         tx.insert(count_key(app), &(n + 1).to_be_bytes()[..])?;
-        Ok(idea.view(&board))
+        let view = idea.view(&board);
+        let at = (now, by);
+        record_tx(
+            ch,
+            (app, types::IDEA_CREATED),
+            &view,
+            at,
+            Default::default(),
+        )?;
+        Ok(view)
     })?;
     db.flush()?;
     Ok(view)
@@ -338,27 +367,32 @@ pub fn update(
     app: &str,
     id: &str,
     patch: &IdeaPatch,
-    now: Timestamp,
+    (now, by): (Timestamp, &Actor),
 ) -> Result<IdeaView, IdeaError> {
     if !ids::is_object_id(id) {
         return Err(IdeaError::NotFound("idea"));
     }
-    let tree = db.open_tree(TREE)?;
-    let view = tree.transaction(|tx| {
+    let (tree, changes) = changes::with_changes(db, TREE)?;
+    let view = (&tree, &changes).transaction(|(tx, ch)| {
         let (old, _) = load_tx(tx, app, id, "idea")?;
         let board = board_tx(tx, app, &old.board_id)?;
         let mut new = old.clone();
         if let Err(d) = patch.apply(&mut new, &board) {
             return abort(IdeaError::Invalid(d));
         }
+        let mut status_change = serde_json::Value::Null;
         if new.status_id != old.status_id {
-            history_tx(tx, app, id, &board, (&old.status_id, &new.status_id), now)?;
+            let h = history_tx(tx, app, id, &board, (&old.status_id, &new.status_id), now)?;
+            status_change = serde_json::json!({"from": h.from, "to": h.to});
         }
         new.updated_at = now;
         usage_tx(tx, app, &old, -1)?;
         usage_tx(tx, app, &new, 1)?;
         write_tx(tx, app, Some(&old), &new)?;
-        Ok(new.view(&board))
+        let view = new.view(&board);
+        let more = serde_json::Map::from_iter([("statusChange".to_owned(), status_change)]);
+        record_tx(ch, (app, types::IDEA_UPDATED), &view, (now, by), more)?;
+        Ok(view)
     })?;
     db.flush()?;
     Ok(view)
@@ -388,12 +422,17 @@ pub fn unchanged_tx(now: &IVec, seen: &Option<IVec>) -> Tx<()> {
     Ok(())
 }
 
-/// Deletes an idea with its votes, voter entries, comments and history.
-pub fn delete(db: &sled::Db, app: &str, id: &str) -> Result<(), IdeaError> {
+/// Deletes an idea with its votes, voter entries, comments and history (at `now`, by `by`).
+pub fn delete(
+    db: &sled::Db,
+    app: &str,
+    id: &str,
+    (now, by): (Timestamp, &Actor),
+) -> Result<(), IdeaError> {
     if !ids::is_object_id(id) {
         return Err(IdeaError::NotFound("idea"));
     }
-    let tree = db.open_tree(TREE)?;
+    let (tree, changes) = changes::with_changes(db, TREE)?;
     retrying(|| {
         let seen = tree.get(record_key(app, id))?;
         let mut children = Vec::new();
@@ -404,9 +443,17 @@ pub fn delete(db: &sled::Db, app: &str, id: &str) -> Result<(), IdeaError> {
                     .map(|(k, _)| k),
             );
         }
-        tree.transaction(|tx| {
+        (&tree, &changes).transaction(|(tx, ch)| {
             let (idea, bytes) = load_tx(tx, app, id, "idea")?;
             unchanged_tx(&bytes, &seen)?;
+            let view = idea.view(&board_tx(tx, app, &idea.board_id)?);
+            record_tx(
+                ch,
+                (app, types::IDEA_DELETED),
+                &view,
+                (now, by),
+                Default::default(),
+            )?;
             for k in &children {
                 tx.remove(k)?;
             }

@@ -16,6 +16,7 @@ use tokio::time::Instant;
 
 use crate::backoff::Backoff;
 use crate::clock::Clock;
+use crate::storage::changes::Change;
 use crate::storage::{Store, StoreError};
 
 use super::model::{Cursor, Job, JobError, JobKind, JobState, StepOutcome};
@@ -40,6 +41,12 @@ pub trait Work: Send + Sync + 'static {
     /// saved: what the job kept for its last steps (e.g. an erasure's subject) goes now.
     fn failed<'a>(&'a self, _job: &'a Job) -> BoxFuture<'a, ()> {
         Box::pin(async {})
+    }
+
+    /// The change to record with `job`'s final record (done or failed), in the same
+    /// transaction: its webhook event, if its kind has one.
+    fn ended(&self, _job: &Job) -> Option<Change> {
+        None
     }
 }
 
@@ -78,12 +85,13 @@ impl Jobs {
         app: &str,
         params: serde_json::Value,
     ) -> Result<Job, StoreError> {
-        self.submit_with(kind, app, params, |_, _| Ok(Vec::new()))
+        self.submit_with(kind, app, params, |_, _| Ok((Vec::new(), None)))
             .await
     }
 
-    /// Like `submit`, with `before` run in the same store closure first: the records it answers
-    /// are written with the job in one transaction; when it fails, no job is stored.
+    /// Like `submit`, with `before` run in the same store closure first: the records it answers,
+    /// and the change (its webhook event) if any, are written with the job in one transaction;
+    /// when it fails, no job is stored.
     pub async fn submit_with<F>(
         &self,
         kind: JobKind,
@@ -92,14 +100,16 @@ impl Jobs {
         before: F,
     ) -> Result<Job, StoreError>
     where
-        F: FnOnce(&sled::Db, &Job) -> Result<Vec<store::Companion>, StoreError> + Send + 'static,
+        F: FnOnce(&sled::Db, &Job) -> Result<(Vec<store::Companion>, Option<Change>), StoreError>
+            + Send
+            + 'static,
     {
         let job = Job::new(kind, app, params, self.clock.now());
         let stored = job.clone();
         self.store
             .run(move |db| {
-                let companions = before(db, &stored)?;
-                store::insert_with(db, &stored, &companions)
+                let (companions, change) = before(db, &stored)?;
+                store::insert_with(db, &stored, &companions, change.as_ref())
             })
             .await?;
         self.wake.notify_one();
@@ -197,7 +207,7 @@ impl Runner {
         let steps = work.steps();
         if job.state == JobState::Queued {
             job.state = JobState::Running;
-            if !self.save(&mut job).await {
+            if !self.save(&mut job, &*work).await {
                 return;
             }
         }
@@ -205,7 +215,7 @@ impl Runner {
             let Some(name) = steps.get(job.cursor.step) else {
                 job.state = JobState::Done;
                 job.step_name = steps.last().copied().unwrap_or_default().to_owned();
-                self.save(&mut job).await;
+                self.save(&mut job, &*work).await;
                 tracing::info!(job = %job.id, kind = job.kind.name(), app_id = %job.app_id, report = ?job.cursor.report, "job done");
                 return;
             };
@@ -225,7 +235,7 @@ impl Runner {
                     tracing::warn!(job = %job.id, step = %job.step_name, error = %e, "job step failed; retried later");
                     job.attempts += 1;
                     job.last_error = Some(e);
-                    self.save(&mut job).await;
+                    self.save(&mut job, &*work).await;
                     self.wait(&job.id);
                     return;
                 }
@@ -233,13 +243,13 @@ impl Runner {
                     tracing::error!(job = %job.id, step = %job.step_name, error = %e, "job failed");
                     job.state = JobState::Failed;
                     job.last_error = Some(e);
-                    if self.save(&mut job).await {
+                    if self.save(&mut job, &*work).await {
                         work.failed(&job).await;
                     }
                     return;
                 }
             }
-            if !self.save(&mut job).await {
+            if !self.save(&mut job, &*work).await {
                 return;
             }
         }
@@ -255,15 +265,17 @@ impl Runner {
         self.waiting.insert(id.to_owned(), Wait { until, delay });
     }
 
-    /// Saves `job` (stamped now); false when it cannot go on: it was deleted meanwhile, or the
-    /// store failed (then it is retried after a backoff, from its last saved cursor).
-    async fn save(&mut self, job: &mut Job) -> bool {
+    /// Saves `job` (stamped now; once it has ended, with the change `work` records for its
+    /// end); false when it cannot go on: it was deleted meanwhile, or the store failed (then it
+    /// is retried after a backoff, from its last saved cursor).
+    async fn save(&mut self, job: &mut Job, work: &dyn Work) -> bool {
         job.updated_at = self.jobs.clock.now();
         let record = job.clone();
+        let change = job.state.finished().then(|| work.ended(job)).flatten();
         match self
             .jobs
             .store
-            .run(move |db| store::save(db, &record))
+            .run(move |db| store::save_with(db, &record, change.as_ref()))
             .await
         {
             Ok(true) => true,

@@ -261,7 +261,12 @@ async fn a_job_submitted_with_companions_stores_them_in_the_same_transaction() {
             JobKind::AppDeletion,
             "app1",
             serde_json::Value::Null,
-            |_, j| Ok(vec![("side", j.id.as_bytes().to_vec(), b"v".to_vec())]),
+            |_, j| {
+                Ok((
+                    vec![("side", j.id.as_bytes().to_vec(), b"v".to_vec())],
+                    None,
+                ))
+            },
         )
         .await
         .unwrap();

@@ -3,15 +3,14 @@
 //! `privacy:erase`; every job is the key's app's.
 
 use actix_web::{get, post, web, HttpRequest, HttpResponse};
-use serde::Serialize;
 use utoipa_actix_web::service_config::ServiceConfig;
 
-use super::job::Params;
-use super::model::{Hashes, Person};
+use super::job::ErasureView;
+use super::model::Person;
 use crate::api::page::PageQuery;
 use crate::api::{self, ApiError};
 use crate::fields::{request_body, Mode};
-use crate::jobs::{Job, JobKind, JobView, Jobs};
+use crate::jobs::{JobKind, Jobs};
 use crate::state::AppState;
 use crate::tenants::{Access, Permission, Principal};
 
@@ -22,35 +21,6 @@ pub fn configure(cfg: &mut ServiceConfig) {
 request_body! {
     /// Whom to erase.
     ErasureInput = super::model::ERASURE, Mode::Create
-}
-
-/// An erasure job: its state, its step, and what it removed per store so far (`report`: counts
-/// of contacts, profiles, identityLinks, surveyResponses, votes, comments, ideasAnonymised,
-/// idempotencyAnswers,
-/// refusedEvents, lakeRows, lakeFilesRewritten, lakeFilesSkipped, lakeFilesUnreadable: files
-/// that are not readable Parquet, passed and logged with their path). The ids erased are never
-/// shown or kept: only their SHA-256 (`hashes`).
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ErasureView {
-    #[serde(flatten)]
-    pub job: JobView,
-    pub hashes: Hashes,
-    /// Who asked: `key:<keyId>` or `user:<dashboard user id>`.
-    pub requested_by: String,
-}
-
-impl ErasureView {
-    pub fn of(job: &Job) -> ErasureView {
-        let params: Option<Params> = serde_json::from_value(job.params.clone()).ok();
-        let (hashes, requested_by) =
-            params.map_or_else(Default::default, |p| (p.hashes, p.requested_by));
-        ErasureView {
-            job: JobView::from(job),
-            hashes,
-            requested_by,
-        }
-    }
 }
 
 /// Erase a person from the app (`privacy:erase`): their contacts (by e-mail), profile and

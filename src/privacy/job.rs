@@ -25,8 +25,10 @@ use super::store;
 use crate::clock::Clock;
 use crate::collector::Collector;
 use crate::ids::Timestamp;
-use crate::jobs::{Cursor, Job, JobError, JobKind, Jobs, StepOutcome, Work};
+use crate::jobs::JobView;
+use crate::jobs::{Cursor, Job, JobError, JobKind, JobState, Jobs, StepOutcome, Work};
 use crate::state::AppState;
+use crate::storage::changes::{self, types, Actor, Change};
 use crate::storage::{Store, StoreError};
 use crate::tenants::{Access, Suppressions};
 
@@ -41,6 +43,35 @@ pub struct Params {
     pub hashes: Hashes,
     /// Who asked: `key:<keyId>` or `user:<dashboard user id>`.
     pub requested_by: String,
+}
+
+/// An erasure job: its state, its step, and what it removed per store so far (`report`: counts
+/// of contacts, profiles, identityLinks, surveyResponses, votes, comments, ideasAnonymised,
+/// idempotencyAnswers,
+/// refusedEvents, lakeRows, lakeFilesRewritten, lakeFilesSkipped, lakeFilesUnreadable: files
+/// that are not readable Parquet, passed and logged with their path). The ids erased are never
+/// shown or kept: only their SHA-256 (`hashes`).
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ErasureView {
+    #[serde(flatten)]
+    pub job: JobView,
+    pub hashes: Hashes,
+    /// Who asked: `key:<keyId>` or `user:<dashboard user id>`.
+    pub requested_by: String,
+}
+
+impl ErasureView {
+    pub fn of(job: &Job) -> ErasureView {
+        let params: Option<Params> = serde_json::from_value(job.params.clone()).ok();
+        let (hashes, requested_by) =
+            params.map_or_else(Default::default, |p| (p.hashes, p.requested_by));
+        ErasureView {
+            job: JobView::from(job),
+            hashes,
+            requested_by,
+        }
+    }
 }
 
 /// The end of a suppression that starts now: `privacy.suppress_days` later (`None`: for ever).
@@ -74,7 +105,7 @@ pub async fn submit(
     let a = app.to_owned();
     jobs.submit_with(JobKind::Erasure, app, params, move |db, job| {
         list.add(db, &a, &person.ids(), until, &job.id)?;
-        Ok(vec![store::subject_of(job, &person)])
+        Ok((vec![store::subject_of(job, &person)], None))
     })
     .await
 }
@@ -266,6 +297,25 @@ impl Work for Erasure {
         cursor: &'a mut Cursor,
     ) -> BoxFuture<'a, Result<StepOutcome, JobError>> {
         self.step(job, cursor).boxed()
+    }
+
+    /// `erasure.completed` or `erasure.failed`: the job as the API shows it (no personal data:
+    /// the ids' hashes only).
+    fn ended(&self, job: &Job) -> Option<Change> {
+        let kind = match job.state {
+            JobState::Done => types::ERASURE_COMPLETED,
+            _ => types::ERASURE_FAILED,
+        };
+        let data = changes::data("erasure", &ErasureView::of(job));
+        let change = Change::new(
+            kind,
+            &job.app_id,
+            &job.id,
+            job.updated_at,
+            &Actor::System,
+            data,
+        );
+        Some(change)
     }
 
     /// A failed erasure forgets the person's ids too (its `forget` step will never run).

@@ -97,7 +97,7 @@ pub fn erase(db: &sled::Db, app: &str, person: &Person) -> Result<Vec<(Counted, 
             .map_err(|m| EraseError::Other(format!("email: {m}")))?;
         if let Some(c) = crate::contacts::store::find_by_email(db, app, &email)? {
             answers += crate::storage::idempotency::forget_holding(db, app, &c.id)?;
-            match crate::contacts::store::delete(db, app, &c.id) {
+            match crate::contacts::store::erase(db, app, &c.id) {
                 Ok(()) => contacts += 1,
                 Err(crate::contacts::store::ContactError::NotFound) => {}
                 Err(crate::contacts::store::ContactError::Store(e)) => return Err(e.into()),
@@ -196,7 +196,7 @@ mod tests {
             serde_json::Value::Null,
             crate::ids::Timestamp::from_micros(0),
         );
-        crate::jobs::store::insert_with(db, &job, &[subject_of(&job, &person())]).unwrap();
+        crate::jobs::store::insert_with(db, &job, &[subject_of(&job, &person())], None).unwrap();
         job
     }
 

@@ -123,6 +123,29 @@ pub struct Change {
     pub data: serde_json::Value,
 }
 
+impl Facets {
+    pub fn board(id: &str) -> Facets {
+        Facets {
+            board_id: Some(id.to_owned()),
+            ..Facets::default()
+        }
+    }
+
+    pub fn survey(id: &str) -> Facets {
+        Facets {
+            survey_id: Some(id.to_owned()),
+            ..Facets::default()
+        }
+    }
+
+    pub fn contact_status(status: &str) -> Facets {
+        Facets {
+            contact_status: Some(status.to_owned()),
+            ..Facets::default()
+        }
+    }
+}
+
 impl Change {
     /// A new change with a fresh event id.
     pub fn new(
@@ -160,10 +183,37 @@ impl Change {
     }
 }
 
+/// The tree `name` and the changes' tree, for one transaction over both:
+/// `(&tree, &changes).transaction(|(tx, ch)| ...)`.
+pub fn with_changes(db: &sled::Db, name: &str) -> sled::Result<(sled::Tree, sled::Tree)> {
+    Ok((db.open_tree(name)?, db.open_tree(TREE)?))
+}
+
+/// `{key: value}`: the `data` of most events (the resource under its name).
+pub fn data(key: &str, value: &impl Serialize) -> serde_json::Value {
+    let mut m = serde_json::Map::with_capacity(1);
+    m.insert(
+        key.to_owned(),
+        serde_json::to_value(value).unwrap_or_default(),
+    );
+    serde_json::Value::Object(m)
+}
+
 /// Records `change` inside a transaction over [`TREE`] (`tx`): it is queued exactly when the
 /// rest of the transaction commits. Returns its sequence (increasing in commit order of ids).
 pub fn record<E>(tx: &TransactionalTree, change: &Change) -> ConflictableTransactionResult<u64, E> {
     Queue::push_in(tx, KIND, change.at.micros(), &change.encode())
+}
+
+/// Every change recorded and not yet fanned out, oldest first (for tests).
+#[cfg(test)]
+pub fn recorded(db: &sled::Db) -> Vec<Change> {
+    CHANGES
+        .peek(db, usize::MAX, usize::MAX)
+        .expect("the changes read")
+        .iter()
+        .map(|i| Change::decode(&i.payload).expect("a change"))
+        .collect()
 }
 
 #[cfg(test)]

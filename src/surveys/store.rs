@@ -17,6 +17,7 @@
 //! the app's surveys and orders them in memory (`model::page`).
 
 use sled::transaction::{ConflictableTransactionError, TransactionalTree};
+use sled::Transactional;
 
 use super::model::{
     self, Rejection, ResponseDraft, ResponseItem, Survey, SurveyPatch, SurveyResponse,
@@ -24,6 +25,7 @@ use super::model::{
 };
 use crate::config::Quota;
 use crate::ids::{self, Timestamp};
+use crate::storage::changes::{self, types, Actor, Change, Facets};
 use crate::storage::queue::Queue;
 use crate::storage::{decode, decode_all, encode, StoreError};
 use crate::validation::FieldError;
@@ -263,7 +265,9 @@ pub fn respond(
         .user_id
         .as_deref()
         .map(|u| visitor_key(app, id, &model::visitor(Some(u), &draft.anonymous_id)));
-    with_survey(db, app, id, |tx, mut survey| {
+    let (tree, changes) = changes::with_changes(db, TREE)?;
+    let out = (&tree, &changes).transaction(|(tx, ch)| {
+        let mut survey = load_tx(tx, app, id)?;
         match survey.status {
             SurveyStatus::Active => {}
             SurveyStatus::Draft => return abort(SurveyError::NotFound),
@@ -274,20 +278,12 @@ pub fn respond(
                 )))
             }
         }
-        let mut existing = None;
-        for key in std::iter::once(&anon).chain(&by_user) {
-            let Some(rid) = tx.get(key)? else { continue };
-            let rkey = [response_prefix(app, id), rid.to_vec()].concat();
-            if let Some(v) = tx.get(&rkey)? {
-                let r = decode::<SurveyResponse>(&rkey, &v)
-                    .or_else(|e| abort(SurveyError::Store(e)))?;
-                if r.anonymous_id == draft.anonymous_id {
-                    existing = Some(r);
-                    break;
-                }
-            }
-        }
-        let created = existing.is_none();
+        let keys = std::iter::once(&anon).chain(&by_user);
+        let existing = existing_tx(tx, (app, id), keys, &draft.anonymous_id)?;
+        let (created, was_completed) = (
+            existing.is_none(),
+            existing.as_ref().is_some_and(|r| r.completed),
+        );
         if created {
             if let Some(why) = survey.outside(&visitor, &traits, who.url.as_deref()) {
                 return abort(SurveyError::Forbidden(why));
@@ -321,8 +317,63 @@ pub fn respond(
         if let Some(key) = &by_user {
             tx.insert(key.as_slice(), response.id.as_bytes())?;
         }
+        let kinds = [
+            (created, types::RESPONSE_CREATED),
+            (
+                response.completed && !was_completed,
+                types::RESPONSE_COMPLETED,
+            ),
+        ];
+        for (_, kind) in kinds.into_iter().filter(|(happened, _)| *happened) {
+            record_tx(ch, (app, kind), &response, now)?;
+        }
         Ok((response, created))
-    })
+    })?;
+    db.flush()?;
+    Ok(out)
+}
+
+/// The visitor's response to survey `id` (`app`) under one of `keys`, if it is the one of
+/// their `anonymous_id`.
+fn existing_tx<'a>(
+    tx: &TransactionalTree,
+    (app, id): (&str, &str),
+    keys: impl Iterator<Item = &'a Vec<u8>>,
+    anonymous_id: &str,
+) -> Tx<Option<SurveyResponse>> {
+    for key in keys {
+        let Some(rid) = tx.get(key)? else { continue };
+        let rkey = [response_prefix(app, id), rid.to_vec()].concat();
+        if let Some(v) = tx.get(&rkey)? {
+            let r =
+                decode::<SurveyResponse>(&rkey, &v).or_else(|e| abort(SurveyError::Store(e)))?;
+            if r.anonymous_id == anonymous_id {
+                return Ok(Some(r));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Records the event `kind` about response `r` (of `app`), made at `now` by its visitor, in
+/// the changes' tree `ch`: the response as the API shows it, its survey and its score.
+fn record_tx(
+    ch: &TransactionalTree,
+    (app, kind): (&str, &str),
+    r: &SurveyResponse,
+    now: Timestamp,
+) -> Tx<()> {
+    let by = Actor::Visitor {
+        id: Some(r.user_id.clone().unwrap_or_else(|| r.anonymous_id.clone())),
+    };
+    let mut data = changes::data("response", r);
+    if let Some(m) = data.as_object_mut() {
+        m.insert("surveyId".into(), r.survey_id.clone().into());
+        m.insert("score".into(), r.score.into());
+    }
+    let change = Change::new(kind, app, &r.id, now, &by, data).with(Facets::survey(&r.survey_id));
+    changes::record::<SurveyError>(ch, &change)?;
+    Ok(())
 }
 
 /// Every response to survey `id` of `app`.

@@ -113,6 +113,13 @@ pub struct Principal {
 }
 
 impl Principal {
+    /// Who a change made with this key is by (`actor` of its webhook events).
+    pub fn actor(&self) -> crate::storage::changes::Actor {
+        crate::storage::changes::Actor::ApiKey {
+            id: self.key_id.clone(),
+        }
+    }
+
     /// 403 FORBIDDEN unless the key holds `p`.
     pub fn require(&self, p: Permission) -> Result<(), ApiError> {
         if self.permissions.contains(&p) {

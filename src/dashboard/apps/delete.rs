@@ -28,7 +28,8 @@ pub async fn delete(
         let page = render(&tenants, &viewer, notice, ("", &[])).await?;
         return Ok(layout::html_response(&mut HttpResponse::BadRequest(), page));
     }
-    let job = crate::deletion::start(&jobs, &state.store, &tenants.access, &app.id)
+    let by = viewer.actor();
+    let job = crate::deletion::start(&jobs, &state.store, &tenants.access, (&app.id, &by))
         .await
         .map_err(|e| match e {
             crate::deletion::StartError::NoApp => PageError::not_found("app"),

@@ -16,6 +16,7 @@ use crate::dashboard::error::PageError;
 use crate::dashboard::layout::{self, csrf_field, form_errors, thousands, Section, Shell};
 use crate::dashboard::session::{AppPage, AppPosted, Form, Viewer};
 use crate::state::AppState;
+use crate::storage::changes::Actor;
 use crate::tenants::App;
 use crate::validation::FieldError;
 
@@ -207,7 +208,7 @@ fn item(row: &[String], map: &[&str]) -> Result<ContactPatch, Vec<FieldError>> {
 /// Upserts every data row, `CHUNK` rows per store call.
 async fn run(
     state: &AppState,
-    app: &App,
+    (app, by): (&App, &Actor),
     rows: &[Vec<String>],
     map: &[&str],
 ) -> Result<Report, PageError> {
@@ -215,10 +216,10 @@ async fn run(
     let mut report = Report::default();
     for (chunk_no, chunk) in rows[1..].chunks(CHUNK).enumerate() {
         let items: Vec<_> = chunk.iter().map(|r| item(r, map)).collect();
-        let (id, now) = (app.id.clone(), state.now());
+        let (id, now, by) = (app.id.clone(), state.now(), by.clone());
         let outcomes = state
             .store
-            .run(move |db| store::batch(db, &id, &items, true, limit, now))
+            .run(move |db| store::batch(db, &id, &items, true, limit, (now, &by)))
             .await?;
         for (i, outcome) in outcomes.iter().enumerate() {
             let line = chunk_no * CHUNK + i + 2;
@@ -292,7 +293,7 @@ pub async fn submit(
             shell(&viewer, &app).render(html! {}, preview(&viewer, &app, text, &rows, &errors));
         return Ok(layout::html_response(&mut HttpResponse::BadRequest(), page));
     }
-    let report = run(&state, &app, &rows, &map).await?;
+    let report = run(&state, (&app, &viewer.actor()), &rows, &map).await?;
     tracing::info!(app_id = %app.id, created = report.created, updated = report.updated, failed = report.failed.len(), "contacts imported");
     Ok(layout::ok(
         shell(&viewer, &app).render(html! {}, report_page(&app, &report)),

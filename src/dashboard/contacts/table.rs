@@ -554,7 +554,9 @@ pub async fn update(
     let errors = match patch_of(&form) {
         Err(errors) => errors,
         Ok(patch) => {
-            let update = move |db: &_, a: &_, i: &_, now| store::update(db, a, i, &patch, now);
+            let by = viewer.actor();
+            let update =
+                move |db: &_, a: &_, i: &_, now| store::update(db, a, i, &patch, (now, &by));
             match session::write_to(&state, &app, &id, update).await? {
                 Ok(_) => {
                     return Ok(layout::see_other(&format!(

@@ -176,7 +176,8 @@ pub async fn move_idea(
         status_id: Some(form.get("status").to_owned()),
         ..IdeaPatch::default()
     };
-    let update = move |db: &_, a: &_, i: &_, now| store::update(db, a, i, &patch, now);
+    let by = viewer.actor();
+    let update = move |db: &_, a: &_, i: &_, now| store::update(db, a, i, &patch, (now, &by));
     let moved = session::write_to(&state, &app, &id, update)
         .await?
         .map_err(ApiError::from)?;

@@ -530,7 +530,9 @@ pub async fn update(
     let errors = match IdeaPatch::parse(&patch_body(&form)) {
         Err(d) => d,
         Ok(patch) => {
-            let update = move |db: &_, a: &_, i: &_, now| store::update(db, a, i, &patch, now);
+            let by = viewer.actor();
+            let update =
+                move |db: &_, a: &_, i: &_, now| store::update(db, a, i, &patch, (now, &by));
             match session::write_to(&state, &app, &id, update).await? {
                 Ok(_) => return Ok(layout::see_other(&idea_url(&app.id, &id))),
                 Err(e) => field_errors(e, "title")?,
@@ -561,8 +563,10 @@ pub async fn add_comment(
         Err(d) => d,
         Ok(draft) => {
             let plan = state.settings.plan(app.plan);
-            let add =
-                move |db: &_, a: &_, i: &_, now| engagement::comment(db, a, i, &draft, &plan, now);
+            let by = viewer.actor();
+            let add = move |db: &_, a: &_, i: &_, now| {
+                engagement::comment(db, a, i, &draft, &plan, (now, &by))
+            };
             match session::write_to(&state, &app, &id, add).await? {
                 Ok(c) => {
                     tracing::info!(app_id = %app.id, idea_id = %id, comment_id = %c.id, internal = c.internal, user_id = %u.id, "comment from the dashboard");
@@ -591,9 +595,10 @@ pub async fn merge_idea(
         ));
     }
     let (a, s, t, now) = (app.id.clone(), id.clone(), into.clone(), state.now());
+    let by = viewer.actor();
     let target = state
         .store
-        .run(move |db| Ok(engagement::merge(db, &a, &s, &t, now)))
+        .run(move |db| Ok(engagement::merge(db, &a, &s, &t, (now, &by))))
         .await?
         .map_err(ApiError::from)?;
     tracing::info!(app_id = %app.id, idea_id = %id, into = %target.id, user_id = %viewer.user.id, "idea merged from the dashboard");
