@@ -469,6 +469,7 @@ pub fn batch(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::changes::Change;
     use serde_json::json;
 
     #[test]
@@ -506,5 +507,98 @@ mod tests {
         assert!(stops >= 5, "the budget stopped the walk {stops} times");
         let all = list(&db, "app", &filter, sort.field, Walk::new(10, None)).unwrap();
         assert_eq!((all.items.len(), all.next.is_none()), (5, true));
+    }
+
+    fn changes_since(db: &sled::Db, seen: &mut usize) -> Vec<Change> {
+        let all = changes::recorded(db);
+        let new = all[*seen..].to_vec();
+        *seen = all.len();
+        new
+    }
+
+    #[test]
+    fn every_contact_change_records_one_event_and_an_erasure_none() {
+        let db = sled::Config::new().temporary(true).open().unwrap();
+        let (app, now, seen) = (ids::object_id(), Timestamp::t0(), &mut 0);
+        let key = Actor::ApiKey { id: "k1".into() };
+        let body = json!({"email": "ada@x.io", "status": "contacted"});
+        let patch = ContactPatch::parse(body.as_object().unwrap(), Mode::Create).unwrap();
+        let c = build(&app, &patch, now).unwrap();
+        create(&db, &c, None, &key).unwrap();
+        let [e] = &changes_since(&db, seen)[..] else {
+            panic!()
+        };
+        assert_eq!(
+            (e.kind.as_str(), e.subject.as_str()),
+            ("contact.created", c.id.as_str())
+        );
+        assert_eq!(
+            (e.actor.clone(), e.app_id.clone()),
+            (key.clone(), app.clone())
+        );
+        assert_eq!(e.facets.contact_status.as_deref(), Some("contacted"));
+        assert_eq!(e.data, json!({"contact": c}));
+        assert!(create(&db, &c, None, &key).is_err(), "the e-mail is taken");
+        assert!(changes_since(&db, seen).is_empty());
+
+        let body = json!({"status": "customer"});
+        let patch = ContactPatch::parse(body.as_object().unwrap(), Mode::Patch).unwrap();
+        let by = Actor::User {
+            id: "u".into(),
+            email: "u@t.io".into(),
+        };
+        let updated = update(&db, &app, &c.id, &patch, (now, &by)).unwrap();
+        let [e] = &changes_since(&db, seen)[..] else {
+            panic!()
+        };
+        assert_eq!((e.kind.as_str(), e.actor.clone()), ("contact.updated", by));
+        assert_eq!(e.facets.contact_status.as_deref(), Some("customer"));
+        assert_eq!(e.data, json!({"contact": updated}));
+
+        let rows = [
+            json!({"email": "ada@x.io", "score": 7}),
+            json!({"email": "bob@x.io"}),
+        ];
+        let items: Vec<_> = rows
+            .iter()
+            .map(|v| ContactPatch::parse(v.as_object().unwrap(), Mode::Create))
+            .collect();
+        let out = batch(&db, &app, &items, true, None, (now, &key)).unwrap();
+        let kinds: Vec<_> = changes_since(&db, seen)
+            .into_iter()
+            .map(|e| (e.kind, e.data))
+            .collect();
+        let made: Vec<_> = out
+            .iter()
+            .map(|o| json!({"contact": o.contact().unwrap()}))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                ("contact.updated".to_owned(), made[0].clone()),
+                ("contact.created".to_owned(), made[1].clone())
+            ]
+        );
+
+        delete(&db, &app, &c.id, (now, &Actor::Admin)).unwrap();
+        let [e] = &changes_since(&db, seen)[..] else {
+            panic!()
+        };
+        assert_eq!(
+            (e.kind.as_str(), e.actor.clone()),
+            ("contact.deleted", Actor::Admin)
+        );
+        assert_eq!(
+            e.data["contact"]["score"],
+            json!(7),
+            "the contact as it was"
+        );
+        let bob = out[1].contact().unwrap();
+        erase(&db, &app, &bob.id).unwrap();
+        assert!(get(&db, &app, &bob.id).unwrap().is_none());
+        assert!(
+            changes_since(&db, seen).is_empty(),
+            "an erasure sends nothing of the person"
+        );
     }
 }

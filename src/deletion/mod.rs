@@ -82,10 +82,7 @@ pub async fn start(
     let params = serde_json::Value::Null;
     let job = jobs
         .submit_with(JobKind::AppDeletion, app, params, move |_, job| {
-            let data = changes::data("job", &JobView::from(job));
-            let kind = types::APP_DELETION_STARTED;
-            let change = Change::new(kind, &of, &job.id, job.created_at, &by, data);
-            Ok((Vec::new(), Some(change)))
+            Ok((Vec::new(), Some(started(&of, job, &by))))
         })
         .await?;
     let marked = mark(store, access, app, &job.id).await?;
@@ -101,6 +98,19 @@ pub async fn start(
         }
         None => Err(StartError::NoApp),
     }
+}
+
+/// `app.deletion.started`: the deletion's job as `GET /admin/v1/jobs/{jobId}` shows it.
+fn started(app: &str, job: &Job, by: &Actor) -> Change {
+    let data = changes::data("job", &JobView::from(job));
+    Change::new(
+        types::APP_DELETION_STARTED,
+        app,
+        &job.id,
+        job.created_at,
+        by,
+        data,
+    )
 }
 
 /// The job deleting `app`, if it is being deleted.
@@ -302,5 +312,29 @@ impl Work for AppDeletion {
             }
         }
         .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deletion_starts_with_its_job_as_the_admin_api_shows_it() {
+        let job = Job::new(
+            JobKind::AppDeletion,
+            "app1",
+            serde_json::Value::Null,
+            crate::ids::Timestamp::from_micros(0),
+        );
+        let c = started("app1", &job, &Actor::Admin);
+        assert_eq!(
+            (c.kind.as_str(), c.subject.as_str(), c.app_id.as_str()),
+            ("app.deletion.started", job.id.as_str(), "app1")
+        );
+        assert_eq!(c.actor, Actor::Admin);
+        let shown = serde_json::to_value(JobView::from(&job)).unwrap();
+        assert_eq!(c.data, serde_json::json!({"job": shown}));
+        assert_eq!(c.data["job"]["state"], "queued");
     }
 }

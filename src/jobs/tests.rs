@@ -10,6 +10,7 @@ use futures_util::FutureExt;
 use super::*;
 use crate::backoff::Backoff;
 use crate::clock::{Clock, SystemClock};
+use crate::storage::changes::Change;
 use crate::storage::{Store, StoreThreads};
 
 const FAST: Backoff = Backoff {
@@ -100,6 +101,27 @@ impl Work for Test {
         self.log.lock().unwrap().push(entry);
         Box::pin(async {})
     }
+
+    fn ended(&self, job: &Job) -> Option<Change> {
+        let data = crate::storage::changes::data("job", &JobView::from(job));
+        let actor = crate::storage::changes::Actor::System;
+        Some(Change::new(
+            "test.ended",
+            &job.app_id,
+            &job.id,
+            job.updated_at,
+            &actor,
+            data,
+        ))
+    }
+}
+
+/// The changes recorded so far.
+async fn recorded(store: &Store) -> Vec<Change> {
+    store
+        .run(|db| Ok(crate::storage::changes::recorded(db)))
+        .await
+        .unwrap()
 }
 
 fn store() -> (Store, StoreThreads, tempfile::TempDir) {
@@ -164,6 +186,15 @@ async fn a_job_runs_its_steps_in_order_and_reports_what_they_did() {
     assert_eq!(json["kind"], "app_deletion");
     assert_eq!(json["state"], "done");
     assert_eq!(json["report"]["pieces"], 3);
+    // The end's change is recorded once, with the job as its final record shows it.
+    let [c] = &recorded(&store).await[..] else {
+        panic!("one change")
+    };
+    assert_eq!(
+        (c.kind.as_str(), c.subject.as_str()),
+        ("test.ended", job.id.as_str())
+    );
+    assert_eq!(c.data, serde_json::json!({"job": json}));
 }
 
 #[tokio::test]
@@ -250,6 +281,14 @@ async fn a_fatal_failure_fails_the_job_and_then_tells_its_work() {
         .filter(|e| e.contains("failed"))
         .collect();
     assert_eq!(failed, ["app1:failed:Failed"]);
+    let [c] = &recorded(&store).await[..] else {
+        panic!("one change")
+    };
+    assert_eq!(
+        c.data["job"],
+        serde_json::to_value(JobView::from(&job)).unwrap()
+    );
+    assert_eq!(c.data["job"]["state"], "failed");
 }
 
 #[tokio::test]
@@ -262,9 +301,12 @@ async fn a_job_submitted_with_companions_stores_them_in_the_same_transaction() {
             "app1",
             serde_json::Value::Null,
             |_, j| {
+                let side = vec![("side", j.id.as_bytes().to_vec(), b"v".to_vec())];
+                let by = crate::storage::changes::Actor::Admin;
+                let data = serde_json::json!({"job": j.id});
                 Ok((
-                    vec![("side", j.id.as_bytes().to_vec(), b"v".to_vec())],
-                    None,
+                    side,
+                    Some(Change::new("t", &j.app_id, &j.id, j.created_at, &by, data)),
                 ))
             },
         )
@@ -287,6 +329,13 @@ async fn a_job_submitted_with_companions_stores_them_in_the_same_transaction() {
         .await;
     assert!(refused.is_err());
     assert!(jobs.of_app("app2", None).await.unwrap().is_empty());
+    let [c] = &recorded(&store).await[..] else {
+        panic!("one change")
+    };
+    assert_eq!(
+        (c.subject.as_str(), c.data["job"].as_str()),
+        (job.id.as_str(), Some(job.id.as_str()))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

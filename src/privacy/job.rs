@@ -138,6 +138,24 @@ pub(super) fn tally(
     Ok(())
 }
 
+/// `erasure.completed` (or `.failed`) of a job that ended: by Tributary, the job as the API
+/// shows it (no personal data: the ids' hashes only).
+fn ended(job: &Job) -> Change {
+    let kind = match job.state {
+        JobState::Done => types::ERASURE_COMPLETED,
+        _ => types::ERASURE_FAILED,
+    };
+    let data = changes::data("erasure", &ErasureView::of(job));
+    Change::new(
+        kind,
+        &job.app_id,
+        &job.id,
+        job.updated_at,
+        &Actor::System,
+        data,
+    )
+}
+
 /// The erasure kind's work.
 pub struct Erasure {
     pub store: Store,
@@ -302,20 +320,7 @@ impl Work for Erasure {
     /// `erasure.completed` or `erasure.failed`: the job as the API shows it (no personal data:
     /// the ids' hashes only).
     fn ended(&self, job: &Job) -> Option<Change> {
-        let kind = match job.state {
-            JobState::Done => types::ERASURE_COMPLETED,
-            _ => types::ERASURE_FAILED,
-        };
-        let data = changes::data("erasure", &ErasureView::of(job));
-        let change = Change::new(
-            kind,
-            &job.app_id,
-            &job.id,
-            job.updated_at,
-            &Actor::System,
-            data,
-        );
-        Some(change)
+        Some(ended(job))
     }
 
     /// A failed erasure forgets the person's ids too (its `forget` step will never run).
@@ -331,5 +336,48 @@ impl Work for Erasure {
             }
         }
         .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_erasure_ends_with_its_job_as_the_api_shows_it_and_no_id_of_the_person() {
+        let person = Person::parse(
+            serde_json::json!({"email": "ada@x.io", "userId": "ada-7"})
+                .as_object()
+                .unwrap(),
+        )
+        .unwrap();
+        let params = Params {
+            hashes: person.hashes("app1"),
+            requested_by: "key:k1".into(),
+        };
+        let params = serde_json::to_value(params).unwrap();
+        let mut job = Job::new(JobKind::Erasure, "app1", params, Timestamp::t0());
+        for (state, kind) in [
+            (JobState::Done, "erasure.completed"),
+            (JobState::Failed, "erasure.failed"),
+        ] {
+            job.state = state;
+            let c = ended(&job);
+            assert_eq!(
+                (c.kind.as_str(), c.subject.as_str()),
+                (kind, job.id.as_str())
+            );
+            assert_eq!(
+                (c.actor.clone(), c.app_id.as_str()),
+                (Actor::System, "app1")
+            );
+            let shown = serde_json::to_value(ErasureView::of(&job)).unwrap();
+            assert_eq!(c.data, serde_json::json!({"erasure": shown}));
+            let text = c.data.to_string();
+            assert!(
+                !text.contains("ada@x.io") && !text.contains("ada-7"),
+                "{text}"
+            );
+        }
     }
 }

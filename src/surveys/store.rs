@@ -501,3 +501,132 @@ fn identity(
     traits.extend(who.attrs.clone());
     Ok((model::visitor(user.as_deref(), anonymous_id), traits))
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::storage::changes::{recorded, Actor};
+    use crate::surveys::model::{ResponseMetadata, SurveyPatch};
+
+    fn nps(db: &sled::Db, app: &str) -> Survey {
+        let body = json!({"title": "NPS", "type": "nps", "questions": [
+            {"id": "score", "text": "How likely?", "type": "scale", "required": true},
+            {"id": "why", "text": "Why?", "type": "text"}
+        ]});
+        let patch = SurveyPatch::parse(body.as_object().unwrap(), true).unwrap();
+        let survey = patch.into_survey(Timestamp::t0()).unwrap();
+        create(db, app, &survey).unwrap();
+        transition(
+            db,
+            app,
+            &survey.id,
+            SurveyStatus::Active,
+            None,
+            Timestamp::t0(),
+        )
+        .unwrap();
+        survey
+    }
+
+    fn draft(answers: &[(&str, serde_json::Value)], completed: bool) -> ResponseDraft {
+        ResponseDraft {
+            anonymous_id: "6f1c2d3e-4b5a-4c6d-8e7f-000000000001".into(),
+            user_id: None,
+            answers: answers
+                .iter()
+                .map(|(q, v)| ((*q).to_owned(), v.clone()))
+                .collect(),
+            completed,
+            metadata: ResponseMetadata::default(),
+            attributes: serde_json::Map::new(),
+        }
+    }
+
+    #[test]
+    fn a_response_records_created_once_then_completed_once_with_its_score() {
+        let db = sled::Config::new().temporary(true).open().unwrap();
+        let app = ids::object_id();
+        let survey = nps(&db, &app);
+        let now = Timestamp::t0();
+        let partial = draft(&[("why", json!("fast"))], false);
+        let (first, created) = respond(&db, &app, &survey.id, &partial, now, None).unwrap();
+        assert!(created);
+        let visitor = Actor::Visitor {
+            id: Some(partial.anonymous_id.clone()),
+        };
+        let [c] = &recorded(&db)[..] else { panic!() };
+        assert_eq!(
+            (c.kind.as_str(), c.subject.as_str(), c.actor.clone()),
+            (
+                "survey.response.created",
+                first.id.as_str(),
+                visitor.clone()
+            )
+        );
+        assert_eq!(c.facets.survey_id.as_deref(), Some(survey.id.as_str()));
+        let want = json!({"response": first, "surveyId": survey.id, "score": null});
+        assert_eq!(c.data, want);
+
+        let refused = respond(
+            &db,
+            &app,
+            &survey.id,
+            &draft(&[("score", json!(11))], true),
+            now,
+            None,
+        );
+        assert!(refused.is_err());
+        assert_eq!(recorded(&db).len(), 1, "a refused answer records nothing");
+
+        let done = draft(&[("score", json!(9))], true);
+        let (full, created) = respond(&db, &app, &survey.id, &done, now, None).unwrap();
+        assert!(!created && full.completed);
+        let all = recorded(&db);
+        let [_, c] = &all[..] else { panic!("{all:?}") };
+        assert_eq!(
+            (c.kind.as_str(), c.actor.clone()),
+            ("survey.response.completed", visitor)
+        );
+        assert_eq!(
+            c.data,
+            json!({"response": full, "surveyId": survey.id, "score": 9.0})
+        );
+
+        respond(
+            &db,
+            &app,
+            &survey.id,
+            &draft(&[("why", json!("x"))], true),
+            now,
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            recorded(&db).len(),
+            2,
+            "an update of a completed response records nothing"
+        );
+    }
+
+    #[test]
+    fn a_first_answer_that_completes_records_created_then_completed() {
+        let db = sled::Config::new().temporary(true).open().unwrap();
+        let app = ids::object_id();
+        let survey = nps(&db, &app);
+        let done = draft(&[("score", json!(3)), ("why", json!("slow"))], true);
+        respond(&db, &app, &survey.id, &done, Timestamp::t0(), None).unwrap();
+        let kinds: Vec<_> = recorded(&db)
+            .into_iter()
+            .map(|c| (c.kind, c.data["score"].clone()))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                ("survey.response.created".to_owned(), json!(3.0)),
+                ("survey.response.completed".to_owned(), json!(3.0))
+            ]
+        );
+    }
+}
