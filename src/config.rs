@@ -17,6 +17,7 @@ pub struct Settings {
     pub retention: RetentionSettings,
     pub privacy: PrivacySettings,
     pub fleet: FleetSettings,
+    pub webhooks: WebhookSettings,
     pub plans: Plans,
     /// The admin API's bearer token: `TRIBUTARY_ADMIN_TOKEN`; when unset, one is generated at
     /// first start and kept in the data dir.
@@ -355,6 +356,29 @@ pub struct FleetSettings {
     pub control_timeout_ms: u64,
 }
 
+/// Webhooks (`[webhooks]`, `webhooks/`): where deliveries may go, how long they may take, how
+/// many at once, and how long a failing endpoint is retried before it is disabled.
+#[derive(Debug, Clone, Deserialize)]
+pub struct WebhookSettings {
+    /// Deliveries to loopback, private, link-local, CGNAT, ULA, multicast or unspecified
+    /// addresses (tests set true).
+    pub allow_private: bool,
+    /// How long one delivery may take, answer included.
+    pub timeout_ms: u64,
+    /// How much of an answer is read (the log keeps its first 1 KiB).
+    pub max_answer_bytes: usize,
+    /// Lanes per endpoint: events of one subject share a lane and arrive in order.
+    pub lanes: u8,
+    /// Deliveries in flight over every endpoint.
+    pub max_in_flight: usize,
+    /// Seconds before each retry (+-10 % jitter); after the last one the delivery is given up
+    /// and the endpoint disabled.
+    pub retry_schedule_secs: Vec<u64>,
+    /// Attempts kept in each endpoint's log.
+    pub log_per_endpoint: usize,
+    pub max_endpoints_per_app: usize,
+}
+
 impl FleetSettings {
     pub fn is_edge(&self) -> bool {
         self.role == Role::Edge
@@ -471,7 +495,8 @@ impl Settings {
                     .separator("__")
                     .try_parsing(true)
                     .list_separator(",")
-                    .with_list_parse_key("collector.allowed_origins"),
+                    .with_list_parse_key("collector.allowed_origins")
+                    .with_list_parse_key("webhooks.retry_schedule_secs"),
             )
             .build()?
             .try_deserialize()?;

@@ -30,3 +30,4 @@ pub mod surveys;
 pub mod telemetry;
 pub mod tenants;
 pub mod validation;
+pub mod webhooks;

@@ -59,6 +59,8 @@ pub struct Application {
     jobs: tokio::task::JoinHandle<()>,
     key_uses: tokio::task::JoinHandle<()>,
     access: web::Data<Access>,
+    /// The webhooks' engine (fan-out and deliveries, `webhooks/engine.rs`).
+    webhooks: tokio::task::JoinHandle<()>,
     /// An edge's sync loops (`fleet/edge.rs`); none on the all-in-one server.
     fleet: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -138,6 +140,7 @@ fn admin_token_source(configured: Option<&Secret>, data_dir: &Path) -> Result<Se
          (name = "surveys", description = "Surveys: public reads (X-API-Key) and the admin API (Authorization: Bearer <admin token>)"),
          (name = "privacy", description = "Erasure of a person: a durable job, and their ids refused at ingest (X-API-Key, privacy:erase)"),
          (name = "admin", description = "Apps and keys (Authorization: Bearer <admin token>)"),
+         (name = "webhooks", description = "Webhook endpoints of an app, their secrets, test events and attempts log (Authorization: Bearer <admin token>)"),
          (name = "fleet", description = "The fleet: tokens for edge collectors and what they report (Authorization: Bearer <admin token>)"),
          (name = "service", description = "Health and API description"))
 )]
@@ -207,6 +210,7 @@ where
                 .configure(crate::tenants::configure)
                 .configure(crate::deletion::http::configure)
                 .configure(crate::fleet::control::configure_admin)
+                .configure(crate::webhooks::configure)
                 .configure(crate::boards::configure_admin)
                 .configure(crate::surveys::configure_admin),
         )
@@ -365,6 +369,26 @@ fn erasure_work(
     )
 }
 
+/// The webhooks' handle (for the handlers and the dashboard) and its running engine, its
+/// counters in `/metrics`. Every node runs it: an edge has no endpoints, its changes are dropped.
+fn start_webhooks(
+    state: &web::Data<AppState>,
+    collector: &web::Data<Collector>,
+) -> (
+    web::Data<crate::webhooks::Webhooks>,
+    tokio::task::JoinHandle<()>,
+) {
+    let hooks = crate::webhooks::Webhooks::new(
+        &state.settings.webhooks,
+        state.store.clone(),
+        state.clock.clone(),
+    );
+    let section = crate::webhooks::metrics::WebhookSection(hooks.counters());
+    collector.metrics.add_section(Box::new(section));
+    let engine = hooks.spawn();
+    (web::Data::new(hooks), engine)
+}
+
 /// How often keys' last use goes from the registry's memory to sled.
 const KEY_USE_EVERY: Duration = Duration::from_secs(30);
 
@@ -444,15 +468,18 @@ impl ConnectionLimits {
     }
 }
 
-/// Removes the dashboard sessions that expired while the server was down.
-fn sweep_dashboard_sessions(store: &Store, now: crate::ids::Timestamp) -> Result<(), StartError> {
+/// The dashboard's state, once the sessions that expired while the server was down are removed.
+fn start_dashboard(
+    store: &Store,
+    now: crate::ids::Timestamp,
+) -> Result<web::Data<crate::dashboard::Dashboard>, StartError> {
     let swept = store
         .db()
         .with(|db| crate::accounts::store::sweep_sessions(db, now))?;
     if swept > 0 {
         tracing::info!(swept, "expired dashboard sessions removed");
     }
-    Ok(())
+    Ok(web::Data::new(crate::dashboard::Dashboard::default()))
 }
 
 /// The collector's writers check each event again at commit against who may still write:
@@ -556,8 +583,7 @@ impl Application {
         );
         let (listener, addr) = bind(&settings.server)?;
         let limits = ConnectionLimits::of(&settings.server);
-        let workers = limits.workers;
-        tracing::info!(addr = %addr, data_dir = %data_dir.display(), workers, "tributary listening");
+        tracing::info!(addr = %addr, data_dir = %data_dir.display(), workers = limits.workers, "tributary listening");
         let state = web::Data::new(AppState {
             settings,
             store: store.clone(),
@@ -567,13 +593,12 @@ impl Application {
         let forget = Arc::new(crate::deletion::sled::remove_all);
         let parts = crate::fleet::start(&state.settings, &store, &access, &collector, forget)?;
         let (fleet_tokens, registry_cache, edge) = (parts.tokens, parts.cache, parts.edge);
-        let dashboard = web::Data::new(crate::dashboard::Dashboard::default());
-        sweep_dashboard_sessions(&store, clock.now())?;
+        let (webhooks, webhook_engine) = start_webhooks(&state, &collector);
+        let dashboard = start_dashboard(&store, clock.now())?;
         let doc = Arc::new(openapi());
         let allowed = web::Data::new(allowed_methods(&doc, &state.settings.collector));
         let tracker = web::Data::new(crate::sdk::Tracker::new(&state.settings.collector));
-        let running = collector.clone();
-        let kept_access = access.clone();
+        let (running, kept_access) = (collector.clone(), access.clone());
         let server = HttpServer::new(move || {
             release_memory_when_idle();
             let doc = doc.clone();
@@ -583,6 +608,7 @@ impl Application {
                 .app_data(access.clone())
                 .app_data(collector.clone())
                 .app_data(jobs.clone())
+                .app_data(webhooks.clone())
                 .app_data(allowed.clone())
                 .app_data(dashboard.clone())
                 .app_data(tracker.clone())
@@ -634,6 +660,7 @@ impl Application {
             retention,
             jobs: job_runner,
             key_uses,
+            webhooks: webhook_engine,
             access: kept_access,
             fleet: parts.tasks,
         })
@@ -663,6 +690,7 @@ impl Application {
             key_uses,
             access,
             fleet,
+            webhooks,
             ..
         } = self;
         let result = server.await.map_err(StartError::Server);
@@ -670,7 +698,7 @@ impl Application {
             task.abort();
         }
         // A job stopped mid-step resumes from its saved cursor at the next start.
-        for task in [sweeper, retention, jobs] {
+        for task in [sweeper, retention, jobs, webhooks] {
             task.abort();
             let _ = task.await;
         }

@@ -2,7 +2,7 @@
 //!
 //! Every store keys its records under the app: either a tag byte then the app id (`contacts`,
 //! `ideas` with boards, votes and comments, `surveys` with responses, `rollups`, `lake_files`,
-//! `suppressions`) or the app id then `\0` (`identities`, `profiles`, `usage`, `quarantine`,
+//! `suppressions`, `webhooks`) or the app id then `\0` (`identities`, `profiles`, `usage`, `quarantine`,
 //! `idempotency` and its holds). App ids are 24-character ObjectIds, so a prefix never reaches another app. Apps,
 //! keys and jobs (with an erasure's subject) are keyed by their own ids:
 //! `tenants::store::remove_app` and the deletion's last step take those. `traces` scans every tree for anything left (the tests' proof).
@@ -19,13 +19,14 @@ enum Shape {
 }
 
 /// Every tree that holds records of an app under its prefix, with its shape.
-const TREES: [(&str, Shape); 13] = [
+const TREES: [(&str, Shape); 14] = [
     (crate::contacts::store::TREE, Shape::Tagged),
     (crate::boards::store::TREE, Shape::Tagged),
     (crate::surveys::store::TREE, Shape::Tagged),
     (crate::collector::rollup::store::TREE, Shape::Tagged),
     (crate::collector::written::TREE, Shape::Tagged),
     (crate::tenants::suppression::TREE, Shape::Tagged),
+    (crate::webhooks::store::TREE, Shape::Tagged),
     (crate::profiles::store::IDENTITIES, Shape::Leading),
     (crate::profiles::store::PROFILES, Shape::Leading),
     (crate::collector::usage::TREE, Shape::Leading),

@@ -98,6 +98,8 @@ pub fn test_settings(data_dir: &std::path::Path) -> Settings {
     s.server.shutdown_timeout_secs = 5;
     s.storage.data_dir = data_dir.to_path_buf();
     s.admin_token = Some(ADMIN_TOKEN.into());
+    // Webhook receivers in the tests listen on 127.0.0.1.
+    s.webhooks.allow_private = true;
     s
 }
 

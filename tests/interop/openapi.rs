@@ -221,6 +221,64 @@ async fn fleet_answers(app: &TestApp, s: &mut Samples) {
     run(app, s, steps).await;
 }
 
+async fn webhooks_answers(app: &TestApp, s: &mut Samples) {
+    let auth = format!("Bearer {ADMIN_TOKEN}");
+    let h = Some(("authorization", auth.as_str()));
+    let (app_id, _) = app.create_app("free").await;
+    let list = "/admin/v1/apps/{appId}/webhooks";
+    let lp = format!("/admin/v1/apps/{app_id}/webhooks");
+    let missing_app = "/admin/v1/apps/000000000000000000000000/webhooks".to_owned();
+    // Port 9 on loopback: nothing listens, so the test event's attempt fails fast.
+    let hook = json!({"url": "http://127.0.0.1:9/hook", "eventTypes": ["*"],
+        "filters": {"boardIds": ["0123456789abcdef01234567"]}, "description": "doc"});
+    let created = run(app, s, vec![("POST", list, lp.clone(), h, Some(hook))]).await;
+    let id = created[0]["id"].as_str().unwrap();
+    let one = "/admin/v1/apps/{appId}/webhooks/{webhookId}";
+    let path = format!("{lp}/{id}");
+    let gone = format!("{lp}/000000000000000000000000");
+    let (secret, test) = (
+        "/admin/v1/apps/{appId}/webhooks/{webhookId}/secret",
+        "/admin/v1/apps/{appId}/webhooks/{webhookId}/test",
+    );
+    let attempts = "/admin/v1/apps/{appId}/webhooks/{webhookId}/attempts";
+    #[rustfmt::skip]
+    let steps: Vec<Step> = vec![
+        ("POST", list, lp.clone(), h, Some(json!({"url": "ftp://x", "eventTypes": []}))),
+        ("POST", list, missing_app.clone(), h, Some(json!({"url": "http://127.0.0.1:9/", "eventTypes": ["*"]}))),
+        ("GET", list, lp.clone(), h, None),
+        ("GET", list, format!("{lp}?limit=0"), h, None),
+        ("GET", list, missing_app, h, None),
+        ("GET", one, path.clone(), h, None),
+        ("GET", one, gone.clone(), h, None),
+        ("PATCH", one, path.clone(), h, Some(json!({"status": "paused", "description": null}))),
+        ("PATCH", one, path.clone(), h, Some(json!({"status": "disabled"}))),
+        ("PATCH", one, gone.clone(), h, Some(json!({"status": "active"}))),
+        ("POST", secret, format!("{path}/secret"), h, Some(json!({"overlapSeconds": 60}))),
+        ("POST", secret, format!("{path}/secret"), h, None),
+        ("POST", secret, format!("{path}/secret"), h, Some(json!({"overlapSeconds": -1}))),
+        ("POST", secret, format!("{gone}/secret"), h, None),
+        ("POST", test, format!("{path}/test"), h, None),
+        ("POST", test, format!("{gone}/test"), h, None),
+    ];
+    run(app, s, steps).await;
+    #[rustfmt::skip]
+    let logged = run(app, s, vec![
+        ("GET", attempts, format!("{path}/attempts"), h, None),
+        ("GET", attempts, format!("{path}/attempts?cursor=nope"), h, None),
+        ("GET", attempts, format!("{gone}/attempts"), h, None),
+    ]).await;
+    let attempt = logged[0][0]["id"].as_str().unwrap();
+    let redeliver = "/admin/v1/apps/{appId}/webhooks/{webhookId}/attempts/{attemptId}/redeliver";
+    #[rustfmt::skip]
+    let steps: Vec<Step> = vec![
+        ("POST", redeliver, format!("{path}/attempts/{attempt}/redeliver"), h, None),
+        ("POST", redeliver, format!("{path}/attempts/0000000000000000/redeliver"), h, None),
+        ("DELETE", one, path.clone(), h, None),
+        ("DELETE", one, path, h, None),
+    ];
+    run(app, s, steps).await;
+}
+
 async fn admin_answers(app: &TestApp, s: &mut Samples) {
     let auth = format!("Bearer {ADMIN_TOKEN}");
     let h = Some(("authorization", auth.as_str()));
@@ -738,6 +796,7 @@ async fn every_operation_answers_as_its_openapi_schema_says() {
     profile_and_collector_answers(&app, &mut s).await;
     admin_answers(&app, &mut s).await;
     fleet_answers(&app, &mut s).await;
+    webhooks_answers(&app, &mut s).await;
     erasure_answers(&app, &mut s).await;
     boards_answers(&app, &mut s).await;
     ideas_answers(&app, &mut s).await;

@@ -1,0 +1,285 @@
+//! The engine's side of sled: the fan-out (changes -> deliveries, exactly once), the heads of
+//! the lanes due now, and each attempt's outcome (delivered, retry later, or given up with the
+//! endpoint disabled). Called on store threads (`Store::run`).
+//!
+//! `changes queue -> fan_out -> d app endpoint lane seq -> heads -> (HTTP) -> settle`
+
+use std::collections::{HashMap, HashSet};
+
+use sled::transaction::ConflictableTransactionError;
+use sled::Transactional;
+
+use super::model::{event_body, AttemptRecord, AttemptTrigger, EndpointRecord, EndpointStatus};
+use super::store::{self, Delivery, DELIVERY, TREE};
+use crate::ids::Timestamp;
+use crate::storage::changes::{self, Change};
+use crate::storage::{decode, encode, StoreError};
+
+/// The most changes one fan-out takes (and holds in memory).
+pub const BATCH: usize = 256;
+/// The most payload bytes of one fan-out batch.
+const BATCH_BYTES: usize = 4 << 20;
+
+/// What one fan-out did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FannedOut {
+    /// Changes taken from the queue (delivered somewhere or dropped).
+    pub changes: usize,
+    pub deliveries: usize,
+}
+
+/// The deliveries (key, value) one change makes.
+type Writes = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// Moves the oldest changes to the deliveries of the endpoints that want them, in ONE
+/// transaction over (`changes`, `webhooks`) that removes each change as its deliveries are
+/// written: a change is fanned out exactly once, also across a crash. A change no endpoint
+/// wants (an edge has none) is just removed.
+pub fn fan_out(db: &sled::Db, lanes: u8) -> Result<FannedOut, StoreError> {
+    let items = changes::CHANGES.peek(db, BATCH, BATCH_BYTES)?;
+    if items.is_empty() {
+        return Ok(FannedOut::default());
+    }
+    let mut endpoints: HashMap<String, Vec<EndpointRecord>> = HashMap::new();
+    let mut plan: Vec<([u8; 8], Writes)> = Vec::with_capacity(items.len());
+    for item in &items {
+        let change = (item.kind == changes::KIND)
+            .then(|| Change::decode(&item.payload))
+            .flatten();
+        let Some(change) = change else {
+            tracing::warn!(seq = item.seq, "an unreadable change is dropped");
+            plan.push((item.seq.to_be_bytes(), Vec::new()));
+            continue;
+        };
+        if !endpoints.contains_key(&change.app_id) {
+            endpoints.insert(change.app_id.clone(), store::records(db, &change.app_id)?);
+        }
+        let lane = store::lane(&change.subject, lanes);
+        let body = event_body(&change, item.seq);
+        let writes = endpoints[&change.app_id]
+            .iter()
+            .filter(|r| r.wants(&change))
+            .map(|r| {
+                let d = Delivery {
+                    event_id: change.id.clone(),
+                    kind: change.kind.clone(),
+                    subject: change.subject.clone(),
+                    body: body.clone(),
+                    attempts: 0,
+                    due: 0,
+                    trigger: AttemptTrigger::Event,
+                };
+                let key = store::delivery_key(&change.app_id, &r.endpoint.id, lane, item.seq);
+                (key, encode(&d))
+            })
+            .collect();
+        plan.push((item.seq.to_be_bytes(), writes));
+    }
+    let (queue, hooks) = (db.open_tree(changes::TREE)?, db.open_tree(TREE)?);
+    let done = (&queue, &hooks).transaction(|(q, h)| {
+        let mut done = FannedOut::default();
+        for (seq, writes) in &plan {
+            if q.remove(&seq[..])?.is_none() {
+                continue;
+            }
+            done.changes += 1;
+            for (k, v) in writes {
+                h.insert(&k[..], &v[..])?;
+                done.deliveries += 1;
+            }
+        }
+        Ok::<_, ConflictableTransactionError<StoreError>>(done)
+    })?;
+    Ok(done)
+}
+
+/// The lane of a delivery key: `d app endpoint lane` (its first 50 bytes).
+pub const LANE_PREFIX: usize = 1 + 24 + 24 + 1;
+
+/// A delivery due now at the head of its lane, with its endpoint.
+#[derive(Debug, Clone)]
+pub struct Head {
+    pub key: Vec<u8>,
+    pub app: String,
+    pub delivery: Delivery,
+    pub endpoint: EndpointRecord,
+}
+
+impl Head {
+    pub fn lane(&self) -> Vec<u8> {
+        self.key[..LANE_PREFIX].to_vec()
+    }
+}
+
+/// The first key after every key starting with `prefix`.
+fn after(prefix: &[u8]) -> Vec<u8> {
+    [prefix, &[0xff; 10]].concat()
+}
+
+/// At most `max` deliveries due at `now` (µs), each the oldest of its lane, skipping the
+/// lanes in `busy` and paused endpoints. Deliveries of an endpoint gone (deleted meanwhile)
+/// or disabled are removed on the way.
+pub fn heads(
+    db: &sled::Db,
+    now: i64,
+    busy: &HashSet<Vec<u8>>,
+    max: usize,
+) -> Result<Vec<Head>, StoreError> {
+    let t = db.open_tree(TREE)?;
+    let mut out = Vec::new();
+    let mut from = vec![DELIVERY];
+    let mut endpoints: HashMap<Vec<u8>, Option<EndpointRecord>> = HashMap::new();
+    while out.len() < max {
+        let Some((k, v)) = t.range(from.clone()..).next().transpose()? else {
+            break;
+        };
+        if k.first() != Some(&DELIVERY) {
+            break;
+        }
+        if k.len() != LANE_PREFIX + 8 {
+            t.remove(&k)?;
+            continue;
+        }
+        let (app, id) = (&k[1..25], &k[25..49]);
+        let app = String::from_utf8_lossy(app).into_owned();
+        let id = String::from_utf8_lossy(id).into_owned();
+        let record = match endpoints.get(&k[..49]) {
+            Some(r) => r.clone(),
+            None => {
+                let r = store::load(db, &app, &id)?;
+                endpoints.insert(k[..49].to_vec(), r.clone());
+                r
+            }
+        };
+        let Some(record) = record.filter(|r| r.endpoint.status != EndpointStatus::Disabled) else {
+            let gone = drop_waiting(&t, &k[..49])?;
+            tracing::info!(
+                app,
+                webhook = id,
+                gone,
+                "deliveries of a deleted or disabled endpoint dropped"
+            );
+            from = after(&k[..49]);
+            continue;
+        };
+        if record.endpoint.status == EndpointStatus::Paused {
+            from = after(&k[..49]);
+            continue;
+        }
+        from = after(&k[..LANE_PREFIX]);
+        if busy.contains(&k[..LANE_PREFIX]) {
+            continue;
+        }
+        let delivery: Delivery = decode(&k, &v)?;
+        if delivery.due <= now {
+            out.push(Head {
+                key: k.to_vec(),
+                app,
+                delivery,
+                endpoint: record,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Removes every delivery under an endpoint's prefix; answers how many.
+fn drop_waiting(t: &sled::Tree, endpoint_prefix: &[u8]) -> Result<u64, StoreError> {
+    let keys: Vec<_> = t
+        .scan_prefix(endpoint_prefix)
+        .keys()
+        .collect::<Result<_, _>>()?;
+    for k in &keys {
+        t.remove(k)?;
+    }
+    Ok(keys.len() as u64)
+}
+
+/// What becomes of a delivery after an attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Delivered,
+    /// Tried again at this time (µs).
+    RetryAt(i64),
+    /// The retry schedule is over: the endpoint is disabled for this reason.
+    GiveUp(String),
+}
+
+/// Records an attempt of `head`: logs it, then removes the delivery (delivered), pushes it
+/// back (retry), or gives it up, disables the endpoint and drops its other waiting deliveries.
+/// Answers how many of those others were dropped.
+pub fn settle(
+    db: &sled::Db,
+    head: &Head,
+    logged: AttemptRecord,
+    verdict: &Verdict,
+    keep: usize,
+    now: Timestamp,
+) -> Result<u64, StoreError> {
+    let t = db.open_tree(TREE)?;
+    let id = &head.endpoint.endpoint.id;
+    let exists = store::load(db, &head.app, id)?.is_some();
+    if exists {
+        store::log_attempt(db, &head.app, id, logged, keep)?;
+    }
+    let mut dropped = 0;
+    match verdict {
+        Verdict::Delivered => {
+            t.remove(&head.key)?;
+        }
+        Verdict::RetryAt(due) => {
+            let mut d = head.delivery.clone();
+            d.attempts += 1;
+            d.due = *due;
+            if t.get(&head.key)?.is_some() {
+                t.insert(&head.key, encode(&d))?;
+            }
+        }
+        Verdict::GiveUp(reason) => {
+            t.remove(&head.key)?;
+            if exists {
+                disable(db, &head.app, id, reason, now)?;
+            }
+            dropped = drop_waiting(&t, &head.key[..49])?;
+        }
+    }
+    db.flush()?;
+    Ok(dropped)
+}
+
+/// Marks an endpoint disabled (by Tributary) for `reason` at `now`.
+fn disable(
+    db: &sled::Db,
+    app: &str,
+    id: &str,
+    reason: &str,
+    now: Timestamp,
+) -> Result<(), StoreError> {
+    let r = store::change(db, app, id, |r| {
+        r.endpoint.status = EndpointStatus::Disabled;
+        r.endpoint.disabled_reason = Some(reason.to_owned());
+        r.endpoint.disabled_at = Some(now);
+        r.endpoint.updated_at = now;
+    });
+    match r {
+        Ok(_) | Err(store::WebhookError::NotFound(_)) => Ok(()),
+        Err(store::WebhookError::Store(e)) => Err(e),
+        Err(e) => Err(StoreError::Corrupt {
+            key: id.to_owned(),
+            cause: format!("{e:?}"),
+        }),
+    }
+}
+
+/// The gauges of `/metrics`: deliveries waiting, changes not yet fanned out, endpoints
+/// disabled.
+pub fn gauges(db: &sled::Db) -> Result<(u64, u64, u64), StoreError> {
+    let t = db.open_tree(TREE)?;
+    let mut pending = 0;
+    for k in t.scan_prefix([DELIVERY]).keys() {
+        k?;
+        pending += 1;
+    }
+    let changes = db.open_tree(changes::TREE)?.len() as u64;
+    Ok((pending, changes, store::disabled_count(db)?))
+}

@@ -1,0 +1,526 @@
+//! Webhooks in sled: ONE tree, every key tagged then keyed by the app (24 characters), so an
+//! app's deletion removes them (`deletion/sled.rs`, `Shape::Tagged`):
+//!
+//! - `e` app endpoint                 -> the endpoint with its secrets (JSON, [`EndpointRecord`])
+//! - `d` app endpoint lane seq(u64 BE) -> a delivery waiting (JSON, [`Delivery`]: body, attempts, due)
+//! - `l` app endpoint seq(u64 BE)      -> a logged attempt (JSON, [`AttemptRecord`]; at most
+//!   `webhooks.log_per_endpoint` per endpoint, trimmed on insert)
+//!
+//! `seq` is sled's `generate_id` + 1: a delivery's is its change's queue sequence (a redeliver
+//! takes a new one), so a lane's keys sort in the order of the changes. The service functions
+//! here are what the admin API and the dashboard share (WEBHOOKS.md §6); the engine's own
+//! (fan-out, lane heads, outcomes) are in `outbox.rs`.
+
+use serde::{Deserialize, Serialize};
+
+use super::model::{
+    Attempt, AttemptRecord, AttemptTrigger, Endpoint, EndpointPatch, EndpointRecord,
+    EndpointStatus, Redelivery, Rotated, SigningSecret,
+};
+use crate::ids::{self, Timestamp};
+use crate::storage::changes::{self, Change};
+use crate::storage::{decode, encode, StoreError};
+use crate::validation::FieldError;
+
+/// The tree of endpoints, deliveries and the attempts log.
+pub const TREE: &str = "webhooks";
+
+pub const ENDPOINT: u8 = b'e';
+pub const DELIVERY: u8 = b'd';
+pub const LOG: u8 = b'l';
+
+#[derive(Debug)]
+pub enum WebhookError {
+    NotFound(&'static str),
+    Invalid(Vec<FieldError>),
+    /// 409: too many endpoints.
+    Conflict(String),
+    Store(StoreError),
+}
+
+crate::storage::store_error!(WebhookError);
+
+/// A delivery waiting in an endpoint's lane.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Delivery {
+    pub event_id: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub subject: String,
+    /// The request body, fixed at fan-out.
+    pub body: String,
+    /// Attempts made so far.
+    pub attempts: u32,
+    /// When the next attempt is due (µs).
+    pub due: i64,
+    /// `event` or `redeliver`.
+    pub trigger: AttemptTrigger,
+}
+
+/// `tag app endpoint`.
+pub fn prefix(tag: u8, app: &str, endpoint: &str) -> Vec<u8> {
+    [&[tag], app.as_bytes(), endpoint.as_bytes()].concat()
+}
+
+pub fn endpoint_key(app: &str, id: &str) -> Vec<u8> {
+    prefix(ENDPOINT, app, id)
+}
+
+pub fn delivery_key(app: &str, endpoint: &str, lane: u8, seq: u64) -> Vec<u8> {
+    [
+        &prefix(DELIVERY, app, endpoint)[..],
+        &[lane],
+        &seq.to_be_bytes(),
+    ]
+    .concat()
+}
+
+pub fn log_key(app: &str, endpoint: &str, seq: u64) -> Vec<u8> {
+    [&prefix(LOG, app, endpoint)[..], &seq.to_be_bytes()].concat()
+}
+
+/// The lane of `subject` among `lanes`: a stable hash (keys keep their lane across restarts).
+pub fn lane(subject: &str, lanes: u8) -> u8 {
+    use std::hash::Hasher;
+    let mut h = siphasher::sip::SipHasher13::new_with_keys(0x7472_6962, 0x7765_6268);
+    h.write(subject.as_bytes());
+    (h.finish() % u64::from(lanes.max(1))) as u8
+}
+
+/// An attempt's id: its log sequence in 16 hex characters.
+pub fn attempt_id(seq: u64) -> String {
+    format!("{seq:016x}")
+}
+
+pub fn parse_attempt_id(id: &str) -> Option<u64> {
+    (id.len() == 16)
+        .then(|| u64::from_str_radix(id, 16).ok())
+        .flatten()
+}
+
+fn tree(db: &sled::Db) -> Result<sled::Tree, StoreError> {
+    Ok(db.open_tree(TREE)?)
+}
+
+/// How many keys start with `prefix`.
+fn count(tree: &sled::Tree, prefix: &[u8]) -> Result<u64, StoreError> {
+    let mut n = 0;
+    for k in tree.scan_prefix(prefix).keys() {
+        k?;
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// Reads an endpoint record.
+pub fn load(db: &sled::Db, app: &str, id: &str) -> Result<Option<EndpointRecord>, StoreError> {
+    if !ids::is_object_id(id) {
+        return Ok(None);
+    }
+    let key = endpoint_key(app, id);
+    match tree(db)?.get(&key)? {
+        Some(v) => Ok(Some(decode(&key, &v)?)),
+        None => Ok(None),
+    }
+}
+
+/// The endpoint as shown, with its deliveries waiting.
+fn view(tree: &sled::Tree, app: &str, r: EndpointRecord) -> Result<Endpoint, StoreError> {
+    let mut e = r.endpoint;
+    e.pending = count(tree, &prefix(DELIVERY, app, &e.id))?;
+    Ok(e)
+}
+
+/// Every endpoint record of `app`, oldest first.
+pub fn records(db: &sled::Db, app: &str) -> Result<Vec<EndpointRecord>, StoreError> {
+    crate::storage::decode_all(&tree(db)?, &[&[ENDPOINT], app.as_bytes()].concat())
+}
+
+/// Every endpoint of `app`, oldest first (ids sort by creation), with their pending counts.
+pub fn list(db: &sled::Db, app: &str) -> Result<Vec<Endpoint>, StoreError> {
+    let t = tree(db)?;
+    records(db, app)?
+        .into_iter()
+        .map(|r| view(&t, app, r))
+        .collect()
+}
+
+/// One endpoint of `app`.
+pub fn get(db: &sled::Db, app: &str, id: &str) -> Result<Option<Endpoint>, StoreError> {
+    match load(db, app, id)? {
+        Some(r) => Ok(Some(view(&tree(db)?, app, r)?)),
+        None => Ok(None),
+    }
+}
+
+/// Stores a new endpoint made at `now` from a create body; at most `max` per app. Answers it
+/// with its secret (shown only now).
+pub fn create(
+    db: &sled::Db,
+    app: &str,
+    p: &EndpointPatch,
+    max: usize,
+    now: Timestamp,
+) -> Result<(Endpoint, String), WebhookError> {
+    let t = tree(db)?;
+    let have = count(&t, &[&[ENDPOINT], app.as_bytes()].concat())?;
+    if have >= max as u64 {
+        return Err(WebhookError::Conflict(format!(
+            "an app has at most {max} webhook endpoints (webhooks.max_endpoints_per_app)"
+        )));
+    }
+    let record = p.create(now);
+    t.insert(endpoint_key(app, &record.endpoint.id), encode(&record))?;
+    db.flush()?;
+    let secret = record.secrets[0].secret.clone();
+    Ok((view(&t, app, record)?, secret))
+}
+
+/// Changes an endpoint with `f` in a compare-and-swap loop; answers it as shown.
+pub fn change(
+    db: &sled::Db,
+    app: &str,
+    id: &str,
+    mut f: impl FnMut(&mut EndpointRecord),
+) -> Result<EndpointRecord, WebhookError> {
+    let t = tree(db)?;
+    let key = endpoint_key(app, id);
+    loop {
+        let Some(old) = (ids::is_object_id(id).then(|| t.get(&key)).transpose()?).flatten() else {
+            return Err(WebhookError::NotFound("webhook"));
+        };
+        let mut record: EndpointRecord = decode(&key, &old)?;
+        f(&mut record);
+        if t.compare_and_swap(&key, Some(&old), Some(encode(&record)))?
+            .is_ok()
+        {
+            db.flush()?;
+            return Ok(record);
+        }
+    }
+}
+
+/// Applies a merge patch made at `now`.
+pub fn update(
+    db: &sled::Db,
+    app: &str,
+    id: &str,
+    p: &EndpointPatch,
+    now: Timestamp,
+) -> Result<Endpoint, WebhookError> {
+    let r = change(db, app, id, |r| p.apply(&mut r.endpoint, now))?;
+    Ok(view(&tree(db)?, app, r)?)
+}
+
+/// Removes every key under `prefix` (in batches).
+fn remove_prefix(tree: &sled::Tree, prefix: &[u8]) -> Result<u64, StoreError> {
+    let mut removed = 0;
+    loop {
+        let keys: Vec<_> = tree
+            .scan_prefix(prefix)
+            .keys()
+            .take(1000)
+            .collect::<Result<_, _>>()?;
+        if keys.is_empty() {
+            return Ok(removed);
+        }
+        let mut batch = sled::Batch::default();
+        for k in &keys {
+            batch.remove(k.clone());
+        }
+        tree.apply_batch(batch)?;
+        removed += keys.len() as u64;
+    }
+}
+
+/// Deletes an endpoint with its waiting deliveries and its log.
+pub fn delete(db: &sled::Db, app: &str, id: &str) -> Result<(), WebhookError> {
+    let t = tree(db)?;
+    if load(db, app, id)?.is_none() {
+        return Err(WebhookError::NotFound("webhook"));
+    }
+    t.remove(endpoint_key(app, id))?;
+    remove_prefix(&t, &prefix(DELIVERY, app, id))?;
+    remove_prefix(&t, &prefix(LOG, app, id))?;
+    db.flush()?;
+    Ok(())
+}
+
+/// A new secret that signs from `now`; the previous ones keep signing for `overlap_secs` (0:
+/// they stop at once).
+pub fn rotate_secret(
+    db: &sled::Db,
+    app: &str,
+    id: &str,
+    overlap_secs: i64,
+    now: Timestamp,
+) -> Result<Rotated, WebhookError> {
+    let fresh = SigningSecret::generate();
+    let until = Timestamp::from_micros(now.micros() + overlap_secs * 1_000_000);
+    let r = change(db, app, id, |r| {
+        let mut kept = vec![fresh.clone()];
+        for mut s in r.secrets.drain(..).filter(|s| s.live(now)) {
+            if overlap_secs > 0 {
+                s.expires_at = Some(s.expires_at.map_or(until, |at| at.min(until)));
+                kept.push(s);
+            }
+        }
+        r.secrets = kept;
+        r.endpoint.updated_at = now;
+    })?;
+    Ok(Rotated {
+        secret: fresh.secret,
+        previous_secret_expires_at: r.secrets.get(1).and_then(|s| s.expires_at),
+    })
+}
+
+/// The logged attempts of an endpoint, oldest first, with their sequence (`None`: no such
+/// endpoint).
+pub fn attempts(
+    db: &sled::Db,
+    app: &str,
+    id: &str,
+) -> Result<Option<Vec<(u64, Attempt)>>, StoreError> {
+    if load(db, app, id)?.is_none() {
+        return Ok(None);
+    }
+    let mut out = Vec::new();
+    for kv in tree(db)?.scan_prefix(prefix(LOG, app, id)) {
+        let (k, v) = kv?;
+        let seq = u64::from_be_bytes(k[k.len() - 8..].try_into().unwrap_or_default());
+        out.push((seq, decode::<AttemptRecord>(&k, &v)?.attempt));
+    }
+    Ok(Some(out))
+}
+
+/// Appends an attempt to an endpoint's log, trimmed to the newest `keep`; answers it with its id.
+pub fn log_attempt(
+    db: &sled::Db,
+    app: &str,
+    endpoint: &str,
+    mut record: AttemptRecord,
+    keep: usize,
+) -> Result<Attempt, StoreError> {
+    let t = tree(db)?;
+    let seq = db.generate_id()? + 1;
+    record.attempt.id = attempt_id(seq);
+    t.insert(log_key(app, endpoint, seq), encode(&record))?;
+    let p = prefix(LOG, app, endpoint);
+    let n = count(&t, &p)? as usize;
+    if n > keep {
+        let old: Vec<_> = t
+            .scan_prefix(&p)
+            .keys()
+            .take(n - keep)
+            .collect::<Result<_, _>>()?;
+        for k in old {
+            t.remove(k)?;
+        }
+    }
+    Ok(record.attempt)
+}
+
+/// Queues the logged event of attempt `attempt` again for its endpoint (same `webhook-id`, same
+/// body), due now, at the end of its subject's lane.
+pub fn redeliver(
+    db: &sled::Db,
+    app: &str,
+    id: &str,
+    attempt: &str,
+    lanes: u8,
+    now: Timestamp,
+) -> Result<Redelivery, WebhookError> {
+    let record = load(db, app, id)?.ok_or(WebhookError::NotFound("webhook"))?;
+    let key = parse_attempt_id(attempt).map(|seq| log_key(app, id, seq));
+    let t = tree(db)?;
+    let Some((key, v)) = key.and_then(|k| t.get(&k).transpose().map(|v| (k, v))) else {
+        return Err(WebhookError::NotFound("attempt"));
+    };
+    let logged: AttemptRecord = decode(&key, &v?)?;
+    let delivery = Delivery {
+        event_id: logged.attempt.event_id.clone(),
+        kind: logged.attempt.kind.clone(),
+        subject: logged.subject.clone(),
+        body: logged.body,
+        attempts: 0,
+        due: now.micros(),
+        trigger: AttemptTrigger::Redeliver,
+    };
+    let seq = db.generate_id()? + 1;
+    let lane = lane(&delivery.subject, lanes);
+    t.insert(delivery_key(app, id, lane, seq), encode(&delivery))?;
+    db.flush()?;
+    Ok(Redelivery {
+        webhook_id: record.endpoint.id,
+        event_id: logged.attempt.event_id,
+        queued: true,
+    })
+}
+
+/// What of `app` the webhooks have yet to send: its deliveries waiting plus its changes not
+/// yet fanned out (the app's deletion waits for, or reports, these).
+pub fn pending_of_app(db: &sled::Db, app: &str) -> Result<u64, StoreError> {
+    let waiting = count(&tree(db)?, &[&[DELIVERY], app.as_bytes()].concat())?;
+    let mut changes_left = 0;
+    for kv in db.open_tree(changes::TREE)?.iter() {
+        let (_, v) = kv?;
+        // The queue's value: kind (1 byte), pushed at (8 bytes), payload.
+        let of_app = v
+            .get(9..)
+            .and_then(Change::decode)
+            .is_some_and(|c| c.app_id == app);
+        changes_left += u64::from(of_app);
+    }
+    Ok(waiting + changes_left)
+}
+
+/// How many endpoints are disabled, over every app.
+pub fn disabled_count(db: &sled::Db) -> Result<u64, StoreError> {
+    let mut n = 0;
+    for kv in tree(db)?.scan_prefix([ENDPOINT]) {
+        let (k, v) = kv?;
+        let r: EndpointRecord = decode(&k, &v)?;
+        n += u64::from(r.endpoint.status == EndpointStatus::Disabled);
+    }
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fields::Mode;
+    use serde_json::json;
+
+    pub const APP: &str = "0123456789abcdef01234567";
+    pub const OTHER: &str = "0123456789abcdef01234568";
+
+    fn db() -> sled::Db {
+        sled::Config::new().temporary(true).open().unwrap()
+    }
+
+    fn body(v: serde_json::Value) -> EndpointPatch {
+        EndpointPatch::parse(v.as_object().unwrap(), Mode::Create).unwrap()
+    }
+
+    #[test]
+    fn endpoints_are_per_app_and_bounded() {
+        let db = db();
+        let t = Timestamp::t0();
+        let p = body(json!({"url": "https://x.example/", "eventTypes": ["*"]}));
+        let (a, secret) = create(&db, APP, &p, 2, t).unwrap();
+        assert!(secret.starts_with("whsec_"));
+        create(&db, APP, &p, 2, t).unwrap();
+        assert!(matches!(
+            create(&db, APP, &p, 2, t),
+            Err(WebhookError::Conflict(_))
+        ));
+        assert_eq!(list(&db, APP).unwrap().len(), 2);
+        assert!(
+            get(&db, OTHER, &a.id).unwrap().is_none(),
+            "another app's id"
+        );
+        assert!(matches!(
+            delete(&db, OTHER, &a.id),
+            Err(WebhookError::NotFound(_))
+        ));
+        let paused = EndpointPatch {
+            status: Some(EndpointStatus::Paused),
+            ..EndpointPatch::default()
+        };
+        assert_eq!(
+            update(&db, APP, &a.id, &paused, t).unwrap().status,
+            EndpointStatus::Paused
+        );
+        delete(&db, APP, &a.id).unwrap();
+        assert_eq!(list(&db, APP).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_rotation_keeps_the_previous_secret_signing_for_the_overlap() {
+        let db = db();
+        let t = Timestamp::t0();
+        let p = body(json!({"url": "https://x.example/", "eventTypes": ["*"]}));
+        let (e, first) = create(&db, APP, &p, 20, t).unwrap();
+        let r = rotate_secret(&db, APP, &e.id, 60, t).unwrap();
+        let until = Timestamp::from_micros(t.micros() + 60_000_000);
+        assert_eq!(r.previous_secret_expires_at, Some(until));
+        let rec = load(&db, APP, &e.id).unwrap().unwrap();
+        assert_eq!(rec.live_secrets(t), [r.secret.as_str(), first.as_str()]);
+        assert_eq!(rec.live_secrets(until), [r.secret.as_str()]);
+        let again = rotate_secret(&db, APP, &e.id, 0, t).unwrap();
+        assert_eq!(again.previous_secret_expires_at, None);
+        let rec = load(&db, APP, &e.id).unwrap().unwrap();
+        assert_eq!(rec.live_secrets(t), [again.secret.as_str()]);
+    }
+
+    fn logged(n: u32) -> AttemptRecord {
+        AttemptRecord {
+            attempt: Attempt {
+                id: String::new(),
+                event_id: format!("evt_{n}"),
+                kind: "idea.created".into(),
+                attempt: 1,
+                at: Timestamp::t0(),
+                status: Some(500),
+                error: None,
+                latency_ms: 1,
+                response: String::new(),
+                trigger: AttemptTrigger::Event,
+            },
+            subject: "s".into(),
+            body: format!("{{\"n\":{n}}}"),
+        }
+    }
+
+    #[test]
+    fn the_log_keeps_the_newest_attempts_and_a_redeliver_queues_the_logged_body() {
+        let db = db();
+        let t = Timestamp::t0();
+        let p = body(json!({"url": "https://x.example/", "eventTypes": ["*"]}));
+        let (e, _) = create(&db, APP, &p, 20, t).unwrap();
+        for n in 0..7 {
+            log_attempt(&db, APP, &e.id, logged(n), 5).unwrap();
+        }
+        let kept = attempts(&db, APP, &e.id).unwrap().unwrap();
+        let events: Vec<&str> = kept.iter().map(|(_, a)| a.event_id.as_str()).collect();
+        assert_eq!(events, ["evt_2", "evt_3", "evt_4", "evt_5", "evt_6"]);
+        assert!(attempts(&db, OTHER, &e.id).unwrap().is_none());
+        let last = &kept[4].1.id;
+        let r = redeliver(&db, APP, &e.id, last, 4, t).unwrap();
+        assert_eq!(r.event_id, "evt_6");
+        assert!(matches!(
+            redeliver(&db, APP, &e.id, "0000000000000000", 4, t),
+            Err(WebhookError::NotFound("attempt"))
+        ));
+        assert_eq!(get(&db, APP, &e.id).unwrap().unwrap().pending, 1);
+        assert_eq!(pending_of_app(&db, APP).unwrap(), 1);
+        assert_eq!(pending_of_app(&db, OTHER).unwrap(), 0);
+        let d: Vec<Delivery> =
+            crate::storage::decode_all(&db.open_tree(TREE).unwrap(), &prefix(DELIVERY, APP, &e.id))
+                .unwrap();
+        assert_eq!(d[0].body, "{\"n\":6}");
+        assert_eq!(d[0].trigger, AttemptTrigger::Redeliver);
+        delete(&db, APP, &e.id).unwrap();
+        assert_eq!(pending_of_app(&db, APP).unwrap(), 0);
+        assert!(db.open_tree(TREE).unwrap().is_empty());
+    }
+
+    #[test]
+    fn changes_not_yet_fanned_out_count_as_pending_for_their_app() {
+        let db = db();
+        let c = Change::new(
+            "idea.created",
+            APP,
+            "s",
+            Timestamp::t0(),
+            &changes::Actor::System,
+            json!({}),
+        );
+        changes::CHANGES
+            .push(&db, changes::KIND, 0, &c.encode())
+            .unwrap();
+        assert_eq!(pending_of_app(&db, APP).unwrap(), 1);
+        assert_eq!(pending_of_app(&db, OTHER).unwrap(), 0);
+    }
+}
