@@ -56,7 +56,7 @@ fn refused_v6(ip: Ipv6Addr) -> Option<&'static str> {
 
 /// The refusal message of `ip`.
 fn message(ip: IpAddr, why: &str) -> String {
-    format!("{ip} is a {why} address (set webhooks.allow_private to allow it)")
+    format!("{ip}, a {why} address (set webhooks.allow_private to allow it)")
 }
 
 /// The host of `url` when it is an IP address.

@@ -33,3 +33,4 @@ mod security;
 mod segment;
 mod slow;
 mod surveys;
+mod webhooks;
