@@ -10,12 +10,16 @@
 //! 2. `settle`: waits until every event of the app committed so far is in a lake file
 //!    (`Collector::settle`), so no outbox file re-creates its lake prefix after the deletion
 //!    and every rollup of it is in sled; retried while the lake is away.
-//! 3. `sled`: every record of the app in sled (`sled.rs`), a piece of `PIECE_KEYS` at a time;
+//! 3. `webhooks`: waits (at most `WEBHOOKS_WAIT`, polling) until the app's changes are fanned
+//!    out and its webhook deliveries are sent or given up, so its endpoints hear of what
+//!    happened before the deletion (`app.deletion.started` included); what is still pending
+//!    then goes with the app (counted `webhooksDropped`).
+//! 4. `sled`: every record of the app in sled (`sled.rs`), a piece of `PIECE_KEYS` at a time;
 //!    the token is the place reached.
-//! 4. `live`: the app's live rollups and quota counters in memory.
-//! 5. `lake`: `events/app_id=<app>/` through `object_store` (`retention/lake.rs`), one `dt=`
+//! 5. `live`: the app's live rollups and quota counters in memory.
+//! 6. `lake`: `events/app_id=<app>/` through `object_store` (`retention/lake.rs`), one `dt=`
 //!    partition at a time; the token is the last partition done.
-//! 6. `finish`: settles again (an event accepted just before the mark), removes whatever came
+//! 7. `finish`: settles again (an event accepted just before the mark), removes whatever came
 //!    back (sled, lake, live), the app's other jobs, its keys and the app itself.
 //!
 //! The report counts, per sled tree, the keys removed (records with their index entries), and
@@ -25,6 +29,7 @@ pub mod http;
 pub mod sled;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use actix_web::web;
 use futures_util::future::BoxFuture;
@@ -40,7 +45,15 @@ use crate::tenants::{Access, App};
 /// The most sled keys one piece of the `sled` step removes (one store call, one flush).
 const PIECE_KEYS: usize = 5_000;
 
-const STEPS: &[&str] = &["mark", "settle", "sled", "live", "lake", "finish"];
+const STEPS: &[&str] = &[
+    "mark", "settle", "webhooks", "sled", "live", "lake", "finish",
+];
+
+/// The longest the `webhooks` step waits for the app's webhooks to be sent.
+const WEBHOOKS_WAIT: Duration = Duration::from_secs(60);
+
+/// How often the `webhooks` step looks again.
+const WEBHOOKS_POLL: Duration = Duration::from_millis(200);
 
 /// What the deletion's steps touch.
 pub struct AppDeletion {
@@ -158,6 +171,17 @@ impl AppDeletion {
         Ok(StepOutcome::Done)
     }
 
+    /// Waits until nothing of the app is left for the webhooks to send, at most
+    /// `WEBHOOKS_WAIT`; what is left then is counted and goes with the app.
+    async fn webhooks(&self, app: &str, cursor: &mut Cursor) -> Result<StepOutcome, JobError> {
+        let left = webhooks_sent(&self.store, app, WEBHOOKS_WAIT).await?;
+        if left > 0 {
+            tracing::warn!(app_id = %app, left, "app deletion: webhooks still pending; they go with the app");
+            cursor.count("webhooksDropped", left);
+        }
+        Ok(StepOutcome::Done)
+    }
+
     /// One piece of the app's sled records, from the place in the token.
     async fn sled(&self, app: &str, cursor: &mut Cursor) -> Result<StepOutcome, JobError> {
         let from = cursor
@@ -267,6 +291,22 @@ impl AppDeletion {
     }
 }
 
+/// Polls until the webhooks have nothing of `app` left to send (its changes fanned out, its
+/// deliveries sent or given up), for at most `wait`; answers what is left (0: all sent).
+async fn webhooks_sent(store: &Store, app: &str, wait: Duration) -> Result<u64, StoreError> {
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        let a = app.to_owned();
+        let left = store
+            .run(move |db| crate::webhooks::store::pending_of_app(db, &a))
+            .await?;
+        if left == 0 || tokio::time::Instant::now() >= deadline {
+            return Ok(left);
+        }
+        tokio::time::sleep(WEBHOOKS_POLL).await;
+    }
+}
+
 /// Adds `piece`'s report to `cursor`'s.
 fn merge(cursor: &mut Cursor, piece: Cursor) {
     for (what, n) in piece.report {
@@ -301,13 +341,14 @@ impl Work for AppDeletion {
             match cursor.step {
                 0 => self.mark(job).await,
                 1 => self.settle(app).await,
-                2 => self.sled(app, cursor).await,
-                3 => {
+                2 => self.webhooks(app, cursor).await,
+                3 => self.sled(app, cursor).await,
+                4 => {
                     self.live(app, cursor);
                     Ok(StepOutcome::Done)
                 }
-                4 => self.lake(app, cursor).await,
-                5 => self.finish(job, cursor).await,
+                5 => self.lake(app, cursor).await,
+                6 => self.finish(job, cursor).await,
                 n => Err(JobError::Fatal(format!("no step {n}"))),
             }
         }
@@ -336,5 +377,40 @@ mod tests {
         let shown = serde_json::to_value(JobView::from(&job)).unwrap();
         assert_eq!(c.data, serde_json::json!({"job": shown}));
         assert_eq!(c.data["job"]["state"], "queued");
+    }
+
+    #[tokio::test]
+    async fn the_deletion_waits_for_the_apps_webhooks_and_no_longer_than_it_may() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _threads) = Store::open(&dir.path().join("db"), 1, 16, 8 << 20).unwrap();
+        assert_eq!(
+            webhooks_sent(&store, "app1", Duration::ZERO).await.unwrap(),
+            0
+        );
+        let job = Job::new(
+            JobKind::AppDeletion,
+            "app1",
+            serde_json::Value::Null,
+            crate::ids::Timestamp::from_micros(0),
+        );
+        let change = started("app1", &job, &Actor::System);
+        let seq = store
+            .run(move |db| Ok(changes::CHANGES.push(db, changes::KIND, 0, &change.encode())?))
+            .await
+            .unwrap();
+        let waited = tokio::time::Instant::now();
+        let wait = Duration::from_millis(300);
+        assert_eq!(webhooks_sent(&store, "app1", wait).await.unwrap(), 1);
+        assert!(waited.elapsed() >= wait, "it waited");
+        assert_eq!(
+            webhooks_sent(&store, "app2", wait).await.unwrap(),
+            0,
+            "another app's"
+        );
+        store
+            .run(move |db| Ok(changes::CHANGES.ack_through(db, seq)?))
+            .await
+            .unwrap();
+        assert_eq!(webhooks_sent(&store, "app1", wait).await.unwrap(), 0);
     }
 }
