@@ -283,3 +283,268 @@ pub fn gauges(db: &sled::Db) -> Result<(u64, u64, u64), StoreError> {
     let changes = db.open_tree(changes::TREE)?.len() as u64;
     Ok((pending, changes, store::disabled_count(db)?))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fields::Mode;
+    use crate::storage::changes::{Actor, Facets};
+    use crate::webhooks::model::{Attempt, EndpointPatch};
+    use serde_json::json;
+
+    const APP: &str = "0123456789abcdef01234567";
+    const OTHER: &str = "0123456789abcdef01234568";
+
+    fn db() -> sled::Db {
+        sled::Config::new().temporary(true).open().unwrap()
+    }
+
+    fn endpoint(db: &sled::Db, app: &str, body: serde_json::Value) -> String {
+        let p = EndpointPatch::parse(body.as_object().unwrap(), Mode::Create).unwrap();
+        store::create(db, app, &p, 20, Timestamp::t0())
+            .unwrap()
+            .0
+            .id
+    }
+
+    fn push(db: &sled::Db, app: &str, kind: &str, subject: &str, facets: Facets) -> Change {
+        let c = Change::new(
+            kind,
+            app,
+            subject,
+            Timestamp::t0(),
+            &Actor::Admin,
+            json!({"n": subject}),
+        )
+        .with(facets);
+        changes::CHANGES
+            .push(db, changes::KIND, 0, &c.encode())
+            .unwrap();
+        c
+    }
+
+    fn waiting(db: &sled::Db) -> Vec<(Vec<u8>, Delivery)> {
+        db.open_tree(TREE)
+            .unwrap()
+            .scan_prefix([DELIVERY])
+            .map(|kv| {
+                let (k, v) = kv.unwrap();
+                (k.to_vec(), decode(&k, &v).unwrap())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_change_is_fanned_out_exactly_once_to_the_endpoints_that_want_it() {
+        let db = db();
+        let all = endpoint(
+            &db,
+            APP,
+            json!({"url": "https://a.example/", "eventTypes": ["*"]}),
+        );
+        let board = "0123456789abcdef0123456a";
+        let filtered = endpoint(
+            &db,
+            APP,
+            json!({"url": "https://b.example/", "eventTypes": ["comment.created"],
+                   "filters": {"boardIds": [board]}}),
+        );
+        let paused = endpoint(
+            &db,
+            APP,
+            json!({"url": "https://c.example/", "eventTypes": ["*"], "status": "paused"}),
+        );
+        let on_board = Facets {
+            board_id: Some(board.into()),
+            ..Facets::default()
+        };
+        let internal = Facets {
+            internal: true,
+            ..on_board.clone()
+        };
+        let c1 = push(&db, APP, "comment.created", "i1", on_board);
+        push(&db, APP, "comment.created", "i2", internal);
+        push(&db, OTHER, "idea.created", "i3", Facets::default());
+        // Two fan-outs at once (they never run together, but the transaction makes it safe).
+        let (a, b) = std::thread::scope(|s| {
+            let a = s.spawn(|| fan_out(&db, 4).unwrap());
+            let b = s.spawn(|| fan_out(&db, 4).unwrap());
+            (a.join().unwrap(), b.join().unwrap())
+        });
+        assert_eq!(a.changes + b.changes, 3, "each change taken once");
+        assert_eq!(a.deliveries + b.deliveries, 2);
+        assert_eq!(fan_out(&db, 4).unwrap(), FannedOut::default());
+        assert_eq!(
+            changes::CHANGES.stats(&db).unwrap().len,
+            0,
+            "the other app's is dropped"
+        );
+        let got = waiting(&db);
+        let to: Vec<(&[u8], &str)> = got
+            .iter()
+            .map(|(k, d)| (&k[25..49], d.subject.as_str()))
+            .collect();
+        let (all_b, filtered_b) = (all.as_bytes(), filtered.as_bytes());
+        assert!(to.contains(&(filtered_b, "i1")), "{to:?}");
+        assert!(to.contains(&(all_b, "i1")));
+        assert!(
+            !to.iter().any(|(_, s)| *s == "i2"),
+            "internal comments only on request"
+        );
+        assert!(!to.iter().any(|(e, _)| *e == paused.as_bytes()));
+        let body: serde_json::Value = serde_json::from_str(&got[0].1.body).unwrap();
+        assert_eq!(body["id"], c1.id.as_str());
+        assert_eq!(body["type"], "comment.created");
+        assert_eq!(body["actor"], json!({"type": "admin"}));
+        assert!(body["sequence"].as_u64().unwrap() > 0);
+        assert_eq!(store::pending_of_app(&db, APP).unwrap(), 2);
+    }
+
+    #[test]
+    fn a_lane_offers_only_its_oldest_delivery_and_none_while_busy_or_paused() {
+        let db = db();
+        let id = endpoint(
+            &db,
+            APP,
+            json!({"url": "https://a.example/", "eventTypes": ["*"]}),
+        );
+        for subject in ["s", "s", "s"] {
+            push(&db, APP, "idea.updated", subject, Facets::default());
+        }
+        fan_out(&db, 1).unwrap();
+        let first = heads(&db, 0, &HashSet::new(), 10).unwrap();
+        assert_eq!(first.len(), 1, "one lane, one head");
+        let busy = HashSet::from([first[0].lane()]);
+        assert!(heads(&db, 0, &busy, 10).unwrap().is_empty());
+        let logged = |h: &Head| AttemptRecord {
+            attempt: Attempt {
+                id: String::new(),
+                event_id: h.delivery.event_id.clone(),
+                kind: h.delivery.kind.clone(),
+                attempt: 1,
+                at: Timestamp::t0(),
+                status: Some(500),
+                error: None,
+                latency_ms: 0,
+                response: String::new(),
+                trigger: AttemptTrigger::Event,
+            },
+            subject: h.delivery.subject.clone(),
+            body: h.delivery.body.clone(),
+        };
+        let t = Timestamp::t0();
+        settle(
+            &db,
+            &first[0],
+            logged(&first[0]),
+            &Verdict::RetryAt(1_000),
+            10,
+            t,
+        )
+        .unwrap();
+        assert!(
+            heads(&db, 999, &HashSet::new(), 10).unwrap().is_empty(),
+            "not yet due"
+        );
+        let again = heads(&db, 1_000, &HashSet::new(), 10).unwrap();
+        assert_eq!(
+            again[0].delivery.event_id, first[0].delivery.event_id,
+            "the order holds"
+        );
+        assert_eq!(again[0].delivery.attempts, 1);
+        settle(
+            &db,
+            &again[0],
+            logged(&again[0]),
+            &Verdict::Delivered,
+            10,
+            t,
+        )
+        .unwrap();
+        let next = heads(&db, 1_000, &HashSet::new(), 10).unwrap();
+        assert!(next[0].key > again[0].key, "then the next of the lane");
+        let pause = EndpointPatch {
+            status: Some(EndpointStatus::Paused),
+            ..EndpointPatch::default()
+        };
+        store::update(&db, APP, &id, &pause, t).unwrap();
+        assert!(heads(&db, 1_000, &HashSet::new(), 10).unwrap().is_empty());
+        store::update(
+            &db,
+            APP,
+            &id,
+            &EndpointPatch {
+                status: Some(EndpointStatus::Active),
+                ..pause
+            },
+            t,
+        )
+        .unwrap();
+        let dropped = settle(
+            &db,
+            &next[0],
+            logged(&next[0]),
+            &Verdict::GiveUp("down".into()),
+            10,
+            t,
+        )
+        .unwrap();
+        assert_eq!(dropped, 1, "the third waited behind it");
+        let e = store::get(&db, APP, &id).unwrap().unwrap();
+        assert_eq!(e.status, EndpointStatus::Disabled);
+        assert_eq!(e.disabled_reason.as_deref(), Some("down"));
+        assert_eq!(e.pending, 0);
+        assert_eq!(store::attempts(&db, APP, &id).unwrap().unwrap().len(), 3);
+        assert_eq!(gauges(&db).unwrap(), (0, 0, 1));
+    }
+
+    #[test]
+    fn giving_up_drops_the_endpoints_other_deliveries_and_a_deleted_endpoints_are_cleared() {
+        let db = db();
+        let id = endpoint(
+            &db,
+            APP,
+            json!({"url": "https://a.example/", "eventTypes": ["*"]}),
+        );
+        let gone = endpoint(
+            &db,
+            APP,
+            json!({"url": "https://b.example/", "eventTypes": ["*"]}),
+        );
+        for subject in ["a", "b", "c", "d"] {
+            push(&db, APP, "idea.created", subject, Facets::default());
+        }
+        fan_out(&db, 4).unwrap();
+        assert_eq!(waiting(&db).len(), 8);
+        // An endpoint deleted behind the engine's back: its deliveries go at the next read.
+        db.open_tree(TREE)
+            .unwrap()
+            .remove(store::endpoint_key(APP, &gone))
+            .unwrap();
+        let h = heads(&db, 0, &HashSet::new(), 10).unwrap();
+        assert!(h.iter().all(|h| h.endpoint.endpoint.id == id));
+        assert_eq!(waiting(&db).len(), 4);
+        let record = AttemptRecord {
+            attempt: Attempt {
+                id: String::new(),
+                event_id: "evt".into(),
+                kind: "idea.created".into(),
+                attempt: 1,
+                at: Timestamp::t0(),
+                status: None,
+                error: Some("refused".into()),
+                latency_ms: 0,
+                response: String::new(),
+                trigger: AttemptTrigger::Event,
+            },
+            subject: "a".into(),
+            body: "{}".into(),
+        };
+        let v = Verdict::GiveUp("down".into());
+        assert_eq!(
+            settle(&db, &h[0], record, &v, 10, Timestamp::t0()).unwrap(),
+            3
+        );
+        assert!(waiting(&db).is_empty());
+    }
+}
