@@ -33,4 +33,5 @@ mod security;
 mod segment;
 mod slow;
 mod surveys;
+mod webhook_events;
 mod webhooks;

@@ -60,7 +60,7 @@ async fn transition(app: &TestApp, app_id: &str, id: &str, status: &str) -> Answ
     .await
 }
 
-async fn moved(app: &TestApp, app_id: &str, id: &str, status: &str) {
+pub(crate) async fn moved(app: &TestApp, app_id: &str, id: &str, status: &str) {
     let a = transition(app, app_id, id, status).await;
     assert_eq!(a.status, 200, "{status}: {}", a.body);
     assert_eq!(a.data()["status"], status);

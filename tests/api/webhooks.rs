@@ -16,10 +16,10 @@ use crate::helpers::*;
 
 /// One request the receiver got.
 #[derive(Debug, Clone)]
-struct Received {
+pub(crate) struct Received {
     headers: HashMap<String, String>,
     raw: String,
-    body: Value,
+    pub(crate) body: Value,
 }
 
 impl Received {
@@ -30,8 +30,8 @@ impl Received {
 
 /// A receiver: records every request and answers the queued statuses, then 200.
 #[derive(Clone)]
-struct Receiver {
-    url: String,
+pub(crate) struct Receiver {
+    pub(crate) url: String,
     port: u16,
     got: Arc<Mutex<Vec<Received>>>,
     answers: Arc<Mutex<VecDeque<u16>>>,
@@ -40,7 +40,7 @@ struct Receiver {
 }
 
 impl Receiver {
-    async fn start() -> Receiver {
+    pub(crate) async fn start() -> Receiver {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let r = Receiver {
@@ -113,7 +113,11 @@ impl Receiver {
     }
 
     /// Waits (polling, with a deadline) until `done` holds of what was received.
-    async fn wait(&self, what: &str, done: impl Fn(&[Received]) -> bool) -> Vec<Received> {
+    pub(crate) async fn wait(
+        &self,
+        what: &str,
+        done: impl Fn(&[Received]) -> bool,
+    ) -> Vec<Received> {
         let deadline = std::time::Instant::now() + Duration::from_secs(20);
         loop {
             let got = self.got();
@@ -167,7 +171,7 @@ async fn contacts_app(app: &TestApp) -> (String, String) {
 }
 
 /// Creates an endpoint; returns (webhookId, secret).
-async fn endpoint(app: &TestApp, app_id: &str, body: Value) -> (String, String) {
+pub(crate) async fn endpoint(app: &TestApp, app_id: &str, body: Value) -> (String, String) {
     let a = app
         .admin(
             Method::POST,
