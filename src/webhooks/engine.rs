@@ -23,12 +23,12 @@ use crate::clock::Clock;
 use crate::config::WebhookSettings;
 use crate::ids::Timestamp;
 use crate::storage::changes::{types, Actor, Change};
-use crate::storage::Store;
+use crate::storage::{Store, StoreError};
 
 /// How often the engine looks for changes and due deliveries when nothing wakes it.
 pub const TICK: Duration = Duration::from_millis(150);
-/// How often the gauges are read from sled.
-const GAUGES_EVERY: Duration = Duration::from_secs(1);
+/// How often the gauges are read from sled (a scan of the deliveries' keys and the endpoints).
+const GAUGES_EVERY: Duration = Duration::from_secs(5);
 
 /// What `/metrics` shows (WEBHOOKS.md §8): counters since start, gauges as last read.
 #[derive(Debug, Default)]
@@ -151,6 +151,8 @@ impl Webhooks {
                         break;
                     }
                 }
+                // The store's queue is full: the next tick tries again.
+                Err(StoreError::Busy) => return,
                 Err(e) => {
                     tracing::warn!(error = %e, "webhooks: fan-out failed, retrying");
                     return;

@@ -235,9 +235,10 @@ async fn list_webhook_attempts(
     Ok(page.answer(&found.map(|(_, a)| a)))
 }
 
-/// Queue the event of a logged attempt again for this endpoint (same `webhook-id` and body).
+/// Queue the event of a logged attempt again for this endpoint (same `webhook-id` and body);
+/// 409 while the endpoint is disabled.
 #[utoipa::path(tag = "webhooks", security(("admin_token" = [])), params(("appId" = String, Path), ("webhookId" = String, Path), ("attemptId" = String, Path)),
-    responses((status = 202, body = Redelivery), (status = 404)))]
+    responses((status = 202, body = Redelivery), (status = 404), (status = 409, description = "The endpoint is disabled")))]
 #[post("/apps/{appId}/webhooks/{webhookId}/attempts/{attemptId}/redeliver")]
 async fn redeliver_webhook_attempt(
     app: AdminApp,

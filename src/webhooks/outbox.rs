@@ -241,9 +241,11 @@ pub fn settle(
                 disable(db, &head.app, id, reason, now)?;
             }
             dropped = drop_waiting(&t, &head.key[..49])?;
+            db.flush()?;
         }
     }
-    db.flush()?;
+    // No flush for the others: sled writes them within `flush_every_ms`, and a crash before
+    // only sends the delivery again (at least once) or forgets a failed attempt's count.
     Ok(dropped)
 }
 

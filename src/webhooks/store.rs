@@ -332,6 +332,11 @@ pub fn redeliver(
     now: Timestamp,
 ) -> Result<Redelivery, WebhookError> {
     let record = load(db, app, id)?.ok_or(WebhookError::NotFound("webhook"))?;
+    if record.endpoint.status == EndpointStatus::Disabled {
+        return Err(WebhookError::Conflict(
+            "the endpoint is disabled: re-enable it (status active) first".into(),
+        ));
+    }
     let key = parse_attempt_id(attempt).map(|seq| log_key(app, id, seq));
     let t = tree(db)?;
     let Some((key, v)) = key.and_then(|k| t.get(&k).transpose().map(|v| (k, v))) else {

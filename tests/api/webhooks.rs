@@ -187,6 +187,14 @@ pub(crate) async fn endpoint(app: &TestApp, app_id: &str, body: Value) -> (Strin
     )
 }
 
+/// The attempts log of the endpoint at `one` (`/apps/{appId}/webhooks/{webhookId}`), newest first.
+async fn log_of(app: &TestApp, one: &str) -> Vec<Value> {
+    let a = app
+        .admin(Method::GET, &format!("{one}/attempts"), None)
+        .await;
+    a.data().as_array().cloned().unwrap_or_default()
+}
+
 /// Checks the Standard Webhooks signature `sig` (one `v1,...`) of `r` with `secret`.
 fn signed_by(r: &Received, sig: &str, secret: &str) -> bool {
     let ts: i64 = r.headers["webhook-timestamp"].parse().unwrap();
@@ -221,37 +229,19 @@ async fn a_change_reaches_only_the_endpoints_subscribed_to_it_signed_with_the_st
     let forged = "whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
     assert!(!signed_by(r, &r.headers["webhook-signature"], forged));
     // The attempt is logged, the other endpoint got nothing (one fan-out made both).
+    let one = format!("/apps/{app_id}/webhooks/{hook}");
     let log = until("the attempt logged", || async {
-        let a = app
-            .admin(
-                Method::GET,
-                &format!("/apps/{app_id}/webhooks/{hook}/attempts"),
-                None,
-            )
-            .await;
-        let d = a.data().as_array().cloned().unwrap_or_default();
-        (!d.is_empty()).then_some(d)
+        let log = log_of(&app, &one).await;
+        (!log.is_empty()).then_some(log)
     })
     .await;
     assert_eq!(log[0]["status"], 200);
     assert_eq!(log[0]["trigger"], "event");
     assert_eq!(log[0]["response"], "answer");
-    let o = app
-        .admin(
-            Method::GET,
-            &format!("/apps/{app_id}/webhooks/{other}"),
-            None,
-        )
-        .await;
+    let other = format!("/apps/{app_id}/webhooks/{other}");
+    let o = app.admin(Method::GET, &other, None).await;
     assert_eq!(o.data()["pending"], 0);
-    let ol = app
-        .admin(
-            Method::GET,
-            &format!("/apps/{app_id}/webhooks/{other}/attempts"),
-            None,
-        )
-        .await;
-    assert_eq!(ol.data(), &json!([]));
+    assert_eq!(log_of(&app, &other).await, Vec::<Value>::new());
     assert_eq!(rx.got().len(), 1);
     let delivered = "tributary_webhook_deliveries_total{result=\"delivered\"}";
     assert_eq!(metric(&app, delivered).await, 1.0);
@@ -336,17 +326,17 @@ async fn after_the_last_retry_the_delivery_is_given_up_and_the_endpoint_disabled
     let ids: Vec<String> = rx.got().iter().map(|r| r.id().to_owned()).collect();
     assert_eq!(ids.len(), 3, "{ids:?}");
     assert!(ids.iter().all(|i| *i == ids[0]));
-    let log = app
-        .admin(Method::GET, &format!("{one}/attempts"), None)
-        .await;
-    let triggers: Vec<&str> = log
-        .data()
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a["trigger"].as_str().unwrap())
-        .collect();
+    let log = log_of(&app, &one).await;
+    let triggers: Vec<&str> = log.iter().map(|a| a["trigger"].as_str().unwrap()).collect();
     assert_eq!(triggers, ["retry", "retry", "event"], "newest first");
+    let attempt = log[0]["id"].as_str().unwrap();
+    app.admin(
+        Method::POST,
+        &format!("{one}/attempts/{attempt}/redeliver"),
+        None,
+    )
+    .await
+    .assert_error(409, "CONFLICT");
     // Disabled: a new change is not queued; re-enabled: the next one is delivered.
     app.api(&key, Method::PATCH, &path, Some(json!({"score": 6})))
         .await;
@@ -434,21 +424,17 @@ async fn a_rotated_secret_signs_beside_the_new_one_during_the_overlap_and_a_rede
     assert_eq!(got[2].id(), got[0].id());
     assert_eq!(got[2].raw, got[0].raw);
     until("the redelivery logged", || async {
-        let a = app
-            .admin(Method::GET, &format!("{one}/attempts"), None)
-            .await;
-        let d = a.data().as_array().cloned().unwrap_or_default();
-        d.iter().any(|x| x["trigger"] == "redeliver").then_some(())
+        let log = log_of(&app, &one).await;
+        log.iter()
+            .any(|x| x["trigger"] == "redeliver")
+            .then_some(())
     })
     .await;
     // The log keeps the newest 3 (log_per_endpoint).
     for _ in 0..3 {
         app.admin(Method::POST, &format!("{one}/test"), None).await;
     }
-    let log = app
-        .admin(Method::GET, &format!("{one}/attempts"), None)
-        .await;
-    let log = log.data().as_array().unwrap().clone();
+    let log = log_of(&app, &one).await;
     assert_eq!(log.len(), 3);
     assert!(
         log.iter().all(|a| a["trigger"] == "test"),
@@ -615,11 +601,8 @@ async fn private_addresses_are_refused_when_saved_and_again_after_dns_at_deliver
         .create_contact(&key, json!({"email": "ssrf@example.com"}))
         .await;
     until("the refused event attempt", || async {
-        let a = strict
-            .admin(Method::GET, &format!("{list}/{named}/attempts"), None)
-            .await;
-        let d = a.data().as_array().cloned().unwrap_or_default();
-        d.iter()
+        let log = log_of(&strict, &format!("{list}/{named}")).await;
+        log.iter()
             .any(|x| {
                 x["trigger"] == "event"
                     && x["error"].as_str().is_some_and(|e| e.contains("loopback"))
