@@ -889,6 +889,38 @@ fn stored_mentions(data_dir: &std::path::Path, needle: &str) -> Vec<String> {
     found
 }
 
+/// Polls `/metrics` until at least `n` changes went through the webhooks' fan-out.
+async fn changes_fanned_out(app: &TestApp, n: u64) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let text = app
+            .client
+            .get(format!("{}/metrics", app.base))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let done = text
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("tributary_webhook_events_total ")?
+                    .parse::<f64>()
+                    .ok()
+            })
+            .unwrap_or(0.0);
+        if done >= n as f64 {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{done} changes fanned out"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 async fn post_once(app: &TestApp, key: &str, path: &str, idem: &str, body: Value) -> Answer {
     app.send(
         Method::POST,
@@ -934,6 +966,9 @@ async fn deleting_a_contact_erases_the_idempotent_answers_that_held_it_even_afte
             .await;
         assert_eq!(a.status, 200, "{}", a.body);
     }
+    // The changes' events (3 created, 2 deleted, each with the contact) wait in the webhooks'
+    // outbox only until fanned out; with no endpoint they are dropped.
+    changes_fanned_out(&app, 5).await;
     app.stop().await;
     for needle in [
         "erase.me@example.com",
