@@ -21,6 +21,7 @@ mod errors;
 mod events;
 mod fleet;
 mod fleet_views;
+mod form_client;
 mod helpers;
 mod ideas;
 mod lake;

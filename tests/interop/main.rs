@@ -22,6 +22,8 @@ mod erasure;
 mod events;
 mod faults;
 mod fleet;
+#[path = "../api/form_client.rs"]
+mod form_client;
 mod geo;
 #[path = "../api/helpers.rs"]
 mod helpers;
@@ -35,11 +37,14 @@ mod openapi;
 mod populate;
 mod proxy;
 mod python;
+mod receiver;
 mod retention;
 mod rollups;
 mod schema;
 mod sdks;
 mod surveys_csv;
+mod webhook_events;
+mod webhooks;
 
 use serde_json::json;
 
