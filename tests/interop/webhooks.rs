@@ -889,3 +889,20 @@ async fn a_private_address_is_refused_unless_allowed() {
         "nothing reached a private address: {got:?}"
     );
 }
+
+/// The dashboard's Webhooks page in headless Chromium (`tests/browser/webhooks.test.mjs`): an
+/// endpoint created with its secret shown once, a test event sent and in the attempts log,
+/// verified by the receiver with that secret, redelivered, paused, resumed, rotated.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_webhooks_page_in_headless_chromium() {
+    let receiver = Receiver::start();
+    let t = Tributary::start(QUICK, &[]).await;
+    crate::browser::node_test(
+        "webhooks.test.mjs",
+        vec![
+            ("TRIBUTARY_BASE", t.server.base.clone()),
+            ("RECEIVER_BASE", receiver.base.clone()),
+        ],
+    )
+    .await;
+}
