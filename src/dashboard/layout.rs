@@ -27,6 +27,7 @@ pub enum Section {
     Contacts,
     Team,
     Fleet,
+    Webhooks,
     /// The signed-in member's own account (reached from their name, not from the sidebar).
     Account,
 }
@@ -89,6 +90,13 @@ const NAV: &[NavItem] = &[
         label: "Team",
         href: "/dashboard/team",
         icon: "M12 3l8 4v5c0 4.5-3.4 8.4-8 9-4.6-.6-8-4.5-8-9V7z",
+        owner_only: true,
+    },
+    NavItem {
+        section: Section::Webhooks,
+        label: "Webhooks",
+        href: "/dashboard/webhooks",
+        icon: "M9 7a3 3 0 1 1 4.5 2.6L16 14M7 16a3 3 0 1 1 3-3h6M17 13a3 3 0 1 1-2.2 5",
         owner_only: true,
     },
     NavItem {

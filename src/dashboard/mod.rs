@@ -6,7 +6,8 @@
 //! -> one folder per section: `account/` (setup, sign-in, the team), `apps/` (apps, keys),
 //! `contacts/` (table, CSV in), `surveys/` (list, builder, targeting, results), `ideas/`
 //! (board, an idea, settings), `traffic.rs` (charts from `charts.rs`), `fleet.rs` (the
-//! control node's edges and fleet tokens), with `error.rs` (`PageError`).
+//! control node's edges and fleet tokens), `webhooks/` (endpoints, their attempts), with
+//! `error.rs` (`PageError`).
 //!
 //! These routes are not part of the public API: they are wired outside the documented
 //! services, so `/openapi.json` (and schemathesis) never sees them.
@@ -23,6 +24,7 @@ pub mod session;
 pub mod surveys;
 pub mod traffic;
 pub mod viewer;
+pub mod webhooks;
 
 use actix_web::{web, Scope};
 
@@ -38,6 +40,7 @@ pub use session::Dashboard;
 pub fn configure(cfg: &mut web::ServiceConfig) {
     let scope = account_routes(web::scope("/dashboard"));
     let scope = idea_routes(survey_routes(contact_and_traffic_routes(scope)));
+    let scope = webhook_routes(scope);
     cfg.service(scope.default_service(web::to(not_found)));
 }
 
@@ -154,6 +157,28 @@ fn idea_routes(scope: Scope) -> Scope {
         .route(
             &at("/{idea}/merge"),
             web::post().to(idea_detail::merge_idea),
+        )
+}
+
+/// Webhooks: the endpoints, an endpoint's page and its actions.
+fn webhook_routes(scope: Scope) -> Scope {
+    let at = |tail: &str| format!("/apps/{{id}}/webhooks{tail}");
+    scope
+        .route("/webhooks", web::get().to(apps::list::first))
+        .route(&at(""), web::get().to(webhooks::list))
+        .route(&at(""), web::post().to(webhooks::create))
+        .route(&at("/{webhook}"), web::get().to(webhooks::detail))
+        .route(&at("/{webhook}"), web::post().to(webhooks::update))
+        .route(
+            &at("/{webhook}/status"),
+            web::post().to(webhooks::set_status),
+        )
+        .route(&at("/{webhook}/secret"), web::post().to(webhooks::rotate))
+        .route(&at("/{webhook}/delete"), web::post().to(webhooks::delete))
+        .route(&at("/{webhook}/test"), web::post().to(webhooks::send_test))
+        .route(
+            &at("/{webhook}/attempts/{attempt}/redeliver"),
+            web::post().to(webhooks::redeliver),
         )
 }
 

@@ -36,3 +36,4 @@ mod slow;
 mod surveys;
 mod webhook_events;
 mod webhooks;
+mod webhooks_page;

@@ -51,18 +51,31 @@ async fn an_endpoint_is_created_on_the_page_its_secret_shown_once_and_bad_fields
     let (app_id, _) = app.create_app("pro").await;
     let page = format!("/dashboard/apps/{app_id}/webhooks");
     let first = b.get("/dashboard/webhooks").await;
-    assert_eq!(first.location(), page, "the nav goes to the first app's page");
+    assert_eq!(
+        first.location(),
+        page,
+        "the nav goes to the first app's page"
+    );
     let empty = b.get(&page).await;
     assert_eq!(empty.status, 200, "{}", empty.body);
     assert!(empty.body.contains("No endpoints yet"));
-    assert!(empty.body.contains(r#"href="/dashboard/webhooks" aria-current="page""#));
+    assert!(empty
+        .body
+        .contains(r#"href="/dashboard/webhooks" aria-current="page""#));
 
     let bad = b
-        .submit(&page, &page, &[("url", "ftp://x.example"), ("description", "x")])
+        .submit(
+            &page,
+            &page,
+            &[("url", "ftp://x.example"), ("description", "x")],
+        )
         .await;
     assert_eq!(bad.status, 400, "{}", bad.body);
     assert!(bad.body.contains("id=\"f-url-error\""), "{}", bad.body);
-    assert!(bad.body.contains("ftp://x.example"), "what was typed is kept");
+    assert!(
+        bad.body.contains("ftp://x.example"),
+        "what was typed is kept"
+    );
     assert!(endpoints(&app, &app_id).await.is_empty());
 
     let url = nowhere();
@@ -95,7 +108,9 @@ async fn an_endpoint_is_created_on_the_page_its_secret_shown_once_and_bad_fields
     let again = b.get(&page).await;
     assert!(!again.body.contains(&secret), "shown once");
     assert!(again.body.contains(&url));
-    assert!(again.body.contains("<span class=\"badge ok\">active</span>"));
+    assert!(again
+        .body
+        .contains("<span class=\"badge ok\">active</span>"));
 
     // A form without its CSRF token changes nothing.
     let forged = b.post(&page, &[("url", &url)]).await;
@@ -155,7 +170,11 @@ async fn an_endpoint_is_edited_paused_resumed_rotated_and_deleted_from_its_page(
             .await;
         assert_eq!(moved.status, 303, "{}", moved.body);
         assert_eq!(endpoints(&app, &app_id).await[0]["status"], status);
-        assert!(b.get(&page).await.body.contains(&format!(">{label}</button>")));
+        assert!(b
+            .get(&page)
+            .await
+            .body
+            .contains(&format!(">{label}</button>")));
     }
 
     let rotated = b
@@ -168,14 +187,16 @@ async fn an_endpoint_is_edited_paused_resumed_rotated_and_deleted_from_its_page(
 
     let gone = b.submit(&page, &format!("{page}/delete"), &[]).await;
     assert_eq!(gone.status, 303);
-    assert_eq!(gone.location(), format!("/dashboard/apps/{app_id}/webhooks"));
+    assert_eq!(
+        gone.location(),
+        format!("/dashboard/apps/{app_id}/webhooks")
+    );
     assert!(endpoints(&app, &app_id).await.is_empty());
     assert_eq!(b.get(&page).await.status, 404);
 }
 
 #[tokio::test]
-async fn a_test_event_shows_its_attempt_and_a_failing_endpoint_is_shown_disabled_then_re_enabled()
-{
+async fn a_test_event_shows_its_attempt_and_a_failing_endpoint_is_shown_disabled_then_re_enabled() {
     let app = webhooks_app();
     let mut b = owner(&app).await;
     let (app_id, _) = app.create_app("pro").await;
@@ -207,7 +228,9 @@ async fn a_test_event_shows_its_attempt_and_a_failing_endpoint_is_shown_disabled
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     let shown = b.get(&page).await;
-    assert!(shown.body.contains("<span class=\"badge danger\">disabled</span>"));
+    assert!(shown
+        .body
+        .contains("<span class=\"badge danger\">disabled</span>"));
     assert!(shown.body.contains(">Re-enable</button>"));
     let list = b.get(&format!("/dashboard/apps/{app_id}/webhooks")).await;
     assert!(list.body.contains("disabled"));
@@ -235,7 +258,11 @@ async fn a_member_cannot_see_the_webhooks_pages() {
             ],
         )
         .await;
-    assert!(team.status.is_success() || team.status == 303, "{}", team.body);
+    assert!(
+        team.status.is_success() || team.status == 303,
+        "{}",
+        team.body
+    );
     let mut m = Browser::new(&app);
     m.sign_in("mel@example.com", "members only please").await;
     let page = m.get(&format!("/dashboard/apps/{app_id}/webhooks")).await;

@@ -11,13 +11,17 @@ use actix_web::{web, HttpResponse};
 use maud::{html, Markup};
 use serde_json::{Map, Value};
 
+use crate::api::error::ApiError;
 use crate::dashboard::error::PageError;
 use crate::dashboard::layout::{self, csrf_field, field, secret_box, Section, Shell};
 use crate::dashboard::session::{AppPage, AppPosted, Form, Viewer};
+use crate::fields::Mode;
 use crate::state::AppState;
 use crate::tenants::App;
-use crate::webhooks::model::{Attempt, Endpoint};
-use crate::webhooks::{store, Webhooks};
+use crate::validation::FieldError;
+use crate::webhooks::model::{Attempt, Endpoint, EndpointPatch};
+use crate::webhooks::store::{self, WebhookError};
+use crate::webhooks::{guard, Webhooks};
 use view::{base, Draft};
 
 /// The most attempts the endpoint's page lists (the log keeps at most this many anyway).
@@ -32,8 +36,8 @@ fn require_owner(viewer: &Viewer) -> Result<(), PageError> {
 }
 
 /// The form as the admin API's body: the checkbox groups as arrays, the id lists split on
-/// commas and spaces, empty filters absent.
-fn body_of(form: &Form) -> Map<String, Value> {
+/// commas and spaces; an empty description absent on create and cleared on edit.
+fn body_of(form: &Form, mode: Mode) -> Map<String, Value> {
     let list = |name: &str| -> Vec<Value> {
         form.get(name)
             .split(|c: char| c == ',' || c.is_whitespace())
@@ -41,27 +45,61 @@ fn body_of(form: &Form) -> Map<String, Value> {
             .map(Value::from)
             .collect()
     };
+    let checked =
+        |name: &str| -> Vec<Value> { form.all(name).into_iter().map(Value::from).collect() };
     let mut filters = Map::new();
-    for (field, values) in [
-        ("boardIds", list("boardIds")),
-        ("surveyIds", list("surveyIds")),
-        ("contactStatuses", form.all("contactStatuses").into_iter().map(Value::from).collect()),
-    ] {
-        if !values.is_empty() {
-            filters.insert(field.into(), Value::Array(values));
-        }
-    }
+    filters.insert("boardIds".into(), Value::Array(list("boardIds")));
+    filters.insert("surveyIds".into(), Value::Array(list("surveyIds")));
+    filters.insert(
+        "contactStatuses".into(),
+        Value::Array(checked("contactStatuses")),
+    );
     let mut body = Map::new();
     body.insert("url".into(), form.get("url").trim().into());
-    body.insert("description".into(), form.get("description").trim().into());
-    let types: Vec<Value> = form.all("eventTypes").into_iter().map(Value::from).collect();
-    body.insert("eventTypes".into(), Value::Array(types));
+    match form.get("description").trim() {
+        "" if mode == Mode::Create => {}
+        "" => {
+            body.insert("description".into(), Value::Null);
+        }
+        d => {
+            body.insert("description".into(), d.into());
+        }
+    }
+    body.insert("eventTypes".into(), Value::Array(checked("eventTypes")));
     body.insert("filters".into(), Value::Object(filters));
-    body.insert(
-        "includeInternalComments".into(),
-        (form.get("includeInternalComments") == "true").into(),
-    );
+    let internal = form.get("includeInternalComments") == "true";
+    body.insert("includeInternalComments".into(), internal.into());
     body
+}
+
+/// The form parsed as the admin API parses its body, the URL's host checked by the same guard.
+async fn parse(
+    state: &AppState,
+    form: &Form,
+    mode: Mode,
+) -> Result<EndpointPatch, Vec<FieldError>> {
+    let p = EndpointPatch::parse(&body_of(form, mode), mode)?;
+    if let Some(url) = &p.url {
+        let allow = state.settings.webhooks.allow_private;
+        guard::check_url(url, allow)
+            .await
+            .map_err(|m| vec![FieldError::new("url", m)])?;
+    }
+    Ok(p)
+}
+
+/// A store's refusal as the page's error (404, 400, 409).
+fn refused(e: WebhookError) -> PageError {
+    ApiError::from(e).into()
+}
+
+/// The field errors of a refusal shown on the form, or the page's error.
+fn field_errors(e: WebhookError) -> Result<Vec<FieldError>, PageError> {
+    match e {
+        WebhookError::Invalid(errors) => Ok(errors),
+        WebhookError::Conflict(m) => Ok(vec![FieldError::new("endpoints", m)]),
+        e => Err(refused(e)),
+    }
 }
 
 /// What was typed, to show again with `errors`.
@@ -106,7 +144,7 @@ async fn render_list(
             div.card.empty { p { "No endpoints yet. Add one below to receive this app's events." } }
         } @else {
             section.keys aria-label=(format!("Webhook endpoints of {}", app.name)) {
-                @for (e, pending) in &endpoints { (view::endpoint_card(viewer, app, e, *pending)) }
+                @for e in &endpoints { (view::endpoint_card(viewer, app, e)) }
             }
         }
         section.card aria-labelledby="new-endpoint" {
@@ -131,15 +169,25 @@ pub async fn list(AppPage(state, viewer, app): AppPage) -> Result<HttpResponse, 
 }
 
 /// `POST /dashboard/apps/{id}/webhooks`: creates an endpoint; the page shows its secret once.
-pub async fn create(AppPosted(state, viewer, form, app): AppPosted) -> Result<HttpResponse, PageError> {
+pub async fn create(
+    AppPosted(state, viewer, form, app): AppPosted,
+) -> Result<HttpResponse, PageError> {
     require_owner(&viewer)?;
-    let body = body_of(&form);
-    let limits = state.settings.webhooks.clone();
-    let (id, now) = (app.id.clone(), state.now());
-    let made = state
-        .store
-        .run(move |db| store::create(db, &id, &body, &limits, now))
-        .await?;
+    let made = match parse(&state, &form, Mode::Create).await {
+        Err(errors) => Err(errors),
+        Ok(p) => {
+            let (id, now) = (app.id.clone(), state.now());
+            let max = state.settings.webhooks.max_endpoints_per_app;
+            let made = state
+                .store
+                .run(move |db| Ok(store::create(db, &id, &p, max, now)))
+                .await?;
+            match made {
+                Ok(done) => Ok(done),
+                Err(e) => Err(field_errors(e)?),
+            }
+        }
+    };
     match made {
         Err(errors) => {
             let page = render_list(&state, &viewer, &app, html! {}, &typed(&form, errors)).await?;
@@ -147,24 +195,37 @@ pub async fn create(AppPosted(state, viewer, form, app): AppPosted) -> Result<Ht
         }
         Ok((endpoint, secret)) => {
             tracing::info!(app_id = %app.id, webhook_id = %endpoint.id, user_id = %viewer.user.id, "webhook endpoint created from the dashboard");
-            let notice = secret_notice(&format!("Endpoint {} created", endpoint.url), &secret, html! {});
+            let notice = secret_notice(
+                &format!("Endpoint {} created", endpoint.url),
+                &secret,
+                html! {},
+            );
             let page = render_list(&state, &viewer, &app, notice, &Draft::default()).await?;
             Ok(layout::ok(page))
         }
     }
 }
 
-/// The endpoint `id` of `app` with its pending deliveries and its attempts (404 when none).
-async fn load(state: &AppState, app: &App, id: &str) -> Result<(Endpoint, u64, Vec<Attempt>), PageError> {
+/// The endpoint `id` of `app` and its attempts, newest first (404 when none).
+async fn load(
+    state: &AppState,
+    app: &App,
+    id: &str,
+) -> Result<(Endpoint, Vec<Attempt>), PageError> {
     let (a, i) = (app.id.clone(), id.to_owned());
     state
         .store
         .run(move |db| {
-            let Some((e, pending)) = store::get(db, &a, &i)? else {
+            let Some(e) = store::get(db, &a, &i)? else {
                 return Ok(None);
             };
-            let attempts = store::attempts(db, &a, &i, MAX_ATTEMPTS)?;
-            Ok(Some((e, pending, attempts)))
+            let logged = store::attempts(db, &a, &i)?.unwrap_or_default();
+            let newest = logged
+                .into_iter()
+                .rev()
+                .take(MAX_ATTEMPTS)
+                .map(|(_, at)| at);
+            Ok(Some((e, newest.collect())))
         })
         .await?
         .ok_or_else(|| PageError::not_found("webhook endpoint"))
@@ -178,7 +239,7 @@ async fn render_detail(
     notice: Markup,
     draft: Option<Draft>,
 ) -> Result<Markup, PageError> {
-    let (e, pending, attempts) = load(state, app, id).await?;
+    let (e, attempts) = load(state, app, id).await?;
     let url = format!("{}/{}", base(app), e.id);
     let draft = draft.unwrap_or_else(|| Draft::of(&e));
     let csrf = &viewer.session.csrf;
@@ -188,7 +249,7 @@ async fn render_detail(
             div.key-head { h2 { code { (e.url) } } (view::status_badge(&e)) }
             div.key-meta {
                 span { "Id " code { (e.id) } }
-                span { "Pending " strong.pending { (pending) } }
+                span { "Pending " strong.pending { (e.pending) } }
             }
             div.actions {
                 form.inline method="post" action=(format!("{url}/test")) {
@@ -226,7 +287,10 @@ async fn render_detail(
         title: "Webhook endpoint",
         app: Some(app),
     };
-    Ok(shell.render(html! { a.button href=(base(app)) { "All endpoints" } }, content))
+    Ok(shell.render(
+        html! { a.button href=(base(app)) { "All endpoints" } },
+        content,
+    ))
 }
 
 /// `GET /dashboard/apps/{id}/webhooks/{webhook}`.
@@ -239,25 +303,36 @@ pub async fn detail(
     Ok(layout::ok(page))
 }
 
+/// Applies `patch` to endpoint `id` of `app`.
+async fn save(
+    state: &AppState,
+    app: &App,
+    id: &str,
+    p: EndpointPatch,
+) -> Result<Result<Endpoint, WebhookError>, PageError> {
+    let (a, i, now) = (app.id.clone(), id.to_owned(), state.now());
+    Ok(state
+        .store
+        .run(move |db| Ok(store::update(db, &a, &i, &p, now)))
+        .await?)
+}
+
 /// `POST /dashboard/apps/{id}/webhooks/{webhook}`: saves the settings form.
 pub async fn update(
     AppPosted(state, viewer, form, app): AppPosted,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, PageError> {
     require_owner(&viewer)?;
-    let body = body_of(&form);
-    let (a, i, now) = (app.id.clone(), path.1.clone(), state.now());
-    let saved = state
-        .store
-        .run(move |db| store::update(db, &a, &i, &body, now))
-        .await?;
-    match saved {
-        Err(errors) => {
-            let page = render_detail(&state, &viewer, &app, &path.1, html! {}, Some(typed(&form, errors))).await?;
-            Ok(layout::html_response(&mut HttpResponse::BadRequest(), page))
-        }
-        Ok(_) => Ok(layout::see_other(&format!("{}/{}", base(&app), path.1))),
-    }
+    let errors = match parse(&state, &form, Mode::Patch).await {
+        Err(errors) => errors,
+        Ok(p) => match save(&state, &app, &path.1, p).await? {
+            Ok(_) => return Ok(layout::see_other(&format!("{}/{}", base(&app), path.1))),
+            Err(e) => field_errors(e)?,
+        },
+    };
+    let draft = Some(typed(&form, errors));
+    let page = render_detail(&state, &viewer, &app, &path.1, html! {}, draft).await?;
+    Ok(layout::html_response(&mut HttpResponse::BadRequest(), page))
 }
 
 /// `POST /dashboard/apps/{id}/webhooks/{webhook}/status`: `status` = active (resume, or
@@ -267,18 +342,13 @@ pub async fn set_status(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, PageError> {
     require_owner(&viewer)?;
-    let status = form.get("status");
-    if !matches!(status, "active" | "paused") {
-        return Err(PageError::bad_request("status is active or paused"));
-    }
     let mut body = Map::new();
-    body.insert("status".into(), status.into());
-    let (a, i, now) = (app.id.clone(), path.1.clone(), state.now());
-    state
-        .store
-        .run(move |db| store::update(db, &a, &i, &body, now))
-        .await?
-        .map_err(|e| PageError::bad_request(e.first().map_or(String::new(), |e| e.message.clone())))?;
+    body.insert("status".into(), form.get("status").into());
+    let p = EndpointPatch::parse(&body, Mode::Patch).map_err(|e| {
+        PageError::bad_request(e.first().map_or(String::new(), |e| e.message.clone()))
+    })?;
+    save(&state, &app, &path.1, p).await?.map_err(refused)?;
+    tracing::info!(app_id = %app.id, webhook_id = %path.1, user_id = %viewer.user.id, status = form.get("status"), "webhook endpoint status set from the dashboard");
     Ok(layout::see_other(&format!("{}/{}", base(&app), path.1)))
 }
 
@@ -289,22 +359,27 @@ pub async fn rotate(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, PageError> {
     require_owner(&viewer)?;
-    let hours: u64 = form
+    let max = crate::webhooks::model::MAX_OVERLAP_SECS / 3600;
+    let hours: i64 = form
         .get("overlapHours")
         .trim()
         .parse()
         .ok()
-        .filter(|h| *h <= 168)
-        .ok_or_else(|| PageError::bad_request("the overlap is 0 to 168 hours"))?;
+        .filter(|h| (0..=max).contains(h))
+        .ok_or_else(|| PageError::bad_request(format!("the overlap is 0 to {max} hours")))?;
     let (a, i, now) = (app.id.clone(), path.1.clone(), state.now());
     let rotated = state
         .store
-        .run(move |db| store::rotate_secret(db, &a, &i, hours * 3600, now))
+        .run(move |db| Ok(store::rotate_secret(db, &a, &i, hours * 3600, now)))
         .await?
-        .ok_or_else(|| PageError::not_found("webhook endpoint"))?;
+        .map_err(refused)?;
     tracing::info!(app_id = %app.id, webhook_id = %path.1, user_id = %viewer.user.id, "webhook secret rotated from the dashboard");
-    let until = html! { p.hint { "The previous secret stays valid until " (layout::when(rotated.1)) "." } };
-    let notice = secret_notice("Secret rotated", &rotated.0, until);
+    let until = html! {
+        @if let Some(at) = rotated.previous_secret_expires_at {
+            p.hint { "The previous secret stays valid until " (layout::when(at)) "." }
+        }
+    };
+    let notice = secret_notice("Secret rotated", &rotated.secret, until);
     let page = render_detail(&state, &viewer, &app, &path.1, notice, None).await?;
     Ok(layout::ok(page))
 }
@@ -316,9 +391,11 @@ pub async fn delete(
 ) -> Result<HttpResponse, PageError> {
     require_owner(&viewer)?;
     let (a, i) = (app.id.clone(), path.1.clone());
-    if !state.store.run(move |db| store::delete(db, &a, &i)).await? {
-        return Err(PageError::not_found("webhook endpoint"));
-    }
+    state
+        .store
+        .run(move |db| Ok(store::delete(db, &a, &i)))
+        .await?
+        .map_err(refused)?;
     tracing::info!(app_id = %app.id, webhook_id = %path.1, user_id = %viewer.user.id, "webhook endpoint deleted from the dashboard");
     Ok(layout::see_other(&base(&app)))
 }
@@ -333,12 +410,12 @@ pub async fn send_test(
     require_owner(&viewer)?;
     let attempt = webhooks
         .send_test(&app.id, &path.1)
-        .await?
-        .ok_or_else(|| PageError::not_found("webhook endpoint"))?;
+        .await
+        .map_err(refused)?;
     let outcome = match (attempt.status, &attempt.error) {
         (Some(s), _) => format!("answered {s} in {} ms", attempt.latency_ms),
         (None, Some(e)) => format!("failed: {e}"),
-        (None, None) => "no answer".to_owned(),
+        (None, None) => "did not answer".to_owned(),
     };
     let notice = html! {
         section.card.notice role="status" {
@@ -353,17 +430,18 @@ pub async fn send_test(
 /// `POST /dashboard/apps/{id}/webhooks/{webhook}/attempts/{attempt}/redeliver`: the logged
 /// event queued again for this endpoint (same `webhook-id`).
 pub async fn redeliver(
+    webhooks: web::Data<Webhooks>,
     AppPosted(state, viewer, _, app): AppPosted,
     path: web::Path<(String, String, String)>,
 ) -> Result<HttpResponse, PageError> {
     require_owner(&viewer)?;
     let (a, i, at, now) = (app.id.clone(), path.1.clone(), path.2.clone(), state.now());
-    if !state
+    let lanes = state.settings.webhooks.lanes;
+    state
         .store
-        .run(move |db| store::redeliver(db, &a, &i, &at, now))
+        .run(move |db| Ok(store::redeliver(db, &a, &i, &at, lanes, now)))
         .await?
-    {
-        return Err(PageError::not_found("attempt"));
-    }
+        .map_err(refused)?;
+    webhooks.wake();
     Ok(layout::see_other(&format!("{}/{}", base(&app), path.1)))
 }

@@ -6,7 +6,7 @@ use maud::{html, Markup};
 
 use crate::contacts::model::Status as ContactStatus;
 use crate::dashboard::layout::{csrf_field, error_for, field, form_errors, when};
-use crate::dashboard::viewer::Viewer;
+use crate::dashboard::session::Viewer;
 use crate::storage::changes::types;
 use crate::tenants::App;
 use crate::validation::FieldError;
@@ -30,7 +30,7 @@ impl Draft {
     pub fn of(e: &Endpoint) -> Draft {
         Draft {
             url: e.url.clone(),
-            description: e.description.clone(),
+            description: e.description.clone().unwrap_or_default(),
             event_types: e.event_types.clone(),
             board_ids: e.filters.board_ids.join(", "),
             survey_ids: e.filters.survey_ids.join(", "),
@@ -62,12 +62,25 @@ fn checks(prefix: &str, name: &str, values: &[&str], checked: &[String]) -> Mark
 }
 
 /// The endpoint form posted to `action`; `prefix` keeps its ids apart from another form's.
-pub fn endpoint_form(viewer: &Viewer, action: &str, prefix: &str, d: &Draft, submit: &str) -> Markup {
+pub fn endpoint_form(
+    viewer: &Viewer,
+    action: &str,
+    prefix: &str,
+    d: &Draft,
+    submit: &str,
+) -> Markup {
     let errors = &d.errors;
     let mut all_types = vec!["*"];
     all_types.extend(types::ALL.iter().filter(|t| **t != types::WEBHOOK_TEST));
     let statuses: Vec<&str> = ContactStatus::ALL.iter().map(|s| s.name()).collect();
-    let shown = ["url", "description", "eventTypes", "filters.boardIds", "filters.surveyIds", "filters.contactStatuses"];
+    let shown = [
+        "url",
+        "description",
+        "eventTypes",
+        "filters.boardIds",
+        "filters.surveyIds",
+        "filters.contactStatuses",
+    ];
     html! {
         (form_errors(errors, &shown))
         form method="post" action=(action) novalidate {
@@ -147,8 +160,12 @@ pub fn status_buttons(viewer: &Viewer, app: &App, e: &Endpoint) -> Markup {
 }
 
 /// An endpoint's card on the list.
-pub fn endpoint_card(viewer: &Viewer, app: &App, e: &Endpoint, pending: u64) -> Markup {
-    let title = if e.description.is_empty() { e.url.as_str() } else { e.description.as_str() };
+pub fn endpoint_card(viewer: &Viewer, app: &App, e: &Endpoint) -> Markup {
+    let title = e
+        .description
+        .as_deref()
+        .filter(|d| !d.is_empty())
+        .unwrap_or(&e.url);
     html! {
         article.card.webhook.disabled[e.status == EndpointStatus::Disabled] aria-label=(format!("Endpoint {}", e.url)) {
             div.key-head {
@@ -157,7 +174,7 @@ pub fn endpoint_card(viewer: &Viewer, app: &App, e: &Endpoint, pending: u64) -> 
             }
             div.key-meta {
                 span { "URL " code { (e.url) } }
-                span { "Pending " strong.pending { (pending) } }
+                span { "Pending " strong.pending { (e.pending) } }
                 span { "Created " (when(e.created_at)) }
             }
             div.perms {
