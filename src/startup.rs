@@ -60,7 +60,7 @@ pub struct Application {
     key_uses: tokio::task::JoinHandle<()>,
     access: web::Data<Access>,
     /// The webhooks' engine (fan-out and deliveries, `webhooks/engine.rs`).
-    webhooks: tokio::task::JoinHandle<()>,
+    webhooks: crate::webhooks::engine::Running,
     /// An edge's sync loops (`fleet/edge.rs`); none on the all-in-one server.
     fleet: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -376,7 +376,7 @@ fn start_webhooks(
     collector: &web::Data<Collector>,
 ) -> (
     web::Data<crate::webhooks::Webhooks>,
-    tokio::task::JoinHandle<()>,
+    crate::webhooks::engine::Running,
 ) {
     let hooks = crate::webhooks::Webhooks::new(
         &state.settings.webhooks,
@@ -385,8 +385,8 @@ fn start_webhooks(
     );
     let section = crate::webhooks::metrics::WebhookSection(hooks.counters());
     collector.metrics.add_section(Box::new(section));
-    let engine = hooks.spawn();
-    (web::Data::new(hooks), engine)
+    let running = hooks.spawn();
+    (web::Data::new(hooks), running)
 }
 
 /// How often keys' last use goes from the registry's memory to sled.
@@ -698,7 +698,9 @@ impl Application {
             task.abort();
         }
         // A job stopped mid-step resumes from its saved cursor at the next start.
-        for task in [sweeper, retention, jobs, webhooks] {
+        // What changed and is not fanned out yet goes to its deliveries (or is dropped).
+        webhooks.stop().await;
+        for task in [sweeper, retention, jobs] {
             task.abort();
             let _ = task.await;
         }

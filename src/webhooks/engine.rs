@@ -30,7 +30,7 @@ pub const TICK: Duration = Duration::from_millis(150);
 /// How often the gauges are read from sled (a scan of the deliveries' keys and the endpoints).
 const GAUGES_EVERY: Duration = Duration::from_secs(5);
 
-/// What `/metrics` shows (WEBHOOKS.md §8): counters since start, gauges as last read.
+/// What `/metrics` shows: counters since start, gauges as last read.
 #[derive(Debug, Default)]
 pub struct Counters {
     pub events: AtomicU64,
@@ -52,6 +52,24 @@ struct Inner {
     busy: Mutex<HashSet<Vec<u8>>>,
     slots: Arc<Semaphore>,
     wake: Notify,
+    /// Where the next look for due deliveries starts (`outbox::next_start`).
+    start: Mutex<Vec<u8>>,
+}
+
+/// The running engine, stopped by [`Running::stop`].
+pub struct Running {
+    hooks: Webhooks,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Running {
+    /// Stops the loop (deliveries in flight end with the runtime; what they did not settle is
+    /// sent again at the next start) and fans out what changed meanwhile.
+    pub async fn stop(self) {
+        self.task.abort();
+        let _ = self.task.await;
+        self.hooks.drain().await;
+    }
 }
 
 /// The handle of the webhooks (registered as `web::Data`): the engine's state and `send_test`.
@@ -89,6 +107,7 @@ impl Webhooks {
                 counters: Arc::default(),
                 busy: Mutex::default(),
                 wake: Notify::new(),
+                start: Mutex::new(vec![super::store::DELIVERY]),
             }),
         }
     }
@@ -107,9 +126,9 @@ impl Webhooks {
     }
 
     /// Starts the engine's loop.
-    pub fn spawn(&self) -> tokio::task::JoinHandle<()> {
+    pub fn spawn(&self) -> Running {
         let me = self.clone();
-        tokio::spawn(async move {
+        let task = tokio::spawn(async move {
             let mut gauges_at = tokio::time::Instant::now();
             loop {
                 me.tick().await;
@@ -122,7 +141,27 @@ impl Webhooks {
                     _ = tokio::time::sleep(TICK) => {}
                 }
             }
-        })
+        });
+        Running {
+            hooks: self.clone(),
+            task,
+        }
+    }
+
+    /// Fans out every change still queued (at a graceful stop: so a deleted resource's
+    /// change no endpoint wants does not stay on disk until the next start).
+    async fn drain(&self) {
+        let lanes = self.inner.settings.lanes;
+        while let Ok(done) = self
+            .inner
+            .store
+            .run(move |db| outbox::fan_out(db, lanes))
+            .await
+        {
+            if done.changes < outbox::BATCH {
+                break;
+            }
+        }
     }
 
     async fn read_gauges(&self) {
@@ -170,13 +209,22 @@ impl Webhooks {
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         let now = self.inner.clock.now_micros();
+        let start = self
+            .inner
+            .start
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         let heads = self
             .inner
             .store
-            .run(move |db| outbox::heads(db, now, &busy, free))
+            .run(move |db| outbox::heads(db, now, &busy, free, &start))
             .await;
         match heads {
             Ok(heads) => {
+                if let Some(next) = outbox::next_start(&heads) {
+                    *self.inner.start.lock().unwrap_or_else(|e| e.into_inner()) = next;
+                }
                 for head in heads {
                     self.start(head);
                 }

@@ -1,4 +1,4 @@
-//! Webhooks over HTTP: the admin API under `/admin/v1/apps/{appId}/webhooks` (WEBHOOKS.md §3):
+//! Webhooks over HTTP: the admin API under `/admin/v1/apps/{appId}/webhooks`:
 //! endpoints, their secret's rotation, a test event, the attempts log and redeliver.
 
 use actix_web::{delete, get, patch, post, web, HttpRequest, HttpResponse};

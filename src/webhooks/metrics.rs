@@ -1,4 +1,4 @@
-//! The webhooks in `/metrics` (WEBHOOKS.md §8), read at each scrape from the engine's counters
+//! The webhooks in `/metrics`, read at each scrape from the engine's counters
 //! (a `collector::metrics::Section`: no sled on the scrape; the gauges are read by the engine
 //! every second).
 

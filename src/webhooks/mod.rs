@@ -1,5 +1,5 @@
 //! Webhooks: each app's endpoints, and every change a team cares about delivered to them,
-//! signed (Standard Webhooks), retried and logged (README, "Webhooks"; WEBHOOKS.md).
+//! signed (Standard Webhooks), retried and logged (README, "Webhooks").
 //!
 //! `storage::changes (queue) -> outbox.rs fan-out -> deliveries (sled) -> engine.rs lanes
 //!  -> deliver.rs (sign.rs, guard.rs) -> outbox.rs settle (log, retry, give up + disable)`

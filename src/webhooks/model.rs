@@ -1,5 +1,5 @@
 //! Webhook endpoints, their secrets and the attempts log as typed values, and the validation of
-//! their admin bodies (WEBHOOKS.md §3). No sled, no HTTP.
+//! their admin bodies. No sled, no HTTP.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};

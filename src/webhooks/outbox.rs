@@ -116,26 +116,40 @@ fn after(prefix: &[u8]) -> Vec<u8> {
     [prefix, &[0xff; 10]].concat()
 }
 
+/// Where the next [`heads`] starts: just after the lane of the last head taken, so every
+/// endpoint gets its turn (the scan wraps around), not the first ones in key order.
+pub fn next_start(heads: &[Head]) -> Option<Vec<u8>> {
+    heads.last().map(|h| after(&h.key[..LANE_PREFIX]))
+}
+
 /// At most `max` deliveries due at `now` (µs), each the oldest of its lane, skipping the
-/// lanes in `busy` and paused endpoints. Deliveries of an endpoint gone (deleted meanwhile)
-/// or disabled are removed on the way.
+/// lanes in `busy` and paused endpoints, from the lane at `start` on (then from the first
+/// one, up to `start`). Deliveries of an endpoint gone (deleted meanwhile) or disabled are
+/// removed on the way.
 pub fn heads(
     db: &sled::Db,
     now: i64,
     busy: &HashSet<Vec<u8>>,
     max: usize,
+    start: &[u8],
 ) -> Result<Vec<Head>, StoreError> {
     let t = db.open_tree(TREE)?;
     let mut out = Vec::new();
-    let mut from = vec![DELIVERY];
+    let (mut from, whole) = (start.to_vec(), start <= &[DELIVERY][..]);
+    // Once wrapped around: where to stop.
+    let mut limit: Option<&[u8]> = None;
     let mut endpoints: HashMap<Vec<u8>, Option<EndpointRecord>> = HashMap::new();
     while out.len() < max {
-        let Some((k, v)) = t.range(from.clone()..).next().transpose()? else {
-            break;
+        let next = t.range(from.clone()..).next().transpose()?;
+        let (k, v) = match next {
+            Some((k, _)) if limit.is_some_and(|l| k.as_ref() >= l) => break,
+            Some((k, v)) if k.first() == Some(&DELIVERY) => (k, v),
+            _ if whole || limit.is_some() => break,
+            _ => {
+                (from, limit) = (vec![DELIVERY], Some(start));
+                continue;
+            }
         };
-        if k.first() != Some(&DELIVERY) {
-            break;
-        }
         if k.len() != LANE_PREFIX + 8 {
             t.remove(&k)?;
             continue;
@@ -414,10 +428,10 @@ mod tests {
             push(&db, APP, "idea.updated", subject, Facets::default());
         }
         fan_out(&db, 1).unwrap();
-        let first = heads(&db, 0, &HashSet::new(), 10).unwrap();
+        let first = heads(&db, 0, &HashSet::new(), 10, b"d").unwrap();
         assert_eq!(first.len(), 1, "one lane, one head");
         let busy = HashSet::from([first[0].lane()]);
-        assert!(heads(&db, 0, &busy, 10).unwrap().is_empty());
+        assert!(heads(&db, 0, &busy, 10, b"d").unwrap().is_empty());
         let logged = |h: &Head| AttemptRecord {
             attempt: Attempt {
                 id: String::new(),
@@ -445,10 +459,12 @@ mod tests {
         )
         .unwrap();
         assert!(
-            heads(&db, 999, &HashSet::new(), 10).unwrap().is_empty(),
+            heads(&db, 999, &HashSet::new(), 10, b"d")
+                .unwrap()
+                .is_empty(),
             "not yet due"
         );
-        let again = heads(&db, 1_000, &HashSet::new(), 10).unwrap();
+        let again = heads(&db, 1_000, &HashSet::new(), 10, b"d").unwrap();
         assert_eq!(
             again[0].delivery.event_id, first[0].delivery.event_id,
             "the order holds"
@@ -463,14 +479,16 @@ mod tests {
             t,
         )
         .unwrap();
-        let next = heads(&db, 1_000, &HashSet::new(), 10).unwrap();
+        let next = heads(&db, 1_000, &HashSet::new(), 10, b"d").unwrap();
         assert!(next[0].key > again[0].key, "then the next of the lane");
         let pause = EndpointPatch {
             status: Some(EndpointStatus::Paused),
             ..EndpointPatch::default()
         };
         store::update(&db, APP, &id, &pause, t).unwrap();
-        assert!(heads(&db, 1_000, &HashSet::new(), 10).unwrap().is_empty());
+        assert!(heads(&db, 1_000, &HashSet::new(), 10, b"d")
+            .unwrap()
+            .is_empty());
         store::update(
             &db,
             APP,
@@ -501,6 +519,43 @@ mod tests {
     }
 
     #[test]
+    fn the_look_for_due_deliveries_takes_turns_among_endpoints() {
+        let db = db();
+        let a = endpoint(
+            &db,
+            APP,
+            json!({"url": "https://a.example/", "eventTypes": ["*"]}),
+        );
+        let b = endpoint(
+            &db,
+            APP,
+            json!({"url": "https://b.example/", "eventTypes": ["*"]}),
+        );
+        for subject in ["x", "y", "z"] {
+            push(&db, APP, "idea.created", subject, Facets::default());
+        }
+        fan_out(&db, 1).unwrap();
+        let none = HashSet::new();
+        let mut start = vec![DELIVERY];
+        let mut served = Vec::new();
+        for _ in 0..4 {
+            let h = heads(&db, 0, &none, 1, &start).unwrap();
+            served.push(h[0].endpoint.endpoint.id.clone());
+            start = next_start(&h).unwrap();
+        }
+        assert_eq!(
+            served,
+            [a.clone(), b.clone(), a, b],
+            "not the first endpoint only"
+        );
+        assert_eq!(
+            heads(&db, 0, &none, 10, &start).unwrap().len(),
+            2,
+            "each lane once"
+        );
+    }
+
+    #[test]
     fn giving_up_drops_the_endpoints_other_deliveries_and_a_deleted_endpoints_are_cleared() {
         let db = db();
         let id = endpoint(
@@ -523,7 +578,7 @@ mod tests {
             .unwrap()
             .remove(store::endpoint_key(APP, &gone))
             .unwrap();
-        let h = heads(&db, 0, &HashSet::new(), 10).unwrap();
+        let h = heads(&db, 0, &HashSet::new(), 10, b"d").unwrap();
         assert!(h.iter().all(|h| h.endpoint.endpoint.id == id));
         assert_eq!(waiting(&db).len(), 4);
         let record = AttemptRecord {

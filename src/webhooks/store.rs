@@ -8,7 +8,7 @@
 //!
 //! `seq` is sled's `generate_id` + 1: a delivery's is its change's queue sequence (a redeliver
 //! takes a new one), so a lane's keys sort in the order of the changes. The service functions
-//! here are what the admin API and the dashboard share (WEBHOOKS.md §6); the engine's own
+//! here are what the admin API and the dashboard share; the engine's own
 //! (fan-out, lane heads, outcomes) are in `outbox.rs`.
 
 use serde::{Deserialize, Serialize};
