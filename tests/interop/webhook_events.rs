@@ -305,7 +305,7 @@ async fn each_event_type_reaches_its_subscribers_only_and_filters_hold() {
         subscribed.insert(name, t.subscribe(&receiver, name, body).await);
     }
     let caused = cause_everything(&t, &board_b, &s1, &s2).await;
-    cause_from_the_dashboard(&t, &caused.ideas_b[0], &caused.contacts_customer[0]).await;
+    cause_from_the_dashboard(&t, &caused.ideas[0], &caused.contacts_customer[0]).await;
     // The app's deletion, in an app of its own.
     let (doomed, _) = t.api.create_app("pro").await;
     let gone = t
