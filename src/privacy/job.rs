@@ -48,7 +48,7 @@ pub struct Params {
 /// An erasure job: its state, its step, and what it removed per store so far (`report`: counts
 /// of contacts, profiles, identityLinks, surveyResponses, votes, comments, ideasAnonymised,
 /// idempotencyAnswers,
-/// refusedEvents, lakeRows, lakeFilesRewritten, lakeFilesSkipped, lakeFilesUnreadable: files
+/// refusedEvents, webhookEvents (what waited to go out, or was logged, naming the person), lakeRows, lakeFilesRewritten, lakeFilesSkipped, lakeFilesUnreadable: files
 /// that are not readable Parquet, passed and logged with their path). The ids erased are never
 /// shown or kept: only their SHA-256 (`hashes`).
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]

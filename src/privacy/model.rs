@@ -151,6 +151,7 @@ crate::fields::names! {
         IdeasAnonymised = "ideasAnonymised",
         IdempotencyAnswers = "idempotencyAnswers",
         RefusedEvents = "refusedEvents",
+        WebhookEvents = "webhookEvents",
         LakeRows = "lakeRows",
         LakeFilesRewritten = "lakeFilesRewritten",
         LakeFilesSkipped = "lakeFilesSkipped",

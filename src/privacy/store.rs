@@ -92,11 +92,13 @@ fn about(person: &Person, event: &str) -> bool {
 pub fn erase(db: &sled::Db, app: &str, person: &Person) -> Result<Vec<(Counted, u64)>, EraseError> {
     let mut answers = 0;
     let mut contacts = 0;
+    let mut contact_ids = Vec::new();
     if let Some(email) = person.email.as_deref() {
         let email = crate::contacts::model::Email::parse(email)
             .map_err(|m| EraseError::Other(format!("email: {m}")))?;
         if let Some(c) = crate::contacts::store::find_by_email(db, app, &email)? {
             answers += crate::storage::idempotency::forget_holding(db, app, &c.id)?;
+            contact_ids.push(c.id.clone());
             match crate::contacts::store::erase(db, app, &c.id) {
                 Ok(()) => contacts += 1,
                 Err(crate::contacts::store::ContactError::NotFound) => {}
@@ -119,6 +121,11 @@ pub fn erase(db: &sled::Db, app: &str, person: &Person) -> Result<Vec<(Counted, 
             other => EraseError::Other(format!("ideas: {other:?}")),
         })?;
     let refused = crate::collector::quarantine::forget(db, app, |r| about(person, &r.event))?;
+    let mut named: Vec<&str> = anon.clone();
+    named.extend(user);
+    named.extend(person.email.as_deref());
+    named.extend(contact_ids.iter().map(String::as_str));
+    let webhooks = crate::webhooks::store::forget_mentions(db, app, &named)?;
     db.flush().map_err(StoreError::from)?;
     Ok(vec![
         (Counted::Contacts, contacts),
@@ -133,6 +140,7 @@ pub fn erase(db: &sled::Db, app: &str, person: &Person) -> Result<Vec<(Counted, 
             (answers + ideas.answers) as u64,
         ),
         (Counted::RefusedEvents, refused as u64),
+        (Counted::WebhookEvents, webhooks),
     ])
 }
 

@@ -380,6 +380,47 @@ pub fn pending_of_app(db: &sled::Db, app: &str) -> Result<u64, StoreError> {
     Ok(waiting + changes_left)
 }
 
+/// Drops what the webhooks still hold of `app` that names one of `needles` (an erased
+/// person's ids and e-mail, matched as JSON strings in the event's body): waiting deliveries,
+/// logged attempts and changes not yet fanned out. Answers how many went.
+pub fn forget_mentions(db: &sled::Db, app: &str, needles: &[&str]) -> Result<u64, StoreError> {
+    let quoted: Vec<String> = needles
+        .iter()
+        .map(|n| serde_json::Value::from(*n).to_string())
+        .collect();
+    let names = |text: &str| quoted.iter().any(|q| text.contains(q.as_str()));
+    if quoted.is_empty() {
+        return Ok(0);
+    }
+    let t = tree(db)?;
+    let mut gone = 0;
+    for tag in [DELIVERY, LOG] {
+        for kv in t.scan_prefix([&[tag], app.as_bytes()].concat()) {
+            let (k, v) = kv?;
+            let body = if tag == DELIVERY {
+                decode::<Delivery>(&k, &v)?.body
+            } else {
+                decode::<AttemptRecord>(&k, &v)?.body
+            };
+            if names(&body) && t.compare_and_swap(&k, Some(&v), None::<&[u8]>)?.is_ok() {
+                gone += 1;
+            }
+        }
+    }
+    gone += changes::CHANGES.edit(db, |item| {
+        let change = Change::decode(&item.payload);
+        let named = change.is_some_and(|c| {
+            c.app_id == app && names(&String::from_utf8_lossy(&item.payload))
+        });
+        if named {
+            crate::storage::queue::Edit::Drop
+        } else {
+            crate::storage::queue::Edit::Keep
+        }
+    })? as u64;
+    Ok(gone)
+}
+
 /// How many endpoints are disabled, over every app.
 pub fn disabled_count(db: &sled::Db) -> Result<u64, StoreError> {
     let mut n = 0;
@@ -476,6 +517,41 @@ mod tests {
             subject: "s".into(),
             body: format!("{{\"n\":{n}}}"),
         }
+    }
+
+    #[test]
+    fn an_erased_persons_events_leave_the_deliveries_the_log_and_the_queue() {
+        let db = db();
+        let t = Timestamp::t0();
+        let p = body(json!({"url": "https://x.example/", "eventTypes": ["*"]}));
+        let (e, _) = create(&db, APP, &p, 20, t).unwrap();
+        let record = |app: &str, email: &str| {
+            let data = json!({"contact": {"id": "c", "email": email}});
+            let c = Change::new("contact.created", app, "c", t, &changes::Actor::System, data);
+            changes::CHANGES
+                .push(&db, changes::KIND, 0, &c.encode())
+                .unwrap();
+        };
+        record(APP, "ann@example.com");
+        record(APP, "bob@example.com");
+        crate::webhooks::outbox::fan_out(&db, 4).unwrap();
+        record(APP, "ann@example.com");
+        record(OTHER, "ann@example.com");
+        let mut ann = logged(1);
+        ann.body = json!({"data": {"email": "ann@example.com"}}).to_string();
+        log_attempt(&db, APP, &e.id, ann, 5).unwrap();
+        log_attempt(&db, APP, &e.id, logged(2), 5).unwrap();
+        assert_eq!(pending_of_app(&db, APP).unwrap(), 3);
+        // "ann@example.co" is not "ann@example.com": whole JSON strings only.
+        let gone = forget_mentions(&db, APP, &["ann@example.co"]).unwrap();
+        assert_eq!(gone, 0);
+        let gone = forget_mentions(&db, APP, &["ann@example.com"]).unwrap();
+        assert_eq!(gone, 3, "a delivery, a logged attempt, a queued change");
+        assert_eq!(pending_of_app(&db, APP).unwrap(), 1, "bob's delivery stays");
+        let kept = attempts(&db, APP, &e.id).unwrap().unwrap();
+        assert_eq!(kept.len(), 1);
+        assert_eq!(kept[0].1.event_id, "evt_2");
+        assert_eq!(changes::CHANGES.stats(&db).unwrap().len, 1, "another app's");
     }
 
     #[test]
