@@ -409,9 +409,8 @@ pub fn forget_mentions(db: &sled::Db, app: &str, needles: &[&str]) -> Result<u64
     }
     gone += changes::CHANGES.edit(db, |item| {
         let change = Change::decode(&item.payload);
-        let named = change.is_some_and(|c| {
-            c.app_id == app && names(&String::from_utf8_lossy(&item.payload))
-        });
+        let named = change
+            .is_some_and(|c| c.app_id == app && names(&String::from_utf8_lossy(&item.payload)));
         if named {
             crate::storage::queue::Edit::Drop
         } else {
@@ -527,7 +526,14 @@ mod tests {
         let (e, _) = create(&db, APP, &p, 20, t).unwrap();
         let record = |app: &str, email: &str| {
             let data = json!({"contact": {"id": "c", "email": email}});
-            let c = Change::new("contact.created", app, "c", t, &changes::Actor::System, data);
+            let c = Change::new(
+                "contact.created",
+                app,
+                "c",
+                t,
+                &changes::Actor::System,
+                data,
+            );
             changes::CHANGES
                 .push(&db, changes::KIND, 0, &c.encode())
                 .unwrap();
