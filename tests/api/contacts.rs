@@ -893,23 +893,7 @@ fn stored_mentions(data_dir: &std::path::Path, needle: &str) -> Vec<String> {
 async fn changes_fanned_out(app: &TestApp, n: u64) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     loop {
-        let text = app
-            .client
-            .get(format!("{}/metrics", app.base))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        let done = text
-            .lines()
-            .find_map(|l| {
-                l.strip_prefix("tributary_webhook_events_total ")?
-                    .parse::<f64>()
-                    .ok()
-            })
-            .unwrap_or(0.0);
+        let done = crate::webhooks::metric(app, "tributary_webhook_events_total").await;
         if done >= n as f64 {
             return;
         }

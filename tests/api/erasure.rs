@@ -197,7 +197,9 @@ async fn an_erased_person_is_gone_from_every_api_and_their_events_are_refused_af
     .await;
     assert_eq!(started.status, 202, "{}", started.body);
     assert!(
-        !started.body.to_string().contains("ada"),
+        // As JSON strings: the hashes are random hex, which may hold the letters "ada".
+        !started.body.to_string().contains("\"ada\"")
+            && !started.body.to_string().contains("@example.com"),
         "no id in the answer: {}",
         started.body
     );

@@ -147,7 +147,7 @@ async fn until<T, F: std::future::Future<Output = Option<T>>>(what: &str, f: imp
 }
 
 /// The value of one line of `/metrics` (`name` with its labels), 0 when absent.
-async fn metric(app: &TestApp, name: &str) -> f64 {
+pub(crate) async fn metric(app: &TestApp, name: &str) -> f64 {
     let text = app
         .client
         .get(format!("{}/metrics", app.base))
