@@ -167,6 +167,16 @@ impl Queue {
         Ok(changed)
     }
 
+    /// How many items `f` picks (each item read in turn, none held).
+    pub fn count(&self, db: &sled::Db, mut f: impl FnMut(&Item) -> bool) -> sled::Result<usize> {
+        let mut n = 0;
+        for kv in db.open_tree(self.tree)?.iter() {
+            let (k, v) = kv?;
+            n += usize::from(item(&k, &v).is_some_and(|i| f(&i)));
+        }
+        Ok(n)
+    }
+
     /// How many items wait and the oldest one.
     pub fn stats(&self, db: &sled::Db) -> sled::Result<Stats> {
         let tree = db.open_tree(self.tree)?;
@@ -190,6 +200,16 @@ mod tests {
 
     fn db() -> sled::Db {
         sled::Config::new().temporary(true).open().unwrap()
+    }
+
+    #[test]
+    fn count_reads_every_item_it_is_asked_about() {
+        let db = db();
+        Q.push(&db, 1, 10, b"one").unwrap();
+        Q.push(&db, 2, 20, b"two").unwrap();
+        Q.push(&db, 1, 30, b"three").unwrap();
+        assert_eq!(Q.count(&db, |i| i.kind == 1).unwrap(), 2);
+        assert_eq!(Q.count(&db, |i| i.payload == b"two").unwrap(), 1);
     }
 
     #[test]

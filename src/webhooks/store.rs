@@ -367,16 +367,9 @@ pub fn redeliver(
 /// yet fanned out (the app's deletion waits for, or reports, these).
 pub fn pending_of_app(db: &sled::Db, app: &str) -> Result<u64, StoreError> {
     let waiting = count(&tree(db)?, &[&[DELIVERY], app.as_bytes()].concat())?;
-    let mut changes_left = 0;
-    for kv in db.open_tree(changes::TREE)?.iter() {
-        let (_, v) = kv?;
-        // The queue's value: kind (1 byte), pushed at (8 bytes), payload.
-        let of_app = v
-            .get(9..)
-            .and_then(Change::decode)
-            .is_some_and(|c| c.app_id == app);
-        changes_left += u64::from(of_app);
-    }
+    let changes_left = changes::CHANGES.count(db, |item| {
+        Change::decode(&item.payload).is_some_and(|c| c.app_id == app)
+    })? as u64;
     Ok(waiting + changes_left)
 }
 
