@@ -151,15 +151,24 @@ impl Webhooks {
     /// Fans out every change still queued (at a graceful stop: so a deleted resource's
     /// change no endpoint wants does not stay on disk until the next start).
     async fn drain(&self) {
+        if let Err(e) = self.fan_out_all().await {
+            tracing::warn!(error = %e, "webhooks: the last fan-out failed");
+        }
+    }
+
+    /// Fans out what changed, batch after batch, until the queue is empty.
+    async fn fan_out_all(&self) -> Result<(), StoreError> {
         let lanes = self.inner.settings.lanes;
-        while let Ok(done) = self
-            .inner
-            .store
-            .run(move |db| outbox::fan_out(db, lanes))
-            .await
-        {
+        loop {
+            let done = self
+                .inner
+                .store
+                .run(move |db| outbox::fan_out(db, lanes))
+                .await?;
+            let c = &self.inner.counters;
+            c.events.fetch_add(done.changes as u64, Ordering::Relaxed);
             if done.changes < outbox::BATCH {
-                break;
+                return Ok(());
             }
         }
     }
@@ -175,27 +184,13 @@ impl Webhooks {
 
     /// One round: fan out what changed (until the queue is empty), then start what is due.
     async fn tick(&self) {
-        let lanes = self.inner.settings.lanes;
-        loop {
-            match self
-                .inner
-                .store
-                .run(move |db| outbox::fan_out(db, lanes))
-                .await
-            {
-                Ok(done) => {
-                    let c = &self.inner.counters;
-                    c.events.fetch_add(done.changes as u64, Ordering::Relaxed);
-                    if done.changes < outbox::BATCH {
-                        break;
-                    }
-                }
-                // The store's queue is full: the next tick tries again.
-                Err(StoreError::Busy) => return,
-                Err(e) => {
-                    tracing::warn!(error = %e, "webhooks: fan-out failed, retrying");
-                    return;
-                }
+        match self.fan_out_all().await {
+            Ok(()) => {}
+            // The store's queue is full: the next tick tries again.
+            Err(StoreError::Busy) => return,
+            Err(e) => {
+                tracing::warn!(error = %e, "webhooks: fan-out failed, retrying");
+                return;
             }
         }
         let free = self.inner.slots.available_permits();
