@@ -93,6 +93,53 @@ pub fn add_counts(
     Ok(())
 }
 
+/// The shard writer's counts not yet in sled: written at most every [`Pending::EVERY`] (the
+/// first batch after a quiet spell at once), before every flush hands files over (so the WAL
+/// is never trimmed past an uncounted LSN), and at stop. A crash loses none of them: the
+/// replay counts every record above the shard's usage LSN. Bounded by apps x days seen in one
+/// interval.
+#[derive(Debug, Default)]
+pub struct Pending {
+    counts: Counts,
+    /// The newest LSN in `counts`.
+    last_lsn: u64,
+    /// When the counts were last written (µs).
+    written_at: i64,
+}
+
+impl Pending {
+    /// At most four sled transactions a second per shard, instead of one per group commit.
+    pub const EVERY: std::time::Duration = std::time::Duration::from_millis(250);
+
+    /// Adds committed events, the last one at `last_lsn`.
+    pub fn add<'e>(&mut self, events: impl Iterator<Item = &'e Event>, last_lsn: u64) {
+        for e in events {
+            self.counts.add(e);
+        }
+        self.last_lsn = last_lsn;
+    }
+
+    /// When the counts held are due to be written (µs), if any are held.
+    pub fn due_at(&self) -> Option<i64> {
+        (!self.counts.is_empty()).then(|| self.written_at + Self::EVERY.as_micros() as i64)
+    }
+
+    /// Writes what is held when it is due at `now` (or `force`); kept on an error, tried again.
+    pub fn write(&mut self, db: &crate::storage::Db, shard: usize, now: i64, force: bool) {
+        if !self.due_at().is_some_and(|due| force || due <= now) {
+            return;
+        }
+        let lsn = Some((shard, self.last_lsn));
+        match db.with(|db| add_counts(db, &self.counts, lsn)) {
+            Ok(()) => {
+                self.counts = Counts::default();
+                self.written_at = now;
+            }
+            Err(e) => tracing::warn!(shard, error = %e, "usage counter not updated"),
+        }
+    }
+}
+
 /// Every app's count of the given months: (app, month, events).
 pub fn all_of(db: &sled::Db, months: &[String]) -> Result<Vec<(String, String, u64)>, StoreError> {
     let mut out = Vec::new();

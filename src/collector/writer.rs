@@ -7,7 +7,7 @@
 //! 2. appends the events to its WAL and fsyncs once;
 //! 3. folds identify / group calls into the profiles (sled), then answers each batch (the HTTP
 //!    200 waits for all this);
-//! 4. remembers the messageIds (`dedupe/`), records usage in sled, and appends the rows to
+//! 4. remembers the messageIds (`dedupe/`), counts usage (in sled every 250 ms), appends the rows to
 //!    Arrow builders, one per (app, hour) partition, and to the traffic rollups' live `Delta`
 //!    (`rollup/live.rs`: counted by the traffic reads from now on; rows at or below the shard's
 //!    rollup LSN, already counted, are left out);
@@ -182,6 +182,8 @@ pub struct Writer {
     flush_asked: bool,
     handed: Arc<super::shard::Handed>,
     gate: Arc<dyn Gatekeeper>,
+    /// Committed events not yet counted in sled's monthly usage.
+    usage: usage::Pending,
 }
 
 impl Writer {
@@ -227,6 +229,7 @@ impl Writer {
             flush_asked: false,
             handed: parts.handed,
             gate: parts.gate,
+            usage: usage::Pending::default(),
         };
         Ok((writer, replay))
     }
@@ -298,6 +301,8 @@ impl Writer {
                     self.retry_flush_at = self.clock.now_micros() + FLUSH_RETRY.as_micros() as i64;
                 }
             }
+            self.usage
+                .write(&self.db, self.cfg.index, self.clock.now_micros(), stop);
             self.seen.roll(self.clock.now_micros());
             self.seen.poll_rebuilt();
             crate::memory::release_if_idle(crate::memory::Thread::Writer);
@@ -312,12 +317,20 @@ impl Writer {
     /// flush may be tried), at most a tick.
     fn wait(&self) -> Duration {
         let now = self.clock.now_micros();
+        let usage = self.usage.due_at().map_or(TICK, |due| {
+            Duration::from_micros(due.saturating_sub(now).max(0) as u64)
+        });
         let Some(oldest) = self.oldest else {
-            return TICK;
+            return usage.min(TICK);
         };
         let age = Duration::from_micros(now.saturating_sub(oldest).max(0) as u64);
         let retry = Duration::from_micros(self.retry_flush_at.saturating_sub(now).max(0) as u64);
-        self.cfg.max_age.saturating_sub(age).max(retry).min(TICK)
+        self.cfg
+            .max_age
+            .saturating_sub(age)
+            .max(retry)
+            .min(usage)
+            .min(TICK)
     }
 
     /// Whether the oldest open row is `max_age` old, or an open file's hour is over (so an
@@ -439,20 +452,17 @@ impl Writer {
         self.count(kept.iter().zip(first_lsn..));
     }
 
-    /// Adds committed events (LSNs from `first_lsn`) to the monthly usage, with the shard's
-    /// usage LSN in the same transaction (a replay counts what a crash lost, once).
-    fn add_usage(&self, kept: &[Event], first_lsn: u64) {
+    /// Adds committed events (LSNs from `first_lsn`) to the monthly usage: written to sled
+    /// with the shard's usage LSN when due (`usage::Pending`; a replay counts what a crash
+    /// lost, once).
+    fn add_usage(&mut self, kept: &[Event], first_lsn: u64) {
         if kept.is_empty() {
             return;
         }
-        let mut counts = usage::Counts::default();
-        for e in kept {
-            counts.add(e);
-        }
-        let lsn = (self.cfg.index, first_lsn + kept.len() as u64 - 1);
-        if let Err(e) = self.db.with(|db| usage::add_counts(db, &counts, Some(lsn))) {
-            tracing::warn!(shard = self.cfg.index, error = %e, "usage counter not updated");
-        }
+        self.usage
+            .add(kept.iter(), first_lsn + kept.len() as u64 - 1);
+        let now = self.clock.now_micros();
+        self.usage.write(&self.db, self.cfg.index, now, false);
     }
 
     /// Counts committed rows in the traffic rollups, live from now on (one lock for them all):
@@ -628,6 +638,9 @@ impl Writer {
             return Ok(None);
         };
         let last_lsn = self.last_open_lsn;
+        // Every handed-over row counted first: the stager may trim the WAL past it.
+        let now = self.clock.now_micros();
+        self.usage.write(&self.db, self.cfg.index, now, true);
         self.wal.rotate()?;
         self.first_open_lsn = None;
         let mut files = Vec::with_capacity(self.open.len());
