@@ -77,13 +77,13 @@ fn fill_traffic(db: &sled::Db, app: &str, now: i64) {
             let visitor = format!("6f1c2d3e-4b5a-4c6d-8e7f-{:012x}", (n * 7919) % 40_000);
             let mut e = Event::example(app, &format!("msg_{n}"), &visitor, hour * HOUR_MICROS);
             e.received_at = hour * HOUR_MICROS + (i as i64) * 1000;
-            e.page_path = Some(format!("/docs/page-{}", (n * 31) % 2000));
+            e.page_path = Some(format!("/docs/page-{}", (n * 31) % 2000).into());
             if i % 3 == 0 {
                 e.kind = EventType::Track;
-                e.event = Some(format!("Event {}", n % 60));
+                e.event = Some(format!("Event {}", n % 60).into());
             }
             if i % 10 == 0 {
-                e.user_id = Some(format!("user_{}", n % 5000));
+                e.user_id = Some(format!("user_{}", n % 5000).into());
             }
             delta.add(&e);
         }

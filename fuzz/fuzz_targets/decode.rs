@@ -40,9 +40,10 @@ fuzz_target!(|data: &[u8]| {
         max_events: 2000,
         max_event_bytes: MAX_EVENT_BYTES,
     };
+    let mut copy = Vec::new();
     let Ok(decode::Decoded {
         events, rejected, ..
-    }) = decode::decode(data, &enrich, limits)
+    }) = decode::decode(data, &mut copy, &enrich, limits)
     else {
         return;
     };
@@ -68,7 +69,7 @@ fuzz_target!(|data: &[u8]| {
         if e.kind == EventType::Track {
             assert!(e.event.as_deref().is_some_and(|n| !n.trim().is_empty()), "track without event");
         }
-        assert_eq!(e.app_id, enrich.app_id);
+        assert_eq!(&*e.app_id, &*enrich.app_id);
         assert_eq!(e.received_at, enrich.received_at);
         // The limit counts what the client sent, not the ip and userAgent the server adds.
         assert!(e.approx_bytes() <= MAX_EVENT_BYTES + 256 + "203.0.113.7fuzz".len());

@@ -15,7 +15,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
 
-use super::event::Event;
+use super::event::{Event, Text};
 
 /// Distinct user agents remembered per thread (at most about 700 bytes each, so at most about
 /// 1.4 MB per HTTP worker); when full, the cache starts again empty.
@@ -190,24 +190,27 @@ pub fn judged(ua: &str) -> Arc<Agent> {
 
 /// Fills the agent columns of `events` from their `user_agent` (the visitor's, see the module
 /// comment): one verdict per distinct agent of the batch.
-pub fn enrich(events: &mut [Event]) {
-    let mut last: Option<(Arc<str>, Arc<Agent>)> = None;
+pub fn enrich(events: &mut [Event<'_>]) {
+    let mut last: Option<Arc<Agent>> = None;
+    let mut last_agent = None;
+    let shared = |t: &Option<Arc<str>>| t.as_ref().map(Text::from);
     for e in events {
-        let Some(ua) = e.user_agent.clone() else {
+        let Some(ua) = e.user_agent.as_deref() else {
             continue;
         };
         let agent = match &last {
-            Some((prev, a)) if Arc::ptr_eq(prev, &ua) || **prev == *ua => a.clone(),
+            Some(a) if last_agent.as_deref() == Some(ua) => a.clone(),
             _ => {
-                let a = judged(&ua);
-                last = Some((ua, a.clone()));
+                let a = judged(ua);
+                last_agent = Some(ua.to_owned());
+                last = Some(a.clone());
                 a
             }
         };
-        e.browser = agent.browser.clone();
-        e.browser_version = agent.browser_version.clone();
-        e.os = agent.os.clone();
-        e.device_class = agent.device_class.clone();
+        e.browser = shared(&agent.browser);
+        e.browser_version = shared(&agent.browser_version);
+        e.os = shared(&agent.os);
+        e.device_class = shared(&agent.device_class);
         e.is_bot = agent.is_bot;
     }
 }
@@ -292,7 +295,7 @@ mod tests {
         let ua: Arc<str> = IPHONE_SAFARI.into();
         let mut events: Vec<Event> = (0..3)
             .map(|i| Event {
-                user_agent: Some(ua.clone()),
+                user_agent: Some(ua.clone().into()),
                 ..Event::example("a", &format!("m{i}"), "v", 0)
             })
             .collect();

@@ -238,7 +238,7 @@ mod tests {
     use super::*;
     use crate::collector::event::EventType;
 
-    fn sample(i: i64) -> Event {
+    fn sample(i: i64) -> Event<'static> {
         Event {
             kind: EventType::Track,
             event: Some("Signed Up".into()),
@@ -247,7 +247,7 @@ mod tests {
             original_timestamp: Some(1),
             page_url: Some("https://x.io/a".into()),
             page_path: Some("/a".into()),
-            page_referrer: Some(String::new()),
+            page_referrer: Some("".into()),
             device_type: Some("desktop".into()),
             locale: Some("en-US".into()),
             timezone: Some("Europe/Paris".into()),
@@ -365,8 +365,8 @@ mod tests {
         let mut b = RowBuilder::default();
         for i in 0..1000 {
             let mut e = sample(i);
-            e.anonymous_id = Some(format!("anon-{i}"));
-            e.user_id = Some(format!("user-{i}"));
+            e.anonymous_id = Some(format!("anon-{i}").into());
+            e.user_id = Some(format!("user-{i}").into());
             b.append(&e);
         }
         let bytes = bytes::Bytes::from(encode_parquet(&b.finish()).unwrap());

@@ -5,8 +5,125 @@
 //! declares the struct, and from it come the WAL encoding, the size estimate and the column
 //! descriptions (`COLUMNS`, `cells`) that `columns.rs` turns into the Arrow schema and builders.
 //! Adding a column is one line here. Plain data, so the decoder and its fuzzer stay light.
+//!
+//! An event borrows its text ([`Text`]): at the edge from the request body (and what the
+//! events of one request share), in the writer and the replay from its WAL record. So no text
+//! is copied into an allocation of its own between the socket and the WAL, nor between the WAL
+//! and the Arrow builders: the edge encodes a request's events into one buffer ([`Records`]).
 
 use std::sync::Arc;
+
+/// An event's text: borrowed (from the request body or a WAL record), shared by the events of
+/// one request (the app, the address, the user agent's verdict: one reference count each), or
+/// owned (what the server makes: a messageId, an object encoded again, a cached userId).
+#[derive(Clone)]
+pub enum Text<'a> {
+    Borrowed(&'a str),
+    Shared(Arc<str>),
+    Owned(Box<str>),
+}
+
+impl Text<'_> {
+    /// The same text, independent of what it borrowed from (copied only when borrowed).
+    pub fn into_owned(self) -> Text<'static> {
+        match self {
+            Text::Borrowed(s) => Text::Owned(s.into()),
+            Text::Shared(s) => Text::Shared(s),
+            Text::Owned(s) => Text::Owned(s),
+        }
+    }
+}
+
+impl std::ops::Deref for Text<'_> {
+    type Target = str;
+    fn deref(&self) -> &str {
+        match self {
+            Text::Borrowed(s) => s,
+            Text::Shared(s) => s,
+            Text::Owned(s) => s,
+        }
+    }
+}
+
+impl AsRef<str> for Text<'_> {
+    fn as_ref(&self) -> &str {
+        self
+    }
+}
+
+impl std::borrow::Borrow<str> for Text<'_> {
+    fn borrow(&self) -> &str {
+        self
+    }
+}
+
+impl Default for Text<'_> {
+    fn default() -> Self {
+        Text::Borrowed("")
+    }
+}
+
+impl PartialEq for Text<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for Text<'_> {}
+
+impl PartialEq<str> for Text<'_> {
+    fn eq(&self, other: &str) -> bool {
+        **self == *other
+    }
+}
+
+impl PartialEq<&str> for Text<'_> {
+    fn eq(&self, other: &&str) -> bool {
+        **self == **other
+    }
+}
+
+impl std::hash::Hash for Text<'_> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (**self).hash(state)
+    }
+}
+
+impl std::fmt::Debug for Text<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&**self, f)
+    }
+}
+
+impl std::fmt::Display for Text<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self)
+    }
+}
+
+impl<'a> From<&'a str> for Text<'a> {
+    fn from(s: &'a str) -> Self {
+        Text::Borrowed(s)
+    }
+}
+
+impl From<String> for Text<'_> {
+    fn from(s: String) -> Self {
+        Text::Owned(s.into_boxed_str())
+    }
+}
+
+impl From<Arc<str>> for Text<'_> {
+    fn from(s: Arc<str>) -> Self {
+        Text::Shared(s)
+    }
+}
+
+impl From<&Arc<str>> for Text<'_> {
+    fn from(s: &Arc<str>) -> Self {
+        Text::Shared(s.clone())
+    }
+}
 
 /// The four event types of the interface (§6.1), and Segment's `screen` (a view in a mobile
 /// app) and `alias` (a user's previous id).
@@ -84,25 +201,20 @@ pub enum Cell<'a> {
 
 /// What a field type contributes to its column: its kind, its cell, its WAL form and its size.
 /// Implemented for the few types a row is made of.
-pub trait Field: Sized {
+pub trait Field<'a>: Sized {
     const KIND: ColumnKind;
     const NULLABLE: bool;
     fn cell(&self) -> Cell<'_>;
     fn put(&self, out: &mut Vec<u8>);
-    fn get(r: &mut Reader<'_>) -> Option<Self>;
+    fn get(r: &mut Reader<'a>) -> Option<Self>;
     /// Bytes held on the heap (text length).
     fn heap_bytes(&self) -> usize {
         0
     }
 }
 
-/// Text kept as itself: `String`, or `Arc<str>` for what the events of one request share (app,
-/// ip, user agent), cloned by reference count. One text column; in the WAL, a length and bytes.
-trait Textual: std::ops::Deref<Target = str> + for<'a> From<&'a str> {}
-impl Textual for String {}
-impl Textual for Arc<str> {}
-
-impl<T: Textual> Field for T {
+/// Text: one text column; in the WAL, a length and bytes, read back borrowed.
+impl<'a> Field<'a> for Text<'a> {
     const KIND: ColumnKind = ColumnKind::Text;
     const NULLABLE: bool = false;
     fn cell(&self) -> Cell<'_> {
@@ -112,17 +224,17 @@ impl<T: Textual> Field for T {
         out.extend_from_slice(&(self.len() as u32).to_le_bytes());
         out.extend_from_slice(self.as_bytes());
     }
-    fn get(r: &mut Reader<'_>) -> Option<Self> {
+    fn get(r: &mut Reader<'a>) -> Option<Self> {
         let len = u32::from_le_bytes(r.take(4)?.try_into().ok()?) as usize;
-        std::str::from_utf8(r.take(len)?).ok().map(T::from)
+        std::str::from_utf8(r.take(len)?).ok().map(Text::Borrowed)
     }
-    /// A shared `Arc<str>` is counted in full for each event: the estimate errs on the safe side.
+    /// A shared text is counted in full for each event: the estimate errs on the safe side.
     fn heap_bytes(&self) -> usize {
         self.len()
     }
 }
 
-impl Field for EventType {
+impl Field<'_> for EventType {
     const KIND: ColumnKind = ColumnKind::Text;
     const NULLABLE: bool = false;
     fn cell(&self) -> Cell<'_> {
@@ -135,14 +247,14 @@ impl Field for EventType {
         out.extend_from_slice(name.as_bytes());
     }
     fn get(r: &mut Reader<'_>) -> Option<Self> {
-        EventType::parse(&String::get(r)?)
+        EventType::parse(&Text::get(r)?)
     }
 }
 
 /// Timestamps (`i64`, µs) and integers (`i32`): little-endian in the WAL.
 macro_rules! number_field {
     ($t:ty, $kind:ident) => {
-        impl Field for $t {
+        impl Field<'_> for $t {
             const KIND: ColumnKind = ColumnKind::$kind;
             const NULLABLE: bool = false;
             fn cell(&self) -> Cell<'_> {
@@ -162,7 +274,7 @@ number_field!(i64, Timestamp);
 number_field!(i32, Int);
 
 /// Flags: one byte in the WAL.
-impl Field for bool {
+impl Field<'_> for bool {
     const KIND: ColumnKind = ColumnKind::Bool;
     const NULLABLE: bool = false;
     fn cell(&self) -> Cell<'_> {
@@ -180,7 +292,7 @@ impl Field for bool {
     }
 }
 
-impl<T: Field> Field for Option<T> {
+impl<'a, T: Field<'a>> Field<'a> for Option<T> {
     const KIND: ColumnKind = T::KIND;
     const NULLABLE: bool = true;
     fn cell(&self) -> Cell<'_> {
@@ -201,7 +313,7 @@ impl<T: Field> Field for Option<T> {
             None => out.push(0),
         }
     }
-    fn get(r: &mut Reader<'_>) -> Option<Self> {
+    fn get(r: &mut Reader<'a>) -> Option<Self> {
         match r.byte()? {
             0 => Some(None),
             1 => Some(Some(T::get(r)?)),
@@ -216,8 +328,8 @@ impl<T: Field> Field for Option<T> {
 /// Reads what [`Field::put`] wrote; `None` on anything short or malformed.
 pub struct Reader<'a>(&'a [u8]);
 
-impl Reader<'_> {
-    fn take(&mut self, n: usize) -> Option<&[u8]> {
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
         let (head, rest) = self.0.split_at_checked(n)?;
         self.0 = rest;
         Some(head)
@@ -240,23 +352,23 @@ macro_rules! event_row {
      $( ; since format $n:literal : $( $(#[$adoc:meta])* $added:ident : $aty:ty ),+ )* $(,)?) => {
         /// One accepted, enriched event: one row of the lake.
         #[derive(Debug, Clone, PartialEq, Default)]
-        pub struct Event {
+        pub struct Event<'a> {
             $( $(#[$doc])* pub $field: $ty, )+
             $( $( $(#[$adoc])* pub $added: $aty, )+ )*
         }
 
-        impl Event {
+        impl<'a> Event<'a> {
             /// The lake's columns, in file order.
             pub const COLUMNS: &'static [Column] = &[
                 $( Column {
                     name: event_row!(@name $field $($name)?),
-                    kind: <$ty as Field>::KIND,
-                    nullable: <$ty as Field>::NULLABLE,
+                    kind: <$ty as Field<'a>>::KIND,
+                    nullable: <$ty as Field<'a>>::NULLABLE,
                 }, )+
                 $( $( Column {
                     name: stringify!($added),
-                    kind: <$aty as Field>::KIND,
-                    nullable: <$aty as Field>::NULLABLE,
+                    kind: <$aty as Field<'a>>::KIND,
+                    nullable: <$aty as Field<'a>>::NULLABLE,
                 }, )+ )*
             ];
 
@@ -277,16 +389,16 @@ macro_rules! event_row {
             }
 
             /// Reads [`Event::encode_wal`]'s form, or an older format's (without the columns
-            /// added since); `None` when the bytes are not one whole event.
-            pub fn decode_wal(bytes: &[u8]) -> Option<Event> {
+            /// added since), borrowing its text; `None` when the bytes are not one whole event.
+            pub fn decode_wal(bytes: &'a [u8]) -> Option<Event<'a>> {
                 let mut r = Reader(bytes);
                 let format = r.byte()?;
                 if !(1..=WAL_FORMAT).contains(&format) {
                     return None;
                 }
                 let e = Event {
-                    $( $field: <$ty as Field>::get(&mut r)?, )+
-                    $( $( $added: if format >= $n { <$aty as Field>::get(&mut r)? } else { None }, )+ )*
+                    $( $field: <$ty as Field<'a>>::get(&mut r)?, )+
+                    $( $( $added: if format >= $n { <$aty as Field<'a>>::get(&mut r)? } else { None }, )+ )*
                 };
                 r.0.is_empty().then_some(e)
             }
@@ -296,6 +408,14 @@ macro_rules! event_row {
                 ROW_OVERHEAD $( + Field::heap_bytes(&self.$field) )+
                     $( $( + Field::heap_bytes(&self.$added) )+ )*
             }
+
+            /// The same event, independent of what its text borrowed from.
+            pub fn into_owned(self) -> Event<'static> {
+                Event {
+                    $( $field: Owned::owned(self.$field), )+
+                    $( $( $added: Owned::owned(self.$added), )+ )*
+                }
+            }
         }
     };
     (@name $field:ident $name:literal) => { $name };
@@ -303,67 +423,150 @@ macro_rules! event_row {
 }
 
 event_row! {
-    message_id: String,
-    app_id: Arc<str>,
+    message_id: Text<'a>,
+    app_id: Text<'a>,
     kind: EventType as "type",
-    event: Option<String>,
-    anonymous_id: Option<String>,
-    user_id: Option<String>,
-    group_id: Option<String>,
-    session_id: Option<String>,
+    event: Option<Text<'a>>,
+    anonymous_id: Option<Text<'a>>,
+    user_id: Option<Text<'a>>,
+    group_id: Option<Text<'a>>,
+    session_id: Option<Text<'a>>,
     /// The event's time: the client's, corrected for clock skew (µs, UTC).
     timestamp: i64,
     /// The client's `timestamp` as sent.
     original_timestamp: Option<i64>,
     sent_at: Option<i64>,
     received_at: i64,
-    page_url: Option<String>,
-    page_path: Option<String>,
-    page_title: Option<String>,
-    page_referrer: Option<String>,
-    device_type: Option<String>,
-    locale: Option<String>,
-    timezone: Option<String>,
+    page_url: Option<Text<'a>>,
+    page_path: Option<Text<'a>>,
+    page_title: Option<Text<'a>>,
+    page_referrer: Option<Text<'a>>,
+    device_type: Option<Text<'a>>,
+    locale: Option<Text<'a>>,
+    timezone: Option<Text<'a>>,
     screen_width: Option<i32>,
     screen_height: Option<i32>,
-    ip: Option<Arc<str>>,
-    user_agent: Option<Arc<str>>,
+    ip: Option<Text<'a>>,
+    user_agent: Option<Text<'a>>,
     /// JSON text.
-    properties: Option<String>,
+    properties: Option<Text<'a>>,
     /// JSON text.
-    traits: Option<String>,
+    traits: Option<Text<'a>>,
     /// JSON text: the context fields that have no column of their own.
-    context: Option<String>;
+    context: Option<Text<'a>>;
     // The lake's schema only grows: new columns go last, nullable (old files read as null).
     since format 2:
     /// The page's or screen's `name`.
-    name: Option<String>,
+    name: Option<Text<'a>>,
     /// The page's `category`.
-    category: Option<String>,
+    category: Option<Text<'a>>,
     /// alias: the user's previous id.
-    previous_id: Option<String>,
+    previous_id: Option<Text<'a>>,
     /// JSON text: the `integrations` switches (the batch's, overridden by the event's).
-    integrations: Option<String>;
+    integrations: Option<Text<'a>>;
     since format 3:
     /// The visitor's browser, from its user agent (`agent.rs`): `Chrome`, `Safari`, `Googlebot`.
-    browser: Option<Arc<str>>,
-    browser_version: Option<Arc<str>>,
+    browser: Option<Text<'a>>,
+    browser_version: Option<Text<'a>>,
     /// The OS family: `Windows`, `macOS`, `iOS`, `Android`, `Linux`...
-    os: Option<Arc<str>>,
+    os: Option<Text<'a>>,
     /// From the user agent: `desktop`, `mobile`, `tablet`, `bot` or `other` (`device_type` is
     /// what the client said).
-    device_class: Option<Arc<str>>,
+    device_class: Option<Text<'a>>,
     /// A known crawler, or a headless or automated browser: left out of the traffic rollups.
     is_bot: Option<bool>;
     since format 4:
     /// The client's country (ISO 3166-1 alpha-2), region and city, from the address
     /// (`geo.rs`, when `collector.geoip_database` is set).
-    country: Option<Arc<str>>,
-    region: Option<Arc<str>>,
-    city: Option<Arc<str>>,
+    country: Option<Text<'a>>,
+    region: Option<Text<'a>>,
+    city: Option<Text<'a>>,
 }
 
-impl Event {
+/// A field made independent of what its text borrowed ([`Event::into_owned`]).
+trait Owned {
+    type Out;
+    fn owned(self) -> Self::Out;
+}
+
+impl Owned for Text<'_> {
+    type Out = Text<'static>;
+    fn owned(self) -> Text<'static> {
+        self.into_owned()
+    }
+}
+
+impl Owned for Option<Text<'_>> {
+    type Out = Option<Text<'static>>;
+    fn owned(self) -> Option<Text<'static>> {
+        self.map(Text::into_owned)
+    }
+}
+
+macro_rules! owned_as_is {
+    ($($t:ty),+) => { $( impl Owned for $t { type Out = $t; fn owned(self) -> $t { self } } )+ };
+}
+owned_as_is!(EventType, i64, Option<i64>, Option<i32>, Option<bool>);
+
+/// The events of one request for one shard in their WAL form, in one buffer: what the edge
+/// hands to a shard writer (one allocation per request, not one per text), and what the writer
+/// reads its events from (borrowing) and appends to its WAL as they are.
+#[derive(Debug, Default)]
+pub struct Records {
+    bytes: Vec<u8>,
+    /// Where each record ends in `bytes`.
+    ends: Vec<usize>,
+    /// The sum of the events' [`Event::approx_bytes`].
+    approx: usize,
+}
+
+impl Records {
+    pub fn with_capacity(events: usize, bytes: usize) -> Records {
+        Records {
+            bytes: Vec::with_capacity(bytes),
+            ends: Vec::with_capacity(events),
+            approx: 0,
+        }
+    }
+
+    /// The records of `events`.
+    pub fn of(events: &[Event<'_>]) -> Records {
+        let mut out = Records::with_capacity(events.len(), events.len() * 640);
+        for e in events {
+            out.push(e);
+        }
+        out
+    }
+
+    pub fn push(&mut self, e: &Event<'_>) {
+        e.encode_wal(&mut self.bytes);
+        self.ends.push(self.bytes.len());
+        self.approx += e.approx_bytes();
+    }
+
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// The estimated in-memory size of the events (the open files' byte rule, the budget).
+    pub fn approx_bytes(&self) -> usize {
+        self.approx
+    }
+
+    /// Each event's WAL record.
+    pub fn records(&self) -> impl Iterator<Item = &[u8]> {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts
+            .zip(self.ends.iter())
+            .map(|(a, &b)| &self.bytes[a..b])
+    }
+}
+
+impl<'a> Event<'a> {
     /// The key that routes the event to a shard and identifies the visitor.
     pub fn visitor(&self) -> &str {
         self.anonymous_id
@@ -373,12 +576,12 @@ impl Event {
     }
 
     /// A minimal event, for tests and benches: a page view of `anonymous_id` in `app_id`.
-    pub fn example(app_id: &str, message_id: &str, anonymous_id: &str, at: i64) -> Event {
+    pub fn example(app_id: &str, message_id: &str, anonymous_id: &str, at: i64) -> Event<'a> {
         Event {
-            message_id: message_id.into(),
-            app_id: app_id.into(),
+            message_id: message_id.to_owned().into(),
+            app_id: app_id.to_owned().into(),
             kind: EventType::Page,
-            anonymous_id: Some(anonymous_id.into()),
+            anonymous_id: Some(anonymous_id.to_owned().into()),
             timestamp: at,
             received_at: at,
             ..Event::default()
@@ -390,7 +593,7 @@ impl Event {
 mod tests {
     use super::*;
 
-    fn full() -> Event {
+    fn full() -> Event<'static> {
         Event {
             kind: EventType::Track,
             event: Some("Bought \"it\"".into()),
@@ -399,7 +602,7 @@ mod tests {
             original_timestamp: Some(1),
             page_url: Some("https://x.io".into()),
             page_title: Some("é".into()),
-            page_referrer: Some(String::new()),
+            page_referrer: Some("".into()),
             screen_width: Some(-1),
             properties: Some("{\"a\":1}".into()),
             ..Event::example("app", "msg_1", "a", 2)

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use super::event::Event;
+use super::event::{Event, Text};
 use crate::tenants::suppression::{AppList, IdKind};
 
 /// What an app's events meet at commit. The edge checks first; the writer checks again,
@@ -26,12 +26,12 @@ pub trait Gatekeeper: Send + Sync {
 
 impl AppGate {
     /// Whether `e` may be written at `now` (µs).
-    pub fn admits(&self, e: &Event, now: i64) -> bool {
+    pub fn admits(&self, e: &Event<'_>, now: i64) -> bool {
         match self {
             AppGate::Open => true,
             AppGate::Closed => false,
             AppGate::Suppressing(list) => {
-                let refused = |kind, id: &Option<String>| {
+                let refused = |kind, id: &Option<Text<'_>>| {
                     id.as_deref()
                         .is_some_and(|id| list.refuses(&e.app_id, kind, id, now))
                 };

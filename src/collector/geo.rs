@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use maxminddb::{PathElement, Reader};
 
-use super::event::Event;
+use super::event::{Event, Text};
 
 /// Where an address is, as far as the database knows.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -24,11 +24,12 @@ pub struct Place {
 
 impl Place {
     /// Gives each event of a request its place.
-    pub fn fill(&self, events: &mut [Event]) {
+    pub fn fill(&self, events: &mut [Event<'_>]) {
+        let shared = |t: &Option<Arc<str>>| t.as_ref().map(Text::from);
         for e in events {
-            e.country = self.country.clone();
-            e.region = self.region.clone();
-            e.city = self.city.clone();
+            e.country = shared(&self.country);
+            e.region = shared(&self.region);
+            e.city = shared(&self.city);
         }
     }
 }

@@ -15,7 +15,7 @@ use actix_web::{get, post, web, HttpRequest, HttpResponse};
 use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::decode::{self, BodyError, Decoded, Enrichment, Rejected};
-use super::event::EventType;
+use super::event::{EventType, Text};
 use super::geo::Place;
 use super::metrics::{EdgeCounters, Reject};
 use super::Collector;
@@ -199,16 +199,20 @@ pub(super) struct CollectQuery {
     app_key: Option<String>,
 }
 
-fn decode_body(
-    body: &[u8],
-    enrich: Enrichment,
+fn decode_body<'a>(
+    body: &'a [u8],
+    copy: &'a mut Vec<u8>,
+    enrich: &Enrichment,
     cfg: &CollectorSettings,
-) -> Result<Decoded, BodyError> {
-    let limits = decode::Limits {
+) -> Result<Decoded<'a>, BodyError> {
+    decode::decode(body, copy, enrich, limits(cfg))
+}
+
+fn limits(cfg: &CollectorSettings) -> decode::Limits {
+    decode::Limits {
         max_events: cfg.max_batch_events,
         max_event_bytes: cfg.max_event_bytes,
-    };
-    decode::decode(body, &enrich, limits)
+    }
 }
 
 /// The answer to a batch.
@@ -371,13 +375,22 @@ async fn receive(
         kind,
         ..enrichment(req, cfg, received_at)
     };
+    // A big body is decoded on a blocking thread, its events then copied out of it; the
+    // others here, the events borrowing the body and `copy` (simd-json's, parsed in place).
     let (decoded, body) = if body.len() <= INLINE_PARSE_BYTES {
-        (decode_body(&body, enrich, cfg), body)
+        (None, body)
     } else {
-        let cfg = cfg.clone();
-        web::block(move || (decode_body(&body, enrich, &cfg), body))
-            .await
-            .map_err(ApiError::internal)?
+        let (cfg, enrich) = (cfg.clone(), enrich.clone());
+        let (decoded, body) =
+            web::block(move || (decode::decode_owned(&body, &enrich, limits(&cfg)), body))
+                .await
+                .map_err(ApiError::internal)?;
+        (Some(decoded), body)
+    };
+    let mut copy = Vec::new();
+    let decoded = match decoded {
+        Some(d) => d,
+        None => decode_body(&body, &mut copy, &enrich, cfg),
     };
     let Decoded {
         mut events,
@@ -391,7 +404,7 @@ async fn receive(
     edge.reject(Reject::InvalidEvent, distinct_events(&rejected) as u64);
     let app: std::sync::Arc<str> = who.app_id.as_str().into();
     for e in &mut events {
-        e.app_id = app.clone();
+        e.app_id = Text::Shared(app.clone());
     }
     agent::enrich(&mut events);
     if let Some(place) = place_of(collector, req, cfg) {
@@ -407,7 +420,7 @@ async fn receive(
     );
     // The body is kept for the quarantine only while an event of it may be refused.
     let limited = state.settings.plan(who.plan).limit(Quota::EventsPerMonth);
-    let body = (!rejected.is_empty() || limited.is_some()).then_some(body);
+    let keep_body = !rejected.is_empty() || limited.is_some();
     let answer = if events.is_empty() && !erased.is_empty() {
         Ok(collected(&super::Committed::default(), &rejected))
     } else {
@@ -417,7 +430,7 @@ async fn receive(
     let is_final = answer
         .as_ref()
         .map_or_else(|e| e.code.status().is_client_error(), |_| true);
-    if let (true, Some(body)) = (is_final, body) {
+    if is_final && keep_body {
         // An erased person's events are not kept anywhere, the quarantine included.
         rejected.retain(|r| erased.binary_search(&r.index).is_err());
         keep_refused(collector, &who, received_at, body, &rejected);
@@ -437,7 +450,7 @@ fn suppress(
     collector: &Collector,
     app: &str,
     now: i64,
-    events: &mut Vec<super::Event>,
+    events: &mut Vec<super::Event<'_>>,
     rejected: &mut Vec<Rejected>,
 ) -> Vec<usize> {
     use crate::tenants::suppression::IdKind;
@@ -448,7 +461,7 @@ fn suppress(
     let mut erased = Vec::new();
     let mut i = 0;
     events.retain(|e| {
-        let refused = |kind, id: &Option<String>| {
+        let refused = |kind, id: &Option<Text<'_>>| {
             id.as_deref()
                 .is_some_and(|id| list.refuses(app, kind, id, now))
         };
@@ -504,7 +517,7 @@ async fn commit(
     collector: &Collector,
     who: &Authenticated,
     received_at: i64,
-    mut events: Vec<super::Event>,
+    mut events: Vec<super::Event<'_>>,
     rejected: &mut Vec<Rejected>,
 ) -> Result<HttpResponse, ApiError> {
     let edge = &collector.metrics.edge;

@@ -60,7 +60,7 @@ use crate::clock::Clock;
 use crate::config::{CollectorSettings, Settings};
 use crate::storage::queue::UPLINK;
 use crate::storage::Db;
-pub use event::{Event, EventType};
+pub use event::{Event, EventType, Records, Text};
 pub use gate::{AppGate, Gatekeeper};
 use health::Health;
 use metrics::Metrics;
@@ -526,35 +526,37 @@ impl Collector {
         Ok(collector)
     }
 
-    fn shard_of(&self, e: &Event) -> usize {
+    fn shard_of(&self, e: &Event<'_>) -> usize {
         shard_of(&e.app_id, e.visitor(), self.queues.len())
     }
 
     /// Hands the events to their shards and waits until they are durable, at most
     /// `collector.answer_timeout_ms`.
-    pub async fn submit(&self, events: Vec<Event>) -> Result<Committed, SubmitError> {
+    pub async fn submit(&self, events: Vec<Event<'_>>) -> Result<Committed, SubmitError> {
         self.submit_all(events).await.result()
     }
 
     /// `submit`, saying also what the shards committed when another one failed, and how many
     /// events a shard still holds past the deadline (the plan quota counts both).
-    pub async fn submit_all(&self, events: Vec<Event>) -> Submitted {
+    pub async fn submit_all(&self, events: Vec<Event<'_>>) -> Submitted {
         if self.health.over_budget() {
             return Submitted::failed(SubmitError::Backlogged);
         }
         let deadline = tokio::time::Instant::now() + self.answer_timeout;
-        let per_shard: Vec<Vec<Event>> = if self.queues.len() == 1 {
-            // One shard (the default on 2 cores): the batch goes as it is, not moved event by event.
-            vec![events]
-        } else {
-            let mut per_shard: Vec<Vec<Event>> =
-                (0..self.queues.len()).map(|_| Vec::new()).collect();
-            for e in events {
-                let i = self.shard_of(&e);
+        // Each shard's events in their WAL form, in one buffer (sized for the usual record).
+        let per_shard = {
+            let n = self.queues.len();
+            let guess = events.len() / n + 1;
+            let mut per_shard: Vec<Records> = (0..n)
+                .map(|_| Records::with_capacity(guess, guess * 640))
+                .collect();
+            for e in &events {
+                let i = if n == 1 { 0 } else { self.shard_of(e) };
                 per_shard[i].push(e);
             }
             per_shard
         };
+        drop(events);
         let mut waiting = Vec::new();
         let mut overloaded = false;
         let mut failure = None;
@@ -563,7 +565,7 @@ impl Collector {
             .enumerate()
             .filter(|(_, e)| !e.is_empty())
         {
-            let bytes = events.iter().map(Event::approx_bytes).sum();
+            let bytes = events.approx_bytes();
             let Some(held) = self.gate.reserve(bytes) else {
                 overloaded = true;
                 continue;
@@ -638,7 +640,7 @@ impl Collector {
 mod tests {
     use super::*;
 
-    fn event(n: usize) -> Event {
+    fn event(n: usize) -> Event<'static> {
         Event::example("a", &format!("msg_{n}"), "v", 1)
     }
 

@@ -45,7 +45,7 @@ pub fn counted_lsn(db: &sled::Db, shard: usize) -> Result<u64, StoreError> {
 pub struct Counts(HashMap<String, HashMap<i64, u64>>);
 
 impl Counts {
-    pub fn add(&mut self, e: &Event) {
+    pub fn add(&mut self, e: &Event<'_>) {
         const DAY: i64 = 86_400_000_000;
         let day = e.received_at.div_euclid(DAY);
         let days = match self.0.get_mut(&*e.app_id) {
@@ -112,7 +112,7 @@ impl Pending {
     pub const EVERY: std::time::Duration = std::time::Duration::from_millis(250);
 
     /// Adds committed events, the last one at `last_lsn`.
-    pub fn add<'e>(&mut self, events: impl Iterator<Item = &'e Event>, last_lsn: u64) {
+    pub fn add<'e, 'a: 'e>(&mut self, events: impl Iterator<Item = &'e Event<'a>>, last_lsn: u64) {
         for e in events {
             self.counts.add(e);
         }

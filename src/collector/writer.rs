@@ -28,7 +28,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use super::columns::OpenFile;
 use super::dedupe::{self, FingerprintMap, FingerprintSet, Seen};
-use super::event::{Event, EventType};
+use super::event::{Event, EventType, Records};
 use super::gate::{AppGate, Gatekeeper};
 use super::health::{Check, Health};
 use super::metrics::ShardCounters;
@@ -99,6 +99,14 @@ pub struct Committed {
     pub duplicates: usize,
 }
 
+/// An event the group commit keeps, read from its batch's WAL record.
+struct Kept<'b> {
+    event: Event<'b>,
+    /// Its record as the edge encoded it; `None` once the writer changed the event (a userId
+    /// filled in), so the WAL gets it encoded again.
+    record: Option<&'b [u8]>,
+}
+
 /// Why a batch was not committed.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum WriteError {
@@ -125,7 +133,7 @@ pub type Reply = tokio::sync::oneshot::Sender<Result<Committed, WriteError>>;
 
 pub enum Msg {
     Write {
-        events: Vec<Event>,
+        events: Records,
         reply: Reply,
         /// The batch's share of the memory budget, freed once it is committed.
         held: super::budget::Reservation,
@@ -150,7 +158,8 @@ pub struct Writer {
     /// included; bounded by clearing.
     identities: FingerprintMap<Option<String>>,
     wal: wal::Wal,
-    open: BTreeMap<(Arc<str>, i64), OpenFile>,
+    /// The open files by app and hour.
+    open: BTreeMap<Arc<str>, BTreeMap<i64, OpenFile>>,
     /// Set by a Parquet encoding error (a bug, never input): the writer then refuses every
     /// batch and never flushes again, so nothing past the WAL's checkpoint is trimmed; a
     /// restart replays the WAL.
@@ -349,7 +358,13 @@ impl Writer {
     fn full(&self) -> bool {
         self.rows >= self.cfg.max_rows
             || self.bytes >= self.cfg.max_bytes
-            || self.open.values().map(OpenFile::memory).sum::<usize>() >= self.cfg.max_memory
+            || self
+                .open
+                .values()
+                .flat_map(BTreeMap::values)
+                .map(OpenFile::memory)
+                .sum::<usize>()
+                >= self.cfg.max_memory
     }
 
     /// Stops taking events after an encoding error (see `broken`).
@@ -397,8 +412,9 @@ impl Writer {
         stop
     }
 
-    /// Group commit: dedupe, enrich, one WAL append + fsync, then answer every batch.
-    fn commit(&mut self, group: Vec<(Vec<Event>, Reply)>) {
+    /// Group commit: dedupe, enrich, one WAL append + fsync, then answer every batch. The
+    /// events are read from their batches' WAL records, borrowed.
+    fn commit(&mut self, group: Vec<(Records, Reply)>) {
         if let Some(why) = &self.broken {
             for (_, reply) in group {
                 let _ = reply.send(Err(WriteError::Broken(why.clone())));
@@ -416,7 +432,8 @@ impl Writer {
         }
         // When these rows arrived, for the file-age rule: read before anyone is answered.
         let arrived = self.clock.now_micros();
-        let (kept, keys, outcomes) = self.prepare(group);
+        let (batches, replies): (Vec<Records>, Vec<Reply>) = group.into_iter().unzip();
+        let (kept, keys, outcomes) = self.prepare(&batches, replies);
         let first_lsn = match self.append(&kept) {
             Ok(lsn) => lsn,
             Err(e) => {
@@ -431,6 +448,7 @@ impl Writer {
                 return;
             }
         };
+        let kept: Vec<Event<'_>> = kept.into_iter().map(|k| k.event).collect();
         // The identity cache learns only what is durable.
         for e in &kept {
             self.learn_identity(e);
@@ -455,7 +473,7 @@ impl Writer {
     /// Adds committed events (LSNs from `first_lsn`) to the monthly usage: written to sled
     /// with the shard's usage LSN when due (`usage::Pending`; a replay counts what a crash
     /// lost, once).
-    fn add_usage(&mut self, kept: &[Event], first_lsn: u64) {
+    fn add_usage(&mut self, kept: &[Event<'_>], first_lsn: u64) {
         if kept.is_empty() {
             return;
         }
@@ -468,7 +486,7 @@ impl Writer {
     /// Counts committed rows in the traffic rollups, live from now on (one lock for them all):
     /// not those at or below the rollup LSN (counted before a crash), nor bots unless
     /// `count_bots`.
-    fn count<'e>(&self, rows: impl Iterator<Item = (&'e Event, u64)>) {
+    fn count<'e, 'a: 'e>(&self, rows: impl Iterator<Item = (&'e Event<'a>, u64)>) {
         self.rollups.count(self.cfg.index, |d| {
             for (e, lsn) in rows {
                 if lsn > self.rollup_lsn && (self.cfg.count_bots || e.is_bot != Some(true)) {
@@ -478,14 +496,18 @@ impl Writer {
         });
     }
 
-    /// Appends the events to the WAL with one fsync; returns the first one's LSN.
-    fn append(&mut self, kept: &[Event]) -> std::io::Result<u64> {
+    /// Appends the events to the WAL with one fsync (each one's record copied as the edge
+    /// encoded it, unless the writer changed the event); returns the first one's LSN.
+    fn append(&mut self, kept: &[Kept<'_>]) -> std::io::Result<u64> {
         if kept.is_empty() {
             return Ok(self.wal.next_lsn());
         }
         let started = Instant::now();
         let bytes_before = self.wal.segment_bytes();
-        let first = self.wal.append_with(kept, Event::encode_wal)?;
+        let first = self.wal.append_with(kept, |k, buf| match k.record {
+            Some(record) => buf.extend_from_slice(record),
+            None => k.event.encode_wal(buf),
+        })?;
         let c = &self.counters;
         c.wal_fsync.observe(started.elapsed().as_secs_f64());
         let appended = self.wal.segment_bytes() - bytes_before;
@@ -502,28 +524,35 @@ impl Writer {
 
     /// Drops duplicates (seen before, or twice in the group) and fills in the userId of
     /// visitors identified earlier. Returns the kept events with their fingerprints.
-    fn prepare(
+    fn prepare<'b>(
         &mut self,
-        group: Vec<(Vec<Event>, Reply)>,
-    ) -> (Vec<Event>, Vec<u128>, Vec<(Reply, Committed)>) {
-        let events: usize = group.iter().map(|(events, _)| events.len()).sum();
+        batches: &'b [Records],
+        replies: Vec<Reply>,
+    ) -> (Vec<Kept<'b>>, Vec<u128>, Vec<(Reply, Committed)>) {
+        let events: usize = batches.iter().map(Records::len).sum();
         let mut in_group = FingerprintSet::default();
         in_group.reserve(events);
         let mut keys = Vec::with_capacity(events);
         // Identities of this group, not yet durable: they fill later events of the group only.
         let mut pending: FingerprintMap<String> = FingerprintMap::default();
         let mut kept = Vec::with_capacity(events);
-        let mut outcomes = Vec::with_capacity(group.len());
+        let mut outcomes = Vec::with_capacity(replies.len());
         let now = self.clock.now_micros();
         // Each app's gate, looked up once per group (batches are of one app).
-        let mut gates: Vec<(Arc<str>, AppGate)> = Vec::new();
-        for (events, reply) in group {
+        let mut gates: Vec<(Box<str>, AppGate)> = Vec::new();
+        for (batch, reply) in batches.iter().zip(replies) {
             let mut done = Committed::default();
-            for mut e in events {
-                let gate = match gates.iter().position(|(a, _)| *a == e.app_id) {
+            for record in batch.records() {
+                let Some(mut e) = Event::decode_wal(record) else {
+                    // The edge encoded it: never seen, but no reason to stop the shard.
+                    tracing::error!(shard = self.cfg.index, "unreadable event record skipped");
+                    continue;
+                };
+                let mut record = Some(record);
+                let gate = match gates.iter().position(|(a, _)| **a == *e.app_id) {
                     Some(i) => &gates[i].1,
                     None => {
-                        gates.push((e.app_id.clone(), self.gate.gate(&e.app_id)));
+                        gates.push((e.app_id.as_ref().into(), self.gate.gate(&e.app_id)));
                         &gates[gates.len() - 1].1
                     }
                 };
@@ -540,17 +569,22 @@ impl Writer {
                     let k = self.seen.index().fingerprint(&e.app_id, anon);
                     if e.kind == EventType::Identify {
                         if let Some(user) = &e.user_id {
-                            pending.insert(k, user.clone());
+                            pending.insert(k, user.to_string());
                         }
                     } else if e.user_id.is_none() {
-                        e.user_id = match pending.get(&k) {
+                        let user = match pending.get(&k) {
                             Some(u) => Some(u.clone()),
                             None => self.user_of(k, &e.app_id, anon),
                         };
+                        if let Some(user) = user {
+                            // Changed: encoded again for the WAL.
+                            e.user_id = Some(user.into());
+                            record = None;
+                        }
                     }
                 }
                 done.accepted += 1;
-                kept.push(e);
+                kept.push(Kept { event: e, record });
                 keys.push(key);
             }
             outcomes.push((reply, done));
@@ -558,11 +592,11 @@ impl Writer {
         (kept, keys, outcomes)
     }
 
-    fn learn_identity(&mut self, e: &Event) {
+    fn learn_identity(&mut self, e: &Event<'_>) {
         if let (EventType::Identify, Some(anon), Some(user)) = (e.kind, &e.anonymous_id, &e.user_id)
         {
             let k = self.seen.index().fingerprint(&e.app_id, anon);
-            self.cache_identity(k, Some(user.clone()));
+            self.cache_identity(k, Some(user.to_string()));
         }
     }
 
@@ -591,9 +625,13 @@ impl Writer {
     }
 
     /// Everything after the answer but the rollups: the row in its open file and the messageId.
-    fn after_commit(&mut self, e: &Event, key: u128, lsn: u64, arrived: i64) {
+    fn after_commit(&mut self, e: &Event<'_>, key: u128, lsn: u64, arrived: i64) {
         let hour = e.received_at.div_euclid(HOUR_MICROS);
-        let appended = match self.open.entry((e.app_id.clone(), hour)) {
+        if !self.open.contains_key(&*e.app_id) {
+            self.open.insert(Arc::from(&*e.app_id), BTreeMap::new());
+        }
+        let hours = self.open.get_mut(&*e.app_id).expect("inserted above");
+        let appended = match hours.entry(hour) {
             std::collections::btree_map::Entry::Occupied(o) => o.into_mut().append(e),
             std::collections::btree_map::Entry::Vacant(v) => {
                 OpenFile::new().and_then(|f| v.insert(f).append(e))
@@ -617,7 +655,7 @@ impl Writer {
     }
 
     /// Folds an event into its user's profile; an error is logged, never fatal to the event.
-    fn update_profile(&self, e: &Event) {
+    fn update_profile(&self, e: &Event<'_>) {
         let Some(touch) = touch(e) else { return };
         let uplink = self.cfg.uplink;
         if let Err(err) = self
@@ -643,8 +681,12 @@ impl Writer {
         self.usage.write(&self.db, self.cfg.index, now, true);
         self.wal.rotate()?;
         self.first_open_lsn = None;
-        let mut files = Vec::with_capacity(self.open.len());
-        for ((app, hour), file) in std::mem::take(&mut self.open) {
+        let mut files = Vec::with_capacity(self.open.values().map(BTreeMap::len).sum());
+        let open = std::mem::take(&mut self.open);
+        for (app, hour, file) in open
+            .into_iter()
+            .flat_map(|(app, hours)| hours.into_iter().map(move |(h, f)| (app.clone(), h, f)))
+        {
             let hour = chrono::DateTime::from_timestamp(hour * 3600, 0).unwrap_or_default();
             let path = lake::file_path(
                 &self.cfg.prefix,
@@ -699,7 +741,7 @@ impl Writer {
 }
 
 /// What an event of a known user tells its profile.
-fn touch(e: &Event) -> Option<Touch<'_>> {
+fn touch<'e>(e: &'e Event<'_>) -> Option<Touch<'e>> {
     let change = match (e.kind, &e.group_id) {
         (EventType::Identify, _) => Change::Identify {
             traits: e.traits.as_deref(),

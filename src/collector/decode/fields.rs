@@ -8,7 +8,7 @@ use simd_json::tape::{Object, Value};
 
 use super::time::{parse_time, MAX_TIME, MIN_TIME};
 use super::Rejected;
-use crate::collector::event::EventType;
+use crate::collector::event::{EventType, Text};
 use crate::ids::visitor_id;
 
 /// messageId, anonymousId, userId, groupId, previousId, an event's, page's or screen's name,
@@ -57,13 +57,8 @@ impl Checker {
         }
     }
 
-    /// An optional string of at most `max` characters.
-    fn text(&mut self, v: Option<Value<'_, '_>>, field: &str, max: usize) -> Option<String> {
-        self.str(v, field, max).map(str::to_owned)
-    }
-
     /// An optional id: a non-empty string, with `prefix` when given.
-    fn id(&mut self, v: Option<Value<'_, '_>>, field: &str, prefix: &str) -> Option<String> {
+    fn id<'i>(&mut self, v: Option<Value<'_, 'i>>, field: &str, prefix: &str) -> Option<&'i str> {
         let s = self.str(v, field, MAX_ID_CHARS)?;
         if s.is_empty() || !s.starts_with(prefix) || s.len() == prefix.len() {
             let shape = if prefix.is_empty() {
@@ -78,25 +73,25 @@ impl Checker {
     }
 
     /// An optional string of at most `max` characters, without control characters.
-    pub(super) fn plain_text(
+    pub(super) fn plain_text<'i>(
         &mut self,
-        v: Option<Value<'_, '_>>,
+        v: Option<Value<'_, 'i>>,
         field: &str,
         max: usize,
-    ) -> Option<String> {
+    ) -> Option<&'i str> {
         let s = self.str(v, field, max);
         self.plain(s, field)
     }
 
     /// `s` unless it holds a control character (C0, DEL or C1: NUL, ESC, line breaks...),
     /// which a name, an id or a path never holds.
-    fn plain(&mut self, s: Option<&str>, field: &str) -> Option<String> {
+    fn plain<'s>(&mut self, s: Option<&'s str>, field: &str) -> Option<&'s str> {
         let s = s?;
         if has_control(s) {
             self.fail(field, "must not contain control characters");
             return None;
         }
-        Some(s.to_owned())
+        Some(s)
     }
 
     /// An ISO 8601 time from 2000-01-01 to 2099-12-31 (UTC).
@@ -115,18 +110,18 @@ impl Checker {
         }
     }
 
-    /// An optional object as JSON text: `sent` (its text as sent, see [`Source::text_of`]) when
-    /// known, else encoded back from the tape.
-    pub(super) fn object_json(
+    /// An optional object as JSON text: `sent` (its text as sent, see [`Source::text_of`],
+    /// borrowed) when known, else encoded back from the tape.
+    pub(super) fn object_json<'s>(
         &mut self,
         v: Option<Value<'_, '_>>,
         field: &str,
-        sent: Option<&str>,
-    ) -> Option<String> {
+        sent: Option<&'s str>,
+    ) -> Option<Text<'s>> {
         let v = v.filter(|v| !is_null(v))?;
         if v.as_object().is_some() {
             if let Some(text) = sent {
-                return Some(text.to_owned());
+                return Some(Text::Borrowed(text));
             }
             return with_json_scratch(|out| {
                 // Writing to a Vec cannot fail.
@@ -217,16 +212,16 @@ fn is_timezone(s: &str) -> bool {
 #[derive(Default)]
 pub(super) struct Context<'i> {
     /// url, path, title, referrer.
-    pub(super) page: [Option<String>; 4],
-    pub(super) device_type: Option<String>,
-    pub(super) locale: Option<String>,
-    pub(super) timezone: Option<String>,
+    pub(super) page: [Option<&'i str>; 4],
+    pub(super) device_type: Option<&'i str>,
+    pub(super) locale: Option<&'i str>,
+    pub(super) timezone: Option<&'i str>,
     /// width, height.
     pub(super) screen: [Option<i32>; 2],
     /// `userAgent`: the visitor's, forwarded by an SDK (ignored unless a plain string of at most
     /// [`MAX_AGENT_CHARS`]: it was never checked, so it refuses no event).
     pub(super) user_agent: Option<&'i str>,
-    pub(super) rest: Option<String>,
+    pub(super) rest: Option<Text<'static>>,
 }
 
 /// The longest forwarded user agent kept.
@@ -260,7 +255,7 @@ pub(super) fn pick<'t, 'i, const N: usize>(
 /// JSON text written by `write` into a buffer kept per thread, then copied out at its exact
 /// size: no reallocation as it grows, no spare capacity held by the event. `None` if nothing
 /// was written.
-fn with_json_scratch(write: impl FnOnce(&mut Vec<u8>)) -> Option<String> {
+fn with_json_scratch(write: impl FnOnce(&mut Vec<u8>)) -> Option<Text<'static>> {
     thread_local! {
         static JSON: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
     }
@@ -273,7 +268,7 @@ fn with_json_scratch(write: impl FnOnce(&mut Vec<u8>)) -> Option<String> {
         let text = std::str::from_utf8(out)
             .ok()
             .filter(|t| !t.is_empty())
-            .map(str::to_owned);
+            .map(|t| Text::Owned(t.into()));
         // A rare huge object does not stay as this thread's scratch space.
         if out.capacity() > 64 * 1024 {
             *out = Vec::new();
@@ -289,7 +284,7 @@ fn merged_json(
     first: Option<&Object<'_, '_>>,
     second: Option<&Object<'_, '_>>,
     known: &[&str],
-) -> Option<String> {
+) -> Option<Text<'static>> {
     with_json_scratch(|out| {
         let members = first.into_iter().flat_map(|o| o.iter()).chain(
             second
@@ -358,22 +353,22 @@ impl Checker {
                 // The path, like a name, holds no control character.
                 *slot = match i {
                     1 => self.plain(s, field),
-                    _ => s.map(str::to_owned),
+                    _ => s,
                 };
             }
         }
         if let Some(d) = device.and_then(|d| self.object(Some(d), "context.device")) {
-            out.device_type = self.text(d.get("type"), "context.device.type", 64);
+            out.device_type = self.str(d.get("type"), "context.device.type", 64);
         }
-        out.locale = self.text(locale, "context.locale", 35);
-        if out.locale.as_deref().is_some_and(|l| !is_locale(l)) {
+        out.locale = self.str(locale, "context.locale", 35);
+        if out.locale.is_some_and(|l| !is_locale(l)) {
             self.fail(
                 "context.locale",
                 "must be a language-region tag such as en-US",
             );
         }
-        out.timezone = self.text(timezone, "context.timezone", 64);
-        if out.timezone.as_deref().is_some_and(|t| !is_timezone(t)) {
+        out.timezone = self.str(timezone, "context.timezone", 64);
+        if out.timezone.is_some_and(|t| !is_timezone(t)) {
             self.fail(
                 "context.timezone",
                 "must be an IANA zone name such as Europe/Paris",
@@ -401,7 +396,7 @@ impl Checker {
         &mut self,
         v: Option<Value<'_, '_>>,
         batch: Option<Value<'_, '_>>,
-    ) -> Option<String> {
+    ) -> Option<Text<'static>> {
         let own = self.object(v, "integrations");
         let batch = batch.and_then(|b| b.as_object());
         if own.is_none() && batch.is_none() {
@@ -416,22 +411,28 @@ impl Checker {
 pub(super) type RawIds<'t, 'i> = [Option<Value<'t, 'i>>; 7];
 
 /// The identifiers of an event, checked against the requirements of its type.
-pub(super) struct Ids {
-    pub(super) message_id: Option<String>,
-    pub(super) anonymous_id: Option<String>,
-    pub(super) user_id: Option<String>,
-    pub(super) session_id: Option<String>,
-    pub(super) event: Option<String>,
-    pub(super) group_id: Option<String>,
-    pub(super) previous_id: Option<String>,
+pub(super) struct Ids<'i> {
+    pub(super) message_id: Option<&'i str>,
+    pub(super) anonymous_id: Option<Text<'i>>,
+    pub(super) user_id: Option<&'i str>,
+    pub(super) session_id: Option<&'i str>,
+    pub(super) event: Option<&'i str>,
+    pub(super) group_id: Option<&'i str>,
+    pub(super) previous_id: Option<&'i str>,
 }
 
 impl Checker {
     /// A visitor's anonymousId: any string an SDK sends (see [`visitor_id`]).
-    fn anonymous_id(&mut self, v: Option<Value<'_, '_>>) -> Option<String> {
+    fn anonymous_id<'i>(&mut self, v: Option<Value<'_, 'i>>) -> Option<Text<'i>> {
         let a = self.str(v, "anonymousId", MAX_ID_CHARS)?;
         match visitor_id(a) {
-            Ok(a) => self.plain(Some(&a), "anonymousId"),
+            Ok(a) => {
+                self.plain(Some(&a), "anonymousId")?;
+                Some(match a {
+                    std::borrow::Cow::Borrowed(a) => Text::Borrowed(a),
+                    std::borrow::Cow::Owned(a) => a.into(),
+                })
+            }
             Err(m) => {
                 self.fail("anonymousId", m);
                 None
@@ -446,7 +447,7 @@ impl Checker {
         }
     }
 
-    pub(super) fn ids(&mut self, kind: Option<EventType>, raw: RawIds<'_, '_>) -> Ids {
+    pub(super) fn ids<'i>(&mut self, kind: Option<EventType>, raw: RawIds<'_, 'i>) -> Ids<'i> {
         let [message_id, anonymous_id, user_id, session_id, event, group_id, previous_id] = raw;
         let message_id = self.id(message_id, "messageId", "");
         let anonymous_id = self.anonymous_id(anonymous_id);
@@ -462,7 +463,7 @@ impl Checker {
         let event = self.str(event, "event", MAX_ID_CHARS);
         let event = self.plain(event, "event");
         if kind == Some(EventType::Track)
-            && event.as_deref().is_none_or(|e| e.trim().is_empty())
+            && event.is_none_or(|e| e.trim().is_empty())
             && !self.failed("event")
         {
             self.fail("event", "is required for track: the event name");
@@ -497,9 +498,9 @@ impl Checker {
 /// A page's url, path, title and referrer from its `properties` (where server SDKs put them),
 /// for the columns that `context.page` left empty. Free properties are never refused: a value
 /// that is not a string within the limits (a path with a control character) is left out.
-pub(super) fn page_from_properties(
-    page: &mut [Option<String>; 4],
-    properties: Option<Value<'_, '_>>,
+pub(super) fn page_from_properties<'i>(
+    page: &mut [Option<&'i str>; 4],
+    properties: Option<Value<'_, 'i>>,
 ) {
     // The browser tracker fills `context.page`: nothing to look up then.
     if page.iter().all(Option::is_some) {
@@ -513,8 +514,7 @@ pub(super) fn page_from_properties(
         if slot.is_none() {
             *slot = v
                 .and_then(|v| v.into_string())
-                .filter(|s| s.len() <= MAX_TEXT_CHARS && (i != 1 || !has_control(s)))
-                .map(str::to_owned);
+                .filter(|s| s.len() <= MAX_TEXT_CHARS && (i != 1 || !has_control(s)));
         }
     }
 }

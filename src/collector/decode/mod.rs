@@ -22,7 +22,7 @@ use simd_json::prelude::*;
 use simd_json::tape::Value;
 use simd_json::{Buffers, Tape};
 
-use super::event::{Event, EventType};
+use super::event::{Event, EventType, Text};
 use fields::{page_from_properties, pick, Checker, Source, MAX_ID_CHARS};
 pub use numbers::clamp_numbers;
 use time::parse_time;
@@ -89,10 +89,10 @@ impl Parsed<'_, '_> {
 /// Parses `body[..len]` into a tape and hands it to `f`. The rest of `body` is simd-json's
 /// padding (at least [`simd_json::INPUT_PADDING`] bytes, any content), which spares simd-json a
 /// padded copy of the body. The tape and simd-json's scratch space are kept per thread.
-fn with_tape<R>(
-    body: &mut [u8],
+fn with_tape<'de, R>(
+    body: &'de mut [u8],
     len: usize,
-    f: impl FnOnce(&Tape<'_>) -> R,
+    f: impl FnOnce(&Tape<'de>) -> R,
 ) -> Result<R, BodyError> {
     thread_local! {
         static SCRATCH: RefCell<(Buffers, Tape<'static>)> =
@@ -118,7 +118,7 @@ fn fill<'de, R>(
     len: usize,
     buffers: &mut Buffers,
     tape: &mut Tape<'de>,
-    f: impl FnOnce(&Tape<'_>) -> R,
+    f: impl FnOnce(&Tape<'de>) -> R,
 ) -> Result<R, BodyError> {
     simd_json::fill_tape_padded(body, len, buffers, tape).map_err(|e| match e.error() {
         simd_json::ErrorType::InvalidNumber => BodyError::NumberOutOfRange(e.to_string()),
@@ -201,36 +201,35 @@ pub fn parse<'t, 'i>(tape: &'t Tape<'i>) -> Result<Parsed<'t, 'i>, BodyError> {
 
 /// Parses a body and counts its events (what the parse benchmark measures).
 pub fn count_events(body: &[u8]) -> Result<usize, BodyError> {
-    let mut padded = padded(body);
-    with_tape(&mut padded, body.len(), |tape| parse(tape).map(|p| p.len()))?
+    let mut copy = Vec::new();
+    padded(body, &mut copy);
+    with_tape(&mut copy, body.len(), |tape| parse(tape).map(|p| p.len()))?
 }
 
-/// A copy of `body` followed by simd-json's padding.
-fn padded(body: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(body.len() + simd_json::INPUT_PADDING);
-    out.extend_from_slice(body);
-    out.resize(body.len() + simd_json::INPUT_PADDING, b' ');
-    out
+/// `copy` made `body` followed by simd-json's padding.
+fn padded(body: &[u8], copy: &mut Vec<u8>) {
+    copy.clear();
+    copy.reserve(body.len() + simd_json::INPUT_PADDING);
+    copy.extend_from_slice(body);
+    copy.resize(body.len() + simd_json::INPUT_PADDING, b' ');
 }
 
 /// Validates and enriches every event; returns the accepted ones and the rejections.
-fn validate(
-    parsed: &Parsed<'_, '_>,
-    source: &Source<'_>,
+fn validate<'a>(
+    parsed: &Parsed<'_, 'a>,
+    source: &Source<'a>,
     enrich: &Enrichment,
     max_event_bytes: usize,
-) -> (Vec<Event>, Vec<Rejected>) {
+) -> (Vec<Event<'a>>, Vec<Rejected>) {
     let mut events = Vec::with_capacity(parsed.items.len());
     let mut rejected = Vec::new();
-    // The last user agent an event forwarded: the events of one batch share one copy.
-    let mut agent = None;
     for (index, item) in parsed.items.iter().enumerate() {
         let batch = Batch {
             parsed,
             source,
             enrich,
         };
-        match check_event(index, *item, &batch, &mut agent, max_event_bytes) {
+        match check_event(index, *item, &batch, max_event_bytes) {
             Ok(e) => events.push(e),
             Err(mut r) => rejected.append(&mut r),
         }
@@ -291,13 +290,13 @@ fn event_type(
 const TYPE_MESSAGE: &str = "must be one of: page, track, identify, group, screen, alias";
 
 /// Free text of a page or screen (`name`, `category`): read for the types that have it.
-fn name_of(
+fn name_of<'i>(
     c: &mut Checker,
     kind: Option<EventType>,
     types: &[EventType],
-    v: Option<Value<'_, '_>>,
+    v: Option<Value<'_, 'i>>,
     field: &str,
-) -> Option<String> {
+) -> Option<&'i str> {
     if !kind.is_some_and(|k| types.contains(&k)) {
         return None;
     }
@@ -305,19 +304,18 @@ fn name_of(
 }
 
 /// What the events of one body share.
-struct Batch<'a, 't, 'i> {
-    parsed: &'a Parsed<'t, 'i>,
-    source: &'a Source<'a>,
-    enrich: &'a Enrichment,
+struct Batch<'b, 't, 'i> {
+    parsed: &'b Parsed<'t, 'i>,
+    source: &'b Source<'i>,
+    enrich: &'b Enrichment,
 }
 
-fn check_event(
+fn check_event<'a>(
     index: usize,
-    item: Value<'_, '_>,
-    batch: &Batch<'_, '_, '_>,
-    agent: &mut Option<Arc<str>>,
+    item: Value<'_, 'a>,
+    batch: &Batch<'_, '_, 'a>,
     max_event_bytes: usize,
-) -> Result<Event, Vec<Rejected>> {
+) -> Result<Event<'a>, Vec<Rejected>> {
     let enrich = batch.enrich;
     let mut c = Checker {
         index,
@@ -365,18 +363,20 @@ fn check_event(
         page_from_properties(&mut ctx.page, properties);
     }
     let received_at = enrich.received_at;
-    let [page_url, page_path, page_title, page_referrer] = ctx.page;
+    let text = |s: Option<&'a str>| s.map(Text::Borrowed);
+    let [page_url, page_path, page_title, page_referrer] = ctx.page.map(text);
     let e = Event {
-        message_id: ids
-            .message_id
-            .unwrap_or_else(|| format!("msg_{}", uuid::Uuid::new_v4().simple())),
-        app_id: enrich.app_id.clone(),
+        message_id: match ids.message_id {
+            Some(id) => Text::Borrowed(id),
+            None => format!("msg_{}", uuid::Uuid::new_v4().simple()).into(),
+        },
+        app_id: Text::Shared(enrich.app_id.clone()),
         kind,
-        event: ids.event,
+        event: text(ids.event),
         anonymous_id: ids.anonymous_id,
-        user_id: ids.user_id,
-        group_id: ids.group_id,
-        session_id: ids.session_id,
+        user_id: text(ids.user_id),
+        group_id: text(ids.group_id),
+        session_id: text(ids.session_id),
         timestamp: event_time(original_timestamp, sent_at, received_at),
         original_timestamp,
         sent_at,
@@ -385,23 +385,23 @@ fn check_event(
         page_path,
         page_title,
         page_referrer,
-        device_type: ctx.device_type,
-        locale: ctx.locale,
-        timezone: ctx.timezone,
+        device_type: text(ctx.device_type),
+        locale: text(ctx.locale),
+        timezone: text(ctx.timezone),
         screen_width: ctx.screen[0],
         screen_height: ctx.screen[1],
-        ip: enrich.ip.clone(),
+        ip: enrich.ip.as_ref().map(Text::from),
         // The visitor's: the one an SDK forwards, else the request's (`agent.rs` reads it).
         user_agent: match ctx.user_agent {
-            Some(ua) if enrich.user_agent.as_deref() != Some(ua) => Some(shared(agent, ua)),
-            _ => enrich.user_agent.clone(),
+            Some(ua) if enrich.user_agent.as_deref() != Some(ua) => Some(Text::Borrowed(ua)),
+            _ => enrich.user_agent.as_ref().map(Text::from),
         },
         properties: properties_json,
         traits,
         context: ctx.rest,
-        name,
-        category,
-        previous_id: ids.previous_id,
+        name: text(name),
+        category: text(category),
+        previous_id: text(ids.previous_id),
         integrations,
         browser: None,
         browser_version: None,
@@ -420,22 +420,14 @@ fn check_event(
     Ok(e)
 }
 
-/// `text` as the `Arc` kept in `last` when it holds the same text, else as a new one kept there.
-fn shared(last: &mut Option<Arc<str>>, text: &str) -> Arc<str> {
-    match last {
-        Some(l) if **l == *text => l.clone(),
-        _ => last.insert(text.into()).clone(),
-    }
-}
-
 /// Whether the event, as the client sent it (its JSON, compact), is over `max` bytes. What the
 /// server adds (ip, userAgent, appId, receivedAt) does not count. The JSON is encoded only when
 /// the kept text could come near the limit (an escape takes at most 6 bytes per character,
 /// keys and punctuation less than 1 KiB), so ordinary events cost no encoding.
-fn over_limit(e: &Event, enrich: &Enrichment, item: Value<'_, '_>, max: usize) -> bool {
+fn over_limit(e: &Event<'_>, enrich: &Enrichment, item: Value<'_, '_>, max: usize) -> bool {
     // The user agent is the server's unless the event forwarded its own (`context.userAgent`).
     let server_agent = match (&e.user_agent, &enrich.user_agent) {
-        (Some(a), Some(b)) if Arc::ptr_eq(a, b) => a.len(),
+        (Some(Text::Shared(a)), Some(b)) if Arc::ptr_eq(a, b) => a.len(),
         _ => 0,
     };
     let server = e.ip.as_ref().map_or(0, |s| s.len()) + server_agent + e.app_id.len();
@@ -452,39 +444,75 @@ pub struct Limits {
     pub max_event_bytes: usize,
 }
 
-/// A decoded body: the accepted events, the rejections, and the body's `writeKey`.
+/// A decoded body: the accepted events (their text borrowed from the body), the rejections,
+/// and the body's `writeKey`.
 #[derive(Debug)]
-pub struct Decoded {
-    pub events: Vec<Event>,
+pub struct Decoded<'a> {
+    pub events: Vec<Event<'a>>,
     pub rejected: Vec<Rejected>,
     pub write_key: Option<String>,
 }
 
-/// Parses, validates and enriches a body. A number beyond the range of a 64-bit float (such as
-/// `1e400`, which JSON allows) does not refuse the body: it is stored as the nearest float
-/// (`±1.7976931348623157e308`, or `0.0` for an underflow), see [`clamp_numbers`].
-pub fn decode(body: &[u8], enrich: &Enrichment, limits: Limits) -> Result<Decoded, BodyError> {
-    // simd-json parses in place: it gets a padded copy, and `body` stays as sent (objects are
-    // copied from it) and for the rare retry.
-    match decode_in_place(body, enrich, limits) {
+impl Decoded<'_> {
+    /// The same, independent of the body (for a body decoded on another thread).
+    pub fn into_owned(self) -> Decoded<'static> {
+        Decoded {
+            events: self.events.into_iter().map(Event::into_owned).collect(),
+            rejected: self.rejected,
+            write_key: self.write_key,
+        }
+    }
+}
+
+/// Parses, validates and enriches a body. The events borrow their text from `body` (objects,
+/// as sent) and from `copy`, the copy simd-json parses in place (strings, unescaped there):
+/// the caller keeps both while it needs the events. A number beyond the range of a 64-bit
+/// float (such as `1e400`, which JSON allows) does not refuse the body: it is stored as the
+/// nearest float (`±1.7976931348623157e308`, or `0.0` for an underflow), see
+/// [`clamp_numbers`]. Only such a body, refused by the first parse, is read twice.
+pub fn decode<'a>(
+    body: &'a [u8],
+    copy: &'a mut Vec<u8>,
+    enrich: &Enrichment,
+    limits: Limits,
+) -> Result<Decoded<'a>, BodyError> {
+    match decode_in_place(body, copy, enrich, limits) {
         Err(BodyError::NumberOutOfRange(_)) => {
             let clamped = clamp_numbers(body);
-            decode_in_place(&clamped, enrich, limits).map_err(|e| match e {
-                BodyError::NumberOutOfRange(m) => BodyError::NotJson(m),
-                e => e,
-            })
+            let mut copy = Vec::new();
+            decode_in_place(&clamped, &mut copy, enrich, limits)
+                .map(Decoded::into_owned)
+                .map_err(|e| match e {
+                    BodyError::NumberOutOfRange(m) => BodyError::NotJson(m),
+                    e => e,
+                })
         }
         r => r,
     }
 }
 
-fn decode_in_place(body: &[u8], enrich: &Enrichment, limits: Limits) -> Result<Decoded, BodyError> {
-    let mut copy = padded(body);
+/// [`decode`] for a caller that keeps the events past the body: their text is copied out.
+pub fn decode_owned(
+    body: &[u8],
+    enrich: &Enrichment,
+    limits: Limits,
+) -> Result<Decoded<'static>, BodyError> {
+    let mut copy = Vec::new();
+    decode(body, &mut copy, enrich, limits).map(Decoded::into_owned)
+}
+
+fn decode_in_place<'a>(
+    body: &'a [u8],
+    copy: &'a mut Vec<u8>,
+    enrich: &Enrichment,
+    limits: Limits,
+) -> Result<Decoded<'a>, BodyError> {
+    padded(body, copy);
     let source = Source {
         text: body,
         base: copy.as_ptr() as usize,
     };
-    with_tape(&mut copy, body.len(), |tape| {
+    with_tape(copy, body.len(), |tape| {
         let parsed = parse(tape)?;
         if parsed.len() > limits.max_events {
             return Err(BodyError::TooManyEvents(limits.max_events));
@@ -521,8 +549,8 @@ mod tests {
         max_event_bytes: 32 * 1024,
     };
 
-    pub(super) fn run(body: &str) -> Result<(Vec<Event>, Vec<Rejected>), BodyError> {
-        decode(body.as_bytes(), &enrich(), LIMITS).map(|d| (d.events, d.rejected))
+    pub(super) fn run(body: &str) -> Result<(Vec<Event<'static>>, Vec<Rejected>), BodyError> {
+        decode_owned(body.as_bytes(), &enrich(), LIMITS).map(|d| (d.events, d.rejected))
     }
 
     pub(super) const ANON: &str = "6f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d4e5f";
@@ -632,7 +660,7 @@ mod tests {
             })
         ));
         let single = format!(r#"{{"type": "page", "anonymousId": "{ANON}", "writeKey": "ik_x"}}"#);
-        let d = decode(single.as_bytes(), &enrich(), LIMITS).unwrap();
+        let d = decode_owned(single.as_bytes(), &enrich(), LIMITS).unwrap();
         assert_eq!(d.write_key.as_deref(), Some("ik_x"));
         assert_eq!((d.events.len(), d.rejected.len()), (1, 0));
         assert_eq!(count_events(single.as_bytes()), Ok(1));
@@ -735,11 +763,11 @@ mod tests {
         let mut rich = enrich();
         rich.user_agent = Some("U".repeat(30_000).into());
         rich.ip = Some("2001:db8::1".into());
-        let d = decode(body.as_bytes(), &rich, LIMITS).unwrap();
+        let d = decode_owned(body.as_bytes(), &rich, LIMITS).unwrap();
         let (events, rejected) = (d.events, d.rejected);
         assert_eq!((events.len(), rejected.len()), (1, 0), "{rejected:?}");
         let over = pad(32 * 1024 - base + 1);
-        let d = decode(over.as_bytes(), &rich, LIMITS).unwrap();
+        let d = decode_owned(over.as_bytes(), &rich, LIMITS).unwrap();
         let (events, rejected) = (d.events, d.rejected);
         assert!(events.is_empty() && rejected[0].too_large);
     }

@@ -6,7 +6,7 @@ use serde_json::json;
 use super::tests::{enrich, run, ANON, LIMITS};
 use super::*;
 
-fn one(body: serde_json::Value) -> Result<Event, Vec<(String, String)>> {
+fn one(body: serde_json::Value) -> Result<Event<'static>, Vec<(String, String)>> {
     let (mut events, rejected) = run(&body.to_string()).unwrap();
     match events.pop() {
         Some(e) if rejected.is_empty() => Ok(e),
@@ -26,7 +26,7 @@ fn sdk_message_ids_and_anonymous_ids_are_kept_as_sent() {
     let e = one(json!({"type": "page", "messageId": ANON, "anonymousId": ANON.to_uppercase()}))
         .unwrap();
     assert_eq!(
-        (e.message_id.as_str(), e.anonymous_id.as_deref()),
+        (&*e.message_id, e.anonymous_id.as_deref()),
         (ANON, Some(ANON))
     );
     // userId alone is a visitor.
@@ -137,7 +137,7 @@ fn the_batch_context_and_integrations_merge_into_each_event() {
     });
     let (events, rejected) = run(&body.to_string()).unwrap();
     assert!(rejected.is_empty(), "{rejected:?}");
-    let json = |s: &Option<String>| {
+    let json = |s: &Option<Text<'_>>| {
         serde_json::from_str::<serde_json::Value>(s.as_deref().unwrap()).unwrap()
     };
     assert_eq!(events[0].locale.as_deref(), Some("fr-FR"));
@@ -205,7 +205,7 @@ fn the_path_type_is_given_to_events_without_one() {
         ..enrich()
     };
     let decode_one = |v: serde_json::Value| {
-        let d = decode(v.to_string().as_bytes(), &rich, LIMITS).unwrap();
+        let d = decode_owned(v.to_string().as_bytes(), &rich, LIMITS).unwrap();
         (d.events, d.rejected)
     };
     let (events, _) = decode_one(json!({"event": "x", "userId": "u"}));

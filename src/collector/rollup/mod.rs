@@ -169,9 +169,9 @@ mod tests {
 
     const T0: i64 = 1_790_000_000_000_000;
 
-    fn page(app: &str, anon: &str, path: &str, at: i64) -> Event {
+    fn page(app: &str, anon: &str, path: &str, at: i64) -> Event<'static> {
         Event {
-            page_path: Some(path.into()),
+            page_path: Some(path.to_owned().into()),
             ..Event::example(app, "m", anon, at)
         }
     }

@@ -268,7 +268,7 @@ mod tests {
         let mut d = Delta::default();
         for v in visitors {
             d.add(&Event {
-                page_path: Some(format!("/{v}")),
+                page_path: Some(format!("/{v}").into()),
                 ..Event::example(app, "m", v, at)
             });
         }

@@ -118,9 +118,9 @@ mod tests {
         let mut d = Delta::default();
         for i in 0..3_000 {
             d.add(&Event {
-                page_path: Some(format!("/p{}", i % 7)),
+                page_path: Some(format!("/p{}", i % 7).into()),
                 country: Some("FR".into()),
-                user_id: (i % 2 == 0).then(|| format!("u{i}")),
+                user_id: (i % 2 == 0).then(|| format!("u{i}").into()),
                 ..Event::example("a", "m", &format!("v{i}"), T0)
             });
         }

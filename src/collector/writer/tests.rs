@@ -89,12 +89,12 @@ fn read(f: &Encoded) -> arrow_array::RecordBatch {
     batches.remove(0)
 }
 
-fn ev(id: &str, anon: &str) -> Event {
+fn ev(id: &str, anon: &str) -> Event<'static> {
     Event::example("app", id, anon, T0)
 }
 
 /// `msg_1`: visitor `a` identified as `u1`.
-fn identify_a_as_u1() -> Event {
+fn identify_a_as_u1() -> Event<'static> {
     Event {
         kind: EventType::Identify,
         user_id: Some("u1".into()),
@@ -105,7 +105,7 @@ fn identify_a_as_u1() -> Event {
 /// Commits one batch the way the run loop does and returns the answer.
 fn commit(w: &mut Writer, events: Vec<Event>) -> Result<Committed, WriteError> {
     let (reply, answer) = tokio::sync::oneshot::channel();
-    w.commit(vec![(events, reply)]);
+    w.commit(vec![(Records::of(&events), reply)]);
     answer.blocking_recv().unwrap()
 }
 
@@ -199,7 +199,7 @@ fn an_edge_writer_pushes_the_profile_changes_and_still_applies_them() {
 fn write(tx: &crossbeam_channel::Sender<Msg>, events: Vec<Event>) -> Committed {
     let (reply, answer) = tokio::sync::oneshot::channel();
     tx.send(Msg::Write {
-        events,
+        events: Records::of(&events),
         reply,
         held: Default::default(),
     })
@@ -301,7 +301,7 @@ fn a_failed_wal_rotation_is_retried_on_the_clock_and_loses_nothing() {
     let thread = std::thread::spawn(move || w.run(rx));
     let (reply, answer) = tokio::sync::oneshot::channel();
     tx.send(Msg::Write {
-        events: vec![ev("msg_1", "a")],
+        events: Records::of(&[ev("msg_1", "a")]),
         reply,
         held: Default::default(),
     })
