@@ -448,14 +448,13 @@ impl Writer {
                 return;
             }
         };
-        let kept: Vec<Event<'_>> = kept.into_iter().map(|k| k.event).collect();
         // The identity cache learns only what is durable.
-        for e in &kept {
-            self.learn_identity(e);
+        for k in &kept {
+            self.learn_identity(&k.event);
         }
         // Profiles before the answer, so a 200 is visible at /api/v1/profiles at once.
-        for e in &kept {
-            self.update_profile(e);
+        for k in &kept {
+            self.update_profile(&k.event);
         }
         for (reply, done) in outcomes {
             let c = &self.counters;
@@ -464,21 +463,23 @@ impl Writer {
             let _ = reply.send(Ok(done));
         }
         self.add_usage(&kept, first_lsn);
-        for (i, (e, key)) in kept.iter().zip(keys).enumerate() {
-            self.after_commit(e, key, first_lsn + i as u64, arrived);
+        for (i, (k, key)) in kept.iter().zip(keys).enumerate() {
+            self.after_commit(&k.event, key, first_lsn + i as u64, arrived);
         }
-        self.count(kept.iter().zip(first_lsn..));
+        self.count(kept.iter().map(|k| &k.event).zip(first_lsn..));
     }
 
     /// Adds committed events (LSNs from `first_lsn`) to the monthly usage: written to sled
     /// with the shard's usage LSN when due (`usage::Pending`; a replay counts what a crash
     /// lost, once).
-    fn add_usage(&mut self, kept: &[Event<'_>], first_lsn: u64) {
+    fn add_usage(&mut self, kept: &[Kept<'_>], first_lsn: u64) {
         if kept.is_empty() {
             return;
         }
-        self.usage
-            .add(kept.iter(), first_lsn + kept.len() as u64 - 1);
+        self.usage.add(
+            kept.iter().map(|k| &k.event),
+            first_lsn + kept.len() as u64 - 1,
+        );
         let now = self.clock.now_micros();
         self.usage.write(&self.db, self.cfg.index, now, false);
     }
