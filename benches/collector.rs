@@ -256,9 +256,11 @@ fn agents(c: &mut Criterion) {
     g.bench_function("enrich_batch_10", |b| {
         b.iter_batched(
             || events.clone(),
-            |mut events| {
-                agent::enrich(&mut events);
-                black_box(events)
+            |events| {
+                let verdicts = agent::judge_all(&events);
+                let mut events: Vec<Event<'_>> = events;
+                verdicts.fill(&mut events);
+                black_box(events.len())
             },
             BatchSize::SmallInput,
         )

@@ -9,7 +9,7 @@
 //! flagged. Parsing is woothee's (regular expressions: about 3.5 µs for a browser's agent, half
 //! the collector's whole cost per event), so verdicts are kept per HTTP worker thread by
 //! user-agent string, at most [`CACHE_ENTRIES`] of them: a batch costs one hash lookup per
-//! distinct agent (about 0.1 µs) and the events share the verdict's text (`Arc<str>`).
+//! distinct agent (about 0.1 µs) and the events borrow the verdict's text ([`Verdicts`]).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -188,30 +188,47 @@ pub fn judged(ua: &str) -> Arc<Agent> {
     })
 }
 
-/// Fills the agent columns of `events` from their `user_agent` (the visitor's, see the module
-/// comment): one verdict per distinct agent of the batch.
-pub fn enrich(events: &mut [Event<'_>]) {
-    let mut last: Option<Arc<Agent>> = None;
-    let mut last_agent = None;
-    let shared = |t: &Option<Arc<str>>| t.as_ref().map(Text::from);
+/// The verdicts on the user agents of a request's events (one per distinct agent in a row),
+/// kept while the events borrow their text from them.
+#[derive(Debug, Default)]
+pub struct Verdicts {
+    agents: Vec<Arc<Agent>>,
+    /// Per event: its agent's index in `agents`, or none.
+    of_event: Vec<Option<usize>>,
+}
+
+/// Judges the `user_agent` of each event (the visitor's, see the module comment): one verdict
+/// per distinct agent of the batch, from the per-thread cache.
+pub fn judge_all(events: &[Event<'_>]) -> Verdicts {
+    let mut out = Verdicts::default();
+    let mut last: Option<&str> = None;
     for e in events {
-        let Some(ua) = e.user_agent.as_deref() else {
-            continue;
-        };
-        let agent = match &last {
-            Some(a) if last_agent.as_deref() == Some(ua) => a.clone(),
-            _ => {
-                let a = judged(ua);
-                last_agent = Some(ua.to_owned());
-                last = Some(a.clone());
-                a
+        let index = e.user_agent.as_deref().map(|ua| {
+            if last != Some(ua) {
+                out.agents.push(judged(ua));
+                last = Some(ua);
             }
-        };
-        e.browser = shared(&agent.browser);
-        e.browser_version = shared(&agent.browser_version);
-        e.os = shared(&agent.os);
-        e.device_class = shared(&agent.device_class);
-        e.is_bot = agent.is_bot;
+            out.agents.len() - 1
+        });
+        out.of_event.push(index);
+    }
+    out
+}
+
+impl Verdicts {
+    /// Fills the agent columns of the events judged (in the same order), borrowing the text.
+    pub fn fill<'v>(&'v self, events: &mut [Event<'v>]) {
+        for (e, index) in events.iter_mut().zip(&self.of_event) {
+            let Some(agent) = index.map(|i| &self.agents[i]) else {
+                continue;
+            };
+            let text = |t: &'v Option<Arc<str>>| t.as_deref().map(Text::Borrowed);
+            e.browser = text(&agent.browser);
+            e.browser_version = text(&agent.browser_version);
+            e.os = text(&agent.os);
+            e.device_class = text(&agent.device_class);
+            e.is_bot = agent.is_bot;
+        }
     }
 }
 
@@ -300,7 +317,8 @@ mod tests {
             })
             .collect();
         events[1].user_agent = None;
-        enrich(&mut events);
+        let verdicts = judge_all(&events);
+        verdicts.fill(&mut events);
         assert_eq!(events[0].os.as_deref(), Some("iOS"));
         assert_eq!(events[1].os, None);
         assert_eq!(events[2].device_class.as_deref(), Some("mobile"));

@@ -24,12 +24,12 @@ pub struct Place {
 
 impl Place {
     /// Gives each event of a request its place.
-    pub fn fill(&self, events: &mut [Event<'_>]) {
-        let shared = |t: &Option<Arc<str>>| t.as_ref().map(Text::from);
+    pub fn fill<'p>(&'p self, events: &mut [Event<'p>]) {
+        let text = |t: &'p Option<Arc<str>>| t.as_deref().map(Text::Borrowed);
         for e in events {
-            e.country = shared(&self.country);
-            e.region = shared(&self.region);
-            e.city = shared(&self.city);
+            e.country = text(&self.country);
+            e.region = text(&self.region);
+            e.city = text(&self.city);
         }
     }
 }

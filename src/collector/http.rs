@@ -202,7 +202,7 @@ pub(super) struct CollectQuery {
 fn decode_body<'a>(
     body: &'a [u8],
     copy: &'a mut Vec<u8>,
-    enrich: &Enrichment,
+    enrich: &'a Enrichment,
     cfg: &CollectorSettings,
 ) -> Result<Decoded<'a>, BodyError> {
     decode::decode(body, copy, enrich, limits(cfg))
@@ -404,10 +404,12 @@ async fn receive(
     edge.reject(Reject::InvalidEvent, distinct_events(&rejected) as u64);
     let app: std::sync::Arc<str> = who.app_id.as_str().into();
     for e in &mut events {
-        e.app_id = Text::Shared(app.clone());
+        e.app_id = Text::Borrowed(&app);
     }
-    agent::enrich(&mut events);
-    if let Some(place) = place_of(collector, req, cfg) {
+    let verdicts = agent::judge_all(&events);
+    verdicts.fill(&mut events);
+    let place = place_of(collector, req, cfg);
+    if let Some(place) = &place {
         place.fill(&mut events);
     }
     let erased = suppress(

@@ -166,21 +166,15 @@ impl<'b> Source<'b> {
         }
     }
 
-    /// The text as sent of the object under `key` in `object` (the last such member), when
-    /// it has members and another member follows it: its first key and the next member's key
-    /// bound it. `None` otherwise (the caller encodes it from the tape).
-    pub(super) fn text_of(&self, object: &Object<'_, 'b>, key: &str) -> Option<&'b str> {
-        // The value under the last `key`, and the key after it.
-        let (mut found, mut waiting) = (None, None);
-        for (k, v) in object.iter() {
-            if let Some(value) = waiting.take() {
-                found = Some((value, k));
-            }
-            if k == key {
-                (found, waiting) = (None, Some(v));
-            }
-        }
-        let (value, next) = found?;
+    /// The text as sent of an object member's `value` (see [`pick_with`]), when it has members
+    /// and another member follows it (`next`, its key): its first key and the next member's
+    /// key bound it. `None` otherwise (the caller encodes it from the tape).
+    pub(super) fn text_of(
+        &self,
+        value: Option<Value<'_, 'b>>,
+        next: Option<&str>,
+    ) -> Option<&'b str> {
+        let (value, next) = (value?, next?);
         let (first, _) = value.as_object()?.iter().next()?;
         let open = self.back(self.quote_of(first)?)?;
         let comma = self.back(self.quote_of(next)?)?;
@@ -243,13 +237,27 @@ pub(super) fn pick<'t, 'i, const N: usize>(
     object: &Object<'t, 'i>,
     keys: &[&str; N],
 ) -> [Option<Value<'t, 'i>>; N] {
-    let mut out = [None; N];
+    pick_with(object, |k| keys.iter().position(|key| *key == k)).0
+}
+
+/// The values of the keys that `index` numbers (below `N`) in `object`, in one pass (the last
+/// of a repeated key), and for each the key of the member that follows it (for
+/// [`Source::text_of`]).
+pub(super) fn pick_with<'t, 'i, const N: usize>(
+    object: &Object<'t, 'i>,
+    index: impl Fn(&str) -> Option<usize>,
+) -> ([Option<Value<'t, 'i>>; N], [Option<&'i str>; N]) {
+    let (mut out, mut next) = ([None; N], [None; N]);
+    let mut waiting = None;
     for (k, v) in object.iter() {
-        if let Some(i) = keys.iter().position(|key| *key == k) {
-            out[i] = Some(v);
+        if let Some(w) = waiting.take() {
+            next[w] = Some(k);
+        }
+        if let Some(i) = index(k).filter(|&i| i < N) {
+            (out[i], next[i], waiting) = (Some(v), None, Some(i));
         }
     }
-    out
+    (out, next)
 }
 
 /// JSON text written by `write` into a buffer kept per thread, then copied out at its exact

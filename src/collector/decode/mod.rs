@@ -23,7 +23,7 @@ use simd_json::tape::Value;
 use simd_json::{Buffers, Tape};
 
 use super::event::{Event, EventType, Text};
-use fields::{page_from_properties, pick, Checker, Source, MAX_ID_CHARS};
+use fields::{page_from_properties, pick, pick_with, Checker, Source, MAX_ID_CHARS};
 pub use numbers::clamp_numbers;
 use time::parse_time;
 pub use time::{event_time, MAX_TIME, MIN_TIME};
@@ -218,7 +218,7 @@ fn padded(body: &[u8], copy: &mut Vec<u8>) {
 fn validate<'a>(
     parsed: &Parsed<'_, 'a>,
     source: &Source<'a>,
-    enrich: &Enrichment,
+    enrich: &'a Enrichment,
     max_event_bytes: usize,
 ) -> (Vec<Event<'a>>, Vec<Rejected>) {
     let mut events = Vec::with_capacity(parsed.items.len());
@@ -257,6 +257,31 @@ const EVENT_KEYS: [&str; 17] = [
     "name",
     "category",
 ];
+
+/// The index of an event key in [`EVENT_KEYS`]: one match (a switch on the length, then one
+/// comparison) instead of a comparison with each key.
+fn event_key(k: &str) -> Option<usize> {
+    Some(match k {
+        "type" => 0,
+        "messageId" => 1,
+        "anonymousId" => 2,
+        "userId" => 3,
+        "sessionId" => 4,
+        "event" => 5,
+        "groupId" => 6,
+        "previousId" => 7,
+        "properties" => 8,
+        "traits" => 9,
+        "timestamp" => 10,
+        "originalTimestamp" => 11,
+        "sentAt" => 12,
+        "context" => 13,
+        "integrations" => 14,
+        "name" => 15,
+        "category" => 16,
+        _ => return None,
+    })
+}
 
 /// The event's type: its own `type`, else the one its path names.
 fn event_type(
@@ -307,7 +332,7 @@ fn name_of<'i>(
 struct Batch<'b, 't, 'i> {
     parsed: &'b Parsed<'t, 'i>,
     source: &'b Source<'i>,
-    enrich: &'b Enrichment,
+    enrich: &'i Enrichment,
 }
 
 fn check_event<'a>(
@@ -326,8 +351,9 @@ fn check_event<'a>(
         return Err(c.errors);
     };
     // The seven identifiers, in the order `Checker::ids` takes them.
+    let (picked, next) = pick_with::<{ EVENT_KEYS.len() }>(&obj, event_key);
     let [kind, raw_ids @ .., properties, traits, timestamp, original, sent_at, context, integrations, name, category] =
-        pick(&obj, &EVENT_KEYS);
+        picked;
     let kind = event_type(&mut c, kind, enrich.kind);
     let ids = c.ids(kind, raw_ids);
     let name = name_of(
@@ -341,9 +367,9 @@ fn check_event<'a>(
     let properties_json = c.object_json(
         properties,
         "properties",
-        batch.source.text_of(&obj, "properties"),
+        batch.source.text_of(properties, next[8]),
     );
-    let traits = c.object_json(traits, "traits", batch.source.text_of(&obj, "traits"));
+    let traits = c.object_json(traits, "traits", batch.source.text_of(traits, next[9]));
     // Segment's `timestamp` (when the event happened) else `originalTimestamp` (the client's
     // clock when the SDK made it: RudderStack sends only this one).
     let original_timestamp = match timestamp.filter(|v| v.as_null().is_none()) {
@@ -370,7 +396,7 @@ fn check_event<'a>(
             Some(id) => Text::Borrowed(id),
             None => format!("msg_{}", uuid::Uuid::new_v4().simple()).into(),
         },
-        app_id: Text::Shared(enrich.app_id.clone()),
+        app_id: Text::Borrowed(&enrich.app_id),
         kind,
         event: text(ids.event),
         anonymous_id: ids.anonymous_id,
@@ -390,11 +416,11 @@ fn check_event<'a>(
         timezone: text(ctx.timezone),
         screen_width: ctx.screen[0],
         screen_height: ctx.screen[1],
-        ip: enrich.ip.as_ref().map(Text::from),
+        ip: enrich.ip.as_deref().map(Text::Borrowed),
         // The visitor's: the one an SDK forwards, else the request's (`agent.rs` reads it).
         user_agent: match ctx.user_agent {
             Some(ua) if enrich.user_agent.as_deref() != Some(ua) => Some(Text::Borrowed(ua)),
-            _ => enrich.user_agent.as_ref().map(Text::from),
+            _ => enrich.user_agent.as_deref().map(Text::Borrowed),
         },
         properties: properties_json,
         traits,
@@ -426,8 +452,8 @@ fn check_event<'a>(
 /// keys and punctuation less than 1 KiB), so ordinary events cost no encoding.
 fn over_limit(e: &Event<'_>, enrich: &Enrichment, item: Value<'_, '_>, max: usize) -> bool {
     // The user agent is the server's unless the event forwarded its own (`context.userAgent`).
-    let server_agent = match (&e.user_agent, &enrich.user_agent) {
-        (Some(Text::Shared(a)), Some(b)) if Arc::ptr_eq(a, b) => a.len(),
+    let server_agent = match (e.user_agent.as_deref(), enrich.user_agent.as_deref()) {
+        (Some(a), Some(b)) if std::ptr::eq(a, b) => a.len(),
         _ => 0,
     };
     let server = e.ip.as_ref().map_or(0, |s| s.len()) + server_agent + e.app_id.len();
@@ -473,7 +499,7 @@ impl Decoded<'_> {
 pub fn decode<'a>(
     body: &'a [u8],
     copy: &'a mut Vec<u8>,
-    enrich: &Enrichment,
+    enrich: &'a Enrichment,
     limits: Limits,
 ) -> Result<Decoded<'a>, BodyError> {
     match decode_in_place(body, copy, enrich, limits) {
@@ -504,7 +530,7 @@ pub fn decode_owned(
 fn decode_in_place<'a>(
     body: &'a [u8],
     copy: &'a mut Vec<u8>,
-    enrich: &Enrichment,
+    enrich: &'a Enrichment,
     limits: Limits,
 ) -> Result<Decoded<'a>, BodyError> {
     padded(body, copy);
@@ -554,6 +580,16 @@ mod tests {
     }
 
     pub(super) const ANON: &str = "6f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d4e5f";
+
+    #[test]
+    fn the_event_key_match_numbers_the_keys_as_the_list_does() {
+        for (i, key) in EVENT_KEYS.iter().enumerate() {
+            assert_eq!(event_key(key), Some(i), "{key}");
+        }
+        for other in ["", "Type", "types", "userid", "context.page"] {
+            assert_eq!(event_key(other), None, "{other}");
+        }
+    }
 
     #[test]
     fn a_batch_is_validated_event_by_event() {
