@@ -43,6 +43,36 @@ enum ColumnBuilder {
     Bool(BooleanBuilder),
 }
 
+// A cell's value for its column's builder. Both come from `Event::COLUMNS`: a cell always
+// matches its column's kind, so the other arms are never taken.
+fn text(c: Cell<'_>) -> Option<&str> {
+    match c {
+        Cell::Text(v) => v,
+        _ => unreachable!("cells follow Event::COLUMNS"),
+    }
+}
+
+fn timestamp(c: Cell<'_>) -> Option<i64> {
+    match c {
+        Cell::Timestamp(v) => v,
+        _ => unreachable!("cells follow Event::COLUMNS"),
+    }
+}
+
+fn int(c: Cell<'_>) -> Option<i32> {
+    match c {
+        Cell::Int(v) => v,
+        _ => unreachable!("cells follow Event::COLUMNS"),
+    }
+}
+
+fn flag(c: Cell<'_>) -> Option<bool> {
+    match c {
+        Cell::Bool(v) => v,
+        _ => unreachable!("cells follow Event::COLUMNS"),
+    }
+}
+
 /// Column builders for one file's worth of events.
 pub struct RowBuilder {
     columns: Vec<ColumnBuilder>,
@@ -81,18 +111,24 @@ impl RowBuilder {
     }
 
     pub fn append(&mut self, e: &Event) {
-        for (column, cell) in self.columns.iter_mut().zip(e.cells()) {
-            match (column, cell) {
-                (ColumnBuilder::Str(b), Cell::Text(v)) => b.append_option(v),
-                (ColumnBuilder::Ts(b), Cell::Timestamp(v)) => b.append_option(v),
-                (ColumnBuilder::Int(b), Cell::Int(v)) => b.append_option(v),
-                (ColumnBuilder::Bool(b), Cell::Bool(v)) => b.append_option(v),
-                // Both come from Event::COLUMNS: a cell always matches its column's kind.
-                _ => unreachable!("cells follow Event::COLUMNS"),
+        self.append_all(&[e]);
+    }
+
+    /// Appends rows column by column: each builder takes all of them in turn, so its buffers
+    /// stay in the cache (row by row, every row touches all the builders).
+    pub fn append_all(&mut self, events: &[&Event]) {
+        let rows: Vec<_> = events.iter().map(|e| e.cells()).collect();
+        for (i, column) in self.columns.iter_mut().enumerate() {
+            let cells = rows.iter().map(|r| r[i]);
+            match column {
+                ColumnBuilder::Str(b) => cells.for_each(|c| b.append_option(text(c))),
+                ColumnBuilder::Ts(b) => cells.for_each(|c| b.append_option(timestamp(c))),
+                ColumnBuilder::Int(b) => cells.for_each(|c| b.append_option(int(c))),
+                ColumnBuilder::Bool(b) => cells.for_each(|c| b.append_option(flag(c))),
             }
         }
-        self.rows += 1;
-        self.bytes += e.approx_bytes();
+        self.rows += events.len();
+        self.bytes += events.iter().map(|e| e.approx_bytes()).sum::<usize>();
     }
 
     /// The rows as one record batch in schema order; the builder is left empty.
@@ -201,13 +237,18 @@ impl OpenFile {
         })
     }
 
-    /// Adds a row; every [`ROW_GROUP_ROWS`] rows are encoded.
-    pub fn append(&mut self, e: &Event) -> Result<(), ParquetError> {
-        self.rows.append(e);
-        self.total += 1;
-        if self.rows.rows() >= ROW_GROUP_ROWS {
-            self.writer.write(&self.rows.finish())?;
-            self.writer.flush()?;
+    /// Adds rows; every [`ROW_GROUP_ROWS`] rows are encoded.
+    pub fn append(&mut self, mut events: &[&Event]) -> Result<(), ParquetError> {
+        while !events.is_empty() {
+            let room = ROW_GROUP_ROWS - self.rows.rows();
+            let (now, rest) = events.split_at(room.min(events.len()));
+            self.rows.append_all(now);
+            self.total += now.len();
+            if self.rows.rows() >= ROW_GROUP_ROWS {
+                self.writer.write(&self.rows.finish())?;
+                self.writer.flush()?;
+            }
+            events = rest;
         }
         Ok(())
     }
@@ -296,11 +337,21 @@ mod tests {
     fn an_open_file_holds_compressed_row_groups_and_one_group_of_builders() {
         let mut f = OpenFile::new().unwrap();
         let n = ROW_GROUP_ROWS as i64 * 3 + 10;
-        let mut input = 0;
-        for i in 0..n {
-            let e = sample(i);
-            input += e.approx_bytes();
-            f.append(&e).unwrap();
+        let events: Vec<Event> = (0..n).map(sample).collect();
+        let input: usize = events.iter().map(Event::approx_bytes).sum();
+        // Runs of uneven lengths, some across a row group's end, as group commits append them.
+        let refs: Vec<&Event> = events.iter().collect();
+        let mut at = 0;
+        for len in [1, 7, ROW_GROUP_ROWS - 9, ROW_GROUP_ROWS * 2, 3]
+            .into_iter()
+            .cycle()
+        {
+            let end = (at + len).min(refs.len());
+            f.append(&refs[at..end]).unwrap();
+            at = end;
+            if at == refs.len() {
+                break;
+            }
         }
         assert!(
             f.memory() < input / 3,
@@ -314,8 +365,18 @@ mod tests {
         )
         .unwrap();
         assert_eq!(reader.metadata().num_row_groups(), 4);
-        let rows: usize = reader.build().unwrap().map(|b| b.unwrap().num_rows()).sum();
-        assert_eq!(rows, n as usize);
+        let mut times = Vec::new();
+        for batch in reader.build().unwrap() {
+            let batch = batch.unwrap();
+            let column = batch.column_by_name("timestamp").unwrap();
+            let column = column
+                .as_any()
+                .downcast_ref::<arrow_array::TimestampMicrosecondArray>()
+                .unwrap();
+            times.extend(column.values().iter().copied());
+        }
+        let sent: Vec<i64> = events.iter().map(|e| e.timestamp).collect();
+        assert_eq!(times, sent, "every row once, in order");
     }
 
     #[test]

@@ -344,6 +344,9 @@ impl<'a> Reader<'a> {
 /// empty.
 const WAL_FORMAT: u8 = 4;
 
+/// The number of the lake's columns.
+pub const COLUMN_COUNT: usize = Event::COLUMNS.len();
+
 /// Fixed overhead counted per row by [`Event::approx_bytes`] (pointers, lengths, numbers).
 const ROW_OVERHEAD: usize = 96;
 
@@ -373,11 +376,11 @@ macro_rules! event_row {
             ];
 
             /// The row's cells, in the order of [`Event::COLUMNS`].
-            pub fn cells(&self) -> impl Iterator<Item = Cell<'_>> {
+            pub fn cells(&self) -> [Cell<'_>; COLUMN_COUNT] {
                 [
                     $( Field::cell(&self.$field), )+
                     $( $( Field::cell(&self.$added), )+ )*
-                ].into_iter()
+                ]
             }
 
             /// The compact binary form kept in the write-ahead log (no JSON escaping on the
@@ -686,7 +689,7 @@ mod tests {
         assert_eq!(&names[30..35], &agent);
         assert_eq!(Event::COLUMNS[34].kind, ColumnKind::Bool);
         assert_eq!(&names[35..], &["country", "region", "city"]);
-        let cells: Vec<_> = e.cells().collect();
+        let cells = e.cells();
         assert_eq!(cells.len(), Event::COLUMNS.len());
         for (col, cell) in Event::COLUMNS.iter().zip(&cells) {
             let kind = match cell {

@@ -466,7 +466,7 @@ mod tests {
         for i in first..first + rows {
             let mut e = Event::example(app, &format!("m{i}"), &format!("v{i}"), HOUR10 + 1);
             e.user_id = Some(format!("u{i}").into());
-            f.append(&e).unwrap();
+            f.append(&[&e]).unwrap();
         }
         let closed = f.close().unwrap();
         parts

@@ -267,7 +267,7 @@ impl Writer {
                     self.update_profile(&e);
                     let now = self.clock.now_micros();
                     let key = self.seen.index().fingerprint(&e.app_id, &e.message_id);
-                    self.after_commit(&e, key, r.lsn, now);
+                    self.after_commit(&[&e], &[key], r.lsn, now);
                     self.count(std::iter::once((&e, r.lsn)));
                 }
                 None => {
@@ -463,10 +463,15 @@ impl Writer {
             let _ = reply.send(Ok(done));
         }
         self.add_usage(&kept, first_lsn);
-        for (i, (k, key)) in kept.iter().zip(keys).enumerate() {
-            self.after_commit(&k.event, key, first_lsn + i as u64, arrived);
+        let events: Vec<&Event<'_>> = kept.iter().map(|k| &k.event).collect();
+        // Runs of one app and hour (one open file) go to their file together.
+        let mut at = 0;
+        for run in events.chunk_by(|a, b| a.app_id == b.app_id && hour_of(a) == hour_of(b)) {
+            let lsn = first_lsn + at as u64;
+            self.after_commit(run, &keys[at..at + run.len()], lsn, arrived);
+            at += run.len();
         }
-        self.count(kept.iter().map(|k| &k.event).zip(first_lsn..));
+        self.count(events.into_iter().zip(first_lsn..));
     }
 
     /// Adds committed events (LSNs from `first_lsn`) to the monthly usage: written to sled
@@ -625,24 +630,26 @@ impl Writer {
         user
     }
 
-    /// Everything after the answer but the rollups: the row in its open file and the messageId.
-    fn after_commit(&mut self, e: &Event<'_>, key: u128, lsn: u64, arrived: i64) {
-        let hour = e.received_at.div_euclid(HOUR_MICROS);
-        if !self.open.contains_key(&*e.app_id) {
-            self.open.insert(Arc::from(&*e.app_id), BTreeMap::new());
+    /// Everything after the answer but the rollups, for a run of events of one app and hour
+    /// (LSNs from `first_lsn`): the rows in their open file and the messageIds (`keys`).
+    fn after_commit(&mut self, run: &[&Event<'_>], keys: &[u128], first_lsn: u64, arrived: i64) {
+        let Some(first) = run.first() else { return };
+        let (app, hour) = (&*first.app_id, hour_of(first));
+        if !self.open.contains_key(app) {
+            self.open.insert(Arc::from(app), BTreeMap::new());
         }
-        let hours = self.open.get_mut(&*e.app_id).expect("inserted above");
+        let hours = self.open.get_mut(app).expect("inserted above");
         let appended = match hours.entry(hour) {
-            std::collections::btree_map::Entry::Occupied(o) => o.into_mut().append(e),
+            std::collections::btree_map::Entry::Occupied(o) => o.into_mut().append(run),
             std::collections::btree_map::Entry::Vacant(v) => {
-                OpenFile::new().and_then(|f| v.insert(f).append(e))
+                OpenFile::new().and_then(|f| v.insert(f).append(run))
             }
         };
         if let Err(err) = appended {
             self.break_down(err);
         }
-        self.rows += 1;
-        self.bytes += e.approx_bytes();
+        self.rows += run.len();
+        self.bytes += run.iter().map(|e| e.approx_bytes()).sum::<usize>();
         if self.oldest.is_none() {
             self.oldest = Some(arrived);
         }
@@ -650,9 +657,11 @@ impl Writer {
             self.first_hour = Some(hour);
             self.handed.opened(hour);
         }
-        self.first_open_lsn.get_or_insert(lsn);
-        self.last_open_lsn = lsn;
-        self.seen.insert(key, e.received_at);
+        self.first_open_lsn.get_or_insert(first_lsn);
+        self.last_open_lsn = first_lsn + run.len() as u64 - 1;
+        for (e, &key) in run.iter().zip(keys) {
+            self.seen.insert(key, e.received_at);
+        }
     }
 
     /// Folds an event into its user's profile; an error is logged, never fatal to the event.
@@ -739,6 +748,11 @@ impl Writer {
         }
         Ok(())
     }
+}
+
+/// The hour of the lake partition an event goes to.
+fn hour_of(e: &Event<'_>) -> i64 {
+    e.received_at.div_euclid(HOUR_MICROS)
 }
 
 /// What an event of a known user tells its profile.

@@ -60,7 +60,8 @@ impl Checker {
     /// An optional id: a non-empty string, with `prefix` when given.
     fn id<'i>(&mut self, v: Option<Value<'_, 'i>>, field: &str, prefix: &str) -> Option<&'i str> {
         let s = self.str(v, field, MAX_ID_CHARS)?;
-        if s.is_empty() || !s.starts_with(prefix) || s.len() == prefix.len() {
+        let prefixed = prefix.is_empty() || s.starts_with(prefix);
+        if s.is_empty() || !prefixed || s.len() == prefix.len() {
             let shape = if prefix.is_empty() {
                 "a non-empty string".to_owned()
             } else {

@@ -30,7 +30,7 @@ fn file(person_every: usize) -> (Vec<u8>, usize) {
                 e.user_id = Some("p-u".into());
             }
         }
-        f.append(&e).unwrap();
+        f.append(&[&e]).unwrap();
     }
     (f.close().unwrap().bytes, theirs)
 }
