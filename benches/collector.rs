@@ -9,7 +9,10 @@
 //! - `agent/*`: the user agent of one event judged (`collector/agent.rs`): `woothee_parse`
 //!   uncached (a new agent), `cached` (the per-thread cache's hit), and `enrich_batch_10` (the
 //!   edge's step over a decoded 10-event batch, one agent);
-//! - `arrow/append_1000`: 1000 events into the column builders, then `finish()`;
+//! - `records/*`: a decoded 10-event batch into its WAL form at the edge (`encode_10`: one
+//!   buffer, `Records`), and read back as borrowed events in the writer (`read_10`);
+//! - `arrow/append_1000`: 1000 events into the column builders (column by column, as the
+//!   writer appends a group's run), then `finish()`;
 //! - `parquet/encode_10000`: one 10 000-row batch to Parquet (zstd 3);
 //! - `submit/batch_10`: `Collector::submit` of 10 new events through one shard writer, which
 //!   answers after the WAL append + fsync (so milliseconds, and mostly the disk).
@@ -24,7 +27,7 @@ use serde_json::{json, Value};
 use tributary::collector::agent;
 use tributary::collector::columns::{encode_parquet, RowBuilder};
 use tributary::collector::decode::{self, Enrichment};
-use tributary::collector::{Collector, Event};
+use tributary::collector::{Collector, Event, Records};
 use tributary::config::Settings;
 
 #[global_allocator]
@@ -134,12 +137,28 @@ fn arrow(c: &mut Criterion) {
     let mut g = c.benchmark_group("arrow");
     g.throughput(Throughput::Elements(events.len() as u64));
     g.bench_function("append_1000", |b| {
+        let refs: Vec<&Event> = events.iter().collect();
         b.iter(|| {
             let mut rows = RowBuilder::default();
-            for e in &events {
-                rows.append(e);
-            }
+            rows.append_all(&refs);
             black_box(rows.finish())
+        })
+    });
+    g.finish();
+}
+
+fn records(c: &mut Criterion) {
+    let events = sample_events();
+    let encoded = Records::of(&events);
+    let mut g = c.benchmark_group("records");
+    g.throughput(Throughput::Elements(events.len() as u64));
+    g.bench_function("encode_10", |b| {
+        b.iter(|| black_box(Records::of(black_box(&events)).len()))
+    });
+    g.bench_function("read_10", |b| {
+        b.iter(|| {
+            let read = encoded.records().filter_map(Event::decode_wal);
+            black_box(read.map(|e| e.message_id.len()).sum::<usize>())
         })
     });
     g.finish();
@@ -268,5 +287,5 @@ fn agents(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, parse, agents, arrow, parquet, submit);
+criterion_group!(benches, parse, agents, records, arrow, parquet, submit);
 criterion_main!(benches);
