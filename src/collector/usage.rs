@@ -1,7 +1,8 @@
 //! Monthly event counts per app, for the `events_per_month` plan limit.
 //!
-//! The shard writers add accepted events to sled (`usage` tree, `app \0 YYYY-MM -> u64`); the
-//! edge checks and counts in memory (`quota.rs`), seeded from this count after a start.
+//! The shard writers add accepted events to sled (`usage` tree, `app \0 YYYY-MM -> u64`; at most
+//! every 250 ms, see `Pending`); the edge checks and counts in memory (`quota.rs`), seeded from
+//! this count after a start.
 
 use std::collections::HashMap;
 
