@@ -73,6 +73,10 @@ fn flag(c: Cell<'_>) -> Option<bool> {
     }
 }
 
+/// Rows whose cells are gathered at once by [`RowBuilder::append_all`]: 32 x 38 cells of 24
+/// bytes, about 29 KiB, within a core's first-level data cache.
+const CELL_ROWS: usize = 32;
+
 /// Column builders for one file's worth of events.
 pub struct RowBuilder {
     columns: Vec<ColumnBuilder>,
@@ -114,17 +118,22 @@ impl RowBuilder {
         self.append_all(&[e]);
     }
 
-    /// Appends rows column by column: each builder takes all of them in turn, so its buffers
-    /// stay in the cache (row by row, every row touches all the builders).
+    /// Appends rows column by column, [`CELL_ROWS`] rows at a time: each builder takes them in
+    /// turn, so its buffers stay in the cache (row by row, every row touches all the builders),
+    /// and so do the rows' cells.
     pub fn append_all(&mut self, events: &[&Event]) {
-        let rows: Vec<_> = events.iter().map(|e| e.cells()).collect();
-        for (i, column) in self.columns.iter_mut().enumerate() {
-            let cells = rows.iter().map(|r| r[i]);
-            match column {
-                ColumnBuilder::Str(b) => cells.for_each(|c| b.append_option(text(c))),
-                ColumnBuilder::Ts(b) => cells.for_each(|c| b.append_option(timestamp(c))),
-                ColumnBuilder::Int(b) => cells.for_each(|c| b.append_option(int(c))),
-                ColumnBuilder::Bool(b) => cells.for_each(|c| b.append_option(flag(c))),
+        let mut rows = Vec::with_capacity(events.len().min(CELL_ROWS));
+        for chunk in events.chunks(CELL_ROWS) {
+            rows.clear();
+            rows.extend(chunk.iter().map(|e| e.cells()));
+            for (i, column) in self.columns.iter_mut().enumerate() {
+                let cells = rows.iter().map(|r| r[i]);
+                match column {
+                    ColumnBuilder::Str(b) => cells.for_each(|c| b.append_option(text(c))),
+                    ColumnBuilder::Ts(b) => cells.for_each(|c| b.append_option(timestamp(c))),
+                    ColumnBuilder::Int(b) => cells.for_each(|c| b.append_option(int(c))),
+                    ColumnBuilder::Bool(b) => cells.for_each(|c| b.append_option(flag(c))),
+                }
             }
         }
         self.rows += events.len();
