@@ -312,7 +312,7 @@ mod tests {
         let ua: Arc<str> = IPHONE_SAFARI.into();
         let mut events: Vec<Event> = (0..3)
             .map(|i| Event {
-                user_agent: Some(ua.clone().into()),
+                user_agent: Some(Text::Borrowed(&ua)),
                 ..Event::example("a", &format!("m{i}"), "v", 0)
             })
             .collect();

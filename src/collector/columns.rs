@@ -43,36 +43,6 @@ enum ColumnBuilder {
     Bool(BooleanBuilder),
 }
 
-// A cell's value for its column's builder. Both come from `Event::COLUMNS`: a cell always
-// matches its column's kind, so the other arms are never taken.
-fn text(c: Cell<'_>) -> Option<&str> {
-    match c {
-        Cell::Text(v) => v,
-        _ => unreachable!("cells follow Event::COLUMNS"),
-    }
-}
-
-fn timestamp(c: Cell<'_>) -> Option<i64> {
-    match c {
-        Cell::Timestamp(v) => v,
-        _ => unreachable!("cells follow Event::COLUMNS"),
-    }
-}
-
-fn int(c: Cell<'_>) -> Option<i32> {
-    match c {
-        Cell::Int(v) => v,
-        _ => unreachable!("cells follow Event::COLUMNS"),
-    }
-}
-
-fn flag(c: Cell<'_>) -> Option<bool> {
-    match c {
-        Cell::Bool(v) => v,
-        _ => unreachable!("cells follow Event::COLUMNS"),
-    }
-}
-
 /// Rows whose cells are gathered at once by [`RowBuilder::append_all`]: 32 x 38 cells of 24
 /// bytes, about 29 KiB, within a core's first-level data cache.
 const CELL_ROWS: usize = 32;
@@ -127,12 +97,15 @@ impl RowBuilder {
             rows.clear();
             rows.extend(chunk.iter().map(|e| e.cells()));
             for (i, column) in self.columns.iter_mut().enumerate() {
-                let cells = rows.iter().map(|r| r[i]);
-                match column {
-                    ColumnBuilder::Str(b) => cells.for_each(|c| b.append_option(text(c))),
-                    ColumnBuilder::Ts(b) => cells.for_each(|c| b.append_option(timestamp(c))),
-                    ColumnBuilder::Int(b) => cells.for_each(|c| b.append_option(int(c))),
-                    ColumnBuilder::Bool(b) => cells.for_each(|c| b.append_option(flag(c))),
+                for row in &rows {
+                    match (&mut *column, row[i]) {
+                        (ColumnBuilder::Str(b), Cell::Text(v)) => b.append_option(v),
+                        (ColumnBuilder::Ts(b), Cell::Timestamp(v)) => b.append_option(v),
+                        (ColumnBuilder::Int(b), Cell::Int(v)) => b.append_option(v),
+                        (ColumnBuilder::Bool(b), Cell::Bool(v)) => b.append_option(v),
+                        // Both come from Event::COLUMNS: a cell always matches its column's kind.
+                        _ => unreachable!("cells follow Event::COLUMNS"),
+                    }
                 }
             }
         }

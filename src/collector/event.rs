@@ -11,15 +11,12 @@
 //! is copied into an allocation of its own between the socket and the WAL, nor between the WAL
 //! and the Arrow builders: the edge encodes a request's events into one buffer ([`Records`]).
 
-use std::sync::Arc;
-
-/// An event's text: borrowed (from the request body or a WAL record), shared by the events of
-/// one request (the app, the address, the user agent's verdict: one reference count each), or
-/// owned (what the server makes: a messageId, an object encoded again, a cached userId).
+/// An event's text: borrowed (from the request body, what the events of one request share, or
+/// a WAL record), or owned (what the server makes: a messageId, an object encoded again, a
+/// cached userId).
 #[derive(Clone)]
 pub enum Text<'a> {
     Borrowed(&'a str),
-    Shared(Arc<str>),
     Owned(Box<str>),
 }
 
@@ -28,7 +25,6 @@ impl Text<'_> {
     pub fn into_owned(self) -> Text<'static> {
         match self {
             Text::Borrowed(s) => Text::Owned(s.into()),
-            Text::Shared(s) => Text::Shared(s),
             Text::Owned(s) => Text::Owned(s),
         }
     }
@@ -39,21 +35,8 @@ impl std::ops::Deref for Text<'_> {
     fn deref(&self) -> &str {
         match self {
             Text::Borrowed(s) => s,
-            Text::Shared(s) => s,
             Text::Owned(s) => s,
         }
-    }
-}
-
-impl AsRef<str> for Text<'_> {
-    fn as_ref(&self) -> &str {
-        self
-    }
-}
-
-impl std::borrow::Borrow<str> for Text<'_> {
-    fn borrow(&self) -> &str {
-        self
     }
 }
 
@@ -71,27 +54,15 @@ impl PartialEq for Text<'_> {
 
 impl Eq for Text<'_> {}
 
-impl PartialEq<str> for Text<'_> {
-    fn eq(&self, other: &str) -> bool {
-        **self == *other
+impl std::fmt::Debug for Text<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&**self, f)
     }
 }
 
 impl PartialEq<&str> for Text<'_> {
     fn eq(&self, other: &&str) -> bool {
         **self == **other
-    }
-}
-
-impl std::hash::Hash for Text<'_> {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        (**self).hash(state)
-    }
-}
-
-impl std::fmt::Debug for Text<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        std::fmt::Debug::fmt(&**self, f)
     }
 }
 
@@ -110,18 +81,6 @@ impl<'a> From<&'a str> for Text<'a> {
 impl From<String> for Text<'_> {
     fn from(s: String) -> Self {
         Text::Owned(s.into_boxed_str())
-    }
-}
-
-impl From<Arc<str>> for Text<'_> {
-    fn from(s: Arc<str>) -> Self {
-        Text::Shared(s)
-    }
-}
-
-impl From<&Arc<str>> for Text<'_> {
-    fn from(s: &Arc<str>) -> Self {
-        Text::Shared(s.clone())
     }
 }
 
@@ -228,7 +187,8 @@ impl<'a> Field<'a> for Text<'a> {
         let len = u32::from_le_bytes(r.take(4)?.try_into().ok()?) as usize;
         std::str::from_utf8(r.take(len)?).ok().map(Text::Borrowed)
     }
-    /// A shared text is counted in full for each event: the estimate errs on the safe side.
+    /// A text shared by a request's events is counted in full for each: the estimate errs on
+    /// the safe side.
     fn heap_bytes(&self) -> usize {
         self.len()
     }
@@ -524,9 +484,10 @@ pub struct Records {
 }
 
 impl Records {
-    pub fn with_capacity(events: usize, bytes: usize) -> Records {
+    /// Room for `events` records of the usual size (a tracker's event, about 600 bytes).
+    pub fn with_capacity(events: usize) -> Records {
         Records {
-            bytes: Vec::with_capacity(bytes),
+            bytes: Vec::with_capacity(events * 640),
             ends: Vec::with_capacity(events),
             approx: 0,
         }
@@ -534,7 +495,7 @@ impl Records {
 
     /// The records of `events`.
     pub fn of(events: &[Event<'_>]) -> Records {
-        let mut out = Records::with_capacity(events.len(), events.len() * 640);
+        let mut out = Records::with_capacity(events.len());
         for e in events {
             out.push(e);
         }

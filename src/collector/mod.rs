@@ -547,9 +547,8 @@ impl Collector {
         let per_shard = {
             let n = self.queues.len();
             let guess = events.len() / n + 1;
-            let mut per_shard: Vec<Records> = (0..n)
-                .map(|_| Records::with_capacity(guess, guess * 640))
-                .collect();
+            let mut per_shard: Vec<Records> =
+                (0..n).map(|_| Records::with_capacity(guess)).collect();
             for e in &events {
                 let i = if n == 1 { 0 } else { self.shard_of(e) };
                 per_shard[i].push(e);

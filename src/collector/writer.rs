@@ -558,7 +558,7 @@ impl Writer {
                 let gate = match gates.iter().position(|(a, _)| **a == *e.app_id) {
                     Some(i) => &gates[i].1,
                     None => {
-                        gates.push((e.app_id.as_ref().into(), self.gate.gate(&e.app_id)));
+                        gates.push((Box::from(&*e.app_id), self.gate.gate(&e.app_id)));
                         &gates[gates.len() - 1].1
                     }
                 };
