@@ -144,7 +144,8 @@ async fn list_apps(
     Ok(page.answer(&apps))
 }
 
-/// Get one app (also while it is being deleted: then with its `deletionJobId`).
+/// Get one app. From the moment its deletion began it is 404: the deletion is followed at
+/// `GET /admin/v1/jobs/{jobId}`, and the list of apps shows it with its `deletionJobId`.
 #[utoipa::path(tag = "admin", security(("admin_token" = [])), params(("appId" = String, Path)), responses((status = 200, body = App), (status = 404)))]
 #[get("/apps/{appId}")]
 async fn get_app(

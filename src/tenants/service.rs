@@ -45,13 +45,15 @@ impl Tenants {
         }
     }
 
-    /// The app `id`; 404 when there is none.
+    /// The app `id`; 404 when there is none, also from the moment its deletion began (the
+    /// job that deletes it is followed at `GET /admin/v1/jobs/{jobId}`).
     pub async fn app(&self, id: &str) -> Result<App, ApiError> {
         let id = id.to_owned();
         self.state
             .store
             .run(move |db| store::get_app(db, &id))
             .await?
+            .filter(|app| !app.deleting())
             .ok_or_else(|| ApiError::not_found("app"))
     }
 
@@ -84,7 +86,7 @@ impl Tenants {
     }
 
     /// Renames the app or changes its plan (a downgrade never deletes data); 404 when there is
-    /// no such app.
+    /// no such app or it is being deleted.
     pub async fn update_app(&self, id: &str, change: AppChange) -> Result<App, ApiError> {
         let (id, access, now) = (id.to_owned(), self.access.clone(), self.state.now());
         let (_, app) = self
@@ -245,10 +247,7 @@ impl FromRequest for AdminApp {
         let id = req.match_info().get("appId").unwrap_or_default().to_owned();
         Box::pin(async move {
             admin?;
-            match tenants?.app(&id).await? {
-                app if app.deleting() => Err(ApiError::not_found("app")),
-                app => Ok(AdminApp(app)),
-            }
+            Ok(AdminApp(tenants?.app(&id).await?))
         })
     }
 }

@@ -94,7 +94,7 @@ where
 }
 
 /// Changes an app at `now` (compare-and-swap); returns (before, after), `None` when it does
-/// not exist.
+/// not exist or is being deleted.
 pub fn modify_app(
     db: &sled::Db,
     id: &str,
@@ -104,7 +104,7 @@ pub fn modify_app(
     let changed = modify(
         &db.open_tree(APPS)?,
         id,
-        |_| true,
+        |app: &App| !app.deleting(),
         |app: &mut App| {
             change(app);
             app.updated_at = now;
@@ -162,7 +162,7 @@ pub fn remove_app(db: &sled::Db, id: &str) -> Result<Vec<String>, StoreError> {
 }
 
 /// Gives the app `key` as its integration key and revokes the old one. Returns the app and the
-/// revoked key, `None` when the app does not exist. The rotation happens when the new key was
+/// revoked key, `None` when the app does not exist or is being deleted. The rotation happens when the new key was
 /// made (its `createdAt`).
 pub fn rotate_integration_key(
     db: &sled::Db,

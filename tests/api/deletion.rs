@@ -110,6 +110,23 @@ async fn delete_answers_404_for_an_unknown_app_401_without_the_token_and_the_sam
         .admin(Method::DELETE, &format!("/apps/{id}"), None)
         .await;
     assert_eq!(first.status, 202, "{}", first.body);
+    // From the 202 on, the app itself is gone from the admin API (its job is what is followed):
+    // not shown, not changed, no new integration key.
+    let gone = [
+        (Method::GET, format!("/apps/{id}"), None),
+        (
+            Method::PATCH,
+            format!("/apps/{id}"),
+            Some(json!({"name": "Back"})),
+        ),
+        (Method::POST, format!("/apps/{id}/integration-key"), None),
+        (Method::GET, format!("/apps/{id}/keys"), None),
+    ];
+    for (method, path, body) in gone {
+        app.admin(method.clone(), &path, body)
+            .await
+            .assert_error(404, "NOT_FOUND");
+    }
     let again = app
         .admin(Method::DELETE, &format!("/apps/{id}"), None)
         .await;
