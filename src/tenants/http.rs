@@ -251,7 +251,7 @@ async fn list_keys(
 )]
 #[patch("/apps/{appId}/keys/{keyId}")]
 async fn update_key(
-    _: Admin,
+    _: AdminApp,
     tenants: Tenants,
     req: HttpRequest,
     path: web::Path<(String, String)>,
@@ -273,7 +273,7 @@ async fn update_key(
 )]
 #[delete("/apps/{appId}/keys/{keyId}")]
 async fn revoke_key(
-    _: Admin,
+    _: AdminApp,
     tenants: Tenants,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {

@@ -85,6 +85,7 @@ async fn delete_answers_404_for_an_unknown_app_401_without_the_token_and_the_sam
         .await
         .assert_error(404, "NOT_FOUND");
     let (id, _) = app.create_app("free").await;
+    let (key_id, _) = app.create_key(&id, &["contacts:read"]).await;
     let path = format!("/admin/v1/apps/{id}");
     app.send(Method::DELETE, &path, &[], None)
         .await
@@ -121,6 +122,11 @@ async fn delete_answers_404_for_an_unknown_app_401_without_the_token_and_the_sam
         ),
         (Method::POST, format!("/apps/{id}/integration-key"), None),
         (Method::GET, format!("/apps/{id}/keys"), None),
+        (
+            Method::PATCH,
+            format!("/apps/{id}/keys/{key_id}"),
+            Some(json!({"permissions": ["contacts:read"]})),
+        ),
     ];
     for (method, path, body) in gone {
         app.admin(method.clone(), &path, body)
