@@ -135,9 +135,22 @@ impl RowBuilder {
 /// builders; the rows before them are already Parquet, compressed.
 pub const ROW_GROUP_ROWS: usize = 16_384;
 
-/// Columns whose values are (nearly) unique per row: a dictionary would only cost hashing
-/// and bytes, so they are written plain (then zstd).
-const UNIQUE_COLUMNS: [&str; 4] = ["message_id", "timestamp", "original_timestamp", "sent_at"];
+/// Columns written plain (then zstd), without a dictionary: their values are (nearly) unique
+/// per row (ids, times), or JSON text, where zstd finds the repeats a dictionary would and
+/// hashing each value into one only costs. Measured on 16 384 load-test rows (issue 27): the
+/// JSON and `received_at` plain made the file 18% smaller and its encoding about 5% faster;
+/// DuckDB read it as fast.
+const PLAIN_COLUMNS: [&str; 9] = [
+    "message_id",
+    "timestamp",
+    "original_timestamp",
+    "sent_at",
+    "received_at",
+    "properties",
+    "traits",
+    "context",
+    "integrations",
+];
 
 /// Free text and JSON: a reader never skips a row group by their range, and their min/max
 /// cost a comparison of long, mostly equal prefixes per row, so they get no statistics.
@@ -171,7 +184,7 @@ pub fn properties_builder() -> Result<WriterPropertiesBuilder, ParquetError> {
         .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
         .set_created_by("tributary".into())
         .set_statistics_enabled(EnabledStatistics::Chunk);
-    for name in UNIQUE_COLUMNS {
+    for name in PLAIN_COLUMNS {
         props = props.set_column_dictionary_enabled(ColumnPath::from(name), false);
     }
     for name in BLOOM_COLUMNS {
@@ -362,7 +375,7 @@ mod tests {
     }
 
     #[test]
-    fn unique_columns_are_plain_and_every_chunk_keeps_min_and_max() {
+    fn unique_and_json_columns_are_plain_and_every_chunk_keeps_min_and_max() {
         let mut b = RowBuilder::default();
         for i in 0..100 {
             b.append(&sample(i));
@@ -380,7 +393,7 @@ mod tests {
                 .find(|c| c.column_path().string() == name)
                 .unwrap()
         };
-        for name in UNIQUE_COLUMNS {
+        for name in PLAIN_COLUMNS {
             assert!(chunk(name).dictionary_page_offset().is_none(), "{name}");
         }
         // Repeated values (one visitor, one page) keep their dictionary.
