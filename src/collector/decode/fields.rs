@@ -137,7 +137,19 @@ impl Checker {
 /// Whether `s` holds a control character (C0, DEL or C1). Bytes first: a C1 character is
 /// encoded from 0xC2, so text without bytes below 0x20, 0x7F or 0xC2 (most text) has none.
 fn has_control(s: &str) -> bool {
-    s.bytes().any(|b| b < 0x20 || b == 0x7f || b == 0xc2) && s.chars().any(char::is_control)
+    may_hold_control(s.as_bytes()) && s.chars().any(char::is_control)
+}
+
+/// Whether `bytes` has a byte below 0x20, 0x7F or 0xC2. 32 bytes at a time without an early
+/// exit inside a block, so the compiler checks a block in a few vector instructions (a user
+/// agent is 100-200 bytes; a byte at a time this was 2% of the collector's CPU at saturation).
+fn may_hold_control(bytes: &[u8]) -> bool {
+    let suspect = |b: u8| b < 0x20 || b == 0x7f || b == 0xc2;
+    let mut blocks = bytes.chunks_exact(32);
+    let in_blocks = blocks
+        .by_ref()
+        .any(|block| block.iter().fold(false, |seen, &b| seen | suspect(b)));
+    in_blocks || blocks.remainder().iter().any(|&b| suspect(b))
 }
 
 /// The body as sent, beside the copy simd-json parsed in place (`base`: that copy's address).
@@ -524,6 +536,28 @@ pub(super) fn page_from_properties<'i>(
             *slot = v
                 .and_then(|v| v.into_string())
                 .filter(|s| s.len() <= MAX_TEXT_CHARS && (i != 1 || !has_control(s)));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_control_character_is_found_in_a_block_and_in_the_rest() {
+        for len in 1..100 {
+            let plain = "a".repeat(len);
+            assert!(!has_control(&plain), "{len}");
+            for at in 0..len {
+                for control in ["\u{0}", "\n", "\u{1f}", "\u{7f}", "\u{85}", "\u{9f}"] {
+                    let s = format!("{}{control}{}", &plain[..at], &plain[at + 1..]);
+                    assert!(has_control(&s), "{len} {at} {control:?}");
+                }
+                // 0xC2 starts the C1 controls and also `¢`, `£`, `©`: only a suspect.
+                let s = format!("{}¢{}", &plain[..at], &plain[at + 1..]);
+                assert!(may_hold_control(s.as_bytes()) && !has_control(&s));
+            }
         }
     }
 }
