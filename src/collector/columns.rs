@@ -47,30 +47,56 @@ enum ColumnBuilder {
 /// bytes, about 29 KiB, within a core's first-level data cache.
 const CELL_ROWS: usize = 32;
 
+impl ColumnBuilder {
+    /// An empty builder with room for `rows` values and, for text, `bytes` bytes of them.
+    fn with_capacity(kind: ColumnKind, rows: usize, bytes: usize) -> ColumnBuilder {
+        match kind {
+            ColumnKind::Text => ColumnBuilder::Str(StringBuilder::with_capacity(rows, bytes)),
+            ColumnKind::Int => ColumnBuilder::Int(Int32Builder::with_capacity(rows)),
+            ColumnKind::Bool => ColumnBuilder::Bool(BooleanBuilder::with_capacity(rows)),
+            ColumnKind::Timestamp => ColumnBuilder::Ts(
+                TimestampMicrosecondBuilder::with_capacity(rows).with_timezone("UTC"),
+            ),
+        }
+    }
+
+    /// Bytes of text values held (0 for other kinds).
+    fn text_bytes(&self) -> usize {
+        match self {
+            ColumnBuilder::Str(b) => b.values_slice().len(),
+            _ => 0,
+        }
+    }
+}
+
+/// Room for the first rows of a builder that has no earlier row group to go by (arrow's own
+/// default).
+const FIRST_GROUP: (usize, usize) = (1024, 1024);
+
 /// Column builders for one file's worth of events.
 pub struct RowBuilder {
     columns: Vec<ColumnBuilder>,
     rows: usize,
     bytes: usize,
+    /// The last finished row group's rows and, per column, its text bytes: the next group's
+    /// builders are made that size at its first row, so a busy file's builders do not grow by
+    /// doubling (copying what they hold each time) through every group. Taken at that first
+    /// row, so an open file that gets no more rows holds only empty builders. Never more than
+    /// one row group per column: the bound the open files' memory already counts.
+    last_group: Option<(usize, Vec<usize>)>,
 }
 
 impl Default for RowBuilder {
     fn default() -> Self {
         let columns = Event::COLUMNS
             .iter()
-            .map(|c| match c.kind {
-                ColumnKind::Text => ColumnBuilder::Str(StringBuilder::new()),
-                ColumnKind::Int => ColumnBuilder::Int(Int32Builder::new()),
-                ColumnKind::Bool => ColumnBuilder::Bool(BooleanBuilder::new()),
-                ColumnKind::Timestamp => {
-                    ColumnBuilder::Ts(TimestampMicrosecondBuilder::new().with_timezone("UTC"))
-                }
-            })
+            .map(|c| ColumnBuilder::with_capacity(c.kind, FIRST_GROUP.0, FIRST_GROUP.1))
             .collect();
         RowBuilder {
             columns,
             rows: 0,
             bytes: 0,
+            last_group: None,
         }
     }
 }
@@ -92,6 +118,11 @@ impl RowBuilder {
     /// turn, so its buffers stay in the cache (row by row, every row touches all the builders),
     /// and so do the rows' cells.
     pub fn append_all(&mut self, events: &[&Event]) {
+        if let Some((rows, bytes)) = self.last_group.take_if(|_| !events.is_empty()) {
+            for ((column, spec), bytes) in self.columns.iter_mut().zip(Event::COLUMNS).zip(bytes) {
+                *column = ColumnBuilder::with_capacity(spec.kind, rows, bytes);
+            }
+        }
         let mut rows = Vec::with_capacity(events.len().min(CELL_ROWS));
         for chunk in events.chunks(CELL_ROWS) {
             rows.clear();
@@ -115,6 +146,8 @@ impl RowBuilder {
 
     /// The rows as one record batch in schema order; the builder is left empty.
     pub fn finish(&mut self) -> RecordBatch {
+        let bytes = self.columns.iter().map(ColumnBuilder::text_bytes).collect();
+        self.last_group = Some((self.rows, bytes));
         let cols: Vec<ArrayRef> = self
             .columns
             .iter_mut()
@@ -372,6 +405,28 @@ mod tests {
         }
         let sent: Vec<i64> = events.iter().map(|e| e.timestamp).collect();
         assert_eq!(times, sent, "every row once, in order");
+    }
+
+    #[test]
+    fn a_row_group_after_the_first_is_sized_by_the_one_before_at_its_first_row() {
+        let mut b = RowBuilder::default();
+        let events: Vec<Event> = (0..50).map(sample).collect();
+        let refs: Vec<&Event> = events.iter().collect();
+        b.append_all(&refs);
+        let first = b.finish();
+        let message_ids = Event::COLUMNS
+            .iter()
+            .position(|c| c.name == "message_id")
+            .unwrap();
+        let (rows, bytes) = b.last_group.clone().expect("sizes kept");
+        assert_eq!(rows, 50);
+        let ids: usize = events.iter().map(|e| e.message_id.len()).sum();
+        assert_eq!(bytes[message_ids], ids);
+        b.append_all(&[]);
+        assert!(b.last_group.is_some(), "no rows: nothing sized yet");
+        b.append_all(&refs);
+        assert!(b.last_group.is_none(), "taken by the first row");
+        assert_eq!(b.finish(), first, "the same rows, the same columns");
     }
 
     #[test]
