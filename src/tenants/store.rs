@@ -162,8 +162,8 @@ pub fn remove_app(db: &sled::Db, id: &str) -> Result<Vec<String>, StoreError> {
 }
 
 /// Gives the app `key` as its integration key and revokes the old one. Returns the app and the
-/// revoked key, `None` when the app does not exist or is being deleted. The rotation happens when the new key was
-/// made (its `createdAt`).
+/// revoked key, `None` when the app does not exist or is being deleted. The rotation happens
+/// when the new key was made (its `createdAt`).
 pub fn rotate_integration_key(
     db: &sled::Db,
     app_id: &str,
