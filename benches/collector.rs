@@ -113,10 +113,10 @@ fn parse(c: &mut Criterion) {
     let mut g = c.benchmark_group("parse");
     g.throughput(Throughput::Bytes(body.len() as u64));
     g.bench_function("simd_decode", |b| {
-        let mut copy = Vec::new();
+        let mut scratch = decode::Scratch::default();
         b.iter(|| {
-            let d =
-                decode::decode(black_box(&body), &mut copy, &enrich, LIMITS).expect("a valid body");
+            let d = decode::decode(black_box(&body), &mut scratch, &enrich, LIMITS)
+                .expect("a valid body");
             black_box(d.events.len())
         })
     });

@@ -40,10 +40,10 @@ fuzz_target!(|data: &[u8]| {
         max_events: 2000,
         max_event_bytes: MAX_EVENT_BYTES,
     };
-    let mut copy = Vec::new();
+    let mut scratch = decode::Scratch::default();
     let Ok(decode::Decoded {
         events, rejected, ..
-    }) = decode::decode(data, &mut copy, &enrich, limits)
+    }) = decode::decode(data, &mut scratch, &enrich, limits)
     else {
         return;
     };

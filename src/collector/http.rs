@@ -201,11 +201,11 @@ pub(super) struct CollectQuery {
 
 fn decode_body<'a>(
     body: &'a [u8],
-    copy: &'a mut Vec<u8>,
+    scratch: &'a mut decode::Scratch,
     enrich: &'a Enrichment,
     cfg: &CollectorSettings,
 ) -> Result<Decoded<'a>, BodyError> {
-    decode::decode(body, copy, enrich, limits(cfg))
+    decode::decode(body, scratch, enrich, limits(cfg))
 }
 
 fn limits(cfg: &CollectorSettings) -> decode::Limits {
@@ -376,7 +376,8 @@ async fn receive(
         ..enrichment(req, cfg, received_at)
     };
     // A big body is decoded on a blocking thread, its events then copied out of it; the
-    // others here, the events borrowing the body and `copy` (simd-json's, parsed in place).
+    // others here, the events borrowing the body and `scratch` (simd-json's copy, parsed in
+    // place, and the texts the decoder wrote).
     let (decoded, body) = if body.len() <= INLINE_PARSE_BYTES {
         (None, body)
     } else {
@@ -387,10 +388,10 @@ async fn receive(
                 .map_err(ApiError::internal)?;
         (Some(decoded), body)
     };
-    let mut copy = Vec::new();
+    let mut scratch = decode::Scratch::default();
     let decoded = match decoded {
         Some(d) => d,
-        None => decode_body(&body, &mut copy, &enrich, cfg),
+        None => decode_body(&body, &mut scratch, &enrich, cfg),
     };
     let Decoded {
         mut events,

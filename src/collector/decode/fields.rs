@@ -3,6 +3,7 @@
 
 use std::cell::RefCell;
 
+use bumpalo::Bump;
 use simd_json::prelude::*;
 use simd_json::tape::{Object, Value};
 
@@ -111,20 +112,22 @@ impl Checker {
         }
     }
 
-    /// An optional object as JSON text: `sent` (its text as sent, see [`Source::text_of`],
-    /// borrowed) when known, else encoded back from the tape.
+    /// An optional object as JSON text: its text as sent (borrowed, see [`Source::text_of`];
+    /// `next`: the key of the member after it) when known, else encoded back from the tape
+    /// into the request's arena.
     pub(super) fn object_json<'s>(
         &mut self,
-        v: Option<Value<'_, '_>>,
+        v: Option<Value<'_, 's>>,
         field: &str,
-        sent: Option<&'s str>,
+        source: &Source<'s>,
+        next: Option<&str>,
     ) -> Option<Text<'s>> {
         let v = v.filter(|v| !is_null(v))?;
         if v.as_object().is_some() {
-            if let Some(text) = sent {
+            if let Some(text) = source.text_of(Some(v), next) {
                 return Some(Text::Borrowed(text));
             }
-            return with_json_scratch(|out| {
+            return with_json_scratch(source.texts, |out| {
                 // Writing to a Vec cannot fail.
                 let _ = v.write(out);
             });
@@ -158,6 +161,8 @@ fn may_hold_control(bytes: &[u8]) -> bool {
 pub(super) struct Source<'b> {
     pub(super) text: &'b [u8],
     pub(super) base: usize,
+    /// The request's arena, for the texts the decoder writes.
+    pub(super) texts: &'b Bump,
 }
 
 impl<'b> Source<'b> {
@@ -228,7 +233,7 @@ pub(super) struct Context<'i> {
     /// `userAgent`: the visitor's, forwarded by an SDK (ignored unless a plain string of at most
     /// [`MAX_AGENT_CHARS`]: it was never checked, so it refuses no event).
     pub(super) user_agent: Option<&'i str>,
-    pub(super) rest: Option<Text<'static>>,
+    pub(super) rest: Option<Text<'i>>,
 }
 
 /// The longest forwarded user agent kept.
@@ -274,9 +279,9 @@ pub(super) fn pick_with<'t, 'i, const N: usize>(
 }
 
 /// JSON text written by `write` into a buffer kept per thread, then copied out at its exact
-/// size: no reallocation as it grows, no spare capacity held by the event. `None` if nothing
-/// was written.
-fn with_json_scratch(write: impl FnOnce(&mut Vec<u8>)) -> Option<Text<'static>> {
+/// size into `texts` (the request's arena): no reallocation as it grows, no allocation per
+/// event. `None` if nothing was written.
+fn with_json_scratch<'t>(texts: &'t Bump, write: impl FnOnce(&mut Vec<u8>)) -> Option<Text<'t>> {
     thread_local! {
         static JSON: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
     }
@@ -289,7 +294,7 @@ fn with_json_scratch(write: impl FnOnce(&mut Vec<u8>)) -> Option<Text<'static>> 
         let text = std::str::from_utf8(out)
             .ok()
             .filter(|t| !t.is_empty())
-            .map(|t| Text::Owned(t.into()));
+            .map(|t| Text::Borrowed(&*texts.alloc_str(t)));
         // A rare huge object does not stay as this thread's scratch space.
         if out.capacity() > 64 * 1024 {
             *out = Vec::new();
@@ -301,12 +306,13 @@ fn with_json_scratch(write: impl FnOnce(&mut Vec<u8>)) -> Option<Text<'static>> 
 /// The members of `first` whose keys are not in `known`, then those of `second` whose keys are
 /// neither in `known` nor in `first` (a shallow merge: `first` wins), as a JSON object (None if
 /// none).
-fn merged_json(
+fn merged_json<'t>(
     first: Option<&Object<'_, '_>>,
     second: Option<&Object<'_, '_>>,
     known: &[&str],
-) -> Option<Text<'static>> {
-    with_json_scratch(|out| {
+    texts: &'t Bump,
+) -> Option<Text<'t>> {
+    with_json_scratch(texts, |out| {
         let members = first.into_iter().flat_map(|o| o.iter()).chain(
             second
                 .into_iter()
@@ -343,6 +349,7 @@ impl Checker {
         &mut self,
         v: Option<Value<'_, 'i>>,
         batch: Option<Value<'_, 'i>>,
+        texts: &'i Bump,
     ) -> Context<'i> {
         let mut out = Context::default();
         let ctx = self.object(v, "context");
@@ -408,22 +415,23 @@ impl Checker {
                 }
             }
         }
-        out.rest = merged_json(ctx.as_ref(), batch.as_ref(), &CONTEXT_KEYS);
+        out.rest = merged_json(ctx.as_ref(), batch.as_ref(), &CONTEXT_KEYS, texts);
         out
     }
 
     /// `integrations` (switches per destination): the event's merged over the batch's.
-    pub(super) fn integrations(
+    pub(super) fn integrations<'t>(
         &mut self,
         v: Option<Value<'_, '_>>,
         batch: Option<Value<'_, '_>>,
-    ) -> Option<Text<'static>> {
+        texts: &'t Bump,
+    ) -> Option<Text<'t>> {
         let own = self.object(v, "integrations");
         let batch = batch.and_then(|b| b.as_object());
         if own.is_none() && batch.is_none() {
             return None;
         }
-        merged_json(own.as_ref(), batch.as_ref(), &[])
+        merged_json(own.as_ref(), batch.as_ref(), &[], texts)
     }
 }
 

@@ -17,6 +17,7 @@ mod time;
 use std::cell::RefCell;
 use std::sync::Arc;
 
+use bumpalo::Bump;
 use serde::Serialize;
 use simd_json::prelude::*;
 use simd_json::tape::Value;
@@ -186,7 +187,13 @@ pub fn parse<'t, 'i>(tape: &'t Tape<'i>) -> Result<Parsed<'t, 'i>, BodyError> {
             message: "must hold at least one event".into(),
         }),
         Some(items) => Ok(Parsed {
-            items: items.iter().collect(),
+            // Sized at once (the tape's iterator gives no size hint: collected, the list grew
+            // by doubling, an allocation per doubling).
+            items: {
+                let mut list = Vec::with_capacity(items.len());
+                list.extend(items.iter());
+                list
+            },
             sent_at,
             context,
             integrations,
@@ -364,12 +371,8 @@ fn check_event<'a>(
         "name",
     );
     let category = name_of(&mut c, kind, &[EventType::Page], category, "category");
-    let properties_json = c.object_json(
-        properties,
-        "properties",
-        batch.source.text_of(properties, next[8]),
-    );
-    let traits = c.object_json(traits, "traits", batch.source.text_of(traits, next[9]));
+    let properties_json = c.object_json(properties, "properties", batch.source, next[8]);
+    let traits = c.object_json(traits, "traits", batch.source, next[9]);
     // Segment's `timestamp` (when the event happened) else `originalTimestamp` (the client's
     // clock when the SDK made it: RudderStack sends only this one).
     let original_timestamp = match timestamp.filter(|v| v.as_null().is_none()) {
@@ -380,8 +383,9 @@ fn check_event<'a>(
         Some(v) => c.time(Some(v), "sentAt"),
         None => batch.parsed.sent_at,
     };
-    let mut ctx = c.context(context, batch.parsed.context);
-    let integrations = c.integrations(integrations, batch.parsed.integrations);
+    let texts = batch.source.texts;
+    let mut ctx = c.context(context, batch.parsed.context, texts);
+    let integrations = c.integrations(integrations, batch.parsed.integrations, texts);
     let (Some(kind), true) = (kind, c.errors.is_empty()) else {
         return Err(c.errors);
     };
@@ -394,7 +398,7 @@ fn check_event<'a>(
     let e = Event {
         message_id: match ids.message_id {
             Some(id) => Text::Borrowed(id),
-            None => format!("msg_{}", uuid::Uuid::new_v4().simple()).into(),
+            None => Text::Borrowed(message_id(texts)),
         },
         app_id: Text::Borrowed(&enrich.app_id),
         kind,
@@ -444,6 +448,15 @@ fn check_event<'a>(
         return Err(c.errors);
     }
     Ok(e)
+}
+
+/// A messageId for an event sent without one: `msg_` and a random UUID's 32 hex digits.
+fn message_id(texts: &Bump) -> &str {
+    let mut id = [0u8; 36];
+    id[..4].copy_from_slice(b"msg_");
+    uuid::Uuid::new_v4().simple().encode_lower(&mut id[4..]);
+    // Written from ASCII just above.
+    texts.alloc_str(std::str::from_utf8(&id).unwrap_or("msg_"))
 }
 
 /// Whether the event, as the client sent it (its JSON, compact), is over `max` bytes. What the
@@ -498,15 +511,15 @@ impl Decoded<'_> {
 /// [`clamp_numbers`]. Only such a body, refused by the first parse, is read twice.
 pub fn decode<'a>(
     body: &'a [u8],
-    copy: &'a mut Vec<u8>,
+    scratch: &'a mut Scratch,
     enrich: &'a Enrichment,
     limits: Limits,
 ) -> Result<Decoded<'a>, BodyError> {
-    match decode_in_place(body, copy, enrich, limits) {
+    match decode_in_place(body, scratch, enrich, limits) {
         Err(BodyError::NumberOutOfRange(_)) => {
             let clamped = clamp_numbers(body);
-            let mut copy = Vec::new();
-            decode_in_place(&clamped, &mut copy, enrich, limits)
+            let mut scratch = Scratch::default();
+            decode_in_place(&clamped, &mut scratch, enrich, limits)
                 .map(Decoded::into_owned)
                 .map_err(|e| match e {
                     BodyError::NumberOutOfRange(m) => BodyError::NotJson(m),
@@ -523,20 +536,38 @@ pub fn decode_owned(
     enrich: &Enrichment,
     limits: Limits,
 ) -> Result<Decoded<'static>, BodyError> {
-    let mut copy = Vec::new();
-    decode(body, &mut copy, enrich, limits).map(Decoded::into_owned)
+    let mut scratch = Scratch::default();
+    decode(body, &mut scratch, enrich, limits).map(Decoded::into_owned)
+}
+
+/// What a body's events borrow besides the body, kept by the caller as long as the events:
+/// the copy simd-json parses in place (strings, unescaped there), and the texts the decoder
+/// writes (a `context` or `integrations` merged with the batch's, an object encoded again, a
+/// messageId it makes), so an event needs no allocation of its own.
+#[derive(Default)]
+pub struct Scratch {
+    copy: Vec<u8>,
+    texts: Bump,
 }
 
 fn decode_in_place<'a>(
     body: &'a [u8],
-    copy: &'a mut Vec<u8>,
+    scratch: &'a mut Scratch,
     enrich: &'a Enrichment,
     limits: Limits,
 ) -> Result<Decoded<'a>, BodyError> {
+    let Scratch { copy, texts } = scratch;
     padded(body, copy);
+    // One chunk the size of the body: what the decoder writes is (nearly always) less than the
+    // events' text as sent, so the request allocates once for all its events' texts.
+    if texts.allocated_bytes() < body.len() {
+        *texts = Bump::with_capacity(body.len());
+    }
+    texts.reset();
     let source = Source {
         text: body,
         base: copy.as_ptr() as usize,
+        texts,
     };
     with_tape(copy, body.len(), |tape| {
         let parsed = parse(tape)?;
