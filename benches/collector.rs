@@ -37,6 +37,7 @@ const ANON: &str = "6f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d4e5f";
 const LIMITS: decode::Limits = decode::Limits {
     max_events: 2000,
     max_event_bytes: 32 * 1024,
+    max_batch_bytes: 500 * 1024,
 };
 
 /// One event as the browser tracker sends it (the shape of `tests/api/collector.rs::track`).

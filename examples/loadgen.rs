@@ -67,7 +67,7 @@ fn body(buf: &mut Vec<u8>, run: u64, conn: usize, n: u64) {
         r#"","sessionId":"ses_{conn}_{n}","timestamp":"2026-11-22T10:00:00Z","properties":{{"plan":"pro","price":19.99,"currency":"EUR","sku":"sku-{n}","category":"shoes","tags":["new","sale"],"i":"#
     );
     let tail = format!(
-        r#"}},"context":{{"page":{{"url":"https://shop.example/products/{n}?ref=home","path":"/products/{n}","title":"Product {n} - Shop","referrer":"https://www.google.com/"}},"locale":"en-US","timezone":"Europe/Paris","screen":{{"width":1440,"height":900}},"userAgent":"Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0 Safari/537.36"}}}}"#
+        r#"}},"context":{{"page":{{"url":"https://shop.example/products/{n}?ref=home","path":"/products/{n}","title":"Product {n} - Shop","referrer":"https://www.google.com/"}},"device":{{"type":"desktop"}},"locale":"en-US","timezone":"Europe/Paris","screen":{{"width":1440,"height":900}},"library":{{"name":"tributary.js","version":"1.4.0"}},"userAgent":"Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0 Safari/537.36"}}}}"#
     );
     buf.extend_from_slice(b"{\"sentAt\":\"2026-11-22T10:00:01Z\",\"batch\":[");
     for i in 0..10u8 {

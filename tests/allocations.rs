@@ -62,6 +62,7 @@ fn allocations<R>(f: impl FnOnce() -> R) -> (u64, R) {
 const LIMITS: decode::Limits = decode::Limits {
     max_events: 2000,
     max_event_bytes: 32 * 1024,
+    max_batch_bytes: 500 * 1024,
 };
 
 /// A tracker event (the shape of `tests/api/collector.rs::track`): a page, a context with

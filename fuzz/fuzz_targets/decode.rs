@@ -39,6 +39,7 @@ fuzz_target!(|data: &[u8]| {
     let limits = decode::Limits {
         max_events: 2000,
         max_event_bytes: MAX_EVENT_BYTES,
+        max_batch_bytes: 500 * 1024,
     };
     let mut scratch = decode::Scratch::default();
     let Ok(decode::Decoded {

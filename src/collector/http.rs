@@ -212,6 +212,7 @@ fn limits(cfg: &CollectorSettings) -> decode::Limits {
     decode::Limits {
         max_events: cfg.max_batch_events,
         max_event_bytes: cfg.max_event_bytes,
+        max_batch_bytes: cfg.max_batch_bytes,
     }
 }
 
@@ -525,8 +526,11 @@ async fn commit(
 ) -> Result<HttpResponse, ApiError> {
     let edge = &collector.metrics.edge;
     if events.is_empty() {
-        let max_event_bytes = state.settings.collector.max_event_bytes;
-        return Err(nothing_valid(collector, rejected, max_event_bytes));
+        return Err(nothing_valid(
+            collector,
+            rejected,
+            &state.settings.collector,
+        ));
     }
     let limit = state.settings.plan(who.plan).limit(Quota::EventsPerMonth);
     let (valid, mut sent) = (events.len(), 0);
@@ -713,10 +717,22 @@ fn distinct_events(rejected: &[Rejected]) -> usize {
     idx.len()
 }
 
-/// The answer when no event of the batch is valid: 413 when size was the reason, else 400.
-fn nothing_valid(collector: &Collector, rejected: &[Rejected], max_event_bytes: usize) -> ApiError {
-    if rejected.iter().any(|r| r.too_large) {
-        return too_large(collector, "event", max_event_bytes);
+/// The answer when no event of the batch is valid: 413 when size was the reason (an event, or
+/// what the batch merges into its events), else 400.
+fn nothing_valid(
+    collector: &Collector,
+    rejected: &[Rejected],
+    cfg: &CollectorSettings,
+) -> ApiError {
+    if let Some(r) = rejected.iter().find(|r| r.too_large) {
+        return match r.field.as_str() {
+            "body" => too_large(collector, "event", cfg.max_event_bytes),
+            _ => too_large(
+                collector,
+                "batch with its context and integrations merged into its events",
+                cfg.max_batch_bytes,
+            ),
+        };
     }
     let details = rejected
         .iter()

@@ -259,6 +259,24 @@ async fn oversized_batches_and_events_are_413_and_the_rest_of_a_batch_is_kept() 
 }
 
 #[tokio::test]
+async fn a_batch_context_merged_into_its_events_is_bounded_by_the_batch_limit() {
+    let app = spawn_app();
+    let (_, ik) = app.create_app("free").await;
+    // 100 KB of batch context merged into 20 events would be 2 MB: the events whose merged
+    // context no longer fits within the batch limit (500 KiB) are refused for their size.
+    let mut body = tracks("ctx", 20);
+    body["context"] = json!({"campaign": {"name": "c".repeat(100_000)}});
+    let a = app.collect(&ik, body).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let (accepted, duplicates, rejected) = a.counts();
+    assert!((1..=5).contains(&accepted), "{}", a.body);
+    assert_eq!((duplicates, accepted + rejected), (0, 20));
+    let first = &a.data()["errors"][0];
+    assert_eq!(first["field"], "context", "{}", a.body);
+    assert!(first["message"].as_str().unwrap().starts_with("too large"));
+}
+
+#[tokio::test]
 async fn invalid_events_are_rejected_one_by_one_with_their_index_and_field() {
     let app = spawn_app();
     let (_, ik) = app.create_app("free").await;

@@ -41,6 +41,26 @@ impl Checker {
         });
     }
 
+    /// `written` (a text the decoder wrote into the request's arena), or None and a rejection
+    /// for its size when the arena is full (see [`ArenaFull`]).
+    fn kept<'t>(
+        &mut self,
+        field: &str,
+        written: Result<Option<Text<'t>>, ArenaFull>,
+    ) -> Option<Text<'t>> {
+        written.unwrap_or_else(|ArenaFull| {
+            self.fail(
+                field,
+                "too large: with the batch's context and integrations merged into its events, \
+                 the batch would be over its size limit",
+            );
+            if let Some(last) = self.errors.last_mut() {
+                last.too_large = true;
+            }
+            None
+        })
+    }
+
     /// An optional string of at most `max` characters, borrowed from the body.
     fn str<'i>(&mut self, v: Option<Value<'_, 'i>>, field: &str, max: usize) -> Option<&'i str> {
         let v = v.filter(|v| !is_null(v))?;
@@ -127,10 +147,11 @@ impl Checker {
             if let Some(text) = source.text_of(Some(v), next) {
                 return Some(Text::Borrowed(text));
             }
-            return with_json_scratch(source.texts, |out| {
+            let written = with_json_scratch(source.texts, |out| {
                 // Writing to a Vec cannot fail.
                 let _ = v.write(out);
             });
+            return self.kept(field, written);
         }
         self.fail(field, "must be an object");
         None
@@ -278,10 +299,18 @@ pub(super) fn pick_with<'t, 'i, const N: usize>(
     (out, next)
 }
 
+/// The request's arena (`decode::Scratch`) holds as much as it may: the texts the decoder
+/// writes for one request (a batch's `context` merged into each event...) are at most the
+/// largest body, `collector.max_batch_bytes`.
+pub(super) struct ArenaFull;
+
 /// JSON text written by `write` into a buffer kept per thread, then copied out at its exact
 /// size into `texts` (the request's arena): no reallocation as it grows, no allocation per
 /// event. `None` if nothing was written.
-fn with_json_scratch<'t>(texts: &'t Bump, write: impl FnOnce(&mut Vec<u8>)) -> Option<Text<'t>> {
+fn with_json_scratch<'t>(
+    texts: &'t Bump,
+    write: impl FnOnce(&mut Vec<u8>),
+) -> Result<Option<Text<'t>>, ArenaFull> {
     thread_local! {
         static JSON: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
     }
@@ -291,10 +320,13 @@ fn with_json_scratch<'t>(texts: &'t Bump, write: impl FnOnce(&mut Vec<u8>)) -> O
         let out = kept.as_deref_mut().unwrap_or(&mut owned);
         out.clear();
         write(out);
-        let text = std::str::from_utf8(out)
-            .ok()
-            .filter(|t| !t.is_empty())
-            .map(|t| Text::Borrowed(&*texts.alloc_str(t)));
+        let text = match std::str::from_utf8(out).ok().filter(|t| !t.is_empty()) {
+            None => Ok(None),
+            Some(t) => match texts.try_alloc_str(t) {
+                Ok(kept) => Ok(Some(Text::Borrowed(&*kept))),
+                Err(_) => Err(ArenaFull),
+            },
+        };
         // A rare huge object does not stay as this thread's scratch space.
         if out.capacity() > 64 * 1024 {
             *out = Vec::new();
@@ -311,7 +343,7 @@ fn merged_json<'t>(
     second: Option<&Object<'_, '_>>,
     known: &[&str],
     texts: &'t Bump,
-) -> Option<Text<'t>> {
+) -> Result<Option<Text<'t>>, ArenaFull> {
     with_json_scratch(texts, |out| {
         let members = first.into_iter().flat_map(|o| o.iter()).chain(
             second
@@ -415,7 +447,8 @@ impl Checker {
                 }
             }
         }
-        out.rest = merged_json(ctx.as_ref(), batch.as_ref(), &CONTEXT_KEYS, texts);
+        let rest = merged_json(ctx.as_ref(), batch.as_ref(), &CONTEXT_KEYS, texts);
+        out.rest = self.kept("context", rest);
         out
     }
 
@@ -431,7 +464,8 @@ impl Checker {
         if own.is_none() && batch.is_none() {
             return None;
         }
-        merged_json(own.as_ref(), batch.as_ref(), &[], texts)
+        let merged = merged_json(own.as_ref(), batch.as_ref(), &[], texts);
+        self.kept("integrations", merged)
     }
 }
 

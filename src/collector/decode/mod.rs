@@ -398,7 +398,7 @@ fn check_event<'a>(
     let e = Event {
         message_id: match ids.message_id {
             Some(id) => Text::Borrowed(id),
-            None => Text::Borrowed(message_id(texts)),
+            None => message_id(texts),
         },
         app_id: Text::Borrowed(&enrich.app_id),
         kind,
@@ -451,12 +451,17 @@ fn check_event<'a>(
 }
 
 /// A messageId for an event sent without one: `msg_` and a random UUID's 32 hex digits.
-fn message_id(texts: &Bump) -> &str {
+fn message_id(texts: &Bump) -> Text<'_> {
     let mut id = [0u8; 36];
     id[..4].copy_from_slice(b"msg_");
     uuid::Uuid::new_v4().simple().encode_lower(&mut id[4..]);
     // Written from ASCII just above.
-    texts.alloc_str(std::str::from_utf8(&id).unwrap_or("msg_"))
+    let id = std::str::from_utf8(&id).unwrap_or("msg_");
+    match texts.try_alloc_str(id) {
+        Ok(kept) => Text::Borrowed(kept),
+        // The arena is full: 36 bytes of its own.
+        Err(_) => Text::Owned(id.into()),
+    }
 }
 
 /// Whether the event, as the client sent it (its JSON, compact), is over `max` bytes. What the
@@ -481,6 +486,9 @@ pub struct Limits {
     pub max_events: usize,
     /// One event's JSON as sent (more: that event is refused, 413 if nothing else is left).
     pub max_event_bytes: usize,
+    /// The largest body, and the most the decoder writes for one (a batch's `context` merged
+    /// into each of its events...): an event whose texts do not fit is refused for its size.
+    pub max_batch_bytes: usize,
 }
 
 /// A decoded body: the accepted events (their text borrowed from the body), the rejections,
@@ -559,11 +567,13 @@ fn decode_in_place<'a>(
     let Scratch { copy, texts } = scratch;
     padded(body, copy);
     // One chunk the size of the body: what the decoder writes is (nearly always) less than the
-    // events' text as sent, so the request allocates once for all its events' texts.
+    // events' text as sent, so the request allocates once for all its events' texts; and never
+    // more than the largest body, whatever the batch merges into its events.
     if texts.allocated_bytes() < body.len() {
         *texts = Bump::with_capacity(body.len());
     }
     texts.reset();
+    texts.set_allocation_limit(Some(limits.max_batch_bytes.max(body.len())));
     let source = Source {
         text: body,
         base: copy.as_ptr() as usize,
@@ -604,6 +614,7 @@ mod tests {
     pub(super) const LIMITS: Limits = Limits {
         max_events: 2000,
         max_event_bytes: 32 * 1024,
+        max_batch_bytes: 500 * 1024,
     };
 
     pub(super) fn run(body: &str) -> Result<(Vec<Event<'static>>, Vec<Rejected>), BodyError> {

@@ -219,3 +219,44 @@ fn the_path_type_is_given_to_events_without_one() {
     let errors = one(json!({"event": "x", "userId": "u"})).unwrap_err();
     assert_eq!(errors[0].0, "type");
 }
+
+#[test]
+fn what_a_batch_merges_into_its_events_is_bounded_by_the_largest_body() {
+    // A 40 KB batch context merged into 100 events would be 4 MB of text: the decoder writes
+    // at most `max_batch_bytes` (500 KiB) for one body; the events that do not fit are refused
+    // for their size, the others kept whole.
+    let big = "x".repeat(40_000);
+    let events: Vec<_> = (0..100)
+        .map(|i| json!({"type": "track", "event": "e", "anonymousId": ANON, "messageId": format!("m{i}")}))
+        .collect();
+    let body = json!({"batch": events, "context": {"campaign": {"name": big}}});
+    let (body, enrich, mut scratch) = (body.to_string(), enrich(), Scratch::default());
+    let d = decode(body.as_bytes(), &mut scratch, &enrich, LIMITS).unwrap();
+    let written: usize = d
+        .events
+        .iter()
+        .filter_map(|e| e.context.as_ref())
+        .map(|c| c.len())
+        .sum();
+    assert!(written <= LIMITS.max_batch_bytes, "{written} bytes written");
+    assert!(
+        (5..=12).contains(&d.events.len()),
+        "{} kept",
+        d.events.len()
+    );
+    assert!(d
+        .events
+        .iter()
+        .all(|e| e.context.as_ref().is_some_and(|c| c.len() > 40_000)));
+    assert_eq!(d.rejected.len(), 100 - d.events.len());
+    let r = &d.rejected[0];
+    assert!(r.too_large, "{r:?}");
+    assert_eq!(r.field, "context");
+    assert!(r.message.starts_with("too large"), "{}", r.message);
+    // A batch context of ordinary size is merged into every event of a full batch.
+    let small = json!({"batch": (0..2000).map(|i| json!({"type": "track", "event": "e",
+        "anonymousId": ANON, "messageId": format!("m{i}")})).collect::<Vec<_>>(),
+        "context": {"library": {"name": "analytics-node", "version": "2.0.0"}}});
+    let (events, rejected) = run(&small.to_string()).unwrap();
+    assert_eq!((events.len(), rejected.len()), (2000, 0));
+}
