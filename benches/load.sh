@@ -7,7 +7,7 @@
 # Load mode: starts a bare actix-web server (examples/ceiling.rs: reads the body, answers 200)
 # and Tributary in its default durable configuration (fresh data dir, local lake), then drives
 # each in turn with the same load (examples/loadgen.rs: one thread, --conns keep-alive
-# connections, 10-event batches of about 5 KB with a fresh anonymousId and messageIds on every
+# connections, 10-event batches of about 7.5 KB with a fresh anonymousId and messageIds on every
 # request), --runs times, and prints per run and as medians: events/s of each, the ratio, server
 # CPU µs per event of each (utime + stime from /proc/<pid>/stat), p50/p99 latency. Then it runs
 # Tributary at half its saturation rate for p99, prints its peak RSS (VmHWM), stops it

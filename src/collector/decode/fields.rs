@@ -213,15 +213,39 @@ impl<'b> Source<'b> {
         value: Option<Value<'_, 'b>>,
         next: Option<&str>,
     ) -> Option<&'b str> {
-        let (value, next) = (value?, next?);
+        let (open, close) = self.span_of(value?, next?)?;
+        // `get`: a range that is not one (close before open) is no object, never a panic.
+        std::str::from_utf8(self.text.get(open..=close)?).ok()
+    }
+
+    /// The offsets of the braces of [`Source::text_of`]'s object.
+    fn span_of(&self, value: Value<'_, 'b>, next: &str) -> Option<(usize, usize)> {
         let (first, _) = value.as_object()?.iter().next()?;
         let open = self.back(self.quote_of(first)?)?;
         let comma = self.back(self.quote_of(next)?)?;
         let close = self.back(comma)?;
         let ok = self.text[open] == b'{' && self.text[comma] == b',' && self.text[close] == b'}';
-        // `get`: a range that is not one (close before open) is no object, never a panic.
-        let text = self.text.get(open..=close).filter(|_| ok)?;
-        std::str::from_utf8(text).ok()
+        ok.then_some((open, close))
+    }
+
+    /// The text as sent of an object's member (`"key": value`) whose key is `key`, bounded by
+    /// the next member's key, or for the last member by the object's closing brace (`close`,
+    /// when known). `None` when it cannot be cut out (the caller encodes the member).
+    fn member_of(&self, key: &str, next: Option<&str>, close: Option<usize>) -> Option<&'b [u8]> {
+        let start = self.quote_of(key)?;
+        let end = match next {
+            Some(next) => {
+                let comma = self.back(self.quote_of(next)?)?;
+                (self.text[comma] == b',').then_some(())?;
+                self.back(comma)?
+            }
+            None => {
+                let close = close?;
+                (self.text.get(close) == Some(&b'}')).then_some(())?;
+                self.back(close)?
+            }
+        };
+        self.text.get(start..=end)
     }
 }
 
@@ -337,31 +361,51 @@ fn with_json_scratch<'t>(
 
 /// The members of `first` whose keys are not in `known`, then those of `second` whose keys are
 /// neither in `known` nor in `first` (a shallow merge: `first` wins), as a JSON object (None if
-/// none).
-fn merged_json<'t>(
-    first: Option<&Object<'_, '_>>,
+/// none). The members of `first` are copied as sent where they can be cut out of the body
+/// (`first_close`: the offset of its closing brace, when known), the others encoded from the
+/// tape: the same values either way.
+fn merged_json<'b>(
+    first: Option<&Object<'_, 'b>>,
+    first_close: Option<usize>,
     second: Option<&Object<'_, '_>>,
     known: &[&str],
-    texts: &'t Bump,
-) -> Result<Option<Text<'t>>, ArenaFull> {
-    with_json_scratch(texts, |out| {
-        let members = first.into_iter().flat_map(|o| o.iter()).chain(
-            second
-                .into_iter()
-                .flat_map(|o| o.iter())
-                .filter(|(k, _)| first.is_none_or(|f| f.get(*k).is_none())),
-        );
-        for (k, v) in members.filter(|(k, _)| !known.contains(k)) {
-            out.push(if out.is_empty() { b'{' } else { b',' });
-            // Writing to a Vec cannot fail.
-            let _ = serde_json::to_writer(&mut *out, k);
-            out.push(b':');
-            let _ = v.write(&mut *out);
+    source: &Source<'b>,
+) -> Result<Option<Text<'b>>, ArenaFull> {
+    with_json_scratch(source.texts, |out| {
+        let open = |out: &mut Vec<u8>| out.push(if out.is_empty() { b'{' } else { b',' });
+        if let Some(first) = first {
+            let mut members = first.iter().peekable();
+            while let Some((k, v)) = members.next() {
+                if known.contains(&k) {
+                    continue;
+                }
+                open(out);
+                let next = members.peek().map(|(n, _)| *n);
+                match source.member_of(k, next, first_close) {
+                    Some(sent) => out.extend_from_slice(sent),
+                    None => write_member(out, k, v),
+                }
+            }
+        }
+        let from_second = second.into_iter().flat_map(|o| o.iter());
+        for (k, v) in from_second.filter(|(k, _)| first.is_none_or(|f| f.get(*k).is_none())) {
+            if !known.contains(&k) {
+                open(out);
+                write_member(out, k, v);
+            }
         }
         if !out.is_empty() {
             out.push(b'}');
         }
     })
+}
+
+/// `"key":value`, encoded from the tape.
+fn write_member(out: &mut Vec<u8>, key: &str, value: Value<'_, '_>) {
+    // Writing to a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, key);
+    out.push(b':');
+    let _ = value.write(&mut *out);
 }
 
 impl Checker {
@@ -380,8 +424,9 @@ impl Checker {
     pub(super) fn context<'i>(
         &mut self,
         v: Option<Value<'_, 'i>>,
+        next: Option<&str>,
         batch: Option<Value<'_, 'i>>,
-        texts: &'i Bump,
+        source: &Source<'i>,
     ) -> Context<'i> {
         let mut out = Context::default();
         let ctx = self.object(v, "context");
@@ -447,24 +492,26 @@ impl Checker {
                 }
             }
         }
-        let rest = merged_json(ctx.as_ref(), batch.as_ref(), &CONTEXT_KEYS, texts);
+        let close = v.zip(next).and_then(|(v, next)| source.span_of(v, next));
+        let close = close.map(|(_, close)| close);
+        let rest = merged_json(ctx.as_ref(), close, batch.as_ref(), &CONTEXT_KEYS, source);
         out.rest = self.kept("context", rest);
         out
     }
 
     /// `integrations` (switches per destination): the event's merged over the batch's.
-    pub(super) fn integrations<'t>(
+    pub(super) fn integrations<'i>(
         &mut self,
-        v: Option<Value<'_, '_>>,
+        v: Option<Value<'_, 'i>>,
         batch: Option<Value<'_, '_>>,
-        texts: &'t Bump,
-    ) -> Option<Text<'t>> {
+        source: &Source<'i>,
+    ) -> Option<Text<'i>> {
         let own = self.object(v, "integrations");
         let batch = batch.and_then(|b| b.as_object());
         if own.is_none() && batch.is_none() {
             return None;
         }
-        let merged = merged_json(own.as_ref(), batch.as_ref(), &[], texts);
+        let merged = merged_json(own.as_ref(), None, batch.as_ref(), &[], source);
         self.kept("integrations", merged)
     }
 }

@@ -383,9 +383,8 @@ fn check_event<'a>(
         Some(v) => c.time(Some(v), "sentAt"),
         None => batch.parsed.sent_at,
     };
-    let texts = batch.source.texts;
-    let mut ctx = c.context(context, batch.parsed.context, texts);
-    let integrations = c.integrations(integrations, batch.parsed.integrations, texts);
+    let mut ctx = c.context(context, next[13], batch.parsed.context, batch.source);
+    let integrations = c.integrations(integrations, batch.parsed.integrations, batch.source);
     let (Some(kind), true) = (kind, c.errors.is_empty()) else {
         return Err(c.errors);
     };
@@ -398,7 +397,7 @@ fn check_event<'a>(
     let e = Event {
         message_id: match ids.message_id {
             Some(id) => Text::Borrowed(id),
-            None => message_id(texts),
+            None => message_id(batch.source.texts),
         },
         app_id: Text::Borrowed(&enrich.app_id),
         kind,
@@ -512,8 +511,8 @@ impl Decoded<'_> {
 }
 
 /// Parses, validates and enriches a body. The events borrow their text from `body` (objects,
-/// as sent) and from `copy`, the copy simd-json parses in place (strings, unescaped there):
-/// the caller keeps both while it needs the events. A number beyond the range of a 64-bit
+/// as sent) and from `scratch` (see [`Scratch`]: simd-json's copy and what the decoder
+/// writes): the caller keeps both while it needs the events. A number beyond the range of a 64-bit
 /// float (such as `1e400`, which JSON allows) does not refuse the body: it is stored as the
 /// nearest float (`±1.7976931348623157e308`, or `0.0` for an underflow), see
 /// [`clamp_numbers`]. Only such a body, refused by the first parse, is read twice.
@@ -658,7 +657,8 @@ mod tests {
             Some("10.0.0.1"),
             "the client's ip is overwritten"
         );
-        assert_eq!(e.context.as_deref(), Some(r#"{"library":{"name":"t"}}"#));
+        // The context's other members, as sent.
+        assert_eq!(e.context.as_deref(), Some(r#"{"library": {"name": "t"}}"#));
         // Skew: the client clock says it sent 10 s after the event; the server got it at received_at.
         assert_eq!(e.timestamp, 1_000_000_000_000_000 - 10_000_000);
         let fields: Vec<(usize, &str)> = rejected

@@ -68,7 +68,7 @@ fn a_last_empty_or_repeated_object_is_encoded_with_the_same_value() {
 #[test]
 fn any_byte_changed_in_a_body_is_decoded_or_refused_never_a_panic() {
     let body = format!(
-        r#"{{"batch":[{{"type":"track","event":"e","properties":{{"a":"x\"y","b":{{"c":[1]}}}},"anonymousId":"{ANON}","traits":{{"t":1}},"userId":"u"}}]}}"#
+        r#"{{"batch":[{{"type":"track","event":"e","properties":{{"a":"x\"y","b":{{"c":[1]}}}},"context":{{"library":{{"n":[1]}},"locale":"en-US","x":"y"}},"anonymousId":"{ANON}","traits":{{"t":1}},"userId":"u"}}]}}"#
     );
     for at in 0..body.len() {
         for b in [b'"', b'{', b'}', b',', b' ', b'\\', b':', b'['] {
@@ -82,4 +82,46 @@ fn any_byte_changed_in_a_body_is_decoded_or_refused_never_a_panic() {
             super::tests::LIMITS,
         );
     }
+}
+
+/// The JSON of the context's rest of the one event of `body`.
+fn rest(body: &str) -> Option<String> {
+    let (mut events, rejected) = run(body).unwrap();
+    assert!(rejected.is_empty(), "{rejected:?}");
+    events.pop().unwrap().context.map(|t| t.to_string())
+}
+
+#[test]
+fn the_context_rest_is_cut_out_of_the_body_member_by_member() {
+    // The context followed by another member: every kept member as sent (spaces, escapes),
+    // the keys with columns left out wherever they are.
+    let ctx = r#"{ "library" : {"name": "t\"s", "v": [1, 2]}, "page": {"path": "/p"},
+        "locale": "en-US", "campaign":{"name":"}{"} , "\u0061pp": 1 }"#;
+    let body = format!(r#"{{"type":"track","event":"e","context": {ctx},"anonymousId":"{ANON}"}}"#);
+    assert_eq!(
+        rest(&body).as_deref(),
+        Some(
+            r#"{"library" : {"name": "t\"s", "v": [1, 2]},"campaign":{"name":"}{"},"\u0061pp": 1}"#
+        )
+    );
+    // The context last in its event (its end unknown: its last member encoded), a batch's
+    // context merged in (encoded), a known key last: the same values every way.
+    let cases = [
+        format!(r#"{{"type":"track","event":"e","anonymousId":"{ANON}","context": {ctx}}}"#),
+        format!(
+            r#"{{"batch":[{{"type":"track","event":"e","context": {ctx},"anonymousId":"{ANON}"}}],
+                "context": {{"library": {{"name": "batch"}}, "os": {{"name": "linux"}}}}}}"#
+        ),
+    ];
+    let want = value(
+        r#"{"library": {"name": "t\"s", "v": [1, 2]}, "campaign": {"name": "}{"}, "app": 1}"#,
+    );
+    for body in &cases[..1] {
+        assert_eq!(value(&rest(body).unwrap()), want, "{body}");
+    }
+    let mut merged = want.clone();
+    merged["os"] = serde_json::json!({"name": "linux"});
+    assert_eq!(value(&rest(&cases[1]).unwrap()), merged);
+    let last_known = r#"{"type":"track","event":"e","context":{"library":{"n":1},"locale":"en-US"},"userId":"u"}"#;
+    assert_eq!(rest(last_known).as_deref(), Some(r#"{"library":{"n":1}}"#));
 }
