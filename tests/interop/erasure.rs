@@ -426,17 +426,22 @@ async fn an_erasure_killed_mid_lake_resumes_after_a_restart_and_readers_never_se
     }
     let anons = [a1.as_str(), a2.as_str()];
     let deadline = Instant::now() + Duration::from_secs(30);
+    // Every row in the lake, and the lake quiet: the same files at two reads 300 ms apart (a
+    // shard's last parts may still be merged into a file just after the rows are all there).
+    let mut settled: Option<Vec<String>> = None;
     let before = loop {
         let view = python::read_local(&lake);
-        if view.rows.len() == FILES * 6 {
+        let all = view.rows.len() == FILES * 6;
+        if all && settled.as_ref() == Some(&view.files) {
             break view;
         }
+        settled = all.then(|| view.files.clone());
         assert!(
             Instant::now() < deadline,
             "{} rows in the lake",
             view.rows.len()
         );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
     };
     let n = before.files.len();
     assert!(n >= FILES, "{n} files");
