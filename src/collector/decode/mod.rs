@@ -265,6 +265,17 @@ const EVENT_KEYS: [&str; 17] = [
     "category",
 ];
 
+/// The positions in [`EVENT_KEYS`] of the objects whose text is cut out of the body, bounded by
+/// the member after them (`pick_with`'s second list).
+const PROPERTIES: usize = 8;
+const TRAITS: usize = 9;
+const CONTEXT: usize = 13;
+const _: () = assert!(
+    matches!(EVENT_KEYS[PROPERTIES].as_bytes(), b"properties")
+        && matches!(EVENT_KEYS[TRAITS].as_bytes(), b"traits")
+        && matches!(EVENT_KEYS[CONTEXT].as_bytes(), b"context")
+);
+
 /// The index of an event key in [`EVENT_KEYS`]: one match (a switch on the length, then one
 /// comparison) instead of a comparison with each key.
 fn event_key(k: &str) -> Option<usize> {
@@ -371,8 +382,8 @@ fn check_event<'a>(
         "name",
     );
     let category = name_of(&mut c, kind, &[EventType::Page], category, "category");
-    let properties_json = c.object_json(properties, "properties", batch.source, next[8]);
-    let traits = c.object_json(traits, "traits", batch.source, next[9]);
+    let properties_json = c.object_json(properties, "properties", batch.source, next[PROPERTIES]);
+    let traits = c.object_json(traits, "traits", batch.source, next[TRAITS]);
     // Segment's `timestamp` (when the event happened) else `originalTimestamp` (the client's
     // clock when the SDK made it: RudderStack sends only this one).
     let original_timestamp = match timestamp.filter(|v| v.as_null().is_none()) {
@@ -383,7 +394,7 @@ fn check_event<'a>(
         Some(v) => c.time(Some(v), "sentAt"),
         None => batch.parsed.sent_at,
     };
-    let mut ctx = c.context(context, next[13], batch.parsed.context, batch.source);
+    let mut ctx = c.context(context, next[CONTEXT], batch.parsed.context, batch.source);
     let integrations = c.integrations(integrations, batch.parsed.integrations, batch.source);
     let (Some(kind), true) = (kind, c.errors.is_empty()) else {
         return Err(c.errors);
