@@ -446,7 +446,7 @@ fn concat(group: &Group, metas: &[ParquetMetaData], out: File) -> Result<File, M
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::collector::columns::OpenFile;
+    use crate::collector::columns::{Encoder, OpenFile};
     use crate::collector::event::Event;
     use crate::collector::lake;
     use parquet::file::reader::{FileReader, SerializedFileReader};
@@ -462,7 +462,7 @@ mod tests {
 
     /// A part of `rows` events of visitors `v<first>..`, written to `parts` as the stager does.
     fn write_part(parts: &Outbox, app: &str, lsn: u64, first: usize, rows: usize) {
-        let mut f = OpenFile::new().unwrap();
+        let mut f = OpenFile::new(&Encoder::spawn("test-encoder".into()).unwrap()).unwrap();
         for i in first..first + rows {
             let mut e = Event::example(app, &format!("m{i}"), &format!("v{i}"), HOUR10 + 1);
             e.user_id = Some(format!("u{i}").into());

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
-use super::columns::OpenFile;
+use super::columns::{Encoder, OpenFile};
 use super::dedupe::{self, FingerprintMap, FingerprintSet, Seen};
 use super::event::{Event, EventType, Records};
 use super::gate::{AppGate, Gatekeeper};
@@ -160,6 +160,8 @@ pub struct Writer {
     wal: wal::Wal,
     /// The open files by app and hour.
     open: BTreeMap<Arc<str>, BTreeMap<i64, OpenFile>>,
+    /// Encodes the open files' full row groups on a thread of its own.
+    encoder: Encoder,
     /// Set by a Parquet encoding error (a bug, never input): the writer then refuses every
     /// batch and never flushes again, so nothing past the WAL's checkpoint is trimmed; a
     /// restart replays the WAL.
@@ -213,6 +215,7 @@ impl Writer {
             cfg.dedupe_filter_bytes,
             counters.dedupe_disk_lookups.clone(),
         )?;
+        let encoder = Encoder::spawn(format!("encoder-{}", cfg.index))?;
         let writer = Writer {
             seen,
             identities: FingerprintMap::default(),
@@ -221,6 +224,7 @@ impl Writer {
             clock,
             wal,
             open: BTreeMap::new(),
+            encoder,
             broken: None,
             first_open_lsn: None,
             last_open_lsn: 0,
@@ -642,7 +646,7 @@ impl Writer {
         let appended = match hours.entry(hour) {
             std::collections::btree_map::Entry::Occupied(o) => o.into_mut().append(run),
             std::collections::btree_map::Entry::Vacant(v) => {
-                OpenFile::new().and_then(|f| v.insert(f).append(run))
+                OpenFile::new(&self.encoder).and_then(|f| v.insert(f).append(run))
             }
         };
         if let Err(err) = appended {
