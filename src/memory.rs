@@ -15,7 +15,7 @@
 //!   within the hour.
 //! - **When idle**, it goes back: once no batch was committed, no file flushed and no upload
 //!   made for `collector.release_memory_after_idle_secs` (60 s; see [`note_activity`]), the
-//!   writer, uploader, store and HTTP worker threads each call [`release_if_idle`] on their
+//!   writer, encoder, uploader, store and HTTP worker threads each call [`release_if_idle`] on their
 //!   next pass (at most 10 s later), once per quiet period. With the defaults that is about two
 //!   minutes after the last batch: the last open file is flushed when its oldest row is
 //!   `collector.max_file_age_ms` old, and that work restarts the quiet period.
@@ -63,6 +63,7 @@ static IDLE_MS: AtomicU64 = AtomicU64::new(60_000);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Thread {
     Writer,
+    Encoder,
     Stager,
     Uploader,
     Store,
@@ -136,6 +137,7 @@ pub fn release_if_idle(thread: Thread) {
         release();
         let thread = match thread {
             Thread::Writer => "writer",
+            Thread::Encoder => "encoder",
             Thread::Stager => "stager",
             Thread::Uploader => "uploader",
             Thread::Store => "store",

@@ -7,7 +7,7 @@ use arrow_array::builder::{
 };
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
-use crossbeam_channel::{bounded, Receiver, Sender};
+use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::errors::ParquetError;
@@ -262,19 +262,25 @@ impl Encoder {
     /// Starts the thread (named `name`); it ends when the last clone of the encoder is dropped.
     pub fn spawn(name: String) -> std::io::Result<Encoder> {
         let (jobs, queue) = bounded::<Job>(1);
-        std::thread::Builder::new().name(name).spawn(move || {
-            for Job {
-                mut writer,
-                batch,
-                done,
-            } in queue
-            {
-                let encoded = writer
-                    .write(&batch)
-                    .and_then(|()| writer.flush())
-                    .map(|()| writer);
-                let _ = done.send(encoded);
+        std::thread::Builder::new().name(name).spawn(move || loop {
+            match queue.recv_timeout(crate::memory::poll()) {
+                Ok(Job {
+                    mut writer,
+                    batch,
+                    done,
+                }) => {
+                    let encoded = writer
+                        .write(&batch)
+                        .and_then(|()| writer.flush())
+                        .map(|()| writer);
+                    let _ = done.send(encoded);
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return,
             }
+            // Its buffers (a row group's pages, a file's bytes) go back when the collector is
+            // quiet, like the writer's.
+            crate::memory::release_if_idle(crate::memory::Thread::Encoder);
         })?;
         Ok(Encoder { jobs })
     }

@@ -596,7 +596,7 @@ async fn idle_releases(
 async fn releases_reach(client: &reqwest::Client, base: &str, want: f64) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     let want: std::collections::HashMap<String, f64> =
-        ["writer", "stager", "uploader", "store", "http"]
+        ["writer", "encoder", "stager", "uploader", "store", "http"]
             .into_iter()
             .map(|k| (k.to_owned(), want))
             .collect();
@@ -615,7 +615,8 @@ async fn releases_reach(client: &reqwest::Client, base: &str, want: f64) {
 
 #[tokio::test]
 async fn every_thread_gives_memory_back_once_per_quiet_period() {
-    // Two of each: shard writers, their stagers and uploaders, store threads, HTTP workers.
+    // Two of each: shard writers, their encoders, stagers and uploaders, store threads, HTTP
+    // workers.
     let tmp = tempfile::tempdir().unwrap();
     let mut server = crate::binary::start_with(
         tmp.path(),
