@@ -242,6 +242,9 @@ pub fn encode_parquet(batch: &RecordBatch) -> Result<Vec<u8>, ParquetError> {
     w.into_inner()
 }
 
+/// A lake file's Parquet writer, boxed: it moves between a shard and its encoder.
+type Parquet = Box<ArrowWriter<Vec<u8>>>;
+
 /// A shard's row-group encoder: a thread that turns a full row group of an open file into
 /// compressed Parquet (about 9 ms for [`ROW_GROUP_ROWS`] rows), so the shard goes on
 /// committing meanwhile instead of keeping every batch that arrives during it waiting. One job
@@ -253,9 +256,9 @@ pub struct Encoder {
 
 /// A row group to encode: the file's writer goes with it and comes back through `done`.
 struct Job {
-    writer: ArrowWriter<Vec<u8>>,
+    writer: Parquet,
     batch: RecordBatch,
-    done: Sender<Result<ArrowWriter<Vec<u8>>, ParquetError>>,
+    done: Sender<Result<Parquet, ParquetError>>,
 }
 
 impl Encoder {
@@ -288,11 +291,11 @@ impl Encoder {
 
 /// Where an open file's Parquet writer is.
 enum Slot {
-    Here(ArrowWriter<Vec<u8>>),
+    Here(Parquet),
     /// With the encoder, writing a row group; `bytes`: the file's compressed bytes before it
     /// plus the row group's Arrow size (for [`OpenFile::memory`]).
     Away {
-        done: Receiver<Result<ArrowWriter<Vec<u8>>, ParquetError>>,
+        done: Receiver<Result<Parquet, ParquetError>>,
         bytes: usize,
     },
     /// Lost with an encoding error, already reported.
@@ -324,11 +327,11 @@ impl OpenFile {
     pub fn new(encoder: &Encoder) -> Result<OpenFile, ParquetError> {
         Ok(OpenFile {
             rows: RowBuilder::default(),
-            writer: Slot::Here(ArrowWriter::try_new(
+            writer: Slot::Here(Box::new(ArrowWriter::try_new(
                 Vec::new(),
                 schema(),
                 Some(writer_properties()?),
-            )?),
+            )?)),
             total: 0,
             encoder: encoder.clone(),
         })
@@ -361,7 +364,7 @@ impl OpenFile {
     }
 
     /// The Parquet writer, back from the encoder once it wrote the last row group sent.
-    fn take_writer(&mut self) -> Result<ArrowWriter<Vec<u8>>, ParquetError> {
+    fn take_writer(&mut self) -> Result<Parquet, ParquetError> {
         match std::mem::replace(&mut self.writer, Slot::Lost) {
             Slot::Here(w) => Ok(w),
             Slot::Away { done, .. } => done.recv().map_err(|_| encoder_stopped())?,
