@@ -510,6 +510,24 @@ mod tests {
     }
 
     #[test]
+    fn a_row_group_with_the_encoder_still_counts_in_the_files_memory() {
+        let mut f = OpenFile::new(&Encoder::spawn("test-encoder".into()).unwrap()).unwrap();
+        let events: Vec<Event> = (0..ROW_GROUP_ROWS as i64).map(sample).collect();
+        let input: usize = events.iter().map(Event::approx_bytes).sum();
+        f.append(&events.iter().collect::<Vec<_>>()).unwrap();
+        assert!(matches!(f.writer, Slot::Away { .. }), "sent to the encoder");
+        assert_eq!(f.rows.rows(), 0, "the builders are empty");
+        // The shard's budget sums this: the group away must weigh what it holds.
+        assert!(
+            f.memory() >= input / 2,
+            "memory {} for a row group of {input} bytes",
+            f.memory()
+        );
+        let closed = f.close().unwrap();
+        assert_eq!(closed.rows, ROW_GROUP_ROWS);
+    }
+
+    #[test]
     fn a_row_group_after_the_first_is_sized_by_the_one_before_at_its_first_row() {
         let mut b = RowBuilder::default();
         let events: Vec<Event> = (0..50).map(sample).collect();
