@@ -15,10 +15,10 @@
 //!   within the hour.
 //! - **When idle**, it goes back: once no batch was committed, no file flushed and no upload
 //!   made for `collector.release_memory_after_idle_secs` (60 s; see [`note_activity`]), the
-//!   writer, encoder, uploader, store and HTTP worker threads each call [`release_if_idle`] on their
-//!   next pass (at most 10 s later), once per quiet period. With the defaults that is about two
-//!   minutes after the last batch: the last open file is flushed when its oldest row is
-//!   `collector.max_file_age_ms` old, and that work restarts the quiet period.
+//!   writer, encoder, uploader, store and HTTP worker threads each call [`release_if_idle`] on
+//!   their next pass (at most 10 s later), once per quiet period. With the defaults that is
+//!   about two minutes after the last batch: the last open file is flushed when its oldest row
+//!   is `collector.max_file_age_ms` old, and that work restarts the quiet period.
 //! - A release (`mi_collect(true)`) frees the pages the calling thread still holds (retired
 //!   pages, blocks other threads freed into its pages), which only that thread can do, and
 //!   then purges every arena of the process; releases take turns, because mimalloc skips a
