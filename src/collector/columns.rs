@@ -389,7 +389,8 @@ impl OpenFile {
         self.total
     }
 
-    /// Encodes what is left and the footer (here: the caller waits for it either way).
+    /// Encodes what is left and the footer on the caller's thread, once the encoder has
+    /// handed back the writer (a flush needs the bytes now, so nothing is gained by sending it).
     pub fn close(mut self) -> Result<ClosedFile, ParquetError> {
         let mut writer = self.take_writer()?;
         if self.rows.rows() > 0 {
