@@ -13,7 +13,7 @@ use super::model::{event_body, AttemptRecord, AttemptTrigger, EndpointRecord, En
 use super::store::{self, Delivery, DELIVERY, TREE};
 use crate::ids::Timestamp;
 use crate::storage::changes::{self, Change};
-use crate::storage::{decode, encode, StoreError};
+use crate::storage::{decode, StoreError};
 
 /// The most changes one fan-out takes (and holds in memory).
 pub const BATCH: usize = 256;
@@ -28,7 +28,7 @@ pub struct FannedOut {
     pub deliveries: usize,
 }
 
-/// The deliveries (key, value) one change makes.
+/// The deliveries (key, value: each a delivery and its body) one change makes.
 type Writes = Vec<(Vec<u8>, Vec<u8>)>;
 
 /// Moves the oldest changes to the deliveries of the endpoints that want them, in ONE
@@ -59,7 +59,7 @@ pub fn fan_out(db: &sled::Db, lanes: u8) -> Result<FannedOut, StoreError> {
         let writes = endpoints[&change.app_id]
             .iter()
             .filter(|r| r.wants(&change))
-            .map(|r| {
+            .flat_map(|r| {
                 let d = Delivery {
                     event_id: change.id.clone(),
                     kind: change.kind.clone(),
@@ -70,7 +70,7 @@ pub fn fan_out(db: &sled::Db, lanes: u8) -> Result<FannedOut, StoreError> {
                     trigger: AttemptTrigger::Event,
                 };
                 let key = store::delivery_key(&change.app_id, &r.endpoint.id, lane, item.seq);
-                (key, encode(&d))
+                store::delivery_writes(key, d)
             })
             .collect();
         plan.push((item.seq.to_be_bytes(), writes));
@@ -85,7 +85,7 @@ pub fn fan_out(db: &sled::Db, lanes: u8) -> Result<FannedOut, StoreError> {
             done.changes += 1;
             for (k, v) in writes {
                 h.insert(&k[..], &v[..])?;
-                done.deliveries += 1;
+                done.deliveries += usize::from(k.first() == Some(&DELIVERY));
             }
         }
         Ok::<_, ConflictableTransactionError<StoreError>>(done)
@@ -184,27 +184,33 @@ pub fn heads(
         if busy.contains(&k[..LANE_PREFIX]) {
             continue;
         }
-        let delivery: Delivery = decode(&k, &v)?;
-        if delivery.due <= now {
-            out.push(Head {
-                key: k.to_vec(),
-                app,
-                delivery,
-                endpoint: record,
-            });
+        let header: Delivery = decode(&k, &v)?;
+        if header.due > now {
+            continue;
         }
+        let Some(delivery) = store::with_body(&t, &k, header)? else {
+            tracing::warn!(app, webhook = id, "a delivery without its body is dropped");
+            t.remove(&k)?;
+            continue;
+        };
+        out.push(Head {
+            key: k.to_vec(),
+            app,
+            delivery,
+            endpoint: record,
+        });
     }
     Ok(out)
 }
 
-/// Removes every delivery under an endpoint's prefix; answers how many.
+/// Removes every delivery (with its body) under an endpoint's prefix; answers how many.
 fn drop_waiting(t: &sled::Tree, endpoint_prefix: &[u8]) -> Result<u64, StoreError> {
     let keys: Vec<_> = t
         .scan_prefix(endpoint_prefix)
         .keys()
         .collect::<Result<_, _>>()?;
     for k in &keys {
-        t.remove(k)?;
+        t.apply_batch(store::delivery_removal(k))?;
     }
     Ok(keys.len() as u64)
 }
@@ -239,18 +245,24 @@ pub fn settle(
     let mut dropped = 0;
     match verdict {
         Verdict::Delivered => {
-            t.remove(&head.key)?;
+            t.apply_batch(store::delivery_removal(&head.key))?;
         }
         Verdict::RetryAt(due) => {
             let mut d = head.delivery.clone();
             d.attempts += 1;
             d.due = *due;
             if t.get(&head.key)?.is_some() {
-                t.insert(&head.key, encode(&d))?;
+                // The body again too: a delivery stored before bodies were kept apart gets
+                // its body key here.
+                let mut batch = sled::Batch::default();
+                for (k, v) in store::delivery_writes(head.key.clone(), d) {
+                    batch.insert(k, v);
+                }
+                t.apply_batch(batch)?;
             }
         }
         Verdict::GiveUp(reason) => {
-            t.remove(&head.key)?;
+            t.apply_batch(store::delivery_removal(&head.key))?;
             if exists {
                 disable(db, &head.app, id, reason, now)?;
             }
@@ -345,7 +357,8 @@ mod tests {
             .scan_prefix([DELIVERY])
             .map(|kv| {
                 let (k, v) = kv.unwrap();
-                (k.to_vec(), decode(&k, &v).unwrap())
+                let d = store::with_body(&db.open_tree(TREE).unwrap(), &k, decode(&k, &v).unwrap());
+                (k.to_vec(), d.unwrap().expect("every delivery has its body"))
             })
             .collect()
     }
@@ -416,6 +429,138 @@ mod tests {
         assert_eq!(store::pending_of_app(&db, APP).unwrap(), 2);
     }
 
+    /// The log record of a failed first attempt of `h`.
+    fn logged(h: &Head) -> AttemptRecord {
+        AttemptRecord {
+            attempt: Attempt {
+                id: String::new(),
+                event_id: h.delivery.event_id.clone(),
+                kind: h.delivery.kind.clone(),
+                attempt: 1,
+                at: Timestamp::t0(),
+                status: Some(500),
+                error: None,
+                latency_ms: 0,
+                response: String::new(),
+                trigger: AttemptTrigger::Event,
+            },
+            subject: h.delivery.subject.clone(),
+            body: h.delivery.body.clone(),
+        }
+    }
+
+    /// How many keys of the webhooks' tree carry `tag`.
+    fn tagged(db: &sled::Db, tag: u8) -> usize {
+        db.open_tree(TREE).unwrap().scan_prefix([tag]).count()
+    }
+
+    #[test]
+    fn a_deliverys_body_is_stored_apart_and_goes_with_it() {
+        let db = db();
+        endpoint(
+            &db,
+            APP,
+            json!({"url": "https://a.example/", "eventTypes": ["*"]}),
+        );
+        let text = "x".repeat(50_000);
+        let c = Change::new(
+            "idea.created",
+            APP,
+            "s",
+            Timestamp::t0(),
+            &Actor::Admin,
+            json!({ "text": text }),
+        );
+        changes::CHANGES
+            .push(&db, changes::KIND, 0, &c.encode())
+            .unwrap();
+        fan_out(&db, 4).unwrap();
+        let t = db.open_tree(TREE).unwrap();
+        let (k, v) = t.scan_prefix([DELIVERY]).next().unwrap().unwrap();
+        // What the counts of waiting deliveries walk stays small, whatever the body.
+        assert!(v.len() < 1000, "the waiting record: {} bytes", v.len());
+        let body = t.get(store::body_key(&k)).unwrap().unwrap();
+        assert!(body.len() > 50_000);
+        let h = heads(&db, 0, &HashSet::new(), 10, b"d").unwrap();
+        assert_eq!(h[0].delivery.body.as_bytes(), &body[..]);
+        settle(
+            &db,
+            &h[0],
+            logged(&h[0]),
+            &Verdict::RetryAt(0),
+            10,
+            Timestamp::t0(),
+        )
+        .unwrap();
+        assert!(
+            t.get(&k).unwrap().unwrap().len() < 1000,
+            "a retry keeps it apart"
+        );
+        let h = heads(&db, 0, &HashSet::new(), 10, b"d").unwrap();
+        assert_eq!(
+            (h[0].delivery.attempts, h[0].delivery.body.as_bytes()),
+            (1, &body[..])
+        );
+        settle(
+            &db,
+            &h[0],
+            logged(&h[0]),
+            &Verdict::Delivered,
+            10,
+            Timestamp::t0(),
+        )
+        .unwrap();
+        assert_eq!((tagged(&db, DELIVERY), tagged(&db, store::BODY)), (0, 0));
+    }
+
+    #[test]
+    fn a_delivery_stored_with_its_body_inside_is_sent_and_a_retry_moves_the_body_apart() {
+        let db = db();
+        let id = endpoint(
+            &db,
+            APP,
+            json!({"url": "https://a.example/", "eventTypes": ["*"]}),
+        );
+        // As a version before bodies were kept apart wrote it.
+        let old = Delivery {
+            event_id: "evt_old".into(),
+            kind: "idea.created".into(),
+            subject: "s".into(),
+            body: "{\"old\":1}".into(),
+            attempts: 0,
+            due: 0,
+            trigger: AttemptTrigger::Event,
+        };
+        let key = store::delivery_key(APP, &id, 0, 7);
+        let t = db.open_tree(TREE).unwrap();
+        t.insert(&key, crate::storage::encode(&old)).unwrap();
+        let h = heads(&db, 0, &HashSet::new(), 10, b"d").unwrap();
+        assert_eq!(h[0].delivery, old);
+        settle(
+            &db,
+            &h[0],
+            logged(&h[0]),
+            &Verdict::RetryAt(0),
+            10,
+            Timestamp::t0(),
+        )
+        .unwrap();
+        let header: Delivery = decode(&key, &t.get(&key).unwrap().unwrap()).unwrap();
+        assert_eq!((header.body.as_str(), header.attempts), ("", 1));
+        let h = heads(&db, 0, &HashSet::new(), 10, b"d").unwrap();
+        assert_eq!(h[0].delivery.body, old.body);
+        settle(
+            &db,
+            &h[0],
+            logged(&h[0]),
+            &Verdict::Delivered,
+            10,
+            Timestamp::t0(),
+        )
+        .unwrap();
+        assert_eq!((tagged(&db, DELIVERY), tagged(&db, store::BODY)), (0, 0));
+    }
+
     #[test]
     fn a_lane_offers_only_its_oldest_delivery_and_none_while_busy_or_paused() {
         let db = db();
@@ -432,22 +577,6 @@ mod tests {
         assert_eq!(first.len(), 1, "one lane, one head");
         let busy = HashSet::from([first[0].lane()]);
         assert!(heads(&db, 0, &busy, 10, b"d").unwrap().is_empty());
-        let logged = |h: &Head| AttemptRecord {
-            attempt: Attempt {
-                id: String::new(),
-                event_id: h.delivery.event_id.clone(),
-                kind: h.delivery.kind.clone(),
-                attempt: 1,
-                at: Timestamp::t0(),
-                status: Some(500),
-                error: None,
-                latency_ms: 0,
-                response: String::new(),
-                trigger: AttemptTrigger::Event,
-            },
-            subject: h.delivery.subject.clone(),
-            body: h.delivery.body.clone(),
-        };
         let t = Timestamp::t0();
         settle(
             &db,
@@ -603,5 +732,6 @@ mod tests {
             3
         );
         assert!(waiting(&db).is_empty());
+        assert_eq!(tagged(&db, store::BODY), 0, "the bodies went with them");
     }
 }

@@ -2,7 +2,12 @@
 //! app's deletion removes them (`deletion/sled.rs`, `Shape::Tagged`):
 //!
 //! - `e` app endpoint                 -> the endpoint with its secrets (JSON, [`EndpointRecord`])
-//! - `d` app endpoint lane seq(u64 BE) -> a delivery waiting (JSON, [`Delivery`]: body, attempts, due)
+//! - `d` app endpoint lane seq(u64 BE) -> a delivery waiting, without its body (JSON,
+//!   [`Delivery`]: event, attempts, due)
+//! - `b` app endpoint lane seq(u64 BE) -> that delivery's body (the bytes sent), written and
+//!   removed with it ([`delivery_writes`], [`delivery_removal`]). Apart because sled keeps in
+//!   memory every page a scan reads: the counts of waiting deliveries walk the `d` keys, and
+//!   these stay small (about 250 bytes) however big the bodies are.
 //! - `l` app endpoint seq(u64 BE)      -> a logged attempt (JSON, [`AttemptRecord`]; at most
 //!   `webhooks.log_per_endpoint` per endpoint, trimmed on insert)
 //!
@@ -27,6 +32,7 @@ pub const TREE: &str = "webhooks";
 
 pub const ENDPOINT: u8 = b'e';
 pub const DELIVERY: u8 = b'd';
+pub const BODY: u8 = b'b';
 pub const LOG: u8 = b'l';
 
 #[derive(Debug)]
@@ -48,7 +54,9 @@ pub struct Delivery {
     #[serde(rename = "type")]
     pub kind: String,
     pub subject: String,
-    /// The request body, fixed at fan-out.
+    /// The request body, fixed at fan-out. Stored under its own key ([`BODY`]); a record
+    /// written before bodies were kept apart still holds it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub body: String,
     /// Attempts made so far.
     pub attempts: u32,
@@ -74,6 +82,46 @@ pub fn delivery_key(app: &str, endpoint: &str, lane: u8, seq: u64) -> Vec<u8> {
         &seq.to_be_bytes(),
     ]
     .concat()
+}
+
+/// The key of the body of the delivery at `delivery_key`.
+pub fn body_key(delivery_key: &[u8]) -> Vec<u8> {
+    let mut k = delivery_key.to_vec();
+    if let Some(tag) = k.first_mut() {
+        *tag = BODY;
+    }
+    k
+}
+
+/// What storing `d` at `key` writes: the delivery without its body, then the body. Written
+/// together (one transaction or batch), as [`delivery_removal`] removes them.
+pub fn delivery_writes(key: Vec<u8>, mut d: Delivery) -> [(Vec<u8>, Vec<u8>); 2] {
+    let body = std::mem::take(&mut d.body).into_bytes();
+    let body_key = body_key(&key);
+    [(key, encode(&d)), (body_key, body)]
+}
+
+/// Removes the delivery at `key` with its body, in one batch.
+pub fn delivery_removal(key: &[u8]) -> sled::Batch {
+    let mut batch = sled::Batch::default();
+    batch.remove(key);
+    batch.remove(body_key(key));
+    batch
+}
+
+/// The delivery `d` read at `key`, with its body (`None`: the body is missing).
+pub fn with_body(
+    t: &sled::Tree,
+    key: &[u8],
+    mut d: Delivery,
+) -> Result<Option<Delivery>, StoreError> {
+    if d.body.is_empty() {
+        let Some(body) = t.get(body_key(key))? else {
+            return Ok(None);
+        };
+        d.body = String::from_utf8_lossy(&body).into_owned();
+    }
+    Ok(Some(d))
 }
 
 pub fn log_key(app: &str, endpoint: &str, seq: u64) -> Vec<u8> {
@@ -242,6 +290,7 @@ pub fn delete(db: &sled::Db, app: &str, id: &str) -> Result<(), WebhookError> {
     }
     t.remove(endpoint_key(app, id))?;
     remove_prefix(&t, &prefix(DELIVERY, app, id))?;
+    remove_prefix(&t, &prefix(BODY, app, id))?;
     remove_prefix(&t, &prefix(LOG, app, id))?;
     db.flush()?;
     Ok(())
@@ -354,7 +403,11 @@ pub fn redeliver(
     };
     let seq = db.generate_id()? + 1;
     let lane = lane(&delivery.subject, lanes);
-    t.insert(delivery_key(app, id, lane, seq), encode(&delivery))?;
+    let mut batch = sled::Batch::default();
+    for (k, v) in delivery_writes(delivery_key(app, id, lane, seq), delivery) {
+        batch.insert(k, v);
+    }
+    t.apply_batch(batch)?;
     db.flush()?;
     Ok(Redelivery {
         webhook_id: record.endpoint.id,
@@ -387,17 +440,19 @@ pub fn forget_mentions(db: &sled::Db, app: &str, needles: &[&str]) -> Result<u64
     }
     let t = tree(db)?;
     let mut gone = 0;
-    for tag in [DELIVERY, LOG] {
-        for kv in t.scan_prefix([&[tag], app.as_bytes()].concat()) {
-            let (k, v) = kv?;
-            let body = if tag == DELIVERY {
-                decode::<Delivery>(&k, &v)?.body
-            } else {
-                decode::<AttemptRecord>(&k, &v)?.body
-            };
-            if names(&body) && t.compare_and_swap(&k, Some(&v), None::<&[u8]>)?.is_ok() {
-                gone += 1;
-            }
+    for kv in t.scan_prefix([&[DELIVERY], app.as_bytes()].concat()) {
+        let (k, v) = kv?;
+        let body = with_body(&t, &k, decode(&k, &v)?)?.map(|d| d.body);
+        if body.is_some_and(|b| names(&b)) {
+            t.apply_batch(delivery_removal(&k))?;
+            gone += 1;
+        }
+    }
+    for kv in t.scan_prefix([&[LOG], app.as_bytes()].concat()) {
+        let (k, v) = kv?;
+        let body = decode::<AttemptRecord>(&k, &v)?.body;
+        if names(&body) && t.compare_and_swap(&k, Some(&v), None::<&[u8]>)?.is_ok() {
+            gone += 1;
         }
     }
     gone += changes::CHANGES.edit(db, |item| {
@@ -576,11 +631,19 @@ mod tests {
         assert_eq!(get(&db, APP, &e.id).unwrap().unwrap().pending, 1);
         assert_eq!(pending_of_app(&db, APP).unwrap(), 1);
         assert_eq!(pending_of_app(&db, OTHER).unwrap(), 0);
+        let t = db.open_tree(TREE).unwrap();
         let d: Vec<Delivery> =
-            crate::storage::decode_all(&db.open_tree(TREE).unwrap(), &prefix(DELIVERY, APP, &e.id))
-                .unwrap();
-        assert_eq!(d[0].body, "{\"n\":6}");
-        assert_eq!(d[0].trigger, AttemptTrigger::Redeliver);
+            crate::storage::decode_all(&t, &prefix(DELIVERY, APP, &e.id)).unwrap();
+        assert_eq!(d[0].body, "", "the body is kept apart");
+        let key = t
+            .scan_prefix(prefix(DELIVERY, APP, &e.id))
+            .keys()
+            .next()
+            .unwrap()
+            .unwrap();
+        let d = with_body(&t, &key, d[0].clone()).unwrap().unwrap();
+        assert_eq!(d.body, "{\"n\":6}");
+        assert_eq!(d.trigger, AttemptTrigger::Redeliver);
         delete(&db, APP, &e.id).unwrap();
         assert_eq!(pending_of_app(&db, APP).unwrap(), 0);
         assert!(db.open_tree(TREE).unwrap().is_empty());
