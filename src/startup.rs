@@ -369,6 +369,22 @@ fn erasure_work(
     )
 }
 
+/// Fills in what a store written by an earlier version lacks (each step a no-op once done):
+/// the per-app index of API keys, the counts of waiting webhook deliveries.
+fn complete_store(store: &Store) -> Result<(), StartError> {
+    store.db().with(crate::tenants::store::index_api_keys)?;
+    let counted = store
+        .db()
+        .with(crate::webhooks::store::count_pending_once)?;
+    if counted > 0 {
+        tracing::info!(
+            deliveries = counted,
+            "webhooks: waiting deliveries counted once"
+        );
+    }
+    Ok(())
+}
+
 /// The webhooks' handle (for the handlers and the dashboard) and its running engine, its
 /// counters in `/metrics`. Every node runs it: an edge has no endpoints, its changes are dropped.
 fn start_webhooks(
@@ -569,7 +585,7 @@ impl Application {
         ));
         let (store, threads) = open_store(&settings)?;
         let registry = store.db().with(|db| Registry::load(db, clock.clone()))?;
-        store.db().with(crate::tenants::store::index_api_keys)?;
+        complete_store(&store)?;
         let sweeper = idempotency_sweeps(&store, &settings, &clock)?;
         let admin_token = admin_token(settings.admin_token.as_ref(), &data_dir)?;
         let lake = crate::collector::lake::open(&settings.lake, &data_dir.join("lake"))

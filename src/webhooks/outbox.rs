@@ -85,7 +85,10 @@ pub fn fan_out(db: &sled::Db, lanes: u8) -> Result<FannedOut, StoreError> {
             done.changes += 1;
             for (k, v) in writes {
                 h.insert(&k[..], &v[..])?;
-                done.deliveries += usize::from(k.first() == Some(&DELIVERY));
+                if k.first() == Some(&DELIVERY) {
+                    store::add_pending(h, k, 1)?;
+                    done.deliveries += 1;
+                }
             }
         }
         Ok::<_, ConflictableTransactionError<StoreError>>(done)
@@ -190,7 +193,7 @@ pub fn heads(
         }
         let Some(delivery) = store::with_body(&t, &k, header)? else {
             tracing::warn!(app, webhook = id, "a delivery without its body is dropped");
-            t.remove(&k)?;
+            store::remove_delivery(&t, &k)?;
             continue;
         };
         out.push(Head {
@@ -209,10 +212,11 @@ fn drop_waiting(t: &sled::Tree, endpoint_prefix: &[u8]) -> Result<u64, StoreErro
         .scan_prefix(endpoint_prefix)
         .keys()
         .collect::<Result<_, _>>()?;
+    let mut gone = 0;
     for k in &keys {
-        t.apply_batch(store::delivery_removal(k))?;
+        gone += u64::from(store::remove_delivery(t, k)?);
     }
-    Ok(keys.len() as u64)
+    Ok(gone)
 }
 
 /// What becomes of a delivery after an attempt.
@@ -245,24 +249,18 @@ pub fn settle(
     let mut dropped = 0;
     match verdict {
         Verdict::Delivered => {
-            t.apply_batch(store::delivery_removal(&head.key))?;
+            store::remove_delivery(&t, &head.key)?;
         }
         Verdict::RetryAt(due) => {
             let mut d = head.delivery.clone();
             d.attempts += 1;
             d.due = *due;
-            if t.get(&head.key)?.is_some() {
-                // The body again too: a delivery stored before bodies were kept apart gets
-                // its body key here.
-                let mut batch = sled::Batch::default();
-                for (k, v) in store::delivery_writes(head.key.clone(), d) {
-                    batch.insert(k, v);
-                }
-                t.apply_batch(batch)?;
-            }
+            // The body again too: a delivery stored before bodies were kept apart gets its
+            // body key here.
+            store::put_delivery(&t, head.key.clone(), d, true)?;
         }
         Verdict::GiveUp(reason) => {
-            t.apply_batch(store::delivery_removal(&head.key))?;
+            store::remove_delivery(&t, &head.key)?;
             if exists {
                 disable(db, &head.app, id, reason, now)?;
             }
@@ -302,12 +300,7 @@ fn disable(
 /// The gauges of `/metrics`: deliveries waiting, changes not yet fanned out, endpoints
 /// disabled.
 pub fn gauges(db: &sled::Db) -> Result<(u64, u64, u64), StoreError> {
-    let t = db.open_tree(TREE)?;
-    let mut pending = 0;
-    for k in t.scan_prefix([DELIVERY]).keys() {
-        k?;
-        pending += 1;
-    }
+    let pending = store::pending_total(db)?;
     let changes = db.open_tree(changes::TREE)?.len() as u64;
     Ok((pending, changes, store::disabled_count(db)?))
 }
@@ -449,6 +442,30 @@ mod tests {
         }
     }
 
+    /// Checks each endpoint's kept count against its deliveries walked.
+    fn assert_counted(db: &sled::Db) {
+        let t = db.open_tree(TREE).unwrap();
+        let mut walked: HashMap<Vec<u8>, u64> = HashMap::new();
+        for k in t.scan_prefix([DELIVERY]).keys() {
+            *walked.entry(k.unwrap()[1..49].to_vec()).or_default() += 1;
+        }
+        let kept: HashMap<Vec<u8>, u64> = t
+            .scan_prefix([store::COUNT])
+            .map(|kv| {
+                let (k, v) = kv.unwrap();
+                (
+                    k[1..].to_vec(),
+                    u64::from_be_bytes(v.as_ref().try_into().unwrap()),
+                )
+            })
+            .collect();
+        assert_eq!(kept, walked, "the counts kept are the deliveries waiting");
+        assert_eq!(
+            store::pending_total(db).unwrap(),
+            walked.values().sum::<u64>()
+        );
+    }
+
     /// How many keys of the webhooks' tree carry `tag`.
     fn tagged(db: &sled::Db, tag: u8) -> usize {
         db.open_tree(TREE).unwrap().scan_prefix([tag]).count()
@@ -534,6 +551,11 @@ mod tests {
         let key = store::delivery_key(APP, &id, 0, 7);
         let t = db.open_tree(TREE).unwrap();
         t.insert(&key, crate::storage::encode(&old)).unwrap();
+        // Start-up counts it, once.
+        assert_eq!(store::count_pending_once(&db).unwrap(), 1);
+        assert_eq!(store::count_pending_once(&db).unwrap(), 0);
+        assert_eq!(store::get(&db, APP, &id).unwrap().unwrap().pending, 1);
+        assert_counted(&db);
         let h = heads(&db, 0, &HashSet::new(), 10, b"d").unwrap();
         assert_eq!(h[0].delivery, old);
         settle(
@@ -702,6 +724,7 @@ mod tests {
         }
         fan_out(&db, 4).unwrap();
         assert_eq!(waiting(&db).len(), 8);
+        assert_counted(&db);
         // An endpoint deleted behind the engine's back: its deliveries go at the next read.
         db.open_tree(TREE)
             .unwrap()
@@ -710,6 +733,7 @@ mod tests {
         let h = heads(&db, 0, &HashSet::new(), 10, b"d").unwrap();
         assert!(h.iter().all(|h| h.endpoint.endpoint.id == id));
         assert_eq!(waiting(&db).len(), 4);
+        assert_counted(&db);
         let record = AttemptRecord {
             attempt: Attempt {
                 id: String::new(),
@@ -733,5 +757,6 @@ mod tests {
         );
         assert!(waiting(&db).is_empty());
         assert_eq!(tagged(&db, store::BODY), 0, "the bodies went with them");
+        assert_counted(&db);
     }
 }

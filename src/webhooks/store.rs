@@ -5,9 +5,13 @@
 //! - `d` app endpoint lane seq(u64 BE) -> a delivery waiting, without its body (JSON,
 //!   [`Delivery`]: event, attempts, due)
 //! - `b` app endpoint lane seq(u64 BE) -> that delivery's body (the bytes sent), written and
-//!   removed with it ([`delivery_writes`], [`delivery_removal`]). Apart because sled keeps in
-//!   memory every page a scan reads: the counts of waiting deliveries walk the `d` keys, and
-//!   these stay small (about 250 bytes) however big the bodies are.
+//!   removed with it ([`put_delivery`], [`remove_delivery`]). Apart because sled keeps in
+//!   memory every page a scan reads: what walks the `d` keys (a give-up, an erasure) reads
+//!   small records (about 250 bytes) however big the bodies are.
+//! - `n` app endpoint                 -> how many deliveries wait for it (u64 BE), kept in the
+//!   same transaction as each delivery written or removed ([`add_pending`]): the pending
+//!   gauge and counts read these, never walk. `v/counts` marks a database counted so
+//!   (one from an earlier version is counted once at start-up, [`count_pending_once`]).
 //! - `l` app endpoint seq(u64 BE)      -> a logged attempt (JSON, [`AttemptRecord`]; at most
 //!   `webhooks.log_per_endpoint` per endpoint, trimmed on insert)
 //!
@@ -17,6 +21,7 @@
 //! (fan-out, lane heads, outcomes) are in `outbox.rs`.
 
 use serde::{Deserialize, Serialize};
+use sled::transaction::{ConflictableTransactionResult, TransactionalTree};
 
 use super::model::{
     Attempt, AttemptRecord, AttemptTrigger, Endpoint, EndpointPatch, EndpointRecord,
@@ -33,6 +38,9 @@ pub const TREE: &str = "webhooks";
 pub const ENDPOINT: u8 = b'e';
 pub const DELIVERY: u8 = b'd';
 pub const BODY: u8 = b'b';
+pub const COUNT: u8 = b'n';
+/// Present once every waiting delivery is counted under [`COUNT`].
+const COUNTED: &[u8] = b"v/counts";
 pub const LOG: u8 = b'l';
 
 #[derive(Debug)]
@@ -93,20 +101,119 @@ pub fn body_key(delivery_key: &[u8]) -> Vec<u8> {
     k
 }
 
+/// The key of the count of the endpoint of the delivery at `delivery_key`.
+fn count_key(delivery_key: &[u8]) -> Vec<u8> {
+    let endpoint = delivery_key.get(1..LANE_START).unwrap_or_default();
+    [&[COUNT], endpoint].concat()
+}
+
+/// Where the lane byte starts in a delivery key (`d app endpoint`: 1 + 24 + 24 bytes).
+const LANE_START: usize = 49;
+
+fn read_count(v: Option<sled::IVec>) -> u64 {
+    v.and_then(|v| v.as_ref().try_into().ok())
+        .map_or(0, u64::from_be_bytes)
+}
+
+/// Adds `delta` to the count of the endpoint of the delivery at `key`, inside a transaction
+/// over the webhooks' tree (a count of 0 is removed).
+pub fn add_pending<E>(
+    tx: &TransactionalTree,
+    key: &[u8],
+    delta: i64,
+) -> ConflictableTransactionResult<(), E> {
+    let k = count_key(key);
+    let n = read_count(tx.get(&k)?).saturating_add_signed(delta);
+    if n == 0 {
+        tx.remove(k)?;
+    } else {
+        tx.insert(k, &n.to_be_bytes())?;
+    }
+    Ok(())
+}
+
 /// What storing `d` at `key` writes: the delivery without its body, then the body. Written
-/// together (one transaction or batch), as [`delivery_removal`] removes them.
+/// together, in one transaction with its count ([`put_delivery`], the fan-out).
 pub fn delivery_writes(key: Vec<u8>, mut d: Delivery) -> [(Vec<u8>, Vec<u8>); 2] {
     let body = std::mem::take(&mut d.body).into_bytes();
     let body_key = body_key(&key);
     [(key, encode(&d)), (body_key, body)]
 }
 
-/// Removes the delivery at `key` with its body, in one batch.
-pub fn delivery_removal(key: &[u8]) -> sled::Batch {
+/// Stores `d` at `key`: a new delivery (counted), or when `replace`, only if one is still
+/// there (a retry: same count). Answers whether it wrote.
+pub fn put_delivery(
+    t: &sled::Tree,
+    key: Vec<u8>,
+    d: Delivery,
+    replace: bool,
+) -> Result<bool, StoreError> {
+    let writes = delivery_writes(key, d);
+    let key = &writes[0].0;
+    Ok(t.transaction(|tx| {
+        let there = tx.get(key)?.is_some();
+        if replace && !there {
+            return Ok(false);
+        }
+        for (k, v) in &writes {
+            tx.insert(&k[..], &v[..])?;
+        }
+        if !there {
+            add_pending::<StoreError>(tx, key, 1)?;
+        }
+        Ok(true)
+    })?)
+}
+
+/// Removes the delivery at `key` with its body and its count; answers whether it was there.
+pub fn remove_delivery(t: &sled::Tree, key: &[u8]) -> Result<bool, StoreError> {
+    Ok(t.transaction(|tx| {
+        if tx.remove(key)?.is_none() {
+            return Ok(false);
+        }
+        tx.remove(body_key(key))?;
+        add_pending::<StoreError>(tx, key, -1)?;
+        Ok(true)
+    })?)
+}
+
+/// How many deliveries wait under `prefix` (`n`, then an app, then maybe an endpoint).
+fn sum_counts(t: &sled::Tree, prefix: &[u8]) -> Result<u64, StoreError> {
+    let mut n = 0u64;
+    for v in t.scan_prefix(prefix).values() {
+        n = n.saturating_add(read_count(Some(v?)));
+    }
+    Ok(n)
+}
+
+/// How many deliveries wait, over every endpoint.
+pub fn pending_total(db: &sled::Db) -> Result<u64, StoreError> {
+    sum_counts(&tree(db)?, &[COUNT])
+}
+
+/// Counts every waiting delivery under [`COUNT`], once: a database from a version that did not
+/// keep counts. Start-up calls it before anything else touches the webhooks; answers how many
+/// deliveries it counted (0 when already counted).
+pub fn count_pending_once(db: &sled::Db) -> Result<u64, StoreError> {
+    let t = tree(db)?;
+    if t.get(COUNTED)?.is_some() {
+        return Ok(0);
+    }
+    let mut counts: std::collections::BTreeMap<Vec<u8>, u64> = Default::default();
+    for k in t.scan_prefix([DELIVERY]).keys() {
+        let k = k?;
+        if k.len() > LANE_START {
+            *counts.entry(count_key(&k)).or_default() += 1;
+        }
+    }
     let mut batch = sled::Batch::default();
-    batch.remove(key);
-    batch.remove(body_key(key));
-    batch
+    for (k, n) in &counts {
+        batch.insert(&k[..], &n.to_be_bytes());
+    }
+    batch.insert(COUNTED, &b"1"[..]);
+    t.apply_batch(batch)?;
+    db.flush()?;
+    Ok(counts.values().sum())
 }
 
 /// The delivery `d` read at `key`, with its body (`None`: the body is missing).
@@ -176,7 +283,7 @@ pub fn load(db: &sled::Db, app: &str, id: &str) -> Result<Option<EndpointRecord>
 /// The endpoint as shown, with its deliveries waiting.
 fn view(tree: &sled::Tree, app: &str, r: EndpointRecord) -> Result<Endpoint, StoreError> {
     let mut e = r.endpoint;
-    e.pending = count(tree, &prefix(DELIVERY, app, &e.id))?;
+    e.pending = sum_counts(tree, &prefix(COUNT, app, &e.id))?;
     Ok(e)
 }
 
@@ -291,6 +398,7 @@ pub fn delete(db: &sled::Db, app: &str, id: &str) -> Result<(), WebhookError> {
     t.remove(endpoint_key(app, id))?;
     remove_prefix(&t, &prefix(DELIVERY, app, id))?;
     remove_prefix(&t, &prefix(BODY, app, id))?;
+    t.remove(prefix(COUNT, app, id))?;
     remove_prefix(&t, &prefix(LOG, app, id))?;
     db.flush()?;
     Ok(())
@@ -403,11 +511,7 @@ pub fn redeliver(
     };
     let seq = db.generate_id()? + 1;
     let lane = lane(&delivery.subject, lanes);
-    let mut batch = sled::Batch::default();
-    for (k, v) in delivery_writes(delivery_key(app, id, lane, seq), delivery) {
-        batch.insert(k, v);
-    }
-    t.apply_batch(batch)?;
+    put_delivery(&t, delivery_key(app, id, lane, seq), delivery, false)?;
     db.flush()?;
     Ok(Redelivery {
         webhook_id: record.endpoint.id,
@@ -419,7 +523,7 @@ pub fn redeliver(
 /// What of `app` the webhooks have yet to send: its deliveries waiting plus its changes not
 /// yet fanned out (the app's deletion waits for, or reports, these).
 pub fn pending_of_app(db: &sled::Db, app: &str) -> Result<u64, StoreError> {
-    let waiting = count(&tree(db)?, &[&[DELIVERY], app.as_bytes()].concat())?;
+    let waiting = sum_counts(&tree(db)?, &[&[COUNT], app.as_bytes()].concat())?;
     let changes_left = changes::CHANGES.count(db, |item| {
         Change::decode(&item.payload).is_some_and(|c| c.app_id == app)
     })? as u64;
@@ -443,8 +547,7 @@ pub fn forget_mentions(db: &sled::Db, app: &str, needles: &[&str]) -> Result<u64
     for kv in t.scan_prefix([&[DELIVERY], app.as_bytes()].concat()) {
         let (k, v) = kv?;
         let body = with_body(&t, &k, decode(&k, &v)?)?.map(|d| d.body);
-        if body.is_some_and(|b| names(&b)) {
-            t.apply_batch(delivery_removal(&k))?;
+        if body.is_some_and(|b| names(&b)) && remove_delivery(&t, &k)? {
             gone += 1;
         }
     }

@@ -64,6 +64,11 @@ impl Metrics {
         Metrics(samples)
     }
 
+    /// The sample `name` in full (summed over its labels), if the server exports it.
+    pub fn named(&self, name: &str) -> Option<f64> {
+        self.0.get(name).copied()
+    }
+
     /// `tributary_collector_<name>`; panics if the server does not export it.
     pub fn get(&self, name: &str) -> f64 {
         let full = format!("tributary_collector_{name}");

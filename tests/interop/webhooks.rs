@@ -798,6 +798,18 @@ async fn ten_thousand_queued_events_stay_on_disk_not_in_memory() {
         .await;
         rss.push(rss_bytes(pid));
     }
+    // The gauge reads the counts kept with the deliveries: all 30 000, none walked.
+    let node = crate::observe::Node::new(&t.server, &t.data_dir());
+    crate::observe::eventually(
+        "the pending gauge at 30 000",
+        Duration::from_secs(30),
+        None,
+        async || {
+            let n = node.metrics().await.named("tributary_webhook_pending");
+            (n == Some(30_000.0)).then_some(())
+        },
+    )
+    .await;
     let mb: Vec<u64> = rss.iter().map(|r| r >> 20).collect();
     eprintln!("webhooks memory: RSS (MB) before, then with 10 000, 20 000, 30 000 queued: {mb:?}");
     let last = rss[3].saturating_sub(rss[2]);
