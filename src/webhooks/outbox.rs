@@ -442,6 +442,11 @@ mod tests {
         }
     }
 
+    /// Settles `h` now with `verdict`, its attempt logged.
+    fn settle_now(db: &sled::Db, h: &Head, verdict: &Verdict) {
+        settle(db, h, logged(h), verdict, 10, Timestamp::t0()).unwrap();
+    }
+
     /// Checks each endpoint's kept count against its deliveries walked.
     fn assert_counted(db: &sled::Db) {
         let t = db.open_tree(TREE).unwrap();
@@ -500,15 +505,7 @@ mod tests {
         assert!(body.len() > 50_000);
         let h = heads(&db, 0, &HashSet::new(), 10, b"d").unwrap();
         assert_eq!(h[0].delivery.body.as_bytes(), &body[..]);
-        settle(
-            &db,
-            &h[0],
-            logged(&h[0]),
-            &Verdict::RetryAt(0),
-            10,
-            Timestamp::t0(),
-        )
-        .unwrap();
+        settle_now(&db, &h[0], &Verdict::RetryAt(0));
         assert!(
             t.get(&k).unwrap().unwrap().len() < 1000,
             "a retry keeps it apart"
@@ -518,16 +515,10 @@ mod tests {
             (h[0].delivery.attempts, h[0].delivery.body.as_bytes()),
             (1, &body[..])
         );
-        settle(
-            &db,
-            &h[0],
-            logged(&h[0]),
-            &Verdict::Delivered,
-            10,
-            Timestamp::t0(),
-        )
-        .unwrap();
+        assert_counted(&db);
+        settle_now(&db, &h[0], &Verdict::Delivered);
         assert_eq!((tagged(&db, DELIVERY), tagged(&db, store::BODY)), (0, 0));
+        assert_eq!(tagged(&db, store::COUNT), 0, "a count of 0 is no key");
     }
 
     #[test]
@@ -558,29 +549,14 @@ mod tests {
         assert_counted(&db);
         let h = heads(&db, 0, &HashSet::new(), 10, b"d").unwrap();
         assert_eq!(h[0].delivery, old);
-        settle(
-            &db,
-            &h[0],
-            logged(&h[0]),
-            &Verdict::RetryAt(0),
-            10,
-            Timestamp::t0(),
-        )
-        .unwrap();
+        settle_now(&db, &h[0], &Verdict::RetryAt(0));
         let header: Delivery = decode(&key, &t.get(&key).unwrap().unwrap()).unwrap();
         assert_eq!((header.body.as_str(), header.attempts), ("", 1));
         let h = heads(&db, 0, &HashSet::new(), 10, b"d").unwrap();
         assert_eq!(h[0].delivery.body, old.body);
-        settle(
-            &db,
-            &h[0],
-            logged(&h[0]),
-            &Verdict::Delivered,
-            10,
-            Timestamp::t0(),
-        )
-        .unwrap();
+        settle_now(&db, &h[0], &Verdict::Delivered);
         assert_eq!((tagged(&db, DELIVERY), tagged(&db, store::BODY)), (0, 0));
+        assert_eq!(tagged(&db, store::COUNT), 0, "a count of 0 is no key");
     }
 
     #[test]

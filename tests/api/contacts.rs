@@ -870,7 +870,7 @@ async fn an_idempotency_key_is_forgotten_a_day_later_on_the_servers_clock() {
 
 /// Every key and value of every tree of the stopped server's store that contains `needle`.
 fn stored_mentions(data_dir: &std::path::Path, needle: &str) -> Vec<String> {
-    let db = sled::open(data_dir.join("db")).expect("store opens");
+    let db = crate::helpers::open_stopped_db(data_dir);
     let mut found = Vec::new();
     for name in db.tree_names() {
         let tree = db.open_tree(&name).unwrap();

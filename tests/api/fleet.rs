@@ -224,7 +224,7 @@ async fn an_erasure_on_the_control_node_reaches_the_edges_events_copies_and_inge
     let mut edge = edge;
     let dir = edge.data_dir.clone();
     edge.stop().await;
-    let db = sled::open(dir.join("db")).unwrap();
+    let db = crate::helpers::open_stopped_db(&dir);
     let profiles = db.open_tree("profiles").unwrap();
     let users: Vec<String> = profiles
         .iter()

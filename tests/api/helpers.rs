@@ -87,6 +87,22 @@ impl Answer {
 }
 
 /// Settings for a test server: defaults, port 0, a given data dir.
+/// The sled database of a server stopped in this process (`data_dir/db`). sled's I/O threads
+/// may hold its file lock for a moment after the server's last handle is gone: polls for it
+/// (up to 10 s) instead of failing on the first try.
+pub fn open_stopped_db(data_dir: &std::path::Path) -> sled::Db {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match sled::open(data_dir.join("db")) {
+            Ok(db) => return db,
+            Err(_) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => panic!("the stopped server's database does not open: {e}"),
+        }
+    }
+}
+
 pub fn test_settings(data_dir: &std::path::Path) -> Settings {
     let mut s = Settings::load(None).expect("default settings load");
     s.server.bind = "127.0.0.1:0".into();

@@ -244,6 +244,6 @@ pub async fn traffic_shows(app: &TestApp, f: &Full, events: u64) {
 /// Every `(tree, key)` of the sled database under `data_dir` (the server stopped) whose key or
 /// value holds `app`.
 pub fn sled_traces(data_dir: &std::path::Path, app: &str) -> Vec<(String, String)> {
-    let db = sled::open(data_dir.join("db")).expect("the stopped server's database");
+    let db = crate::helpers::open_stopped_db(data_dir);
     tributary::deletion::sled::traces(&db, app).unwrap()
 }
