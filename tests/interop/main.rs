@@ -118,7 +118,14 @@ async fn the_lake_can_live_on_s3() {
     }
     app.stop().await;
     let view = python::read_s3(&moto.endpoint, "tributary-lake");
-    assert_eq!(view.rows.len(), 30);
+    // What the stopped server left on its disk, to tell a file never put from one overwritten.
+    let left: Vec<String> = walkdir_names(&app.data_dir);
+    assert_eq!(
+        view.rows.len(),
+        30,
+        "files in the lake: {:?}; files left in the data dir: {left:?}",
+        view.files
+    );
     assert!(
         view.files.len() >= 2,
         "files close by row count: {:?}",
@@ -158,4 +165,22 @@ async fn spark_reads_the_lake_with_microsecond_timestamps() {
         );
     }
     assert!(duck.rows.iter().all(|r| r["app_id"] == json!(app_id)));
+}
+
+/// The paths under `dir` of every file whose name ends with `.parquet` or `.part`, recursively.
+fn walkdir_names(dir: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "parquet" || x == "part") {
+                out.push(p.strip_prefix(dir).unwrap_or(&p).display().to_string());
+            }
+        }
+    }
+    out.sort();
+    out
 }
