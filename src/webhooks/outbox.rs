@@ -97,7 +97,7 @@ pub fn fan_out(db: &sled::Db, lanes: u8) -> Result<FannedOut, StoreError> {
 }
 
 /// The lane of a delivery key: `d app endpoint lane` (its first 50 bytes).
-pub const LANE_PREFIX: usize = 1 + 24 + 24 + 1;
+pub const LANE_PREFIX: usize = store::ENDPOINT_PREFIX + 1;
 
 /// A delivery due now at the head of its lane, with its endpoint.
 #[derive(Debug, Clone)]
@@ -157,30 +157,30 @@ pub fn heads(
             t.remove(&k)?;
             continue;
         }
-        let (app, id) = (&k[1..25], &k[25..49]);
+        let (app, id) = (&k[1..25], &k[25..store::ENDPOINT_PREFIX]);
         let app = String::from_utf8_lossy(app).into_owned();
         let id = String::from_utf8_lossy(id).into_owned();
-        let record = match endpoints.get(&k[..49]) {
+        let record = match endpoints.get(&k[..store::ENDPOINT_PREFIX]) {
             Some(r) => r.clone(),
             None => {
                 let r = store::load(db, &app, &id)?;
-                endpoints.insert(k[..49].to_vec(), r.clone());
+                endpoints.insert(k[..store::ENDPOINT_PREFIX].to_vec(), r.clone());
                 r
             }
         };
         let Some(record) = record.filter(|r| r.endpoint.status != EndpointStatus::Disabled) else {
-            let gone = drop_waiting(&t, &k[..49])?;
+            let gone = drop_waiting(&t, &k[..store::ENDPOINT_PREFIX])?;
             tracing::info!(
                 app,
                 webhook = id,
                 gone,
                 "deliveries of a deleted or disabled endpoint dropped"
             );
-            from = after(&k[..49]);
+            from = after(&k[..store::ENDPOINT_PREFIX]);
             continue;
         };
         if record.endpoint.status == EndpointStatus::Paused {
-            from = after(&k[..49]);
+            from = after(&k[..store::ENDPOINT_PREFIX]);
             continue;
         }
         from = after(&k[..LANE_PREFIX]);
@@ -264,7 +264,7 @@ pub fn settle(
             if exists {
                 disable(db, &head.app, id, reason, now)?;
             }
-            dropped = drop_waiting(&t, &head.key[..49])?;
+            dropped = drop_waiting(&t, &head.key[..store::ENDPOINT_PREFIX])?;
             db.flush()?;
         }
     }
@@ -404,7 +404,7 @@ mod tests {
         let got = waiting(&db);
         let to: Vec<(&[u8], &str)> = got
             .iter()
-            .map(|(k, d)| (&k[25..49], d.subject.as_str()))
+            .map(|(k, d)| (&k[25..store::ENDPOINT_PREFIX], d.subject.as_str()))
             .collect();
         let (all_b, filtered_b) = (all.as_bytes(), filtered.as_bytes());
         assert!(to.contains(&(filtered_b, "i1")), "{to:?}");
@@ -452,7 +452,9 @@ mod tests {
         let t = db.open_tree(TREE).unwrap();
         let mut walked: HashMap<Vec<u8>, u64> = HashMap::new();
         for k in t.scan_prefix([DELIVERY]).keys() {
-            *walked.entry(k.unwrap()[1..49].to_vec()).or_default() += 1;
+            *walked
+                .entry(k.unwrap()[1..store::ENDPOINT_PREFIX].to_vec())
+                .or_default() += 1;
         }
         let kept: HashMap<Vec<u8>, u64> = t
             .scan_prefix([store::COUNT])

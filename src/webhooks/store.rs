@@ -101,14 +101,14 @@ pub fn body_key(delivery_key: &[u8]) -> Vec<u8> {
     k
 }
 
+/// The length of a `tag app endpoint` prefix (where a delivery key's lane byte starts).
+pub const ENDPOINT_PREFIX: usize = 1 + 24 + 24;
+
 /// The key of the count of the endpoint of the delivery at `delivery_key`.
 fn count_key(delivery_key: &[u8]) -> Vec<u8> {
-    let endpoint = delivery_key.get(1..LANE_START).unwrap_or_default();
+    let endpoint = delivery_key.get(1..ENDPOINT_PREFIX).unwrap_or_default();
     [&[COUNT], endpoint].concat()
 }
-
-/// Where the lane byte starts in a delivery key (`d app endpoint`: 1 + 24 + 24 bytes).
-const LANE_START: usize = 49;
 
 fn read_count(v: Option<sled::IVec>) -> u64 {
     v.and_then(|v| v.as_ref().try_into().ok())
@@ -202,7 +202,7 @@ pub fn count_pending_once(db: &sled::Db) -> Result<u64, StoreError> {
     let mut counts: std::collections::BTreeMap<Vec<u8>, u64> = Default::default();
     for k in t.scan_prefix([DELIVERY]).keys() {
         let k = k?;
-        if k.len() > LANE_START {
+        if k.len() > ENDPOINT_PREFIX {
             *counts.entry(count_key(&k)).or_default() += 1;
         }
     }

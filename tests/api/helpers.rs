@@ -87,20 +87,27 @@ impl Answer {
 }
 
 /// Settings for a test server: defaults, port 0, a given data dir.
-/// The sled database of a server stopped in this process (`data_dir/db`). sled's I/O threads
-/// may hold its file lock for a moment after the server's last handle is gone: polls for it
-/// (up to 10 s) instead of failing on the first try.
-pub fn open_stopped_db(data_dir: &std::path::Path) -> sled::Db {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+/// `open` again while it fails on sled's file lock, for up to 20 s: a server stopped in this
+/// process may hold the lock a moment after its last handle is gone (sled's I/O threads).
+fn while_locked<T, E: std::fmt::Debug>(mut open: impl FnMut() -> Result<T, E>) -> Result<T, E> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
     loop {
-        match sled::open(data_dir.join("db")) {
-            Ok(db) => return db,
-            Err(_) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(20));
+        match open() {
+            Err(e)
+                if format!("{e:?}").contains("could not acquire lock")
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(20))
             }
-            Err(e) => panic!("the stopped server's database does not open: {e}"),
+            done => return done,
         }
     }
+}
+
+/// The sled database of a server stopped in this process (`data_dir/db`).
+pub fn open_stopped_db(data_dir: &std::path::Path) -> sled::Db {
+    while_locked(|| sled::open(data_dir.join("db")))
+        .unwrap_or_else(|e| panic!("the stopped server's database does not open: {e}"))
 }
 
 pub fn test_settings(data_dir: &std::path::Path) -> Settings {
@@ -147,21 +154,9 @@ fn start_on(
     let server_clock = clock.clone();
     let thread = std::thread::spawn(move || {
         actix_web::rt::System::new().block_on(async move {
-            // After a restart, the previous server's worker threads may hold the store (and
-            // its lock) for a moment after they stopped: poll until it is free.
-            let deadline = std::time::Instant::now() + Duration::from_secs(20);
-            let app = loop {
-                match Application::build(settings.clone(), server_clock.clone()) {
-                    Ok(app) => break app,
-                    Err(e)
-                        if format!("{e:?}").contains("could not acquire lock")
-                            && std::time::Instant::now() < deadline =>
-                    {
-                        std::thread::sleep(Duration::from_millis(20))
-                    }
-                    Err(e) => panic!("server builds: {e:?}"),
-                }
-            };
+            // After a restart, the previous server may hold the store's lock a moment longer.
+            let app = while_locked(|| Application::build(settings.clone(), server_clock.clone()))
+                .unwrap_or_else(|e| panic!("server builds: {e:?}"));
             tx.send((app.port(), app.handle())).unwrap();
             app.run_until_stopped().await.expect("server runs");
         })

@@ -323,19 +323,7 @@ async fn an_erasure_removes_the_person_from_every_store_and_an_s3_lake() {
 
 /// The parquet files of a local lake.
 fn lake_files(lake: &std::path::Path) -> usize {
-    fn walk(dir: &std::path::Path, n: &mut usize) {
-        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                walk(&p, n);
-            } else if p.extension().is_some_and(|x| x == "parquet") {
-                *n += 1;
-            }
-        }
-    }
-    let mut n = 0;
-    walk(lake, &mut n);
-    n
+    crate::observe::parquet_files(lake).len()
 }
 
 async fn call(

@@ -50,21 +50,10 @@ fn files_by_hour_and_shard(lake: &Path) -> BTreeMap<(String, String), Vec<(Strin
 
 /// The files the shards keep on disk waiting to be merged.
 fn parked_parts(data_dir: &Path) -> usize {
-    let mut n = 0;
-    let mut dirs = vec![data_dir.join("wal")];
-    while let Some(d) = dirs.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                dirs.push(p);
-            } else if p.to_str().unwrap().contains("/parts/")
-                && p.extension().is_some_and(|x| x == "parquet")
-            {
-                n += 1;
-            }
-        }
-    }
-    n
+    crate::observe::parquet_files(&data_dir.join("wal"))
+        .iter()
+        .filter(|p| p.to_str().unwrap().contains("/parts/"))
+        .count()
 }
 
 fn wait_until(what: &str, mut done: impl FnMut() -> bool) {

@@ -119,7 +119,7 @@ async fn the_lake_can_live_on_s3() {
     app.stop().await;
     let view = python::read_s3(&moto.endpoint, "tributary-lake");
     // What the stopped server left on its disk, to tell a file never put from one overwritten.
-    let left: Vec<String> = walkdir_names(&app.data_dir);
+    let left = crate::observe::parquet_files(&app.data_dir);
     assert_eq!(
         view.rows.len(),
         30,
@@ -165,22 +165,4 @@ async fn spark_reads_the_lake_with_microsecond_timestamps() {
         );
     }
     assert!(duck.rows.iter().all(|r| r["app_id"] == json!(app_id)));
-}
-
-/// The paths under `dir` of every file whose name ends with `.parquet` or `.part`, recursively.
-fn walkdir_names(dir: &std::path::Path) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "parquet" || x == "part") {
-                out.push(p.strip_prefix(dir).unwrap_or(&p).display().to_string());
-            }
-        }
-    }
-    out.sort();
-    out
 }

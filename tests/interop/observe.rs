@@ -127,6 +127,24 @@ pub struct OnDisk {
     pub wal_bytes: u64,
 }
 
+/// Every `.parquet` file under `dir`, recursively, sorted.
+pub fn parquet_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == "parquet") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
 impl OnDisk {
     pub fn read(data_dir: &Path) -> OnDisk {
         fn walk(dir: &Path, in_outbox: bool, into: &mut OnDisk) {
