@@ -34,12 +34,26 @@ api_key=$(curl -sf -X POST "$base/admin/v1/apps/$app_id/keys" "${admin[@]}" \
   -d "{\"name\": \"schemathesis\", \"permissions\": $perms}" | json '["data"]["key"]')
 st=("$root/.venv/bin/schemathesis" --config-file "$root/tests/support/schemathesis.toml" run "$base/openapi.json" --workers 2)
 status=0
+# One pass, into $data/NAME.out. Debian 12's Python 3.11.2 can crash inside hypothesis with
+# "SystemError: AST constructor recursion depth mismatch" (a CPython bug fixed in later 3.11
+# releases), a runtime error of the tool, not a finding: a pass that failed with it and found
+# no failure runs once more.
+run_pass() {
+  local name=$1; shift
+  local rc=0
+  "${st[@]}" "$@" | tee "$data/$name.out" || rc=$?
+  if [ "$rc" -ne 0 ] && grep -q 'AST constructor recursion depth mismatch' "$data/$name.out" \
+    && ! grep -q 'unique failure' "$data/$name.out"; then
+    echo "== schemathesis: $name again (the CPython 3.11.2 AST crash above, not a finding)"
+    rc=0
+    "${st[@]}" "$@" | tee "$data/$name.out" || rc=$?
+  fi
+  return "$rc"
+}
 echo "== schemathesis: public API"
-"${st[@]}" --exclude-path-regex '^/admin/' -H "X-API-Key: $api_key" -H "X-App-Key: $app_key" "$@" \
-  | tee "$data/public.out" || status=$?
+run_pass public --exclude-path-regex '^/admin/' -H "X-API-Key: $api_key" -H "X-App-Key: $app_key" "$@" || status=$?
 echo "== schemathesis: admin API"
-"${st[@]}" --include-path-regex '^/admin/' -H "Authorization: Bearer $TRIBUTARY_ADMIN_TOKEN" "$@" \
-  | tee "$data/admin.out" || status=$?
+run_pass admin --include-path-regex '^/admin/' -H "Authorization: Bearer $TRIBUTARY_ADMIN_TOKEN" "$@" || status=$?
 cat "$data/public.out" "$data/admin.out" | "$py" -c '
 import re, sys
 text = sys.stdin.read()
