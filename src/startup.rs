@@ -370,7 +370,8 @@ fn erasure_work(
 }
 
 /// Fills in what a store written by an earlier version lacks (each step a no-op once done):
-/// the per-app index of API keys, the counts of waiting webhook deliveries.
+/// the per-app index of API keys, the counts of waiting webhook deliveries, the lengths of the
+/// queues.
 fn complete_store(store: &Store) -> Result<(), StartError> {
     store.db().with(crate::tenants::store::index_api_keys)?;
     let counted = store
@@ -381,6 +382,19 @@ fn complete_store(store: &Store) -> Result<(), StartError> {
             deliveries = counted,
             "webhooks: waiting deliveries counted once"
         );
+    }
+    for queue in [
+        crate::storage::queue::UPLINK,
+        crate::storage::changes::CHANGES,
+    ] {
+        let items = store.db().with(|db| {
+            queue
+                .count_once(db)
+                .map_err(crate::storage::StoreError::from)
+        })?;
+        if items > 0 {
+            tracing::info!(queue = queue.tree(), items, "queue length counted once");
+        }
     }
     Ok(())
 }

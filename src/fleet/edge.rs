@@ -305,13 +305,9 @@ impl Edge {
     /// `settle::WAIT`).
     async fn uplink_drained(&self) -> Result<(), String> {
         let queued = |db: &sled::Db| -> Result<(u64, Option<u64>), crate::storage::StoreError> {
-            let tree = db.open_tree(crate::storage::queue::UPLINK.tree())?;
-            let newest = tree.last()?.and_then(|(k, _)| k.as_ref().try_into().ok());
-            let oldest = crate::storage::queue::UPLINK
-                .stats(db)?
-                .oldest
-                .map(|(s, _)| s);
-            Ok((newest.map_or(0, u64::from_be_bytes), oldest))
+            let uplink = crate::storage::queue::UPLINK;
+            let oldest = uplink.stats(db)?.oldest.map(|(s, _)| s);
+            Ok((uplink.newest(db)?.unwrap_or(0), oldest))
         };
         let (mark, _) = self.store.run(queued).await.map_err(|e| e.to_string())?;
         let deadline = tokio::time::Instant::now() + settle::WAIT;

@@ -301,7 +301,7 @@ fn disable(
 /// disabled.
 pub fn gauges(db: &sled::Db) -> Result<(u64, u64, u64), StoreError> {
     let pending = store::pending_total(db)?;
-    let changes = db.open_tree(changes::TREE)?.len() as u64;
+    let changes = changes::CHANGES.stats(db)?.len as u64;
     Ok((pending, changes, store::disabled_count(db)?))
 }
 

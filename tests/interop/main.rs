@@ -43,6 +43,7 @@ mod rollups;
 mod schema;
 mod sdks;
 mod surveys_csv;
+mod uplink;
 mod webhook_events;
 mod webhooks;
 

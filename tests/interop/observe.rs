@@ -284,16 +284,26 @@ impl Node {
 
     /// The peak resident set of the process so far (`VmHWM`), in bytes.
     pub fn peak_rss_bytes(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid))
-            .expect("the server's /proc status");
-        let kb: u64 = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
-            .and_then(|v| v.split_whitespace().next())
-            .and_then(|v| v.parse().ok())
-            .expect("VmHWM in /proc/<pid>/status");
-        kb * 1024
+        memory_bytes(self.pid, "VmHWM")
     }
+}
+
+/// The resident set of process `pid` now (`VmRSS`), in bytes.
+pub fn rss_bytes(pid: u32) -> u64 {
+    memory_bytes(pid, "VmRSS")
+}
+
+/// A memory line of `/proc/<pid>/status` (`VmRSS`, `VmHWM`: kB there), in bytes.
+fn memory_bytes(pid: u32, field: &str) -> u64 {
+    let status =
+        std::fs::read_to_string(format!("/proc/{pid}/status")).expect("the server's /proc status");
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{field} in /proc/{pid}/status"));
+    kb * 1024
 }
 
 /// `tributary_collector_backlog_bytes` sampled every 100 ms in the background.

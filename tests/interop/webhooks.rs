@@ -735,18 +735,6 @@ async fn a_slow_receiver_slows_neither_the_api_nor_another_endpoint_nor_the_coll
     all_verified_and_duplicates_alike(&receiver.log("fast", false).await);
 }
 
-/// The resident set of `pid` now (`VmRSS`), in bytes.
-fn rss_bytes(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse::<u64>().ok())
-        .expect("VmRSS")
-        * 1024
-}
-
 #[tokio::test]
 async fn ten_thousand_queued_events_stay_on_disk_not_in_memory() {
     const PAD: usize = 2700;
@@ -779,7 +767,7 @@ async fn ten_thousand_queued_events_stay_on_disk_not_in_memory() {
         )
         .await;
     let id = hook["id"].as_str().unwrap().to_owned();
-    let mut rss = vec![rss_bytes(pid)];
+    let mut rss = vec![crate::observe::rss_bytes(pid)];
     // Three rounds of 10 000 events queued behind a refusing receiver. A queue held in memory
     // keeps growing by its bodies (10 000 x ~3 KB = 30 MB a round). So did the deliveries'
     // bodies in the records that the pending counts walk, since sled keeps the pages a scan
@@ -796,7 +784,7 @@ async fn ten_thousand_queued_events_stay_on_disk_not_in_memory() {
             },
         )
         .await;
-        rss.push(rss_bytes(pid));
+        rss.push(crate::observe::rss_bytes(pid));
     }
     // The gauge (read every 5 s) shows the counts kept with the deliveries: the endpoint's
     // (the 30 000, and any warm-up change the fan-out had not reached before the endpoint
