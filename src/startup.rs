@@ -272,9 +272,11 @@ fn idempotency_sweeps(
     clock: &Arc<dyn Clock>,
 ) -> Result<tokio::task::JoinHandle<()>, StartError> {
     let ttl = settings.api.idempotency_ttl_secs as i64;
-    let swept = store
-        .db()
-        .with(|db| crate::storage::idempotency::sweep(db, ttl, clock.now()))?;
+    let now = clock.now();
+    let swept = store.db().with(|db| {
+        crate::storage::idempotency::index_once(db, ttl, now)?;
+        crate::storage::idempotency::sweep(db, ttl, now)
+    })?;
     if swept > 0 {
         tracing::info!(swept, "expired idempotency records removed");
     }

@@ -3,7 +3,7 @@
 //! Every store keys its records under the app: either a tag byte then the app id (`contacts`,
 //! `ideas` with boards, votes and comments, `surveys` with responses, `rollups`, `lake_files`,
 //! `suppressions`, `webhooks`) or the app id then `\0` (`identities`, `profiles`, `usage`, `quarantine`,
-//! `idempotency` and its holds). App ids are 24-character ObjectIds, so a prefix never reaches another app. Apps,
+//! `idempotency` with its holds and expiry). App ids are 24-character ObjectIds, so a prefix never reaches another app. Apps,
 //! keys and jobs (with an erasure's subject) are keyed by their own ids:
 //! `tenants::store::remove_app` and the deletion's last step take those. `traces` scans every tree for anything left (the tests' proof).
 
@@ -19,7 +19,7 @@ enum Shape {
 }
 
 /// Every tree that holds records of an app under its prefix, with its shape.
-const TREES: [(&str, Shape); 14] = [
+const TREES: [(&str, Shape); 15] = [
     (crate::contacts::store::TREE, Shape::Tagged),
     (crate::boards::store::TREE, Shape::Tagged),
     (crate::surveys::store::TREE, Shape::Tagged),
@@ -34,6 +34,8 @@ const TREES: [(&str, Shape); 14] = [
     (crate::storage::idempotency::TREE, Shape::Leading),
     (crate::storage::idempotency::HOLDS, Shape::Leading),
     (crate::fleet::settle::TREE, Shape::Leading),
+    // Last: a deletion job's token indexes the places, so new trees go at the end.
+    (crate::storage::idempotency::EXPIRY, Shape::Leading),
 ];
 
 /// The places of `app`'s records: (tree, key prefix), in a fixed order (a job's token is an

@@ -7,6 +7,13 @@
 //! created); tree `idempotency_holds` indexes them as `appId \0 recordId \0 key`, so erasing a
 //! record forgets every answer that holds it (`forget_holding`): a replay never brings erased
 //! personal data back.
+//!
+//! Tree `idempotency_expiry` indexes the records by when they were written
+//! (`appId \0 created (u64 BE) key`, written before the record), so the sweep reads the
+//! expired ones and nothing else: sled 0.34 keeps in memory what it reads (ARCHITECTURE.md,
+//! Known limits), and a sweep that walked every kept answer each hour would hold them all. An
+//! entry whose record was written again later, or removed, is dropped when the sweep reaches
+//! it. A store of an earlier version is indexed once at start-up ([`index_once`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,6 +26,9 @@ use crate::ids::Timestamp;
 
 pub const TREE: &str = "idempotency";
 pub const HOLDS: &str = "idempotency_holds";
+pub const EXPIRY: &str = "idempotency_expiry";
+/// In [`EXPIRY`] once every record is indexed (after every app's entries: app ids are ASCII).
+const INDEXED: &[u8] = b"\xffindexed";
 /// A pending record older than this is taken to be abandoned (its request died).
 const PENDING_TIMEOUT_SECS: i64 = 60;
 
@@ -54,6 +64,20 @@ pub enum Begin {
 
 fn record_key(app: &str, idem: &str) -> Vec<u8> {
     [app.as_bytes(), &[0], idem.as_bytes()].concat()
+}
+
+/// The expiry entry of the record `app \0 idem` written at `created` (unix seconds).
+fn expiry_key(app: &[u8], created: i64, idem: &[u8]) -> Vec<u8> {
+    let at = u64::try_from(created).unwrap_or(0).to_be_bytes();
+    [app, &[0], &at, idem].concat()
+}
+
+/// Indexes a record about to be written at `created` (before it is: a crash between the two
+/// leaves an entry without its record, which the sweep drops, never a record it would miss).
+fn index(db: &sled::Db, app: &str, idem: &str, created: i64) -> Result<(), StoreError> {
+    db.open_tree(EXPIRY)?
+        .insert(expiry_key(app.as_bytes(), created, idem.as_bytes()), &[])?;
+    Ok(())
 }
 
 fn hold_prefix(app: &str, id: &str) -> Vec<u8> {
@@ -102,6 +126,7 @@ pub fn begin(
             created_unix: now,
             answer: None,
         });
+        index(db, app, idem, now)?;
         if tree.compare_and_swap(&key, current, Some(pending))?.is_ok() {
             return Ok(Begin::Started);
         }
@@ -128,22 +153,73 @@ fn remove_record(db: &sled::Db, key: &[u8]) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Deletes records older than `ttl` seconds at `now`; returns how many went.
+/// Whether the record under `key` (`bytes`) is `ttl` seconds old at `now` (unix seconds); an
+/// unreadable one is.
+fn expired(key: &[u8], bytes: &[u8], ttl: i64, now: i64) -> bool {
+    decode::<Record>(key, bytes).map_or(true, |r| now - r.created_unix >= ttl)
+}
+
+/// Deletes records older than `ttl` seconds at `now`; returns how many went. Reads the expiry
+/// entries up to the cut-off, one app after the other, and their records: nothing younger.
 pub fn sweep(db: &sled::Db, ttl: i64, now: Timestamp) -> Result<usize, StoreError> {
-    let tree = db.open_tree(TREE)?;
+    let (records, expiry) = (db.open_tree(TREE)?, db.open_tree(EXPIRY)?);
     let now = now.unix_secs();
+    let cutoff = now - ttl;
     let mut removed = 0;
-    for kv in tree.iter() {
-        let (k, v) = kv?;
-        let expired = decode::<Record>(&k, &v)
-            .map(|r| now - r.created_unix >= ttl)
-            .unwrap_or(true);
-        if expired {
-            remove_record(db, &k)?;
-            removed += 1;
+    let mut from = Vec::new();
+    // Each round: the first entry at or after `from` names an app; its expired entries go; then
+    // on to the next app (past every `app \0 ...` key).
+    while let Some((first, _)) = expiry.range(from.as_slice()..).next().transpose()? {
+        let Some(split) = first.iter().position(|b| *b == 0) else {
+            break; // INDEXED, after every app
+        };
+        let app = &first[..split];
+        let end = expiry_key(app, cutoff.saturating_add(1), b"");
+        for kv in expiry.range(first.to_vec()..end) {
+            let (entry, _) = kv?;
+            let record_key = [app, &[0], entry.get(split + 9..).unwrap_or_default()].concat();
+            if let Some(bytes) = records.get(&record_key)? {
+                if expired(&record_key, &bytes, ttl, now) {
+                    remove_record(db, &record_key)?;
+                    removed += 1;
+                }
+            }
+            expiry.remove(entry)?;
         }
+        from = [app, &[1]].concat();
     }
     Ok(removed)
+}
+
+/// Indexes the records of a store from a version without [`EXPIRY`] (those expired at `now`
+/// are removed instead), once. Start-up calls it before the first sweep; answers how many it
+/// indexed.
+pub fn index_once(db: &sled::Db, ttl: i64, now: Timestamp) -> Result<usize, StoreError> {
+    let expiry = db.open_tree(EXPIRY)?;
+    if expiry.contains_key(INDEXED)? {
+        return Ok(0);
+    }
+    let now = now.unix_secs();
+    let mut indexed = 0;
+    for kv in db.open_tree(TREE)?.iter() {
+        let (k, v) = kv?;
+        let (Some(split), Ok(r)) = (k.iter().position(|b| *b == 0), decode::<Record>(&k, &v))
+        else {
+            remove_record(db, &k)?;
+            continue;
+        };
+        if now - r.created_unix >= ttl {
+            remove_record(db, &k)?;
+        } else {
+            expiry.insert(
+                expiry_key(&k[..split], r.created_unix, &k[split + 1..]),
+                &[],
+            )?;
+            indexed += 1;
+        }
+    }
+    expiry.insert(INDEXED, &[])?;
+    Ok(indexed)
 }
 
 /// Sweeps expired records every `every` for as long as the returned task runs (abort it
@@ -195,6 +271,7 @@ pub fn finish(
         created_unix: now.unix_secs(),
         answer: Some(answer),
     });
+    index(db, app, idem, now.unix_secs())?;
     db.open_tree(TREE)?.insert(&key, record)?;
     db.flush()?;
     Ok(())
@@ -271,6 +348,99 @@ mod tests {
         ));
         // k2's other hold went with its record.
         assert_eq!(forget_holding(&db, "app", "c2").unwrap(), 0);
+    }
+
+    /// A record of `app` under `idem` kept at `at` (unix seconds).
+    fn keep(db: &sled::Db, app: &str, idem: &str, at: i64) {
+        let at = Timestamp::from_micros(at * 1_000_000);
+        assert!(matches!(
+            begin(db, app, idem, "fp", 60, at).unwrap(),
+            Begin::Started
+        ));
+        finish(db, app, idem, "fp".into(), answer(&[]), at).unwrap();
+    }
+
+    fn at(secs: i64) -> Timestamp {
+        Timestamp::from_micros(secs * 1_000_000)
+    }
+
+    /// The record keys left, and the expiry entries left (the marker aside).
+    fn left(db: &sled::Db) -> (Vec<Vec<u8>>, usize) {
+        let records = db.open_tree(TREE).unwrap().iter().keys();
+        let records = records.map(|k| k.unwrap().to_vec()).collect();
+        let expiry = db.open_tree(EXPIRY).unwrap();
+        let entries = expiry
+            .iter()
+            .keys()
+            .filter(|k| &**k.as_ref().unwrap() != INDEXED);
+        (records, entries.count())
+    }
+
+    #[test]
+    fn the_sweep_reads_the_expired_entries_not_every_record() {
+        let db = sled::Config::new().temporary(true).open().unwrap();
+        assert_eq!(index_once(&db, 100, at(1_000)).unwrap(), 0);
+        keep(&db, "app1", "old", 1_000);
+        keep(&db, "app2", "old", 1_000);
+        keep(&db, "app2", "young", 1_050);
+        // A record with no entry (never written so since the index exists): a sweep that
+        // walked the records would remove it.
+        let stray = encode(&Record {
+            fingerprint: "fp".into(),
+            created_unix: 1_000,
+            answer: None,
+        });
+        db.open_tree(TREE)
+            .unwrap()
+            .insert(record_key("app3", "stray"), stray)
+            .unwrap();
+        assert_eq!(
+            sweep(&db, 100, at(1_099)).unwrap(),
+            0,
+            "nothing is 100 s old"
+        );
+        assert_eq!(sweep(&db, 100, at(1_100)).unwrap(), 2);
+        let (records, entries) = left(&db);
+        assert_eq!(
+            records,
+            [record_key("app2", "young"), record_key("app3", "stray")]
+        );
+        assert_eq!(entries, 1, "the young record's");
+        assert_eq!(sweep(&db, 100, at(1_150)).unwrap(), 1);
+        assert_eq!(left(&db), (vec![record_key("app3", "stray")], 0));
+    }
+
+    #[test]
+    fn a_key_kept_again_outlives_its_first_entry_and_a_removed_record_leaves_none() {
+        let db = sled::Config::new().temporary(true).open().unwrap();
+        keep(&db, "app", "k", 1_000);
+        keep(&db, "app", "gone", 1_000);
+        abandon(&db, "app", "gone").unwrap();
+        // Expired at 1 100, then used again: a new record, a new entry.
+        keep(&db, "app", "k", 1_120);
+        assert_eq!(sweep(&db, 100, at(1_150)).unwrap(), 0);
+        assert_eq!(left(&db), (vec![record_key("app", "k")], 1));
+        assert_eq!(sweep(&db, 100, at(1_220)).unwrap(), 1);
+        assert_eq!(left(&db), (vec![], 0));
+    }
+
+    #[test]
+    fn a_store_of_an_earlier_version_is_indexed_once() {
+        let db = sled::Config::new().temporary(true).open().unwrap();
+        let tree = db.open_tree(TREE).unwrap();
+        for (idem, created) in [("old", 1_000), ("young", 1_090)] {
+            let r = encode(&Record {
+                fingerprint: "fp".into(),
+                created_unix: created,
+                answer: None,
+            });
+            tree.insert(record_key("app", idem), r).unwrap();
+        }
+        assert_eq!(index_once(&db, 100, at(1_100)).unwrap(), 1, "the young one");
+        assert_eq!(left(&db), (vec![record_key("app", "young")], 1));
+        assert_eq!(index_once(&db, 100, at(1_100)).unwrap(), 0, "once");
+        assert_eq!(sweep(&db, 100, at(1_190)).unwrap(), 1);
+        assert_eq!(left(&db), (vec![], 0));
     }
 
     #[tokio::test]

@@ -1,4 +1,5 @@
-//! An app with some of everything (contacts, ideas with votes and comments, a survey with
+//! An app with some of everything (contacts, the first made with an idempotency key, ideas with
+//! votes and comments, a survey with
 //! responses, events with an identify, so a profile and traffic, and a finished erasure, so a
 //! suppression list and an erasure job) and a snapshot of what its
 //! APIs show, for the deletion tests. Shared by the `api` and `interop` test binaries.
@@ -57,7 +58,16 @@ pub async fn full_app(app: &TestApp, name: &str, tag: &str, n: usize) -> Full {
     let key = app.create_key(&id, &ALL).await.1;
     for i in 0..n {
         let c = json!({"email": format!("{tag}{i}@example.com"), "firstName": "Ada"});
-        ok(app.create_contact(&key, c).await, "contact").await;
+        // The first with an Idempotency-Key: its kept answer and expiry entry are the app's.
+        let idem = format!("populate-{tag}{i}");
+        let mut headers = vec![("x-api-key", key.as_str())];
+        if i == 0 {
+            headers.push(("idempotency-key", idem.as_str()));
+        }
+        let made = app
+            .send(Method::POST, "/acq/v1/contacts", &headers, Some(c))
+            .await;
+        ok(made, "contact").await;
         let author =
             json!({"id": format!("u{i}"), "name": "Ada", "email": format!("{tag}{i}@example.com")});
         let idea = json!({"title": format!("Idea {tag} {i}"), "author": author.clone()});
