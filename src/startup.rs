@@ -372,8 +372,8 @@ fn erasure_work(
 }
 
 /// Fills in what a store written by an earlier version lacks (each step a no-op once done):
-/// the per-app index of API keys, the counts of waiting webhook deliveries, the lengths of the
-/// queues.
+/// the per-app index of API keys, the counts of waiting webhook deliveries, the index of the
+/// unfinished jobs, the lengths of the queues.
 fn complete_store(store: &Store) -> Result<(), StartError> {
     store.db().with(crate::tenants::store::index_api_keys)?;
     let counted = store
@@ -384,6 +384,10 @@ fn complete_store(store: &Store) -> Result<(), StartError> {
             deliveries = counted,
             "webhooks: waiting deliveries counted once"
         );
+    }
+    let jobs = store.db().with(crate::jobs::store::index_once)?;
+    if jobs > 0 {
+        tracing::info!(jobs, "unfinished jobs indexed once");
     }
     for queue in [
         crate::storage::queue::UPLINK,

@@ -440,3 +440,79 @@ async fn a_deleted_job_is_dropped_and_jobs_of_unknown_kinds_wait() {
     assert_eq!(erasure.state, JobState::Queued, "no work for erasures here");
     assert_eq!(erasure.params["userId"], "u");
 }
+
+/// The ids of the jobs `store::unfinished` answers.
+fn unfinished_ids(db: &sled::Db) -> Vec<String> {
+    let jobs = store::unfinished(db).unwrap();
+    jobs.into_iter().map(|j| j.id).collect()
+}
+
+#[test]
+fn the_unfinished_jobs_are_read_from_their_index_not_from_every_job() {
+    let db = sled::Config::new().temporary(true).open().unwrap();
+    assert_eq!(store::index_once(&db).unwrap(), 0);
+    let now = crate::ids::Timestamp::t0();
+    let jobs: Vec<Job> = (0..4)
+        .map(|i| {
+            Job::new(
+                JobKind::AppDeletion,
+                &format!("app{i}"),
+                serde_json::Value::Null,
+                now,
+            )
+        })
+        .collect();
+    for j in &jobs {
+        store::insert_with(&db, j, &[], None).unwrap();
+    }
+    let mut done = jobs[1].clone();
+    done.state = JobState::Done;
+    assert!(store::save(&db, &done).unwrap());
+    let mut running = jobs[2].clone();
+    running.state = JobState::Running;
+    assert!(store::save(&db, &running).unwrap());
+    assert!(store::delete(&db, &jobs[3].id).unwrap());
+    assert_eq!(
+        unfinished_ids(&db),
+        [jobs[0].id.clone(), jobs[2].id.clone()]
+    );
+    let index = db.open_tree(store::UNFINISHED).unwrap();
+    assert_eq!(
+        index.len(),
+        3,
+        "the two unfinished jobs' ids and the marker"
+    );
+    // A record the index does not name (none is written so): a walk of every job would find it.
+    let stray = Job::new(JobKind::AppDeletion, "stray", serde_json::Value::Null, now);
+    let tree = db.open_tree(store::TREE).unwrap();
+    tree.insert(stray.id.as_bytes(), crate::storage::encode(&stray))
+        .unwrap();
+    assert_eq!(
+        unfinished_ids(&db),
+        [jobs[0].id.clone(), jobs[2].id.clone()]
+    );
+}
+
+#[test]
+fn a_store_of_an_earlier_version_has_its_unfinished_jobs_indexed_once() {
+    let db = sled::Config::new().temporary(true).open().unwrap();
+    let now = crate::ids::Timestamp::t0();
+    let tree = db.open_tree(store::TREE).unwrap();
+    let mut old = Vec::new();
+    for state in [
+        JobState::Done,
+        JobState::Queued,
+        JobState::Failed,
+        JobState::Running,
+    ] {
+        let mut j = Job::new(JobKind::AppDeletion, "app", serde_json::Value::Null, now);
+        j.state = state;
+        tree.insert(j.id.as_bytes(), crate::storage::encode(&j))
+            .unwrap();
+        old.push(j.id);
+    }
+    assert!(unfinished_ids(&db).is_empty(), "not indexed yet");
+    assert_eq!(store::index_once(&db).unwrap(), 2);
+    assert_eq!(store::index_once(&db).unwrap(), 0, "once");
+    assert_eq!(unfinished_ids(&db), [old[1].clone(), old[3].clone()]);
+}
