@@ -24,7 +24,6 @@ use serde_json::{json, Value};
 
 use crate::binary::{self, Rng, Server};
 use crate::browser::{node_test, read_manifest};
-use crate::events::batch;
 use crate::helpers::{anon, TestApp};
 use crate::load::{self, Load, Outcome, Spec};
 use crate::observe::eventually;
@@ -371,11 +370,7 @@ fn probe_event(id: &str) -> Value {
 
 /// The status a collect of one fresh event with `ik` gets from `base`.
 async fn collect_status(client: &reqwest::Client, base: &str, ik: &str, id: &str) -> u16 {
-    client
-        .post(format!("{base}/api/w/analytics/collect"))
-        .header("x-app-key", ik)
-        .json(&batch(vec![probe_event(id)]))
-        .send()
+    load::post_batch(client, base, ik, vec![probe_event(id)])
         .await
         .map_or(0, |r| r.status().as_u16())
 }
@@ -639,11 +634,7 @@ async fn fleet_an_identify_on_edge_1_decides_a_survey_on_edge_2_whose_answer_rea
     );
     let identify = json!({"type": "identify", "userId": "fleet-pro", "anonymousId": visitor,
         "messageId": "msg_fleet_identify", "traits": {"plan": "pro"}});
-    let r = client
-        .post(format!("{edge1}/api/w/analytics/collect"))
-        .header("x-app-key", &app.ik)
-        .json(&batch(vec![identify]))
-        .send()
+    let r = load::post_batch(&client, &edge1, &app.ik, vec![identify])
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
@@ -715,13 +706,7 @@ async fn spend(
         let events = (0..per_batch)
             .map(|i| probe_event(&format!("quota_{client}_{b}_{i}")))
             .collect();
-        let r = http
-            .post(format!("{base}/api/w/analytics/collect"))
-            .header("x-app-key", &ik)
-            .json(&batch(events))
-            .send()
-            .await
-            .unwrap();
+        let r = load::post_batch(&http, &base, &ik, events).await.unwrap();
         let status = r.status().as_u16();
         let body: Value = r.json().await.unwrap_or_default();
         match status {
@@ -793,13 +778,7 @@ async fn fleet_a_plan_of_10000_events_a_month_holds_across_edges_within_the_stat
 async fn identify(client: &reqwest::Client, base: &str, ik: &str, user: &str, traits: Value) {
     let e = json!({"type": "identify", "userId": user, "anonymousId": anon(user),
         "messageId": format!("msg_fleet_identify_{user}"), "traits": traits});
-    let r = client
-        .post(format!("{base}/api/w/analytics/collect"))
-        .header("x-app-key", ik)
-        .json(&batch(vec![e]))
-        .send()
-        .await
-        .unwrap();
+    let r = load::post_batch(client, base, ik, vec![e]).await.unwrap();
     assert_eq!(r.status(), 200, "identify {user} through {base}");
 }
 

@@ -183,11 +183,7 @@ async fn a_kill_9_in_the_middle_of_an_hour_loses_nothing_and_doubles_nothing() {
     let post = |base: String, ik: String, events: Vec<Value>| {
         let client = client.clone();
         async move {
-            let a = client
-                .post(format!("{base}/api/w/analytics/collect"))
-                .header("x-app-key", ik)
-                .json(&batch(events))
-                .send()
+            let a = crate::load::post_batch(&client, &base, &ik, events)
                 .await
                 .unwrap();
             assert_eq!(a.status(), 200);

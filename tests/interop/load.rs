@@ -20,6 +20,21 @@ pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The longest a client waits before sending a refused batch again, whatever `Retry-After` says.
 const RETRY_AFTER_CAP: Duration = Duration::from_secs(1);
 
+/// Posts `events` as one batch to the collector of `base` with the integration key `ik`.
+pub async fn post_batch(
+    client: &reqwest::Client,
+    base: &str,
+    ik: &str,
+    events: Vec<Value>,
+) -> reqwest::Result<reqwest::Response> {
+    client
+        .post(format!("{base}/api/w/analytics/collect"))
+        .header("x-app-key", ik)
+        .json(&crate::events::batch(events))
+        .send()
+        .await
+}
+
 #[derive(Debug, Clone)]
 pub struct Spec {
     /// Names this load's messageIds: `msg_<prefix>_<client>_<batch>_<i>`.
