@@ -324,6 +324,7 @@ impl Common<'_> {
             parts: bg.parts.clone(),
             outbox: bg.outbox.clone(),
             checkpoint: bg.checkpoint.clone(),
+            wal: bg.dir.clone(),
             prefix: self.settings.lake.prefix.clone(),
         };
         let wake = wake_tx.clone();

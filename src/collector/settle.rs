@@ -4,10 +4,11 @@
 //! `Collector::settle(app)` marks the app urgent (the mergers then merge its parts whatever
 //! their size or hour, `merge.rs`), asks every writer to hand its open files over (`Msg::Flush`,
 //! answered with the shard's last committed LSN), wakes the uploaders, and polls until, in every
-//! shard, the checkpoint has passed that LSN and neither the parts nor the outbox hold a file
-//! of the app from at or before it. A lake that is away (or a stop) makes it return an error
+//! shard, the checkpoint has passed that LSN, the WAL's segments up to it are trimmed, and
+//! neither the parts nor the outbox hold a file of the app from at or before it. A lake that is away (or a stop) makes it return an error
 //! after [`SETTLE_WAIT`]: the caller (a job) tries again later.
 
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,7 +16,7 @@ use std::time::Duration;
 use crossbeam_channel::{Sender, TrySendError};
 
 use super::outbox::Outbox;
-use super::{writer, Collector};
+use super::{wal, writer, Collector};
 
 /// How long `settle` waits for the files to reach the lake before it gives up for now.
 pub const SETTLE_WAIT: Duration = Duration::from_secs(30);
@@ -36,14 +37,17 @@ pub struct ShardFiles {
     pub parts: Outbox,
     pub outbox: Outbox,
     pub checkpoint: Arc<AtomicU64>,
+    /// The shard's WAL directory: the segments up to the LSN must be gone (`wal::trim`).
+    pub wal: PathBuf,
     /// The lake's prefix (`lake.prefix`): where an app's files are.
     pub prefix: String,
 }
 
 impl ShardFiles {
-    /// Whether every row of `app` at or below `lsn` is in the lake.
+    /// Whether every row of `app` at or below `lsn` is in the lake, and no WAL segment keeps
+    /// them (an erasure then leaves none of the app's raw events in the shard's files).
     fn settled(&self, app: &str, lsn: u64) -> std::io::Result<bool> {
-        if self.checkpoint.load(Ordering::Acquire) < lsn {
+        if self.checkpoint.load(Ordering::Acquire) < lsn || !wal::trimmed_through(&self.wal, lsn)? {
             return Ok(false);
         }
         let dir = super::lake::app_dir(&self.prefix, app);
@@ -220,5 +224,84 @@ mod tests {
             "a stop merges the rest"
         );
         assert!(matches!(c.settle("a").await, Err(SettleError::Stopped)));
+    }
+
+    /// The files under `dir`, outside `skip`, whose bytes contain `needle`.
+    fn files_holding(dir: &std::path::Path, skip: &std::path::Path, needle: &[u8]) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut dirs = vec![dir.to_path_buf()];
+        while let Some(d) = dirs.pop() {
+            for e in std::fs::read_dir(&d).unwrap().flatten() {
+                let p = e.path();
+                if p.starts_with(skip) {
+                    continue;
+                }
+                if p.is_dir() {
+                    dirs.push(p);
+                } else if std::fs::read(&p)
+                    .unwrap_or_default()
+                    .windows(needle.len())
+                    .any(|w| w == needle)
+                {
+                    out.push(p.display().to_string());
+                }
+            }
+        }
+        out
+    }
+
+    /// What an erasure relies on: once an app is settled, its raw events are only in the
+    /// lake, not in a WAL segment, nor in the spare a trimmed segment became.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn once_settled_no_file_outside_the_lake_keeps_the_apps_events() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut s = Settings::load(None).unwrap();
+        s.storage.data_dir = tmp.path().to_path_buf();
+        s.collector.shards = 1;
+        s.collector.lake_file_max_wait_ms = 0;
+        s.collector.max_file_age_ms = 3_600_000;
+        let lake_dir = tmp.path().join("lake");
+        let store = lake::open(&s.lake, &lake_dir).unwrap();
+        let c = Collector::start(
+            &s,
+            &Db::temporary(),
+            store,
+            Arc::new(SystemClock),
+            Arc::new(AdmitAll),
+        );
+        let c = Arc::new(c.unwrap());
+        let now = SystemClock.now_micros();
+        let person = b"visitor-to-be-erased";
+        for round in 0..3 {
+            let events: Vec<Event> = (0..20)
+                .map(|i| Event::example("a", &format!("m{round}-{i}"), "visitor-to-be-erased", now))
+                .collect();
+            assert_eq!(c.submit(events).await.unwrap().accepted, 20);
+            assert!(
+                !files_holding(tmp.path(), &lake_dir, person).is_empty(),
+                "the search finds the events in the WAL before the settle"
+            );
+            c.settle("a").await.unwrap();
+            assert_eq!(
+                files_holding(tmp.path(), &lake_dir, person),
+                Vec::<String>::new(),
+                "round {round}: only the lake holds them"
+            );
+        }
+        assert!(
+            files_named(tmp.path(), "spare.log"),
+            "a trimmed segment was kept as the spare"
+        );
+        let stopping = c.clone();
+        tokio::task::spawn_blocking(move || stopping.shutdown())
+            .await
+            .unwrap();
+    }
+
+    fn files_named(dir: &std::path::Path, name: &str) -> bool {
+        std::fs::read_dir(dir).unwrap().flatten().any(|e| {
+            let p = e.path();
+            p.file_name().is_some_and(|n| n == name) || (p.is_dir() && files_named(&p, name))
+        })
     }
 }

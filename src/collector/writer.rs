@@ -205,7 +205,11 @@ impl Writer {
         let counters = parts.counters;
         std::fs::create_dir_all(&cfg.dir)?;
         let checkpoint = wal::read_checkpoint(&cfg.dir)?;
-        let (wal, replay) = wal::Wal::open(&cfg.dir, checkpoint)?;
+        let (mut wal, replay) = wal::Wal::open(&cfg.dir, checkpoint)?;
+        // The backlog counted the segments by their sizes before the open cut their ends.
+        parts
+            .health
+            .add_backlog(wal.take_grown(), clock.now_micros());
         let rollup_lsn = db
             .with(|db| rollup::store::applied_lsn(db, cfg.index))
             .map_err(std::io::Error::other)?;
@@ -517,13 +521,14 @@ impl Writer {
         let first = self.wal.append_with(kept, |k, buf| match k.record {
             Some(record) => buf.extend_from_slice(record),
             None => k.event.encode_wal(buf),
-        })?;
+        });
+        // The backlog counts the segments' files (a failed append may have cut one).
+        self.health
+            .add_backlog(self.wal.take_grown(), self.clock.now_micros());
+        let first = first?;
         let c = &self.counters;
         c.wal_fsync.observe(started.elapsed().as_secs_f64());
-        let appended = self.wal.segment_bytes() - bytes_before;
-        c.wal_bytes.inc_by(appended);
-        self.health
-            .add_backlog(appended as i64, self.clock.now_micros());
+        c.wal_bytes.inc_by(self.wal.segment_bytes() - bytes_before);
         if self.wal_failing {
             self.wal_failing = false;
             self.health.recovered(Check::Disk, "wal", self.cfg.index);
@@ -693,7 +698,9 @@ impl Writer {
         // Every handed-over row counted first: the stager may trim the WAL past it.
         let now = self.clock.now_micros();
         self.usage.write(&self.db, self.cfg.index, now, true);
-        self.wal.rotate()?;
+        let rotated = self.wal.rotate();
+        self.health.add_backlog(self.wal.take_grown(), now);
+        rotated?;
         self.first_open_lsn = None;
         let mut files = Vec::with_capacity(self.open.values().map(BTreeMap::len).sum());
         let open = std::mem::take(&mut self.open);

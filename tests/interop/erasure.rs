@@ -15,6 +15,7 @@ use tributary::config::{LakeSettings, Settings};
 use crate::events::{batch, track};
 use crate::helpers::*;
 use crate::lake::LakeView;
+use crate::observe;
 use crate::python::{self, Moto};
 
 const BUCKET: &str = "erasure-lake";
@@ -264,6 +265,12 @@ async fn erasure_scenario(
     let after = read();
     assert!(after.rows.iter().all(|r| !theirs(r, "ada", &anons)));
     assert_eq!(after.rows.iter().collect::<Vec<_>>(), expected);
+    // Their raw events are in no file of the data dir either (the WAL, its spare, the parts):
+    // the database's own files aside, whose deleted records sled rewrites in its own time.
+    for id in ["msg_ada-", a1.as_str(), a2.as_str()] {
+        let kept = observe::files_holding(&app.data_dir, &app.data_dir.join("db"), id.as_bytes());
+        assert!(kept.is_empty(), "{id} still in {kept:?}");
+    }
 
     // A late batch carrying their anonymousId: refused, counted, never in the lake.
     let late = vec![

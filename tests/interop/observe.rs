@@ -127,8 +127,8 @@ pub struct OnDisk {
     pub wal_bytes: u64,
 }
 
-/// Every `.parquet` file under `dir`, recursively, sorted.
-pub fn parquet_files(dir: &Path) -> Vec<PathBuf> {
+/// Every file under `dir`, recursively, that `keep` accepts, sorted.
+fn files_where(dir: &Path, keep: impl Fn(&Path) -> bool) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut dirs = vec![dir.to_path_buf()];
     while let Some(d) = dirs.pop() {
@@ -136,13 +136,29 @@ pub fn parquet_files(dir: &Path) -> Vec<PathBuf> {
             let p = e.path();
             if p.is_dir() {
                 dirs.push(p);
-            } else if p.extension().is_some_and(|x| x == "parquet") {
+            } else if keep(&p) {
                 out.push(p);
             }
         }
     }
     out.sort();
     out
+}
+
+/// Every `.parquet` file under `dir`, recursively, sorted.
+pub fn parquet_files(dir: &Path) -> Vec<PathBuf> {
+    files_where(dir, |p| p.extension().is_some_and(|x| x == "parquet"))
+}
+
+/// Every file under `dir` outside `skip` whose bytes contain `needle`.
+pub fn files_holding(dir: &Path, skip: &Path, needle: &[u8]) -> Vec<PathBuf> {
+    files_where(dir, |p| {
+        !p.starts_with(skip)
+            && std::fs::read(p)
+                .unwrap_or_default()
+                .windows(needle.len())
+                .any(|w| w == needle)
+    })
 }
 
 impl OnDisk {
