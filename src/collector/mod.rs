@@ -340,6 +340,7 @@ impl Common<'_> {
             rollups: self.rollups.clone(),
             wake: wake_tx,
             uplink: self.settings.fleet.is_edge().then_some(UPLINK),
+            keep_spare: !retired,
         };
         let background = [
             stager::spawn(stager, stage_rx)?,

@@ -5,7 +5,9 @@
 //! their size or hour, `merge.rs`), asks every writer to hand its open files over (`Msg::Flush`,
 //! answered with the shard's last committed LSN), wakes the uploaders, and polls until, in every
 //! shard, the checkpoint has passed that LSN, the WAL's segments up to it are trimmed, and
-//! neither the parts nor the outbox hold a file of the app from at or before it. A lake that is away (or a stop) makes it return an error
+//! neither the parts nor the outbox hold a file of the app from at or before it. Then each
+//! writer scrubs its WAL (`Msg::Scrub`: a recycled segment's tail and the spare go), so an
+//! erasure leaves none of the app's raw events outside the lake. A lake that is away (or a stop) makes it return an error
 //! after [`SETTLE_WAIT`]: the caller (a job) tries again later.
 
 use std::path::PathBuf;
@@ -89,6 +91,11 @@ impl Collector {
                 let _ = wake.try_send(());
             }
             if pending == 0 {
+                // The trim passed the app's events: the writers drop what their WAL files keep
+                // beyond their records (a recycled segment's tail, the spare).
+                for queue in &self.queues {
+                    ask_scrub(queue, deadline).await?;
+                }
                 return Ok(());
             }
             if self.shutdown.elapsed().is_some() {
@@ -118,8 +125,27 @@ async fn ask_flush(
     queue: &Sender<writer::Msg>,
     deadline: tokio::time::Instant,
 ) -> Result<u64, SettleError> {
+    ask(queue, deadline, |reply| writer::Msg::Flush { reply }).await
+}
+
+/// Asks a writer to scrub its WAL's files.
+async fn ask_scrub(
+    queue: &Sender<writer::Msg>,
+    deadline: tokio::time::Instant,
+) -> Result<(), SettleError> {
+    ask(queue, deadline, |reply| writer::Msg::Scrub { reply })
+        .await?
+        .map_err(|e| SettleError::NotYet(format!("scrubbing the write-ahead log: {e}")))
+}
+
+/// Sends a writer the message `make` builds around a reply channel; its answer.
+async fn ask<T>(
+    queue: &Sender<writer::Msg>,
+    deadline: tokio::time::Instant,
+    make: impl FnOnce(tokio::sync::oneshot::Sender<T>) -> writer::Msg,
+) -> Result<T, SettleError> {
     let (reply, answer) = tokio::sync::oneshot::channel();
-    let mut msg = writer::Msg::Flush { reply };
+    let mut msg = make(reply);
     loop {
         match queue.try_send(msg) {
             Ok(()) => break,
@@ -134,7 +160,7 @@ async fn ask_flush(
         }
     }
     match tokio::time::timeout_at(deadline, answer).await {
-        Ok(Ok(lsn)) => Ok(lsn),
+        Ok(Ok(answer)) => Ok(answer),
         Ok(Err(_)) => Err(SettleError::Stopped),
         Err(_) => Err(SettleError::NotYet("a shard did not answer".into())),
     }
@@ -148,6 +174,7 @@ mod tests {
     use crate::collector::{lake, Event};
     use crate::config::Settings;
     use crate::storage::Db;
+    use std::time::Duration;
 
     fn lake_files(dir: &std::path::Path, app: &str) -> Vec<std::path::PathBuf> {
         let mut out = Vec::new();
@@ -251,7 +278,8 @@ mod tests {
     }
 
     /// What an erasure relies on: once an app is settled, its raw events are only in the
-    /// lake, not in a WAL segment, nor in the spare a trimmed segment became.
+    /// lake: not in a WAL segment, nor behind the records of a segment recycled from a spare
+    /// that held them, nor in the spare.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn once_settled_no_file_outside_the_lake_keeps_the_apps_events() {
         let tmp = tempfile::tempdir().unwrap();
@@ -260,6 +288,8 @@ mod tests {
         s.collector.shards = 1;
         s.collector.lake_file_max_wait_ms = 0;
         s.collector.max_file_age_ms = 3_600_000;
+        // Every 10 rows the files go to the stager: the WAL rotates and its trim keeps a spare.
+        s.collector.max_file_rows = 10;
         let lake_dir = tmp.path().join("lake");
         let store = lake::open(&s.lake, &lake_dir).unwrap();
         let c = Collector::start(
@@ -271,27 +301,34 @@ mod tests {
         );
         let c = Arc::new(c.unwrap());
         let now = SystemClock.now_micros();
-        let person = b"visitor-to-be-erased";
+        let person = "visitor-to-be-erased";
         for round in 0..3 {
-            let events: Vec<Event> = (0..20)
-                .map(|i| Event::example("a", &format!("m{round}-{i}"), "visitor-to-be-erased", now))
+            let theirs: Vec<Event> = (0..20)
+                .map(|i| Event::example("a", &format!("m{round}-{i}"), person, now))
                 .collect();
-            assert_eq!(c.submit(events).await.unwrap().accepted, 20);
+            assert_eq!(c.submit(theirs).await.unwrap().accepted, 20);
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while !files_named(tmp.path(), "spare.log") {
+                assert!(std::time::Instant::now() < deadline, "no spare kept");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            // Shorter records of another app: the next rotation writes them over the spare,
+            // whose older records stay behind them.
+            let others: Vec<Event> = (0..10)
+                .map(|i| Event::example("b", &format!("b{round}{i}"), "v", now))
+                .collect();
+            assert_eq!(c.submit(others).await.unwrap().accepted, 10);
             assert!(
-                !files_holding(tmp.path(), &lake_dir, person).is_empty(),
-                "the search finds the events in the WAL before the settle"
+                !files_holding(tmp.path(), &lake_dir, person.as_bytes()).is_empty(),
+                "the search finds their events outside the lake before the settle"
             );
             c.settle("a").await.unwrap();
             assert_eq!(
-                files_holding(tmp.path(), &lake_dir, person),
+                files_holding(tmp.path(), &lake_dir, person.as_bytes()),
                 Vec::<String>::new(),
                 "round {round}: only the lake holds them"
             );
         }
-        assert!(
-            files_named(tmp.path(), "spare.log"),
-            "a trimmed segment was kept as the spare"
-        );
         let stopping = c.clone();
         tokio::task::spawn_blocking(move || stopping.shutdown())
             .await

@@ -71,6 +71,9 @@ pub struct Stager {
     pub wake: Sender<()>,
     /// On an edge (`fleet.role = "edge"`): the uplink queue that takes each flush's rollups.
     pub uplink: Option<Queue>,
+    /// Whether the trim keeps a segment for the writer to recycle (`wal.rs`): not for a
+    /// retired shard, whose writer is gone (no one would scrub it for an erasure).
+    pub keep_spare: bool,
 }
 
 /// Starts the stager on its own thread; it ends when its writer drops the channel.
@@ -161,7 +164,8 @@ impl Stager {
         self.bg.db.with(|db| db.flush())?;
         wal::write_checkpoint(&self.bg.dir, job.last_lsn).map_err(local("checkpoint"))?;
         self.bg.checkpoint.store(job.last_lsn, Ordering::Release);
-        let trimmed = wal::trim(&self.bg.dir, job.last_lsn).map_err(local("trim"))?;
+        let trimmed =
+            wal::trim(&self.bg.dir, job.last_lsn, self.keep_spare).map_err(local("trim"))?;
         self.bg.health.add_backlog(-(trimmed as i64), now);
         if let Err(e) = self.dedupe.compact() {
             // Lookups stay exact over more runs; the next flush tries again.
@@ -234,6 +238,7 @@ mod tests {
                 rollups: Arc::new(rollup::live::Live::new(1)),
                 wake,
                 uplink: None,
+                keep_spare: true,
             }
         }
     }

@@ -11,11 +11,16 @@
 //! into the new segment and writes over it from the start. Its blocks are already allocated and
 //! its size already on disk, so an append's `fdatasync` has only the data to write, no size or
 //! block map for ext4's journal (measured on this machine's ext4: about 40% less time and CPU
-//! per sync). The spare is written over with zeros (and synced) before it takes its name, so
-//! no file keeps raw events that are already in the lake: an erasure that settled an app
-//! leaves none of its events in the WAL (`trimmed_through`). A crash while zeroing leaves
-//! `spare.zeroing`, deleted at open. Reading a segment also stops at the first record whose LSN
-//! is not the next one (a record left behind the new ones always has a lower LSN).
+//! per sync). Its old records stay behind the new ones until overwritten: a segment's records
+//! carry consecutive LSNs from the one in its name, so reading stops at the first record that
+//! does not (an old record always has a lower LSN), and a rotation cuts the segment it leaves
+//! to its records.
+//!
+//! So two files may keep raw events already in the lake: the spare, and the current segment
+//! behind its records. An erasure must leave none of them: [`Wal::scrub`] (the writer, asked by
+//! `settle` once the trim has passed the app's events) cuts the current segment to its records
+//! and deletes the spare. A spare found at open is deleted too (it is never adopted after a
+//! restart, and a retired shard keeps none).
 //!
 //! The checkpoint file holds the last LSN known to be in the lake; it is replaced atomically
 //! (write, fsync, rename, fsync the directory).
@@ -30,10 +35,8 @@ use crate::storage::files::{sync_dir, write_atomic};
 const HEADER: usize = 16;
 /// Records bigger than this are corrupt by definition (an event is at most 32 KiB of JSON).
 const MAX_RECORD: usize = 16 * 1024 * 1024;
-/// The segment kept by `trim` for the next rotation to write over (zeros only).
+/// The segment kept by `trim` for the next rotation to write over.
 const SPARE: &str = "spare.log";
-/// A trimmed segment while `trim` writes zeros over it, before it becomes the spare.
-const ZEROING: &str = "spare.zeroing";
 
 pub struct Wal {
     dir: PathBuf,
@@ -126,10 +129,7 @@ impl Wal {
     /// torn tails off, and starts a fresh segment for new writes.
     pub fn open(dir: &Path, checkpoint: u64) -> io::Result<(Wal, Vec<Record>)> {
         fs::create_dir_all(dir)?;
-        match fs::remove_file(dir.join(ZEROING)) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-            _ => {}
-        }
+        remove_spare(dir)?;
         let mut next_lsn = checkpoint + 1;
         let mut replay = Vec::new();
         let mut grown = 0;
@@ -306,6 +306,18 @@ impl Wal {
         self.segment_bytes
     }
 
+    /// Removes what the log's files keep beyond its records: the current segment's tail (a
+    /// recycled segment's older records) and the spare. For an erasure, once the trim passed
+    /// the erased events (`settle.rs`).
+    pub fn scrub(&mut self) -> io::Result<()> {
+        if self.file_bytes > self.segment_bytes {
+            self.cut_to_records()?;
+            self.file.sync_all()?;
+        }
+        remove_spare(&self.dir)?;
+        sync_dir(&self.dir)
+    }
+
     /// Starts a new segment; every record so far is in older segments. The one left is cut to
     /// its records (a recycled segment's older ones go), so its size is what it holds.
     pub fn rotate(&mut self) -> io::Result<()> {
@@ -320,8 +332,8 @@ impl Wal {
 }
 
 /// Deletes the segments whose records all have LSNs up to `upto` (never the newest segment),
-/// the first kept as the spare, zeroed, when there is none; returns the bytes freed.
-pub fn trim(dir: &Path, upto: u64) -> io::Result<u64> {
+/// the first kept as the spare when `keep_spare` and there is none; returns the bytes freed.
+pub fn trim(dir: &Path, upto: u64, keep_spare: bool) -> io::Result<u64> {
     let segs = segments(dir)?;
     let spare = dir.join(SPARE);
     let mut freed = 0;
@@ -331,13 +343,10 @@ pub fn trim(dir: &Path, upto: u64) -> io::Result<u64> {
         let (next_first, _) = pair[1];
         if next_first <= upto + 1 {
             freed += fs::metadata(path).map_or(0, |m| m.len());
-            if spare.exists() {
-                fs::remove_file(path)?;
+            if keep_spare && !spare.exists() {
+                fs::rename(path, &spare)?;
             } else {
-                let zeroing = dir.join(ZEROING);
-                fs::rename(path, &zeroing)?;
-                write_zeros(&zeroing)?;
-                fs::rename(&zeroing, &spare)?;
+                fs::remove_file(path)?;
             }
             removed = true;
         }
@@ -348,29 +357,18 @@ pub fn trim(dir: &Path, upto: u64) -> io::Result<u64> {
     Ok(freed)
 }
 
-/// Writes zeros over the whole file at `path` and syncs them: its blocks stay allocated, its
-/// bytes are gone.
-fn write_zeros(path: &Path) -> io::Result<()> {
-    const CHUNK: usize = 1 << 20;
-    let file = OpenOptions::new().write(true).open(path)?;
-    let len = file.metadata()?.len();
-    let zeros = vec![0u8; CHUNK.min(len as usize)];
-    let mut at = 0;
-    while at < len {
-        let n = (len - at).min(CHUNK as u64) as usize;
-        file.write_all_at(&zeros[..n], at)?;
-        at += n as u64;
+/// Deletes the spare, if any.
+fn remove_spare(dir: &Path) -> io::Result<()> {
+    match fs::remove_file(dir.join(SPARE)) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
     }
-    file.sync_data()
 }
 
-/// Whether every record up to `lsn` is gone from the files of `dir`: no segment starts at or
-/// below it and no trimmed segment is being zeroed. True once the writer rotated past `lsn`
-/// and the checkpoint reached it (`settle` waits for it).
+/// Whether no segment of `dir` starts at or below `lsn`: true once the writer rotated past it
+/// and the trim reached it (`settle` waits for it; the spare and the current segment's tail
+/// may still hold such records until [`Wal::scrub`]).
 pub fn trimmed_through(dir: &Path, lsn: u64) -> io::Result<bool> {
-    if dir.join(ZEROING).exists() {
-        return Ok(false);
-    }
     Ok(segments(dir)?.first().is_none_or(|(first, _)| *first > lsn))
 }
 
@@ -448,11 +446,11 @@ mod tests {
         wal.rotate().unwrap();
         assert_eq!(bytes(dir.path()).unwrap(), 3 * 17);
         assert_eq!(
-            trim(dir.path(), 2).unwrap(),
+            trim(dir.path(), 2, true).unwrap(),
             2 * 17,
             "two records of 16 + 1 bytes"
         );
-        assert_eq!(trim(dir.path(), 3).unwrap(), 17);
+        assert_eq!(trim(dir.path(), 3, true).unwrap(), 17);
         assert_eq!(bytes(dir.path()).unwrap(), 0);
         assert_eq!(
             segments(dir.path()).unwrap().len(),
@@ -477,13 +475,9 @@ mod tests {
         wal.append(&[&big, &big, &big]).unwrap(); // LSNs 1-3, 3 x 116 bytes
         wal.rotate().unwrap();
         wal.append(&[b"4"]).unwrap();
-        assert_eq!(trim(dir.path(), 3).unwrap(), 348);
+        assert_eq!(trim(dir.path(), 3, true).unwrap(), 348);
         let spare = dir.path().join(SPARE);
         assert_eq!(file_len(&spare), 348, "the first segment, kept");
-        assert!(
-            fs::read(&spare).unwrap().iter().all(|&b| b == 0),
-            "its records written over with zeros"
-        );
         // The next segment is the spare, written over from its start.
         wal.rotate().unwrap();
         assert!(!spare.exists());
@@ -514,16 +508,82 @@ mod tests {
         let (mut wal, _) = Wal::open(dir.path(), 0).unwrap();
         wal.append(&[vec![1u8; 200]]).unwrap(); // 216 bytes
         wal.rotate().unwrap();
-        trim(dir.path(), 1).unwrap();
+        trim(dir.path(), 1, true).unwrap();
         wal.rotate().unwrap(); // onto the spare
         wal.append(&[b"ab"]).unwrap(); // 18 bytes
         wal.rotate().unwrap();
         assert_eq!(bytes(dir.path()).unwrap(), 18, "what the backlog counted");
-        assert_eq!(trim(dir.path(), 3).unwrap(), 18, "and what trimming frees");
+        assert_eq!(
+            trim(dir.path(), 3, true).unwrap(),
+            18,
+            "and what trimming frees"
+        );
         drop(wal);
+        assert!(dir.path().join(SPARE).exists(), "the trimmed segment kept");
         let (mut wal, replay) = Wal::open(dir.path(), 3).unwrap();
         assert!(replay.is_empty());
-        assert_eq!(wal.take_grown(), 18, "the spare, taken as the new segment");
+        assert!(
+            !dir.path().join(SPARE).exists(),
+            "a spare is not kept over a restart"
+        );
+        assert_eq!(wal.take_grown(), 0, "a new segment, nothing adopted");
         assert_eq!(wal.next_lsn(), 4);
+    }
+
+    /// What an erasure relies on (`settle.rs`): once the trim passed the erased records, no
+    /// file of the log keeps them.
+    #[test]
+    fn a_scrub_cuts_the_current_segment_to_its_records_and_deletes_the_spare() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut wal, _) = Wal::open(dir.path(), 0).unwrap();
+        let erased = b"erased-person-erased-person";
+        wal.append(&[erased, erased]).unwrap(); // LSNs 1-2
+        wal.rotate().unwrap();
+        wal.append(&[erased]).unwrap(); // 3
+        wal.rotate().unwrap();
+        trim(dir.path(), 2, true).unwrap(); // the first segment: the spare
+        trim(dir.path(), 3, true).unwrap(); // the second: deleted
+        wal.rotate().unwrap(); // onto the spare: its records stay behind the new ones
+        wal.append(&[b"x"]).unwrap();
+        let holding = |dir: &Path| -> usize {
+            fs::read_dir(dir)
+                .unwrap()
+                .flatten()
+                .filter(|e| {
+                    let bytes = fs::read(e.path()).unwrap();
+                    bytes.windows(erased.len()).any(|w| w == erased)
+                })
+                .count()
+        };
+        assert_eq!(
+            holding(dir.path()),
+            1,
+            "the current segment, behind its record"
+        );
+        wal.scrub().unwrap();
+        assert_eq!(holding(dir.path()), 0);
+        let (_, current) = segments(dir.path()).unwrap().pop().unwrap();
+        assert_eq!(file_len(&current), 17, "its one record");
+        // A spare goes too.
+        wal.rotate().unwrap();
+        wal.append(&[b"y"]).unwrap();
+        trim(dir.path(), 4, true).unwrap();
+        assert!(dir.path().join(SPARE).exists());
+        wal.scrub().unwrap();
+        assert!(!dir.path().join(SPARE).exists());
+        drop(wal);
+        let (wal, replay) = Wal::open(dir.path(), 4).unwrap();
+        assert_eq!(replay.iter().map(|r| r.lsn).collect::<Vec<_>>(), [5]);
+        assert_eq!(wal.next_lsn(), 6);
+    }
+
+    #[test]
+    fn a_retired_shard_keeps_no_spare() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut wal, _) = Wal::open(dir.path(), 0).unwrap();
+        wal.append(&[b"1"]).unwrap();
+        wal.rotate().unwrap();
+        assert_eq!(trim(dir.path(), 1, false).unwrap(), 17);
+        assert!(!dir.path().join(SPARE).exists());
     }
 }

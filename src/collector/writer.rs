@@ -144,6 +144,11 @@ pub enum Msg {
     Flush {
         reply: tokio::sync::oneshot::Sender<u64>,
     },
+    /// Remove what the WAL's files keep beyond their records (`wal::Wal::scrub`), once the
+    /// trim passed an app's events (`settle.rs`); answers with the outcome.
+    Scrub {
+        reply: tokio::sync::oneshot::Sender<std::io::Result<()>>,
+    },
     /// Commit what is queued, flush every open file, stop.
     Stop,
 }
@@ -400,6 +405,12 @@ impl Writer {
                     held.push(h);
                 }
                 Msg::Flush { reply } => asked.push(reply),
+                Msg::Scrub { reply } => {
+                    let scrubbed = self.wal.scrub();
+                    self.health
+                        .add_backlog(self.wal.take_grown(), self.clock.now_micros());
+                    let _ = reply.send(scrubbed);
+                }
                 Msg::Stop => stop = true,
             }
             if group.len() < MAX_GROUP {
