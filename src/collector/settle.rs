@@ -176,9 +176,10 @@ mod tests {
     use crate::storage::Db;
     use std::time::Duration;
 
-    fn lake_files(dir: &std::path::Path, app: &str) -> Vec<std::path::PathBuf> {
+    /// Every file under `dir`, recursively (none if it does not exist).
+    fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
         let mut out = Vec::new();
-        let mut dirs = vec![dir.join(format!("events/app_id={app}"))];
+        let mut dirs = vec![dir.to_path_buf()];
         while let Some(d) = dirs.pop() {
             for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
                 let p = e.path();
@@ -190,6 +191,33 @@ mod tests {
             }
         }
         out
+    }
+
+    fn lake_files(dir: &std::path::Path, app: &str) -> Vec<std::path::PathBuf> {
+        files_under(&dir.join(format!("events/app_id={app}")))
+    }
+
+    /// A collector on a data dir in `tmp` with a local lake in it, hourly lake files and open
+    /// files that would not age for an hour; `configure` changes the rest.
+    fn start(
+        tmp: &std::path::Path,
+        configure: impl FnOnce(&mut Settings),
+    ) -> (Arc<Collector>, std::path::PathBuf) {
+        let mut s = Settings::load(None).unwrap();
+        s.storage.data_dir = tmp.to_path_buf();
+        s.collector.lake_file_max_wait_ms = 0;
+        s.collector.max_file_age_ms = 3_600_000;
+        configure(&mut s);
+        let lake_dir = tmp.join("lake");
+        let store = lake::open(&s.lake, &lake_dir).unwrap();
+        let c = Collector::start(
+            &s,
+            &Db::temporary(),
+            store,
+            Arc::new(SystemClock),
+            Arc::new(AdmitAll),
+        );
+        (Arc::new(c.unwrap()), lake_dir)
     }
 
     fn rows(files: &[std::path::PathBuf]) -> i64 {
@@ -208,22 +236,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn settling_an_app_puts_its_events_into_the_lake_and_leaves_the_others_parked() {
         let tmp = tempfile::tempdir().unwrap();
-        let mut s = Settings::load(None).unwrap();
-        s.storage.data_dir = tmp.path().to_path_buf();
-        s.collector.shards = 2;
-        // Hourly files, and open files that would not age for an hour.
-        s.collector.lake_file_max_wait_ms = 0;
-        s.collector.max_file_age_ms = 3_600_000;
-        let lake_dir = tmp.path().join("lake");
-        let store = lake::open(&s.lake, &lake_dir).unwrap();
-        let c = Collector::start(
-            &s,
-            &Db::temporary(),
-            store,
-            Arc::new(SystemClock),
-            Arc::new(AdmitAll),
-        );
-        let c = Arc::new(c.unwrap());
+        let (c, lake_dir) = start(tmp.path(), |s| s.collector.shards = 2);
         let now = SystemClock.now_micros();
         let events = |app: &str| -> Vec<Event> {
             (0..40)
@@ -255,26 +268,15 @@ mod tests {
 
     /// The files under `dir`, outside `skip`, whose bytes contain `needle`.
     fn files_holding(dir: &std::path::Path, skip: &std::path::Path, needle: &[u8]) -> Vec<String> {
-        let mut out = Vec::new();
-        let mut dirs = vec![dir.to_path_buf()];
-        while let Some(d) = dirs.pop() {
-            for e in std::fs::read_dir(&d).unwrap().flatten() {
-                let p = e.path();
-                if p.starts_with(skip) {
-                    continue;
-                }
-                if p.is_dir() {
-                    dirs.push(p);
-                } else if std::fs::read(&p)
-                    .unwrap_or_default()
-                    .windows(needle.len())
-                    .any(|w| w == needle)
-                {
-                    out.push(p.display().to_string());
-                }
-            }
-        }
-        out
+        files_under(dir)
+            .into_iter()
+            .filter(|p| !p.starts_with(skip))
+            .filter(|p| {
+                let bytes = std::fs::read(p).unwrap_or_default();
+                bytes.windows(needle.len()).any(|w| w == needle)
+            })
+            .map(|p| p.display().to_string())
+            .collect()
     }
 
     /// What an erasure relies on: once an app is settled, its raw events are only in the
@@ -283,23 +285,11 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn once_settled_no_file_outside_the_lake_keeps_the_apps_events() {
         let tmp = tempfile::tempdir().unwrap();
-        let mut s = Settings::load(None).unwrap();
-        s.storage.data_dir = tmp.path().to_path_buf();
-        s.collector.shards = 1;
-        s.collector.lake_file_max_wait_ms = 0;
-        s.collector.max_file_age_ms = 3_600_000;
-        // Every 10 rows the files go to the stager: the WAL rotates and its trim keeps a spare.
-        s.collector.max_file_rows = 10;
-        let lake_dir = tmp.path().join("lake");
-        let store = lake::open(&s.lake, &lake_dir).unwrap();
-        let c = Collector::start(
-            &s,
-            &Db::temporary(),
-            store,
-            Arc::new(SystemClock),
-            Arc::new(AdmitAll),
-        );
-        let c = Arc::new(c.unwrap());
+        let (c, lake_dir) = start(tmp.path(), |s| {
+            s.collector.shards = 1;
+            // Every 10 rows the files go to the stager: the WAL rotates, its trim keeps a spare.
+            s.collector.max_file_rows = 10;
+        });
         let now = SystemClock.now_micros();
         let person = "visitor-to-be-erased";
         for round in 0..3 {
@@ -308,7 +298,10 @@ mod tests {
                 .collect();
             assert_eq!(c.submit(theirs).await.unwrap().accepted, 20);
             let deadline = std::time::Instant::now() + Duration::from_secs(10);
-            while !files_named(tmp.path(), "spare.log") {
+            while !files_under(tmp.path())
+                .iter()
+                .any(|p| p.ends_with("spare.log"))
+            {
                 assert!(std::time::Instant::now() < deadline, "no spare kept");
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
@@ -333,12 +326,5 @@ mod tests {
         tokio::task::spawn_blocking(move || stopping.shutdown())
             .await
             .unwrap();
-    }
-
-    fn files_named(dir: &std::path::Path, name: &str) -> bool {
-        std::fs::read_dir(dir).unwrap().flatten().any(|e| {
-            let p = e.path();
-            p.file_name().is_some_and(|n| n == name) || (p.is_dir() && files_named(&p, name))
-        })
     }
 }

@@ -158,6 +158,10 @@ impl Wal {
             }
         }
         let (file, file_bytes, adopted) = Self::create_segment(dir, next_lsn)?;
+        // Segments the checkpoint already covers (a stop or crash between the checkpoint and
+        // its trim): gone now, or nothing would trim them until the shard's next flush, and a
+        // settle (`trimmed_through`) would wait for them.
+        grown -= trim(dir, checkpoint, false)? as i64;
         Ok((
             Wal {
                 dir: dir.to_path_buf(),
@@ -282,6 +286,16 @@ impl Wal {
         Ok(())
     }
 
+    /// Cuts the current segment's file to its records when it is longer (a recycled segment's
+    /// older records), durably: a power loss must not bring them back.
+    fn cut_tail(&mut self) -> io::Result<()> {
+        if self.file_bytes > self.segment_bytes {
+            self.cut_to_records()?;
+            self.file.sync_all()?;
+        }
+        Ok(())
+    }
+
     /// Reads the current segment's size again, after a failure left it unknown.
     fn note_size(&mut self) {
         if let Ok(m) = self.file.metadata() {
@@ -310,10 +324,7 @@ impl Wal {
     /// recycled segment's older records) and the spare. For an erasure, once the trim passed
     /// the erased events (`settle.rs`).
     pub fn scrub(&mut self) -> io::Result<()> {
-        if self.file_bytes > self.segment_bytes {
-            self.cut_to_records()?;
-            self.file.sync_all()?;
-        }
+        self.cut_tail()?;
         remove_spare(&self.dir)?;
         sync_dir(&self.dir)
     }
@@ -321,7 +332,7 @@ impl Wal {
     /// Starts a new segment; every record so far is in older segments. The one left is cut to
     /// its records (a recycled segment's older ones go), so its size is what it holds.
     pub fn rotate(&mut self) -> io::Result<()> {
-        self.cut_to_records()?;
+        self.cut_tail()?;
         let (file, file_bytes, adopted) = Self::create_segment(&self.dir, self.next_lsn)?;
         self.file = file;
         self.file_bytes = file_bytes;
@@ -496,8 +507,8 @@ mod tests {
         assert_eq!(wal.next_lsn(), 7);
         assert_eq!(
             wal.take_grown(),
-            -(348 - 2 * 17),
-            "the older records cut, as the backlog counts them"
+            -(348 - 2 * 17) - 17,
+            "the older records cut, and the segment of LSN 4 trimmed, as the backlog counts them"
         );
         assert_eq!(file_len(&current), 34);
     }
@@ -575,6 +586,29 @@ mod tests {
         let (wal, replay) = Wal::open(dir.path(), 4).unwrap();
         assert_eq!(replay.iter().map(|r| r.lsn).collect::<Vec<_>>(), [5]);
         assert_eq!(wal.next_lsn(), 6);
+    }
+
+    /// A stop between the checkpoint and its trim: the open trims, or a settle would wait
+    /// for a flush of an idle (or retired) shard.
+    #[test]
+    fn the_open_trims_the_segments_the_checkpoint_covers() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut wal, _) = Wal::open(dir.path(), 0).unwrap();
+        wal.append(&[b"1", b"2"]).unwrap();
+        wal.rotate().unwrap();
+        wal.append(&[b"3"]).unwrap();
+        write_checkpoint(dir.path(), 3).unwrap();
+        drop(wal);
+        let (mut wal, replay) = Wal::open(dir.path(), 3).unwrap();
+        assert!(replay.is_empty());
+        assert_eq!(
+            segments(dir.path()).unwrap().len(),
+            1,
+            "the new segment only"
+        );
+        assert!(trimmed_through(dir.path(), 3).unwrap());
+        assert_eq!(wal.take_grown(), -3 * 17, "the backlog gives them back");
+        assert!(!dir.path().join(SPARE).exists());
     }
 
     #[test]
