@@ -7,8 +7,8 @@
 //! shard, the checkpoint has passed that LSN, the WAL's segments up to it are trimmed, and
 //! neither the parts nor the outbox hold a file of the app from at or before it. Then each
 //! writer scrubs its WAL (`Msg::Scrub`: a recycled segment's tail and the spare go), so an
-//! erasure leaves none of the app's raw events outside the lake. A lake that is away (or a stop) makes it return an error
-//! after [`SETTLE_WAIT`]: the caller (a job) tries again later.
+//! erasure leaves none of the app's raw events outside the lake. A lake that is away (or a
+//! stop) makes it return an error after [`SETTLE_WAIT`]: the caller (a job) tries again later.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
