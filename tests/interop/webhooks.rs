@@ -790,12 +790,13 @@ async fn ten_thousand_queued_events_stay_on_disk_not_in_memory() {
     // (the 30 000, and any warm-up change the fan-out had not reached before the endpoint
     // existed).
     let node = crate::observe::Node::new(&t.server, &t.data_dir());
-    let pending = t.endpoint(&id).await["pending"].as_u64().unwrap_or(0);
+    // The fan-out may still be adding the warm-up's changes, so both are read again each time.
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    let gauge = loop {
+    let (pending, gauge) = loop {
+        let pending = t.endpoint(&id).await["pending"].as_u64().unwrap_or(0);
         let n = node.metrics().await.named("tributary_webhook_pending");
         if n == Some(pending as f64) || std::time::Instant::now() > deadline {
-            break n;
+            break (pending, n);
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
