@@ -164,9 +164,12 @@ impl Stager {
         self.bg.db.with(|db| db.flush())?;
         wal::write_checkpoint(&self.bg.dir, job.last_lsn).map_err(local("checkpoint"))?;
         self.bg.checkpoint.store(job.last_lsn, Ordering::Release);
-        let trimmed =
-            wal::trim(&self.bg.dir, job.last_lsn, self.keep_spare).map_err(local("trim"))?;
-        self.bg.health.add_backlog(-(trimmed as i64), now);
+        // What a trim removed leaves the backlog, even when it then failed.
+        let trimmed = wal::trim(&self.bg.dir, job.last_lsn, self.keep_spare);
+        self.bg
+            .health
+            .add_backlog(-(wal::freed(&trimmed) as i64), now);
+        trimmed.map_err(|(_, e)| local("trim")(e))?;
         if let Err(e) = self.dedupe.compact() {
             // Lookups stay exact over more runs; the next flush tries again.
             tracing::warn!(shard = self.bg.index, error = %e, "dedupe runs not merged");

@@ -19,8 +19,9 @@
 //! So two files may keep raw events already in the lake: the spare, and the current segment
 //! behind its records. An erasure must leave none of them: [`Wal::scrub`] (the writer, asked by
 //! `settle` once the trim has passed the app's events) cuts the current segment to its records
-//! and deletes the spare. A spare found at open is deleted too (it is never adopted after a
-//! restart, and a retired shard keeps none).
+//! and deletes the spare (and a segment that a failed rotation left after renaming it). A spare
+//! found at open is deleted too (it is never adopted after a restart, and a retired shard keeps
+//! none).
 //!
 //! The checkpoint file holds the last LSN known to be in the lake; it is replaced atomically
 //! (write, fsync, rename, fsync the directory).
@@ -42,6 +43,8 @@ pub struct Wal {
     dir: PathBuf,
     file: File,
     next_lsn: u64,
+    /// The LSN the current segment's name carries (its first record's).
+    segment_first: u64,
     /// The valid bytes of the current segment: where the next append writes (a recycled
     /// segment's file may be longer).
     segment_bytes: u64,
@@ -157,19 +160,23 @@ impl Wal {
                 }
             }
         }
-        let (file, file_bytes, adopted) = Self::create_segment(dir, next_lsn)?;
+        // The spare was deleted above, so the new segment adopts none.
+        let (file, file_bytes, _) = Self::create_segment(dir, next_lsn)?;
         // Segments the checkpoint already covers (a stop or crash between the checkpoint and
         // its trim): gone now, or nothing would trim them until the shard's next flush, and a
         // settle (`trimmed_through`) would wait for them.
-        grown -= trim(dir, checkpoint, false)? as i64;
+        let trimmed = trim(dir, checkpoint, false);
+        grown -= freed(&trimmed) as i64;
+        trimmed.map_err(|(_, e)| e)?;
         Ok((
             Wal {
                 dir: dir.to_path_buf(),
                 file,
                 next_lsn,
+                segment_first: next_lsn,
                 segment_bytes: 0,
                 file_bytes,
-                grown: grown + adopted as i64,
+                grown,
                 broken: false,
                 buf: Vec::new(),
                 #[cfg(test)]
@@ -321,11 +328,18 @@ impl Wal {
     }
 
     /// Removes what the log's files keep beyond its records: the current segment's tail (a
-    /// recycled segment's older records) and the spare. For an erasure, once the trim passed
-    /// the erased events (`settle.rs`).
+    /// recycled segment's older records), the spare, and any segment newer than the current
+    /// one (a rotation that failed after it renamed the spare leaves one, holding only the
+    /// spare's older records). For an erasure, once the trim passed the erased events
+    /// (`settle.rs`).
     pub fn scrub(&mut self) -> io::Result<()> {
         self.cut_tail()?;
         remove_spare(&self.dir)?;
+        for (first, path) in segments(&self.dir)? {
+            if first > self.segment_first {
+                fs::remove_file(path)?;
+            }
+        }
         sync_dir(&self.dir)
     }
 
@@ -337,35 +351,44 @@ impl Wal {
         self.file = file;
         self.file_bytes = file_bytes;
         self.grown += adopted as i64;
+        self.segment_first = self.next_lsn;
         self.segment_bytes = 0;
         Ok(())
     }
 }
 
 /// Deletes the segments whose records all have LSNs up to `upto` (never the newest segment),
-/// the first kept as the spare when `keep_spare` and there is none; returns the bytes freed.
-pub fn trim(dir: &Path, upto: u64, keep_spare: bool) -> io::Result<u64> {
-    let segs = segments(dir)?;
-    let spare = dir.join(SPARE);
+/// the first kept as the spare when `keep_spare` and there is none; returns the bytes freed
+/// (the segments' share of the backlog). A failure part-way still says what it freed before.
+pub fn trim(dir: &Path, upto: u64, keep_spare: bool) -> Result<u64, (u64, io::Error)> {
     let mut freed = 0;
+    let segs = segments(dir).map_err(|e| (freed, e))?;
+    let spare = dir.join(SPARE);
     let mut removed = false;
     for pair in segs.windows(2) {
         let (_, path) = &pair[0];
         let (next_first, _) = pair[1];
         if next_first <= upto + 1 {
-            freed += fs::metadata(path).map_or(0, |m| m.len());
-            if keep_spare && !spare.exists() {
-                fs::rename(path, &spare)?;
+            let size = fs::metadata(path).map_or(0, |m| m.len());
+            let gone = if keep_spare && !spare.exists() {
+                fs::rename(path, &spare)
             } else {
-                fs::remove_file(path)?;
-            }
+                fs::remove_file(path)
+            };
+            gone.map_err(|e| (freed, e))?;
+            freed += size;
             removed = true;
         }
     }
     if removed {
-        sync_dir(dir)?;
+        sync_dir(dir).map_err(|e| (freed, e))?;
     }
     Ok(freed)
+}
+
+/// The bytes a trim freed, whether or not it then failed.
+pub fn freed(trimmed: &Result<u64, (u64, io::Error)>) -> u64 {
+    *trimmed.as_ref().unwrap_or_else(|(n, _)| n)
 }
 
 /// Deletes the spare, if any.
@@ -472,6 +495,26 @@ mod tests {
         let (wal, replay) = Wal::open(dir.path(), 3).unwrap();
         assert!(replay.is_empty());
         assert_eq!(wal.next_lsn(), 4, "LSNs keep growing after a trim");
+    }
+
+    #[test]
+    fn a_trim_that_fails_part_way_says_what_it_freed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut wal, _) = Wal::open(dir.path(), 0).unwrap();
+        wal.append(&[b"1", b"2"]).unwrap();
+        wal.rotate().unwrap();
+        // Something that is not a file, named as a segment between the two: its removal fails.
+        fs::create_dir(dir.path().join(segment_name(2))).unwrap();
+        wal.append(&[b"3"]).unwrap();
+        wal.rotate().unwrap();
+        let trimmed = trim(dir.path(), 3, false);
+        assert!(trimmed.is_err());
+        assert_eq!(
+            freed(&trimmed),
+            2 * 17,
+            "the first segment went before the failure"
+        );
+        assert!(!dir.path().join(segment_name(1)).exists());
     }
 
     fn file_len(p: &Path) -> u64 {
@@ -586,6 +629,24 @@ mod tests {
         let (wal, replay) = Wal::open(dir.path(), 4).unwrap();
         assert_eq!(replay.iter().map(|r| r.lsn).collect::<Vec<_>>(), [5]);
         assert_eq!(wal.next_lsn(), 6);
+    }
+
+    /// A rotation that failed after it renamed the spare (its open or the directory's sync)
+    /// left a segment newer than the current one, holding only the spare's older records.
+    #[test]
+    fn a_scrub_deletes_the_segment_a_failed_rotation_left() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut wal, _) = Wal::open(dir.path(), 0).unwrap();
+        wal.append(&[b"a"]).unwrap();
+        let erased = b"erased-person-erased-person";
+        let stray = dir.path().join(segment_name(wal.next_lsn()));
+        fs::write(&stray, erased).unwrap();
+        wal.append(&[b"b", b"c"]).unwrap(); // the current segment again, past the stray's name
+        wal.scrub().unwrap();
+        assert!(!stray.exists());
+        drop(wal);
+        let (_, replay) = Wal::open(dir.path(), 0).unwrap();
+        assert_eq!(replay.iter().map(|r| r.lsn).collect::<Vec<_>>(), [1, 2, 3]);
     }
 
     /// A stop between the checkpoint and its trim: the open trims, or a settle would wait

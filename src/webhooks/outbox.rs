@@ -261,10 +261,15 @@ pub fn settle(
         }
         Verdict::GiveUp(reason) => {
             store::remove_delivery(&t, &head.key)?;
+            // The waiting deliveries go before the endpoint shows as disabled (a reader who
+            // sees it disabled sees none pending), and again after, for any that the fan-out
+            // added meanwhile.
+            let lane = &head.key[..store::ENDPOINT_PREFIX];
+            dropped = drop_waiting(&t, lane)?;
             if exists {
                 disable(db, &head.app, id, reason, now)?;
             }
-            dropped = drop_waiting(&t, &head.key[..store::ENDPOINT_PREFIX])?;
+            dropped += drop_waiting(&t, lane)?;
             db.flush()?;
         }
     }

@@ -78,17 +78,21 @@ async fn slow_clients_are_timed_out_and_freed_while_others_are_answered_quickly(
         let task = tokio::spawn(slow_client(app.base.clone(), head, how));
         slow.push((how, task));
     }
-    // Meanwhile, everyone else is served at once.
-    let mut worst = Duration::ZERO;
+    // Meanwhile, everyone else is served at once: held workers would make each check wait for
+    // a slow client's timeout (1 s). The median, since one check may meet a stall of a loaded
+    // machine.
+    let mut took = Vec::new();
     for _ in 0..20 {
         let t = Instant::now();
         let a = app.send(reqwest::Method::GET, "/healthz", &[], None).await;
         assert_eq!(a.status, 200);
-        worst = worst.max(t.elapsed());
+        took.push(t.elapsed());
     }
+    took.sort();
     assert!(
-        worst < Duration::from_millis(750),
-        "a health check took {worst:?}"
+        took[took.len() / 2] < Duration::from_millis(500)
+            && took[took.len() - 1] < Duration::from_secs(5),
+        "health checks took {took:?}"
     );
     // Every slow connection is closed by the server soon after its timeout.
     for (how, task) in slow {

@@ -683,7 +683,7 @@ async fn a_slow_receiver_slows_neither_the_api_nor_another_endpoint_nor_the_coll
     let during = latencies(&t, "busy", 20).await;
     let median = |v: &[Duration]| v[v.len() / 2];
     assert!(
-        median(&during) < median(&before) * 5 + Duration::from_millis(200),
+        median(&during) < median(&before) * 5 + Duration::from_millis(500),
         "API latency: {:?} before, {:?} while a receiver is slow",
         median(&before),
         median(&during)
@@ -703,7 +703,7 @@ async fn a_slow_receiver_slows_neither_the_api_nor_another_endpoint_nor_the_coll
             .unwrap()
             .to_owned();
         receiver
-            .until("fast", "the probe", Duration::from_secs(5), |l| {
+            .until("fast", "the probe", Duration::from_secs(15), |l| {
                 l.iter().any(|d| d.subject() == id)
             })
             .await;
@@ -721,7 +721,7 @@ async fn a_slow_receiver_slows_neither_the_api_nor_another_endpoint_nor_the_coll
             .await;
         assert_eq!(a.status, 200, "{}", a.body);
         assert!(
-            at.elapsed() < Duration::from_secs(2),
+            at.elapsed() < crate::load::ANSWER_WITHIN,
             "collect took {:?}",
             at.elapsed()
         );
