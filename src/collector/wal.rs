@@ -470,14 +470,20 @@ mod tests {
         assert_eq!(replay.iter().map(|r| r.lsn).collect::<Vec<_>>(), [3, 4]);
     }
 
+    /// A log in `dir` whose segments hold `groups`, each appended and then rotated.
+    fn rotated(dir: &Path, groups: &[&[&[u8]]]) -> Wal {
+        let (mut wal, _) = Wal::open(dir, 0).unwrap();
+        for group in groups {
+            wal.append(group).unwrap();
+            wal.rotate().unwrap();
+        }
+        wal
+    }
+
     #[test]
     fn trim_deletes_whole_segments_up_to_the_checkpoint() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut wal, _) = Wal::open(dir.path(), 0).unwrap();
-        wal.append(&[b"1", b"2"]).unwrap();
-        wal.rotate().unwrap();
-        wal.append(&[b"3"]).unwrap();
-        wal.rotate().unwrap();
+        let wal = rotated(dir.path(), &[&[b"1", b"2"], &[b"3"]]);
         assert_eq!(bytes(dir.path()).unwrap(), 3 * 17);
         assert_eq!(
             trim(dir.path(), 2, true).unwrap(),
@@ -500,13 +506,9 @@ mod tests {
     #[test]
     fn a_trim_that_fails_part_way_says_what_it_freed() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut wal, _) = Wal::open(dir.path(), 0).unwrap();
-        wal.append(&[b"1", b"2"]).unwrap();
-        wal.rotate().unwrap();
+        let _wal = rotated(dir.path(), &[&[b"1", b"2"], &[b"3"]]);
         // Something that is not a file, named as a segment between the two: its removal fails.
         fs::create_dir(dir.path().join(segment_name(2))).unwrap();
-        wal.append(&[b"3"]).unwrap();
-        wal.rotate().unwrap();
         let trimmed = trim(dir.path(), 3, false);
         assert!(trimmed.is_err());
         assert_eq!(
