@@ -103,6 +103,7 @@
 
   // ---- queue: memory (this tab's next batch) and the retry store (shared by tabs) ----
   var queue = [], timer = 0, retryTimer = 0, attempts = 0, backoffUntil = 0, inflight = 0, seq = 0;
+  var draining = false; // this tab is sending from the retry store (one send at a time per tab)
   var TAB = uuid();
 
   function stored() { return getJSON('q', []); }
@@ -206,17 +207,21 @@
   function waitUntil() { return Math.max(backoffUntil, Number(get('ra')) || 0); }
 
   // ---- sending the retry store: one tab at a time (Web Locks, and an owner marker with expiry) ----
+  // A send already under way in this tab finishes first (it drains again when it succeeds): the
+  // owner marker alone cannot tell this tab's two sends apart, and both would read the same items.
   function drain() {
-    if (off() || !stored().length) return;
+    if (draining || off() || !stored().length) return;
     var wait = waitUntil() - Date.now();
     if (wait > 0) return schedule(wait);
+    draining = true;
+    var done = function () { draining = false; };
     if (nav.locks && nav.locks.request) {
       nav.locks.request(P + 'send', { ifAvailable: true }, function (lock) {
-        if (!lock) return schedule(1000 + Math.random() * 1000);
-        return new Promise(function (res) { claim(res); });
+        if (!lock) { done(); return schedule(1000 + Math.random() * 1000); }
+        return new Promise(function (res) { claim(function () { done(); res(); }); });
       });
     } else {
-      claim(function () {});
+      claim(done);
     }
   }
   function claim(release) {

@@ -61,6 +61,7 @@ export class Proxy {
     this.requests = [];
     this.down = false;
     this.faults = [];
+    this.hold = 0;
     this.server = http.createServer((req, res) => this.handle(req, res));
   }
 
@@ -74,6 +75,7 @@ export class Proxy {
     this.requests = [];
     this.down = false;
     this.faults = [];
+    this.hold = 0;
   }
 
   // The next collect POST is answered `status` with `headers` instead of reaching the server.
@@ -116,6 +118,8 @@ export class Proxy {
     const up = http.request(BASE + req.url, { method: req.method, headers }, async (ures) => {
       const ubody = await readBody(ures);
       if (req.method === 'POST') this.log(req, url, body, ures.statusCode, ubody);
+      // `hold`: the server's answer reaches the browser that many ms after the proxy logged it.
+      if (req.method === 'POST' && this.hold) await new Promise((r) => setTimeout(r, this.hold));
       res.writeHead(ures.statusCode, ures.headers);
       res.end(ubody);
     });

@@ -301,6 +301,32 @@ for (const locks of [true, false]) {
     if (!locks) await context.addInitScript(() => { delete Navigator.prototype.locks; });
     await twoTabs(locks);
   });
+
+  test(`a flush while the stored events are being sent does not send them again (${locks ? 'Web Locks' : 'the owner marker alone'})`, async () => {
+    if (!locks) await context.addInitScript(() => { delete Navigator.prototype.locks; });
+    proxy.down = true;
+    const first = await open(context, site, '/');
+    await page5(first);
+    await waitFor(() => first.evaluate(() => window.Service.analytics.debug().stored === 6), 'six stored events');
+    await first.close();
+    // The answer to the store's send reaches the tab 1.5 s after the server gave it; the tab
+    // is asked to flush (which drains the store) again and again until the answer is in.
+    proxy.down = false;
+    proxy.hold = 1500;
+    const page = await open(context, site, '/');
+    await waitFor(() => proxy.tracked('Shared').length >= 5, 'the stored events delivered');
+    const flushes = [];
+    await waitFor(async () => {
+      await flush(page);
+      flushes.push(Date.now());
+      return page.evaluate(() => window.Service.analytics.debug().stored === 0);
+    }, 'the store emptied');
+    proxy.hold = 0;
+    assert.ok(flushes.length >= 5, `${flushes.length} flushes while the answer was held`);
+    await idle(page);
+    const shared = proxy.requests.flatMap((r) => (r.status === 0 ? [] : r.events)).filter((e) => e.event === 'Shared');
+    assert.equal(shared.length, 5, 'each stored event reached the server once');
+  });
 }
 
 async function twoTabs(locks) {
