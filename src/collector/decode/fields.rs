@@ -140,11 +140,11 @@ impl Checker {
         v: Option<Value<'_, 's>>,
         field: &str,
         source: &Source<'s>,
-        next: Option<&str>,
+        after: Option<After<'_>>,
     ) -> Option<Text<'s>> {
         let v = v.filter(|v| !is_null(v))?;
         if v.as_object().is_some() {
-            if let Some(text) = source.text_of(Some(v), next) {
+            if let Some(text) = source.text_of(Some(v), after) {
                 return Some(Text::Borrowed(text));
             }
             let written = with_json_scratch(source.texts, |out| {
@@ -188,7 +188,7 @@ pub(super) struct Source<'b> {
 
 impl<'b> Source<'b> {
     /// The offset in the body of the opening quote of `key` (a string of the tape).
-    fn quote_of(&self, key: &str) -> Option<usize> {
+    pub(super) fn quote_of(&self, key: &str) -> Option<usize> {
         let at = (key.as_ptr() as usize)
             .checked_sub(self.base)?
             .checked_sub(1)?;
@@ -205,47 +205,72 @@ impl<'b> Source<'b> {
         }
     }
 
+    /// [`Source::back`], when the byte found there is `byte`.
+    pub(super) fn back_to(&self, at: usize, byte: u8) -> Option<usize> {
+        self.back(at).filter(|&b| self.text[b] == byte)
+    }
+
+    /// The offset of the opening brace of `value`, an object with members (found from its
+    /// first key).
+    pub(super) fn open_of(&self, value: Value<'_, 'b>) -> Option<usize> {
+        let (first, _) = value.as_object()?.iter().next()?;
+        self.back_to(self.quote_of(first)?, b'{')
+    }
+
+    /// The offset of the last byte of an object member's value, from what follows it.
+    fn end_of(&self, after: After<'_>) -> Option<usize> {
+        match after {
+            After::Key(next) => self.back(self.back_to(self.quote_of(next)?, b',')?),
+            After::Close(close) => {
+                (self.text.get(close) == Some(&b'}')).then_some(())?;
+                self.back(close)
+            }
+        }
+    }
+
     /// The text as sent of an object member's `value` (see [`pick_with`]), when it has members
-    /// and another member follows it (`next`, its key): its first key and the next member's
-    /// key bound it. `None` otherwise (the caller encodes it from the tape).
+    /// and what follows it is known (`after`): its first key and that bound it. `None`
+    /// otherwise (the caller encodes it from the tape).
     pub(super) fn text_of(
         &self,
         value: Option<Value<'_, 'b>>,
-        next: Option<&str>,
+        after: Option<After<'_>>,
     ) -> Option<&'b str> {
-        let (open, close) = self.span_of(value?, next?)?;
+        let (open, close) = self.span_of(value?, after?)?;
         // `get`: a range that is not one (close before open) is no object, never a panic.
         std::str::from_utf8(self.text.get(open..=close)?).ok()
     }
 
     /// The offsets of the braces of [`Source::text_of`]'s object.
-    fn span_of(&self, value: Value<'_, 'b>, next: &str) -> Option<(usize, usize)> {
-        let (first, _) = value.as_object()?.iter().next()?;
-        let open = self.back(self.quote_of(first)?)?;
-        let comma = self.back(self.quote_of(next)?)?;
-        let close = self.back(comma)?;
-        let ok = self.text[open] == b'{' && self.text[comma] == b',' && self.text[close] == b'}';
-        ok.then_some((open, close))
+    pub(super) fn span_of(&self, value: Value<'_, 'b>, after: After<'_>) -> Option<(usize, usize)> {
+        let open = self.open_of(value)?;
+        let close = self.end_of(after).filter(|&c| self.text[c] == b'}')?;
+        Some((open, close))
     }
 
     /// The text as sent of an object's member (`"key": value`) whose key is `key`, bounded by
-    /// the next member's key, or for the last member by the object's closing brace (`close`,
-    /// when known). `None` when it cannot be cut out (the caller encodes the member).
+    /// what follows it: the next member's key, or for the last member the object's closing
+    /// brace (`close`, when known). `None` when it cannot be cut out (the caller encodes the
+    /// member).
     fn member_of(&self, key: &str, next: Option<&str>, close: Option<usize>) -> Option<&'b [u8]> {
         let start = self.quote_of(key)?;
-        let end = match next {
-            Some(next) => {
-                let comma = self.back(self.quote_of(next)?)?;
-                (self.text[comma] == b',').then_some(())?;
-                self.back(comma)?
-            }
-            None => {
-                let close = close?;
-                (self.text.get(close) == Some(&b'}')).then_some(())?;
-                self.back(close)?
-            }
-        };
+        let end = self.end_of(After::of(next, close)?)?;
         self.text.get(start..=end)
+    }
+}
+
+/// What follows an object member's value in the body: the next member's key, or (the last
+/// member) the closing brace of its object, at this offset.
+#[derive(Clone, Copy)]
+pub(super) enum After<'k> {
+    Key(&'k str),
+    Close(usize),
+}
+
+impl<'k> After<'k> {
+    /// The next member's key (see [`pick_with`]), else the object's closing brace, when known.
+    pub(super) fn of(next: Option<&'k str>, close: Option<usize>) -> Option<After<'k>> {
+        next.map(After::Key).or(close.map(After::Close))
     }
 }
 
@@ -424,7 +449,7 @@ impl Checker {
     pub(super) fn context<'i>(
         &mut self,
         v: Option<Value<'_, 'i>>,
-        next: Option<&str>,
+        after: Option<After<'_>>,
         batch: Option<Value<'_, 'i>>,
         source: &Source<'i>,
     ) -> Context<'i> {
@@ -492,7 +517,7 @@ impl Checker {
                 }
             }
         }
-        let close = v.zip(next).and_then(|(v, next)| source.span_of(v, next));
+        let close = v.zip(after).and_then(|(v, after)| source.span_of(v, after));
         let close = close.map(|(_, close)| close);
         let rest = merged_json(ctx.as_ref(), close, batch.as_ref(), &CONTEXT_KEYS, source);
         out.rest = self.kept("context", rest);

@@ -24,7 +24,7 @@ use simd_json::tape::Value;
 use simd_json::{Buffers, Tape};
 
 use super::event::{Event, EventType, Text};
-use fields::{page_from_properties, pick, pick_with, Checker, Source, MAX_ID_CHARS};
+use fields::{page_from_properties, pick_with, After, Checker, Source, MAX_ID_CHARS};
 pub use numbers::clamp_numbers;
 use time::parse_time;
 pub use time::{event_time, MAX_TIME, MIN_TIME};
@@ -75,6 +75,19 @@ pub struct Parsed<'t, 'i> {
     integrations: Option<Value<'t, 'i>>,
     /// `writeKey` of the body, for beacons that cannot set headers.
     pub write_key: Option<String>,
+    /// What follows the events in the body, to find the last one's closing brace.
+    end: End<'i>,
+}
+
+/// What follows the last event in the body.
+#[derive(Clone, Copy)]
+enum End<'i> {
+    /// The body is one event: nothing.
+    Nothing,
+    /// The end of `batch`, then this key of the body's object.
+    Key(&'i str),
+    /// The end of `batch`, the body's last member, then the end of the body's object.
+    Body,
 }
 
 impl Parsed<'_, '_> {
@@ -137,10 +150,9 @@ pub fn parse<'t, 'i>(tape: &'t Tape<'i>) -> Result<Parsed<'t, 'i>, BodyError> {
             message: "must be a JSON object".into(),
         });
     };
-    let [batch, sent_at, write_key, context, integrations] = pick(
-        &object,
-        &["batch", "sentAt", "writeKey", "context", "integrations"],
-    );
+    const KEYS: [&str; 5] = ["batch", "sentAt", "writeKey", "context", "integrations"];
+    let (picked, next) = pick_with(&object, |k| KEYS.iter().position(|key| *key == k));
+    let [batch, sent_at, write_key, context, integrations] = picked;
     let write_key = match write_key {
         Some(v) => Some(
             v.as_str()
@@ -160,6 +172,7 @@ pub fn parse<'t, 'i>(tape: &'t Tape<'i>) -> Result<Parsed<'t, 'i>, BodyError> {
             context: None,
             integrations: None,
             write_key,
+            end: End::Nothing,
         });
     };
     // The batch's context and integrations, when given, are objects (Segment's shape).
@@ -198,6 +211,7 @@ pub fn parse<'t, 'i>(tape: &'t Tape<'i>) -> Result<Parsed<'t, 'i>, BodyError> {
             context,
             integrations,
             write_key,
+            end: next[0].map_or(End::Body, End::Key),
         }),
         None => Err(BodyError::Invalid {
             field: "batch",
@@ -235,6 +249,7 @@ fn validate<'a>(
             parsed,
             source,
             enrich,
+            close: event_close(parsed, index, source),
         };
         match check_event(index, *item, &batch, max_event_bytes) {
             Ok(e) => events.push(e),
@@ -351,6 +366,25 @@ struct Batch<'b, 't, 'i> {
     parsed: &'b Parsed<'t, 'i>,
     source: &'b Source<'i>,
     enrich: &'i Enrichment,
+    /// The offset of the event's closing brace in the body, when found: the text of an object
+    /// that is its last member can then be cut out of the body too.
+    close: Option<usize>,
+}
+
+/// The offset of the closing brace of event `index` in the body, found back from what follows
+/// it: the next event's opening brace, or the end of the batch (see [`End`]). Each step checks
+/// the byte it lands on, so a body it cannot follow gives `None`, never a wrong offset.
+fn event_close(parsed: &Parsed<'_, '_>, index: usize, source: &Source<'_>) -> Option<usize> {
+    let end_of_body = source.text.len();
+    let after = match (parsed.items.get(index + 1), parsed.end) {
+        (Some(next), _) => source.back_to(source.open_of(*next)?, b',')?,
+        (None, End::Nothing) => end_of_body,
+        (None, End::Key(key)) => {
+            source.back_to(source.back_to(source.quote_of(key)?, b',')?, b']')?
+        }
+        (None, End::Body) => source.back_to(source.back_to(end_of_body, b'}')?, b']')?,
+    };
+    source.back_to(after, b'}')
 }
 
 fn check_event<'a>(
@@ -382,8 +416,9 @@ fn check_event<'a>(
         "name",
     );
     let category = name_of(&mut c, kind, &[EventType::Page], category, "category");
-    let properties_json = c.object_json(properties, "properties", batch.source, next[PROPERTIES]);
-    let traits = c.object_json(traits, "traits", batch.source, next[TRAITS]);
+    let after = |i: usize| After::of(next[i], batch.close);
+    let properties_json = c.object_json(properties, "properties", batch.source, after(PROPERTIES));
+    let traits = c.object_json(traits, "traits", batch.source, after(TRAITS));
     // Segment's `timestamp` (when the event happened) else `originalTimestamp` (the client's
     // clock when the SDK made it: RudderStack sends only this one).
     let original_timestamp = match timestamp.filter(|v| v.as_null().is_none()) {
@@ -394,7 +429,7 @@ fn check_event<'a>(
         Some(v) => c.time(Some(v), "sentAt"),
         None => batch.parsed.sent_at,
     };
-    let mut ctx = c.context(context, next[CONTEXT], batch.parsed.context, batch.source);
+    let mut ctx = c.context(context, after(CONTEXT), batch.parsed.context, batch.source);
     let integrations = c.integrations(integrations, batch.parsed.integrations, batch.source);
     let (Some(kind), true) = (kind, c.errors.is_empty()) else {
         return Err(c.errors);

@@ -31,12 +31,46 @@ fn an_object_followed_by_another_member_is_kept_as_sent() {
 }
 
 #[test]
-fn a_last_empty_or_repeated_object_is_encoded_with_the_same_value() {
+fn an_object_last_in_its_event_is_kept_as_sent_wherever_the_event_is() {
+    // Encoded from the tape, these would read `1.5` and `"é"`: only a cut keeps them.
+    let props = r#"{ "n": 1.50, "s": "\u00e9" }"#;
+    let ev = |props: &str| {
+        format!(r#"{{"type":"track","event":"e","anonymousId":"{ANON}","properties": {props} }}"#)
+    };
+    let other = format!(r#"{{"type":"track","event":"f","anonymousId":"{ANON}"}}"#);
+    let sent = r#""sentAt": "2026-03-02T10:15:31.000Z""#;
     let cases = [
-        // The last member: encoded from the tape.
+        // One event, the body.
+        (format!("{}\n", ev(props)), 0),
+        // The first of two events, then the last, with `batch` before another member.
+        (
+            format!(r#"{{"batch": [ {} , {other} ], {sent}}}"#, ev(props)),
+            0,
+        ),
+        (format!(r#"{{"batch":[{other},{}] ,{sent}}}"#, ev(props)), 1),
+        // `batch` the body's last member.
+        (format!("{{{sent}, \"batch\": [{}]\t}}\r\n", ev(props)), 0),
+    ];
+    for (body, at) in &cases {
+        let (events, rejected) = run(body).unwrap();
+        assert!(rejected.is_empty(), "{rejected:?}");
+        let p = events[*at].properties.as_ref().map(|t| t.to_string());
+        assert_eq!(p.as_deref(), Some(props), "{body}");
+    }
+    // Traits the same way.
+    let body =
+        format!(r#"{{"type":"identify","userId":"u","anonymousId":"{ANON}","traits":{props}}}"#);
+    assert_eq!(kept(&body).1.as_deref(), Some(props));
+}
+
+#[test]
+fn a_last_object_whose_end_cannot_be_found_and_an_empty_or_repeated_one_keep_their_values() {
+    let cases = [
+        // The next "event" is no object with members: the end is not followed back from it,
+        // and the last member is encoded from the tape.
         (
             format!(
-                r#"{{"type":"track","event":"e","anonymousId":"{ANON}","properties":{{"a":"\u00e9","b":[1,2]}}}}"#
+                r#"{{"batch":[{{"type":"track","event":"e","anonymousId":"{ANON}","properties":{{"a":"\u00e9","b":[1,2]}}}},{{}}]}}"#
             ),
             r#"{"a":"é","b":[1,2]}"#,
         ),
@@ -60,7 +94,8 @@ fn a_last_empty_or_repeated_object_is_encoded_with_the_same_value() {
         ),
     ];
     for (body, want) in cases {
-        let (p, _) = kept(&body);
+        let (events, _) = run(&body).unwrap();
+        let p = events[0].properties.as_ref().map(|t| t.to_string());
         assert_eq!(value(p.as_deref().unwrap()), value(want), "{body}");
     }
 }
@@ -86,16 +121,30 @@ fn json_texts_are_valid(bytes: &[u8]) {
 
 #[test]
 fn any_byte_changed_in_a_body_is_decoded_or_refused_never_a_panic() {
-    let body = format!(
+    // The objects followed by other members; then each the last of its event, the event first
+    // and last of its batch, and `batch` the body's last member.
+    let first = format!(
         r#"{{"batch":[{{"type":"track","event":"e","properties":{{"a":"x\"y","b":{{"c":[1]}}}},"context":{{"library":{{"n":[1]}},"locale":"en-US","x":"y"}},"anonymousId":"{ANON}","traits":{{"t":1}},"userId":"u"}}]}}"#
     );
-    for at in 0..body.len() {
-        for b in [b'"', b'{', b'}', b',', b' ', b'\\', b':', b'['] {
-            let mut bytes = body.clone().into_bytes();
-            bytes[at] = b;
-            json_texts_are_valid(&bytes);
+    let last = |props: &str| {
+        format!(
+            r#"{{"type":"identify","userId":"u","anonymousId":"{ANON}","traits":{{"t":{{"u":[1]}}}},"properties":{props}}}"#
+        )
+    };
+    let second = format!(
+        r#"{{"sentAt":"2026-03-02T10:15:31Z","batch":[{},{}]}}"#,
+        last(r#"{"a":"}"}"#),
+        last(r#"{"b":{"c":"{"}}"#)
+    );
+    for body in [first, second] {
+        for at in 0..body.len() {
+            for b in [b'"', b'{', b'}', b',', b' ', b'\\', b':', b'[', b']'] {
+                let mut bytes = body.clone().into_bytes();
+                bytes[at] = b;
+                json_texts_are_valid(&bytes);
+            }
+            json_texts_are_valid(&body.as_bytes()[..at]);
         }
-        json_texts_are_valid(&body.as_bytes()[..at]);
     }
 }
 
@@ -119,24 +168,20 @@ fn the_context_rest_is_cut_out_of_the_body_member_by_member() {
             r#"{"library" : {"name": "t\"s", "v": [1, 2]},"campaign":{"name":"}{"},"\u0061pp": 1}"#
         )
     );
-    // The context last in its event (its end unknown: its last member encoded), a batch's
-    // context merged in (encoded), a known key last: the same values every way.
-    let cases = [
-        format!(r#"{{"type":"track","event":"e","anonymousId":"{ANON}","context": {ctx}}}"#),
-        format!(
-            r#"{{"batch":[{{"type":"track","event":"e","context": {ctx},"anonymousId":"{ANON}"}}],
-                "context": {{"library": {{"name": "batch"}}, "os": {{"name": "linux"}}}}}}"#
-        ),
-    ];
-    let want = value(
+    // The context last in its event: its last member cut out too, bounded by the event's end.
+    let last = format!(r#"{{"type":"track","event":"e","anonymousId":"{ANON}","context": {ctx}}}"#);
+    assert_eq!(rest(&last), rest(&body));
+    // A batch's context merged in (encoded): the same values.
+    let merged = format!(
+        r#"{{"batch":[{{"type":"track","event":"e","context": {ctx},"anonymousId":"{ANON}"}}],
+            "context": {{"library": {{"name": "batch"}}, "os": {{"name": "linux"}}}}}}"#
+    );
+    let mut want = value(
         r#"{"library": {"name": "t\"s", "v": [1, 2]}, "campaign": {"name": "}{"}, "app": 1}"#,
     );
-    for body in &cases[..1] {
-        assert_eq!(value(&rest(body).unwrap()), want, "{body}");
-    }
-    let mut merged = want.clone();
-    merged["os"] = serde_json::json!({"name": "linux"});
-    assert_eq!(value(&rest(&cases[1]).unwrap()), merged);
+    want["os"] = serde_json::json!({"name": "linux"});
+    assert_eq!(value(&rest(&merged).unwrap()), want);
+    // A key with a column last: left out.
     let last_known = r#"{"type":"track","event":"e","context":{"library":{"n":1},"locale":"en-US"},"userId":"u"}"#;
     assert_eq!(rest(last_known).as_deref(), Some(r#"{"library":{"n":1}}"#));
 }
