@@ -320,6 +320,27 @@ const CONTEXT_KEYS: [&str; 7] = [
     "userAgent",
 ];
 
+/// The index of a key in [`CONTEXT_KEYS`]: one match (a switch on the length, then one
+/// comparison) instead of a comparison with each key, for every member of every context.
+fn context_key(k: &str) -> Option<usize> {
+    Some(match k {
+        "page" => 0,
+        "device" => 1,
+        "locale" => 2,
+        "timezone" => 3,
+        "screen" => 4,
+        "ip" => 5,
+        "userAgent" => 6,
+        _ => return None,
+    })
+}
+
+/// The values of the keys of [`CONTEXT_KEYS`] in a context, in one pass (the last of a
+/// repeated key).
+fn context_values<'t, 'i>(context: &Object<'t, 'i>) -> [Option<Value<'t, 'i>>; 7] {
+    pick_with(context, context_key).0
+}
+
 /// The values of `keys` in `object`, in one pass (the last of a repeated key).
 pub(super) fn pick<'t, 'i, const N: usize>(
     object: &Object<'t, 'i>,
@@ -384,8 +405,8 @@ fn with_json_scratch<'t>(
     })
 }
 
-/// The members of `first` whose keys are not in `known`, then those of `second` whose keys are
-/// neither in `known` nor in `first` (a shallow merge: `first` wins), as a JSON object (None if
+/// The members of `first` whose keys are not `known`, then those of `second` whose keys are
+/// neither `known` nor in `first` (a shallow merge: `first` wins), as a JSON object (None if
 /// none). The members of `first` are copied as sent where they can be cut out of the body
 /// (`first_close`: the offset of its closing brace, when known), the others encoded from the
 /// tape: the same values either way.
@@ -393,7 +414,7 @@ fn merged_json<'b>(
     first: Option<&Object<'_, 'b>>,
     first_close: Option<usize>,
     second: Option<&Object<'_, '_>>,
-    known: &[&str],
+    known: impl Fn(&str) -> bool,
     source: &Source<'b>,
 ) -> Result<Option<Text<'b>>, ArenaFull> {
     with_json_scratch(source.texts, |out| {
@@ -401,7 +422,7 @@ fn merged_json<'b>(
         if let Some(first) = first {
             let mut members = first.iter().peekable();
             while let Some((k, v)) = members.next() {
-                if known.contains(&k) {
+                if known(k) {
                     continue;
                 }
                 open(out);
@@ -414,7 +435,7 @@ fn merged_json<'b>(
         }
         let from_second = second.into_iter().flat_map(|o| o.iter());
         for (k, v) in from_second.filter(|(k, _)| first.is_none_or(|f| f.get(*k).is_none())) {
-            if !known.contains(&k) {
+            if !known(k) {
                 open(out);
                 write_member(out, k, v);
             }
@@ -459,9 +480,9 @@ impl Checker {
         if ctx.is_none() && batch.is_none() {
             return out;
         }
-        let mut picked = ctx.as_ref().map_or([None; 7], |c| pick(c, &CONTEXT_KEYS));
+        let mut picked = ctx.as_ref().map_or([None; 7], context_values);
         if let Some(b) = &batch {
-            for (slot, from_batch) in picked.iter_mut().zip(pick(b, &CONTEXT_KEYS)) {
+            for (slot, from_batch) in picked.iter_mut().zip(context_values(b)) {
                 *slot = slot.or(from_batch);
             }
         }
@@ -519,7 +540,8 @@ impl Checker {
         }
         let close = v.zip(after).and_then(|(v, after)| source.span_of(v, after));
         let close = close.map(|(_, close)| close);
-        let rest = merged_json(ctx.as_ref(), close, batch.as_ref(), &CONTEXT_KEYS, source);
+        let known = |k: &str| context_key(k).is_some();
+        let rest = merged_json(ctx.as_ref(), close, batch.as_ref(), known, source);
         out.rest = self.kept("context", rest);
         out
     }
@@ -536,7 +558,7 @@ impl Checker {
         if own.is_none() && batch.is_none() {
             return None;
         }
-        let merged = merged_json(own.as_ref(), None, batch.as_ref(), &[], source);
+        let merged = merged_json(own.as_ref(), None, batch.as_ref(), |_| false, source);
         self.kept("integrations", merged)
     }
 }
@@ -657,6 +679,16 @@ pub(super) fn page_from_properties<'i>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_context_key_match_numbers_the_keys_as_the_list_does() {
+        for (i, key) in CONTEXT_KEYS.iter().enumerate() {
+            assert_eq!(context_key(key), Some(i), "{key}");
+        }
+        for other in ["", "Page", "pages", "useragent", "library"] {
+            assert_eq!(context_key(other), None, "{other}");
+        }
+    }
 
     #[test]
     fn a_control_character_is_found_in_a_block_and_in_the_rest() {
