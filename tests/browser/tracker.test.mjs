@@ -304,14 +304,9 @@ for (const locks of [true, false]) {
 
   test(`a flush while the stored events are being sent does not send them again (${locks ? 'Web Locks' : 'the owner marker alone'})`, async () => {
     if (!locks) await context.addInitScript(() => { delete Navigator.prototype.locks; });
-    proxy.down = true;
-    const first = await open(context, site, '/');
-    await page5(first);
-    await waitFor(() => first.evaluate(() => window.Service.analytics.debug().stored === 6), 'six stored events');
-    await first.close();
+    await storeFive();
     // The answer to the store's send reaches the tab 1.5 s after the server gave it; the tab
     // is asked to flush (which drains the store) again and again until the answer is in.
-    proxy.down = false;
     proxy.hold = 1500;
     const page = await open(context, site, '/');
     await waitFor(() => proxy.tracked('Shared').length >= 5, 'the stored events delivered');
@@ -324,24 +319,32 @@ for (const locks of [true, false]) {
     proxy.hold = 0;
     assert.ok(flushes.length >= 5, `${flushes.length} flushes while the answer was held`);
     await idle(page);
-    const shared = proxy.requests.flatMap((r) => (r.status === 0 ? [] : r.events)).filter((e) => e.event === 'Shared');
-    assert.equal(shared.length, 5, 'each stored event reached the server once');
+    assert.equal(sentShared().length, 5, 'each stored event reached the server once');
   });
 }
 
-async function twoTabs(locks) {
+// Five 'Shared' events (and the page view) left in the retry store while the server was down,
+// then the server back.
+async function storeFive() {
   proxy.down = true;
   const first = await open(context, site, '/');
   await page5(first);
   await waitFor(() => first.evaluate(() => window.Service.analytics.debug().stored === 6), 'six stored events');
   await first.close();
   proxy.down = false;
+}
+
+// The 'Shared' events of every request that reached the server.
+const sentShared = () => proxy.requests.flatMap((r) => (r.status === 0 ? [] : r.events)).filter((e) => e.event === 'Shared');
+
+async function twoTabs(locks) {
+  await storeFive();
   const tabs = await Promise.all([open(context, site, '/one'), open(context, site, '/two')]);
   assert.equal(await tabs[0].evaluate(() => 'locks' in navigator), locks);
   await waitFor(() => proxy.tracked('Shared').length >= 5, 'the stored events delivered');
   for (const t of tabs) await flush(t);
   for (const t of tabs) await idle(t);
-  const shared = proxy.requests.flatMap((r) => (r.status === 0 ? [] : r.events)).filter((e) => e.event === 'Shared');
+  const shared = sentShared();
   assert.equal(shared.length, 5, 'each stored event reached the server once');
   const answer = proxy.requests.find((r) => r.status === 200 && r.events.some((e) => e.event === 'Shared')).answer;
   assert.equal(answer.duplicates, 0);
