@@ -242,7 +242,7 @@ impl<'b> Source<'b> {
     }
 
     /// The offsets of the braces of [`Source::text_of`]'s object.
-    pub(super) fn span_of(&self, value: Value<'_, 'b>, after: After<'_>) -> Option<(usize, usize)> {
+    fn span_of(&self, value: Value<'_, 'b>, after: After<'_>) -> Option<(usize, usize)> {
         let open = self.open_of(value)?;
         let close = self.end_of(after).filter(|&c| self.text[c] == b'}')?;
         Some((open, close))
