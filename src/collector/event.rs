@@ -539,6 +539,17 @@ impl<'a> Event<'a> {
             .unwrap_or("")
     }
 
+    /// `(app_id, message_id)` of a WAL record, read without the rest of it (they are its first
+    /// two fields in every format); `None` where [`Event::decode_wal`] would fail on them.
+    pub fn wal_ids(bytes: &'a [u8]) -> Option<(Text<'a>, Text<'a>)> {
+        let mut r = Reader(bytes);
+        if !(1..=WAL_FORMAT).contains(&r.byte()?) {
+            return None;
+        }
+        let message_id = Text::get(&mut r)?;
+        Some((Text::get(&mut r)?, message_id))
+    }
+
     /// A minimal event, for tests and benches: a page view of `anonymous_id` in `app_id`.
     pub fn example(app_id: &str, message_id: &str, anonymous_id: &str, at: i64) -> Event<'a> {
         Event {
@@ -578,10 +589,20 @@ mod tests {
         let e = full();
         let mut buf = Vec::new();
         e.encode_wal(&mut buf);
+        let ids = Some((Text::from("app"), Text::from("msg_1")));
+        assert_eq!(Event::wal_ids(&buf), ids);
         assert_eq!(Event::decode_wal(&buf), Some(e));
         for cut in 0..buf.len() {
             assert_eq!(Event::decode_wal(&buf[..cut]), None, "cut at {cut}");
         }
+        // The ids alone: read from the first fields, refused where those are cut.
+        let ids_end = 1 + (4 + "msg_1".len()) + (4 + "app".len());
+        for cut in 0..ids_end {
+            assert_eq!(Event::wal_ids(&buf[..cut]), None, "cut at {cut}");
+        }
+        assert_eq!(Event::wal_ids(&buf[..ids_end]), ids);
+        buf[0] = WAL_FORMAT + 1;
+        assert_eq!(Event::wal_ids(&buf), None, "a future format is refused");
     }
 
     #[test]

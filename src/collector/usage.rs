@@ -46,14 +46,15 @@ pub fn counted_lsn(db: &sled::Db, shard: usize) -> Result<u64, StoreError> {
 pub struct Counts(HashMap<String, HashMap<i64, u64>>);
 
 impl Counts {
-    pub fn add(&mut self, e: &Event<'_>) {
+    /// Counts `n` events of `e`'s app and day.
+    pub fn add(&mut self, e: &Event<'_>, n: u64) {
         const DAY: i64 = 86_400_000_000;
         let day = e.received_at.div_euclid(DAY);
         let days = match self.0.get_mut(&*e.app_id) {
             Some(days) => days,
             None => self.0.entry(e.app_id.to_string()).or_default(),
         };
-        *days.entry(day).or_default() += 1;
+        *days.entry(day).or_default() += n;
     }
 
     pub fn is_empty(&self) -> bool {
@@ -112,10 +113,13 @@ impl Pending {
     /// At most four sled transactions a second per shard, instead of one per group commit.
     pub const EVERY: std::time::Duration = std::time::Duration::from_millis(250);
 
-    /// Adds committed events, the last one at `last_lsn`.
-    pub fn add<'e, 'a: 'e>(&mut self, events: impl Iterator<Item = &'e Event<'a>>, last_lsn: u64) {
-        for e in events {
-            self.counts.add(e);
+    /// Adds committed events, in runs of one app and hour (counted once per run), the last
+    /// one at `last_lsn`.
+    pub fn add(&mut self, runs: &[&[&Event<'_>]], last_lsn: u64) {
+        for run in runs {
+            if let Some(first) = run.first() {
+                self.counts.add(first, run.len() as u64);
+            }
         }
         self.last_lsn = last_lsn;
     }
@@ -171,13 +175,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let db = sled::open(dir.path()).unwrap();
         let mut counts = Counts::default();
-        for i in 0..3 {
-            counts.add(&Event::example(
-                "app",
-                &format!("m{i}"),
-                "v",
-                1_795_000_000_000_000,
-            ));
+        // A run of two events and one alone: three.
+        for (i, n) in [2, 1].into_iter().enumerate() {
+            let e = Event::example("app", &format!("m{i}"), "v", 1_795_000_000_000_000);
+            counts.add(&e, n);
         }
         assert_eq!(counted_lsn(&db, 1).unwrap(), 0);
         add_counts(&db, &counts, Some((1, 7))).unwrap();

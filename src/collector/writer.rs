@@ -274,14 +274,14 @@ impl Writer {
             match Event::decode_wal(&r.payload) {
                 Some(e) => {
                     if r.lsn > counted {
-                        uncounted.add(&e);
+                        uncounted.add(&e, 1);
                         last = r.lsn;
                     }
                     self.update_profile(&e);
                     let now = self.clock.now_micros();
                     let key = self.seen.index().fingerprint(&e.app_id, &e.message_id);
                     self.after_commit(&[&e], &[key], r.lsn, now);
-                    self.count(std::iter::once((&e, r.lsn)));
+                    self.count(&[&[&e]], r.lsn);
                 }
                 None => {
                     tracing::error!(shard = index, lsn = r.lsn, "unreadable WAL record skipped")
@@ -481,29 +481,29 @@ impl Writer {
             c.duplicates.inc_by(done.duplicates as u64);
             let _ = reply.send(Ok(done));
         }
-        self.add_usage(&kept, first_lsn);
         let events: Vec<&Event<'_>> = kept.iter().map(|k| &k.event).collect();
-        // Runs of one app and hour (one open file) go to their file together.
+        // Runs of one app and hour: one open file, one usage count, one rollup bucket.
+        let runs: Vec<&[&Event<'_>]> = events.chunk_by(same_app_and_hour).collect();
+        self.add_usage(&runs, first_lsn);
+        self.seen.warm(&keys);
         let mut at = 0;
-        for run in events.chunk_by(|a, b| a.app_id == b.app_id && hour_of(a) == hour_of(b)) {
+        for run in &runs {
             let lsn = first_lsn + at as u64;
             self.after_commit(run, &keys[at..at + run.len()], lsn, arrived);
             at += run.len();
         }
-        self.count(events.into_iter().zip(first_lsn..));
+        self.count(&runs, first_lsn);
     }
 
     /// Adds committed events (LSNs from `first_lsn`) to the monthly usage: written to sled
     /// with the shard's usage LSN when due (`usage::Pending`; a replay counts what a crash
     /// lost, once).
-    fn add_usage(&mut self, kept: &[Kept<'_>], first_lsn: u64) {
-        if kept.is_empty() {
+    fn add_usage(&mut self, runs: &[&[&Event<'_>]], first_lsn: u64) {
+        let events: usize = runs.iter().map(|r| r.len()).sum();
+        if events == 0 {
             return;
         }
-        self.usage.add(
-            kept.iter().map(|k| &k.event),
-            first_lsn + kept.len() as u64 - 1,
-        );
+        self.usage.add(runs, first_lsn + events as u64 - 1);
         let now = self.clock.now_micros();
         self.usage.write(&self.db, self.cfg.index, now, false);
     }
@@ -511,12 +511,19 @@ impl Writer {
     /// Counts committed rows in the traffic rollups, live from now on (one lock for them all):
     /// not those at or below the rollup LSN (counted before a crash), nor bots unless
     /// `count_bots`.
-    fn count<'e, 'a: 'e>(&self, rows: impl Iterator<Item = (&'e Event<'a>, u64)>) {
+    fn count(&self, runs: &[&[&Event<'_>]], first_lsn: u64) {
+        let counted = |e: &Event<'_>, lsn: u64| {
+            lsn > self.rollup_lsn && (self.cfg.count_bots || e.is_bot != Some(true))
+        };
         self.rollups.count(self.cfg.index, |d| {
-            for (e, lsn) in rows {
-                if lsn > self.rollup_lsn && (self.cfg.count_bots || e.is_bot != Some(true)) {
-                    d.add(e);
+            let mut lsn = first_lsn;
+            for run in runs {
+                let rows = || run.iter().zip(lsn..).filter(|(e, l)| counted(e, *l));
+                if let Some((first, _)) = rows().next() {
+                    let bucket = d.bucket(&first.app_id, hour_of(first));
+                    rows().for_each(|(e, _)| bucket.add(e));
                 }
+                lsn += run.len() as u64;
             }
         });
     }
@@ -564,11 +571,22 @@ impl Writer {
         let mut kept = Vec::with_capacity(events);
         let mut outcomes = Vec::with_capacity(replies.len());
         let now = self.clock.now_micros();
+        // The group's messageIds first, so that their dedupe filter blocks load together.
+        // (A record whose ids cannot be read is not one `decode_wal` reads: its 0 is not used.)
+        let index = self.seen.index();
+        let fingerprints: Vec<u128> = batches
+            .iter()
+            .flat_map(Records::records)
+            .map(|r| Event::wal_ids(r).map_or(0, |(app, id)| index.fingerprint(&app, &id)))
+            .collect();
+        self.seen.warm(&fingerprints);
+        let mut fingerprints = fingerprints.into_iter();
         // Each app's gate, looked up once per group (batches are of one app).
         let mut gates: Vec<(Box<str>, AppGate)> = Vec::new();
         for (batch, reply) in batches.iter().zip(replies) {
             let mut done = Committed::default();
             for record in batch.records() {
+                let key = fingerprints.next().unwrap_or_default();
                 let Some(mut e) = Event::decode_wal(record) else {
                     // The edge encoded it: never seen, but no reason to stop the shard.
                     tracing::error!(shard = self.cfg.index, "unreadable event record skipped");
@@ -586,7 +604,6 @@ impl Writer {
                     self.counters.refused_at_commit.inc();
                     continue;
                 }
-                let key = self.seen.index().fingerprint(&e.app_id, &e.message_id);
                 if !in_group.insert(key) || self.seen.contains(key) {
                     done.duplicates += 1;
                     continue;
@@ -775,6 +792,10 @@ impl Writer {
 /// The hour of the lake partition an event goes to.
 fn hour_of(e: &Event<'_>) -> i64 {
     e.received_at.div_euclid(HOUR_MICROS)
+}
+
+fn same_app_and_hour(a: &&Event<'_>, b: &&Event<'_>) -> bool {
+    a.app_id == b.app_id && hour_of(a) == hour_of(b)
 }
 
 /// What an event of a known user tells its profile.

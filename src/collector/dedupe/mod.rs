@@ -447,6 +447,15 @@ impl Seen {
         })
     }
 
+    /// Brings the filter blocks of `keys` into cache, all at once, in every generation that
+    /// holds ids: a group's [`Seen::contains`] or [`Seen::insert`] calls then do not each wait
+    /// for a cache miss (the filters are megabytes, read at random).
+    pub fn warm(&self, keys: &[u128]) {
+        for g in self.generations.iter().filter(|g| g.filter.inserted() > 0) {
+            std::hint::black_box(g.filter.touch(keys));
+        }
+    }
+
     /// Remembers `key`, received at `received_at` (µs).
     pub fn insert(&mut self, key: u128, received_at: i64) {
         let g = generation(received_at);

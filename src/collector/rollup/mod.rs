@@ -121,12 +121,18 @@ pub struct Delta {
 impl Delta {
     /// Counts one committed row.
     pub fn add(&mut self, e: &Event) {
-        let hour = e.received_at.div_euclid(HOUR_MICROS);
-        let hours = match self.buckets.get_mut(&*e.app_id) {
-            Some(h) => h,
-            None => self.buckets.entry(e.app_id.to_string()).or_default(),
-        };
-        hours.entry(hour).or_default().add(e);
+        self.bucket(&e.app_id, e.received_at.div_euclid(HOUR_MICROS))
+            .add(e);
+    }
+
+    /// The bucket of `app`'s `hour` (since the epoch), made empty if new: a writer counts a
+    /// run of rows of one app and hour into it with one lookup.
+    pub fn bucket(&mut self, app: &str, hour: i64) -> &mut Bucket {
+        if !self.buckets.contains_key(app) {
+            self.buckets.insert(app.to_string(), BTreeMap::new());
+        }
+        let hours = self.buckets.get_mut(app).expect("inserted above");
+        hours.entry(hour).or_default()
     }
 
     pub fn is_empty(&self) -> bool {

@@ -401,3 +401,46 @@ fn an_identify_that_failed_to_reach_the_wal_links_nobody() {
         None
     );
 }
+
+#[test]
+fn a_group_of_several_apps_and_hours_is_counted_per_app_and_hour_and_bots_are_not_traffic() {
+    let f = fixture();
+    let (mut w, _, uploads) = f.open();
+    let at = |app: &str, id: &str, t: i64| Event::example(app, id, &format!("v{id}"), t);
+    let later = T0 + rollup::HOUR_MICROS;
+    let bot = Event {
+        is_bot: Some(true),
+        ..at("a", "m2", T0)
+    };
+    let a = vec![
+        at("a", "m1", T0),
+        bot,
+        at("a", "m3", T0),
+        at("a", "m4", later),
+    ];
+    let b = vec![at("b", "m5", T0), at("b", "m6", T0), at("b", "m6", T0)];
+    let ((r1, a1), (r2, a2)) = (
+        tokio::sync::oneshot::channel(),
+        tokio::sync::oneshot::channel(),
+    );
+    w.commit(vec![(Records::of(&a), r1), (Records::of(&b), r2)]);
+    let accepted = |a: tokio::sync::oneshot::Receiver<Result<Committed, WriteError>>| {
+        let done: Committed = a.blocking_recv().unwrap().unwrap();
+        (done.accepted, done.duplicates)
+    };
+    assert_eq!((accepted(a1), accepted(a2)), ((4, 0), (2, 1)));
+    w.flush(true).unwrap();
+    let job = uploads.try_recv().unwrap();
+    let hour = T0.div_euclid(rollup::HOUR_MICROS);
+    let traffic: Vec<(&str, i64, u64)> = job
+        .rollup
+        .buckets()
+        .map(|(app, h, b)| (app, h - hour, b.events()))
+        .collect();
+    assert_eq!(traffic, [("a", 0, 2), ("a", 1, 1), ("b", 0, 2)]);
+    // Usage counts every accepted event, the bot's too.
+    let month = usage::month_of(T0);
+    let db = f.db.get().unwrap();
+    assert_eq!(usage::get(&db, "a", &month).unwrap(), 4);
+    assert_eq!(usage::get(&db, "b", &month).unwrap(), 2);
+}
