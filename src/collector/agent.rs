@@ -200,7 +200,10 @@ pub struct Verdicts {
 /// Judges the `user_agent` of each event (the visitor's, see the module comment): one verdict
 /// per distinct agent of the batch, from the per-thread cache.
 pub fn judge_all(events: &[Event<'_>]) -> Verdicts {
-    let mut out = Verdicts::default();
+    let mut out = Verdicts {
+        agents: Vec::new(),
+        of_event: Vec::with_capacity(events.len()),
+    };
     let mut last: Option<&str> = None;
     for e in events {
         let index = e.user_agent.as_deref().map(|ua| {

@@ -40,6 +40,12 @@ impl std::ops::Deref for Text<'_> {
     }
 }
 
+impl AsRef<[u8]> for Text<'_> {
+    fn as_ref(&self) -> &[u8] {
+        self.as_bytes()
+    }
+}
+
 impl Default for Text<'_> {
     fn default() -> Self {
         Text::Borrowed("")
@@ -539,15 +545,20 @@ impl<'a> Event<'a> {
             .unwrap_or("")
     }
 
-    /// `(app_id, message_id)` of a WAL record, read without the rest of it (they are its first
-    /// two fields in every format); `None` where [`Event::decode_wal`] would fail on them.
-    pub fn wal_ids(bytes: &'a [u8]) -> Option<(Text<'a>, Text<'a>)> {
+    /// The bytes of `(app_id, message_id)` of a WAL record, for their fingerprint, read
+    /// without the rest of it (they are its first two fields in every format) and not checked
+    /// as UTF-8 ([`Event::decode_wal`] does that); `None` when the record is not that long.
+    pub fn wal_ids(bytes: &'a [u8]) -> Option<(&'a [u8], &'a [u8])> {
         let mut r = Reader(bytes);
         if !(1..=WAL_FORMAT).contains(&r.byte()?) {
             return None;
         }
-        let message_id = Text::get(&mut r)?;
-        Some((Text::get(&mut r)?, message_id))
+        let mut text = || {
+            let len = u32::from_le_bytes(r.take(4)?.try_into().ok()?) as usize;
+            r.take(len)
+        };
+        let message_id = text()?;
+        Some((text()?, message_id))
     }
 
     /// A minimal event, for tests and benches: a page view of `anonymous_id` in `app_id`.
@@ -589,7 +600,7 @@ mod tests {
         let e = full();
         let mut buf = Vec::new();
         e.encode_wal(&mut buf);
-        let ids = Some((Text::from("app"), Text::from("msg_1")));
+        let ids = Some((&b"app"[..], &b"msg_1"[..]));
         assert_eq!(Event::wal_ids(&buf), ids);
         assert_eq!(Event::decode_wal(&buf), Some(e));
         for cut in 0..buf.len() {

@@ -572,12 +572,13 @@ impl Writer {
         let mut outcomes = Vec::with_capacity(replies.len());
         let now = self.clock.now_micros();
         // The group's messageIds first, so that their dedupe filter blocks load together.
-        // (A record whose ids cannot be read is not one `decode_wal` reads: its 0 is not used.)
+        // (A record whose ids cannot be read is not one `decode_wal` reads: its 0 is not used;
+        // one whose ids are not UTF-8 neither.)
         let index = self.seen.index();
         let fingerprints: Vec<u128> = batches
             .iter()
             .flat_map(Records::records)
-            .map(|r| Event::wal_ids(r).map_or(0, |(app, id)| index.fingerprint(&app, &id)))
+            .map(|r| Event::wal_ids(r).map_or(0, |(app, id)| index.fingerprint(app, id)))
             .collect();
         self.seen.warm(&fingerprints);
         let mut fingerprints = fingerprints.into_iter();

@@ -132,11 +132,15 @@ impl Index {
     }
 
     /// The fingerprint of `(app, messageId)`: keyed, so clients cannot aim collisions.
-    pub fn fingerprint(&self, app: &str, message_id: &str) -> u128 {
+    pub fn fingerprint(
+        &self,
+        app: &(impl AsRef<[u8]> + ?Sized),
+        message_id: &(impl AsRef<[u8]> + ?Sized),
+    ) -> u128 {
         let mut h = SipHasher13::new_with_keys(self.key.0, self.key.1);
-        h.write(app.as_bytes());
+        h.write(app.as_ref());
         h.write_u8(0);
-        h.write(message_id.as_bytes());
+        h.write(message_id.as_ref());
         h.finish128().as_u128()
     }
 
