@@ -190,8 +190,7 @@ impl<'a> Field<'a> for Text<'a> {
         out.extend_from_slice(self.as_bytes());
     }
     fn get(r: &mut Reader<'a>) -> Option<Self> {
-        let len = u32::from_le_bytes(r.take(4)?.try_into().ok()?) as usize;
-        std::str::from_utf8(r.take(len)?).ok().map(Text::Borrowed)
+        std::str::from_utf8(r.text()?).ok().map(Text::Borrowed)
     }
     /// A text shared by a request's events is counted in full for each: the estimate errs on
     /// the safe side.
@@ -302,6 +301,11 @@ impl<'a> Reader<'a> {
     }
     fn byte(&mut self) -> Option<u8> {
         Some(self.take(1)?[0])
+    }
+    /// A text's bytes: its length, then as many bytes (not yet checked as UTF-8).
+    fn text(&mut self) -> Option<&'a [u8]> {
+        let len = u32::from_le_bytes(self.take(4)?.try_into().ok()?) as usize;
+        self.take(len)
     }
 }
 
@@ -553,12 +557,8 @@ impl<'a> Event<'a> {
         if !(1..=WAL_FORMAT).contains(&r.byte()?) {
             return None;
         }
-        let mut text = || {
-            let len = u32::from_le_bytes(r.take(4)?.try_into().ok()?) as usize;
-            r.take(len)
-        };
-        let message_id = text()?;
-        Some((text()?, message_id))
+        let message_id = r.text()?;
+        Some((r.text()?, message_id))
     }
 
     /// A minimal event, for tests and benches: a page view of `anonymous_id` in `app_id`.
