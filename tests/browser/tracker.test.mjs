@@ -65,7 +65,9 @@ test('a call made before load is replayed; the page view and context; 10 events 
   assert.ok(first.sentAt && first.events.every((e) => !('sentAt' in e)));
   assert.deepEqual(first.answer, { accepted: 2, duplicates: 0, rejected: 0, errors: [] });
 
-  // Ten events: sent at once (long before the 5 s timer), in one batch.
+  // Ten events: sent at once (long before the 5 s timer), in one batch. First the first
+  // batch's answer must be in the tab: the proxy logs its events before the tab reads it.
+  await idle(page);
   const state = await page.evaluate(() => {
     for (let i = 0; i < 10; i++) window.Service.analytics.track('Ten', { i });
     return window.Service.analytics.debug();
