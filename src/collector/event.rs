@@ -170,7 +170,10 @@ pub trait Field<'a>: Sized {
     const KIND: ColumnKind;
     const NULLABLE: bool;
     fn cell(&self) -> Cell<'_>;
-    fn put(&self, out: &mut Vec<u8>);
+    /// Its fixed part, in the record's head (a value that is there also sets its column's bit).
+    fn put(&self, out: &mut Out<'_>);
+    /// Its text, in the record's tail (nothing for a number or a flag).
+    fn put_text(&self, _tail: &mut Vec<u8>) {}
     fn get(r: &mut Reader<'a>) -> Option<Self>;
     /// Bytes held on the heap (text length).
     fn heap_bytes(&self) -> usize {
@@ -185,12 +188,14 @@ impl<'a> Field<'a> for Text<'a> {
     fn cell(&self) -> Cell<'_> {
         Cell::Text(Some(self))
     }
-    fn put(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&(self.len() as u32).to_le_bytes());
-        out.extend_from_slice(self.as_bytes());
+    fn put(&self, out: &mut Out<'_>) {
+        out.value(&(self.len() as u32).to_le_bytes());
+    }
+    fn put_text(&self, tail: &mut Vec<u8>) {
+        tail.extend_from_slice(self.as_bytes());
     }
     fn get(r: &mut Reader<'a>) -> Option<Self> {
-        std::str::from_utf8(r.text()?).ok().map(Text::Borrowed)
+        r.text().map(Text::Borrowed)
     }
     /// A text shared by a request's events is counted in full for each: the estimate errs on
     /// the safe side.
@@ -199,20 +204,21 @@ impl<'a> Field<'a> for Text<'a> {
     }
 }
 
+/// Written as its name, as format 1 always did.
 impl Field<'_> for EventType {
     const KIND: ColumnKind = ColumnKind::Text;
     const NULLABLE: bool = false;
     fn cell(&self) -> Cell<'_> {
         Cell::Text(Some(self.as_str()))
     }
-    /// Written as its name, as format 1 always did.
-    fn put(&self, out: &mut Vec<u8>) {
-        let name = self.as_str();
-        out.extend_from_slice(&(name.len() as u32).to_le_bytes());
-        out.extend_from_slice(name.as_bytes());
+    fn put(&self, out: &mut Out<'_>) {
+        out.value(&(self.as_str().len() as u32).to_le_bytes());
+    }
+    fn put_text(&self, tail: &mut Vec<u8>) {
+        tail.extend_from_slice(self.as_str().as_bytes());
     }
     fn get(r: &mut Reader<'_>) -> Option<Self> {
-        EventType::parse(&Text::get(r)?)
+        EventType::parse(r.text()?)
     }
 }
 
@@ -225,8 +231,8 @@ macro_rules! number_field {
             fn cell(&self) -> Cell<'_> {
                 Cell::$kind(Some(*self))
             }
-            fn put(&self, out: &mut Vec<u8>) {
-                out.extend_from_slice(&self.to_le_bytes());
+            fn put(&self, out: &mut Out<'_>) {
+                out.value(&self.to_le_bytes());
             }
             fn get(r: &mut Reader<'_>) -> Option<Self> {
                 let bytes = r.take(std::mem::size_of::<$t>())?;
@@ -245,18 +251,19 @@ impl Field<'_> for bool {
     fn cell(&self) -> Cell<'_> {
         Cell::Bool(Some(*self))
     }
-    fn put(&self, out: &mut Vec<u8>) {
-        out.push(u8::from(*self));
+    fn put(&self, out: &mut Out<'_>) {
+        out.value(&[u8::from(*self)]);
     }
     fn get(r: &mut Reader<'_>) -> Option<Self> {
-        match r.byte()? {
-            0 => Some(false),
-            1 => Some(true),
+        match r.take(1)? {
+            [0] => Some(false),
+            [1] => Some(true),
             _ => None,
         }
     }
 }
 
+/// An empty option: its column's bit clear (format 5), a 0 byte before (a 1 before a value).
 impl<'a, T: Field<'a>> Field<'a> for Option<T> {
     const KIND: ColumnKind = T::KIND;
     const NULLABLE: bool = true;
@@ -269,20 +276,20 @@ impl<'a, T: Field<'a>> Field<'a> for Option<T> {
             (None, ColumnKind::Bool) => Cell::Bool(None),
         }
     }
-    fn put(&self, out: &mut Vec<u8>) {
-        match self {
-            Some(v) => {
-                out.push(1);
-                v.put(out);
-            }
-            None => out.push(0),
+    fn put(&self, out: &mut Out<'_>) {
+        if let Some(v) = self {
+            v.put(out);
+        }
+    }
+    fn put_text(&self, tail: &mut Vec<u8>) {
+        if let Some(v) = self {
+            v.put_text(tail);
         }
     }
     fn get(r: &mut Reader<'a>) -> Option<Self> {
-        match r.byte()? {
-            0 => Some(None),
-            1 => Some(Some(T::get(r)?)),
-            _ => None,
+        match r.is_there()? {
+            true => Some(Some(T::get(r)?)),
+            false => Some(None),
         }
     }
     fn heap_bytes(&self) -> usize {
@@ -290,29 +297,192 @@ impl<'a, T: Field<'a>> Field<'a> for Option<T> {
     }
 }
 
-/// Reads what [`Field::put`] wrote; `None` on anything short or malformed.
-pub struct Reader<'a>(&'a [u8]);
+/// Version byte of the WAL encoding. Formats 1 to 4 write the columns one after the other
+/// (an option as a 0, or a 1 and its value; a text as its length and bytes); 2, 3 and 4
+/// append the columns added since (see `event_row!`). Format 5 writes a record in three parts:
+///
+/// - the columns that hold a value, one bit each (`u64`, bit `i` for column `i`);
+/// - the head: the fixed part of each of those, in column order (a text's length as `u32`,
+///   numbers little-endian, a flag as one byte);
+/// - the tail: their texts, one after the other.
+///
+/// So a reader finds every fixed part without a chain of reads through the texts, and checks
+/// the tail as UTF-8 once instead of text by text. A WAL written by any earlier version
+/// replays: an older record leaves the columns added since empty.
+const WAL_FORMAT: u8 = 5;
 
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        let (head, rest) = self.0.split_at_checked(n)?;
-        self.0 = rest;
-        Some(head)
+/// The first format written as head and tail.
+const HEAD_AND_TAIL: u8 = 5;
+
+/// The columns of one kind, a bit each.
+const fn columns_of(kind: ColumnKind) -> u64 {
+    let (mut bits, mut i) = (0, 0);
+    while i < Event::COLUMNS.len() {
+        if Event::COLUMNS[i].kind as u8 == kind as u8 {
+            bits |= 1 << i;
+        }
+        i += 1;
     }
-    fn byte(&mut self) -> Option<u8> {
-        Some(self.take(1)?[0])
+    bits
+}
+
+/// The columns that are never null: a format 5 record without one of them is not an event.
+const fn required_columns() -> u64 {
+    let (mut bits, mut i) = (0, 0);
+    while i < Event::COLUMNS.len() {
+        if !Event::COLUMNS[i].nullable {
+            bits |= 1 << i;
+        }
+        i += 1;
     }
-    /// A text's bytes: its length, then as many bytes (not yet checked as UTF-8).
-    fn text(&mut self) -> Option<&'a [u8]> {
-        let len = u32::from_le_bytes(self.take(4)?.try_into().ok()?) as usize;
-        self.take(len)
+    bits
+}
+
+const _: () = assert!(COLUMN_COUNT <= 64, "format 5 has a bit per column in a u64");
+
+/// The bytes of the head of a format 5 record whose columns `present` hold a value.
+fn head_bytes(present: u64) -> usize {
+    const TEXT: u64 = columns_of(ColumnKind::Text);
+    const TIME: u64 = columns_of(ColumnKind::Timestamp);
+    const INT: u64 = columns_of(ColumnKind::Int);
+    const BOOL: u64 = columns_of(ColumnKind::Bool);
+    let n = |kind: u64| (present & kind).count_ones() as usize;
+    4 * n(TEXT) + 8 * n(TIME) + 4 * n(INT) + n(BOOL)
+}
+
+/// Writes the head of one format 5 record ([`WAL_FORMAT`]) and which columns hold a value.
+pub struct Out<'b> {
+    head: &'b mut Vec<u8>,
+    present: u64,
+    column: usize,
+}
+
+impl Out<'_> {
+    /// The current column holds a value, of this fixed part.
+    fn value(&mut self, fixed: &[u8]) {
+        self.present |= 1 << self.column;
+        self.head.extend_from_slice(fixed);
     }
 }
 
-/// Version byte of the WAL encoding: 2, 3 and 4 append the columns added since (see
-/// `event_row!`). A WAL written by any earlier version replays: an older record leaves them
-/// empty.
-const WAL_FORMAT: u8 = 4;
+/// The texts of a record still to be read.
+enum Tail<'a> {
+    /// Before format 5: each after its length, in the record.
+    Inline,
+    /// Format 5, checked as UTF-8 as a whole.
+    Checked(&'a str),
+    /// Format 5, not checked (only the ids' bytes are read).
+    Bytes(&'a [u8]),
+}
+
+/// Reads what [`Field::put`] and [`Field::put_text`] wrote; `None` on anything short or
+/// malformed.
+pub struct Reader<'a> {
+    /// What is left of the head (format 5), or of the whole record (before).
+    rest: &'a [u8],
+    format: u8,
+    /// Format 5: the columns that hold a value, and the one being read.
+    present: u64,
+    column: usize,
+    tail: Tail<'a>,
+}
+
+impl<'a> Reader<'a> {
+    /// A reader of `record` after its format byte; `None` for a format this build does not
+    /// know, or a format 5 record that is not whole (or, with `check`, whose texts are not
+    /// UTF-8).
+    fn open(record: &'a [u8], check: bool) -> Option<Reader<'a>> {
+        let (&format, rest) = record.split_first()?;
+        let mut r = Reader {
+            rest,
+            format,
+            present: 0,
+            column: 0,
+            tail: Tail::Inline,
+        };
+        match format {
+            1..HEAD_AND_TAIL => Some(r),
+            HEAD_AND_TAIL..=WAL_FORMAT => {
+                let (present, rest) = rest.split_first_chunk::<8>()?;
+                let present = u64::from_le_bytes(*present);
+                let all = u64::MAX >> (64 - COLUMN_COUNT);
+                if present & required_columns() != required_columns() || present & !all != 0 {
+                    return None;
+                }
+                let (head, tail) = rest.split_at_checked(head_bytes(present))?;
+                r.tail = match check {
+                    true => Tail::Checked(std::str::from_utf8(tail).ok()?),
+                    false => Tail::Bytes(tail),
+                };
+                (r.rest, r.present) = (head, present);
+                Some(r)
+            }
+            _ => None,
+        }
+    }
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let (head, rest) = self.rest.split_at_checked(n)?;
+        self.rest = rest;
+        Some(head)
+    }
+    /// Whether the current column, an option, holds a value.
+    fn is_there(&mut self) -> Option<bool> {
+        if self.format >= HEAD_AND_TAIL {
+            return Some(self.present >> self.column & 1 == 1);
+        }
+        match self.take(1)? {
+            [0] => Some(false),
+            [1] => Some(true),
+            _ => None,
+        }
+    }
+    fn length(&mut self) -> Option<usize> {
+        let len = self.take(4)?;
+        Some(u32::from_le_bytes(len.try_into().ok()?) as usize)
+    }
+    /// A text's bytes (not checked as UTF-8 unless the tail was).
+    fn text_bytes(&mut self) -> Option<&'a [u8]> {
+        let len = self.length()?;
+        self.bytes_of(len)
+    }
+    /// A text: a slice of the checked tail, or its bytes checked now.
+    fn text(&mut self) -> Option<&'a str> {
+        let len = self.length()?;
+        match &mut self.tail {
+            Tail::Checked(t) => split(t, len),
+            _ => std::str::from_utf8(self.bytes_of(len)?).ok(),
+        }
+    }
+    /// The next `len` bytes of text.
+    fn bytes_of(&mut self, len: usize) -> Option<&'a [u8]> {
+        match &mut self.tail {
+            Tail::Inline => self.take(len),
+            Tail::Checked(t) => Some(split(t, len)?.as_bytes()),
+            Tail::Bytes(b) => {
+                let (text, rest) = b.split_at_checked(len)?;
+                *b = rest;
+                Some(text)
+            }
+        }
+    }
+    /// Whether the record was read to its end.
+    fn is_done(&self) -> bool {
+        self.rest.is_empty()
+            && match self.tail {
+                Tail::Inline => true,
+                Tail::Checked(t) => t.is_empty(),
+                Tail::Bytes(b) => b.is_empty(),
+            }
+    }
+}
+
+/// The first `len` bytes of `text` (`None` if it is shorter, or they end inside a character);
+/// `text` keeps the rest.
+fn split<'a>(text: &mut &'a str, len: usize) -> Option<&'a str> {
+    let (head, rest) = text.split_at_checked(len)?;
+    *text = rest;
+    Some(head)
+}
 
 /// The number of the lake's columns.
 pub const COLUMN_COUNT: usize = Event::COLUMNS.len();
@@ -354,26 +524,36 @@ macro_rules! event_row {
             }
 
             /// The compact binary form kept in the write-ahead log (no JSON escaping on the
-            /// hot path).
-            pub fn encode_wal(&self, out: &mut Vec<u8>) {
-                out.push(WAL_FORMAT);
-                $( Field::put(&self.$field, out); )+
-                $( $( Field::put(&self.$added, out); )+ )*
+            /// hot path): [`WAL_FORMAT`]'s.
+            pub fn encode_wal(&self, buf: &mut Vec<u8>) {
+                buf.push(WAL_FORMAT);
+                let bits = buf.len();
+                buf.extend_from_slice(&[0; 8]);
+                let mut out = Out { head: buf, present: 0, column: 0 };
+                $( Field::put(&self.$field, &mut out); out.column += 1; )+
+                $( $( Field::put(&self.$added, &mut out); out.column += 1; )+ )*
+                let present = out.present.to_le_bytes();
+                $( Field::put_text(&self.$field, buf); )+
+                $( $( Field::put_text(&self.$added, buf); )+ )*
+                buf[bits..bits + 8].copy_from_slice(&present);
             }
 
             /// Reads [`Event::encode_wal`]'s form, or an older format's (without the columns
             /// added since), borrowing its text; `None` when the bytes are not one whole event.
             pub fn decode_wal(bytes: &'a [u8]) -> Option<Event<'a>> {
-                let mut r = Reader(bytes);
-                let format = r.byte()?;
-                if !(1..=WAL_FORMAT).contains(&format) {
-                    return None;
-                }
+                let mut r = Reader::open(bytes, true)?;
+                let format = r.format;
                 let e = Event {
-                    $( $field: <$ty as Field<'a>>::get(&mut r)?, )+
-                    $( $( $added: if format >= $n { <$aty as Field<'a>>::get(&mut r)? } else { None }, )+ )*
+                    $( $field: { let v = <$ty as Field<'a>>::get(&mut r)?; r.column += 1; v }, )+
+                    $( $( $added: if format >= $n {
+                        let v = <$aty as Field<'a>>::get(&mut r)?;
+                        r.column += 1;
+                        v
+                    } else {
+                        None
+                    }, )+ )*
                 };
-                r.0.is_empty().then_some(e)
+                r.is_done().then_some(e)
             }
 
             /// Rough in-memory size, for the "close a file by bytes" rule.
@@ -553,12 +733,9 @@ impl<'a> Event<'a> {
     /// without the rest of it (they are its first two fields in every format) and not checked
     /// as UTF-8 ([`Event::decode_wal`] does that); `None` when the record is not that long.
     pub fn wal_ids(bytes: &'a [u8]) -> Option<(&'a [u8], &'a [u8])> {
-        let mut r = Reader(bytes);
-        if !(1..=WAL_FORMAT).contains(&r.byte()?) {
-            return None;
-        }
-        let message_id = r.text()?;
-        Some((r.text()?, message_id))
+        let mut r = Reader::open(bytes, false)?;
+        let message_id = r.text_bytes()?;
+        Some((r.text_bytes()?, message_id))
     }
 
     /// A minimal event, for tests and benches: a page view of `anonymous_id` in `app_id`.
@@ -576,130 +753,4 @@ impl<'a> Event<'a> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn full() -> Event<'static> {
-        Event {
-            kind: EventType::Track,
-            event: Some("Bought \"it\"".into()),
-            session_id: Some("ses_1".into()),
-            timestamp: -5,
-            original_timestamp: Some(1),
-            page_url: Some("https://x.io".into()),
-            page_title: Some("é".into()),
-            page_referrer: Some("".into()),
-            screen_width: Some(-1),
-            properties: Some("{\"a\":1}".into()),
-            ..Event::example("app", "msg_1", "a", 2)
-        }
-    }
-
-    #[test]
-    fn the_wal_form_round_trips_and_refuses_truncation() {
-        let e = full();
-        let mut buf = Vec::new();
-        e.encode_wal(&mut buf);
-        let ids = Some((&b"app"[..], &b"msg_1"[..]));
-        assert_eq!(Event::wal_ids(&buf), ids);
-        assert_eq!(Event::decode_wal(&buf), Some(e));
-        for cut in 0..buf.len() {
-            assert_eq!(Event::decode_wal(&buf[..cut]), None, "cut at {cut}");
-        }
-        // The ids alone: read from the first fields, refused where those are cut.
-        let ids_end = 1 + (4 + "msg_1".len()) + (4 + "app".len());
-        for cut in 0..ids_end {
-            assert_eq!(Event::wal_ids(&buf[..cut]), None, "cut at {cut}");
-        }
-        assert_eq!(Event::wal_ids(&buf[..ids_end]), ids);
-        buf[0] = WAL_FORMAT + 1;
-        assert_eq!(Event::wal_ids(&buf), None, "a future format is refused");
-    }
-
-    #[test]
-    fn older_records_replay_with_the_added_columns_empty() {
-        // Format 3 is format 4 without the three place columns, format 2 is format 3 without
-        // the five agent columns; format 1 is format 2 without the four columns before them
-        // (an empty option is one byte).
-        let e = full();
-        let mut buf = Vec::new();
-        e.encode_wal(&mut buf);
-        assert_eq!(buf[0], 4);
-        buf[0] = 3;
-        buf.truncate(buf.len() - 3);
-        assert_eq!(Event::decode_wal(&buf), Some(e.clone()));
-        buf[0] = 2;
-        buf.truncate(buf.len() - 5);
-        assert_eq!(Event::decode_wal(&buf), Some(e.clone()));
-        buf[0] = 1;
-        buf.truncate(buf.len() - 4);
-        assert_eq!(Event::decode_wal(&buf), Some(e.clone()));
-        let named = Event {
-            name: Some("Home".into()),
-            previous_id: Some("old".into()),
-            browser: Some("Chrome".into()),
-            device_class: Some("bot".into()),
-            is_bot: Some(true),
-            country: Some("FR".into()),
-            ..e
-        };
-        let mut buf = Vec::new();
-        named.encode_wal(&mut buf);
-        assert_eq!(Event::decode_wal(&buf), Some(named));
-        // is_bot's value byte, before "FR" (option, length, bytes) and two empty options.
-        let flag = buf.len() - 1 - (1 + 4 + 2) - 2;
-        buf[flag] = 2;
-        assert_eq!(Event::decode_wal(&buf), None, "a flag is 0 or 1");
-        buf[flag] = 1;
-        buf[0] = 5;
-        assert_eq!(Event::decode_wal(&buf), None, "a future format is refused");
-    }
-
-    #[test]
-    fn every_type_round_trips_through_the_wal() {
-        for t in EventType::ALL {
-            let e = Event { kind: t, ..full() };
-            let mut buf = Vec::new();
-            e.encode_wal(&mut buf);
-            assert_eq!(Event::decode_wal(&buf).map(|e| e.kind), Some(t));
-            assert_eq!(EventType::parse(t.as_str()), Some(t));
-        }
-        assert_eq!(EventType::parse("Page"), None);
-    }
-
-    #[test]
-    fn columns_cells_and_size_follow_the_one_list() {
-        let e = full();
-        let names: Vec<_> = Event::COLUMNS.iter().map(|c| c.name).collect();
-        assert_eq!(names.len(), 38);
-        assert_eq!(&names[..3], &["message_id", "app_id", "type"]);
-        assert_eq!(names[25], "context");
-        assert_eq!(
-            &names[26..30],
-            &["name", "category", "previous_id", "integrations"]
-        );
-        let agent = ["browser", "browser_version", "os", "device_class", "is_bot"];
-        assert_eq!(&names[30..35], &agent);
-        assert_eq!(Event::COLUMNS[34].kind, ColumnKind::Bool);
-        assert_eq!(&names[35..], &["country", "region", "city"]);
-        let cells = e.cells();
-        assert_eq!(cells.len(), Event::COLUMNS.len());
-        for (col, cell) in Event::COLUMNS.iter().zip(&cells) {
-            let kind = match cell {
-                Cell::Text(_) => ColumnKind::Text,
-                Cell::Timestamp(_) => ColumnKind::Timestamp,
-                Cell::Int(_) => ColumnKind::Int,
-                Cell::Bool(_) => ColumnKind::Bool,
-            };
-            assert_eq!(kind, col.kind, "{}", col.name);
-        }
-        assert_eq!(cells[2], Cell::Text(Some("track")));
-        assert!(!Event::COLUMNS[8].nullable && Event::COLUMNS[9].nullable);
-        let text: usize = ["msg_1", "app", "Bought \"it\"", "a", "ses_1"]
-            .iter()
-            .chain(&["https://x.io", "é", "", "{\"a\":1}"])
-            .map(|s| s.len())
-            .sum();
-        assert_eq!(e.approx_bytes(), ROW_OVERHEAD + text);
-    }
-}
+mod tests;
