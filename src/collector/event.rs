@@ -314,23 +314,17 @@ const WAL_FORMAT: u8 = 5;
 /// The first format written as head and tail.
 const HEAD_AND_TAIL: u8 = 5;
 
-/// The columns of one kind, a bit each.
-const fn columns_of(kind: ColumnKind) -> u64 {
+/// A bit for each column of one kind (`Some`), or for each that is never null (`None`): a
+/// format 5 record without one of those is not an event.
+const fn column_bits(kind: Option<ColumnKind>) -> u64 {
     let (mut bits, mut i) = (0, 0);
     while i < Event::COLUMNS.len() {
-        if Event::COLUMNS[i].kind as u8 == kind as u8 {
-            bits |= 1 << i;
-        }
-        i += 1;
-    }
-    bits
-}
-
-/// The columns that are never null: a format 5 record without one of them is not an event.
-const fn required_columns() -> u64 {
-    let (mut bits, mut i) = (0, 0);
-    while i < Event::COLUMNS.len() {
-        if !Event::COLUMNS[i].nullable {
+        let c = Event::COLUMNS[i];
+        let picked = match kind {
+            Some(k) => c.kind as u8 == k as u8,
+            None => !c.nullable,
+        };
+        if picked {
             bits |= 1 << i;
         }
         i += 1;
@@ -342,10 +336,10 @@ const _: () = assert!(COLUMN_COUNT <= 64, "format 5 has a bit per column in a u6
 
 /// The bytes of the head of a format 5 record whose columns `present` hold a value.
 fn head_bytes(present: u64) -> usize {
-    const TEXT: u64 = columns_of(ColumnKind::Text);
-    const TIME: u64 = columns_of(ColumnKind::Timestamp);
-    const INT: u64 = columns_of(ColumnKind::Int);
-    const BOOL: u64 = columns_of(ColumnKind::Bool);
+    const TEXT: u64 = column_bits(Some(ColumnKind::Text));
+    const TIME: u64 = column_bits(Some(ColumnKind::Timestamp));
+    const INT: u64 = column_bits(Some(ColumnKind::Int));
+    const BOOL: u64 = column_bits(Some(ColumnKind::Bool));
     let n = |kind: u64| (present & kind).count_ones() as usize;
     4 * n(TEXT) + 8 * n(TIME) + 4 * n(INT) + n(BOOL)
 }
@@ -405,8 +399,9 @@ impl<'a> Reader<'a> {
             HEAD_AND_TAIL..=WAL_FORMAT => {
                 let (present, rest) = rest.split_first_chunk::<8>()?;
                 let present = u64::from_le_bytes(*present);
+                const REQUIRED: u64 = column_bits(None);
                 let all = u64::MAX >> (64 - COLUMN_COUNT);
-                if present & required_columns() != required_columns() || present & !all != 0 {
+                if present & REQUIRED != REQUIRED || present & !all != 0 {
                     return None;
                 }
                 let (head, tail) = rest.split_at_checked(head_bytes(present))?;
