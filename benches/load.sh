@@ -1,35 +1,37 @@
 #!/usr/bin/env bash
 # The collector under load, against the HTTP ceiling of this machine measured in the same run.
 #
-#   benches/load.sh [--secs 10] [--conns 32] [--runs 3]
+#   benches/load.sh [--secs 10] [--conns 32] [--runs 3] [--events 10]
 #   benches/load.sh --soak [--minutes 10] [--rate 20000]
 #
 # Load mode: starts a bare actix-web server (examples/ceiling.rs: reads the body, answers 200)
 # and Tributary in its default durable configuration (fresh data dir, local lake), then drives
 # each in turn with the same load (examples/loadgen.rs: one thread, --conns keep-alive
-# connections, 10-event batches of about 7.5 KB with a fresh anonymousId and messageIds on every
-# request), --runs times, and prints per run and as medians: events/s of each, the ratio, server
-# CPU µs per event of each (utime + stime from /proc/<pid>/stat), p50/p99 latency. Then it runs
-# the ceiling once more at Tributary's saturation rate (HTTP's CPU per event at that rate, where
-# each wake-up finds fewer requests than at the ceiling's own), Tributary at half its saturation
-# rate for p99, prints its peak RSS (VmHWM), stops it
+# connections, batches of --events events, about 750 bytes each, with a fresh anonymousId and
+# messageIds on every request), --runs times, and prints per run and as medians: events/s of
+# each, the ratio, server CPU µs per event of each (utime + stime from /proc/<pid>/stat),
+# p50/p99 latency. Then it runs the ceiling once more at Tributary's saturation rate (HTTP's CPU
+# per event at that rate, where each wake-up finds fewer requests than at the ceiling's own),
+# Tributary at half its saturation rate for p99, prints its peak RSS (VmHWM), stops it
 # (SIGTERM: everything flushed) and checks that the lake holds exactly the acknowledged events.
+# --events other than 10 splits the cost per request from the cost per event.
 #
-# Soak mode: Tributary alone at a fixed rate for --minutes, RSS every 30 s; then 150 s quiet
-# (RSS every 15 s: memory goes back about two minutes after the last batch); then kill -9, a
-# restart timed until it answers, a retry of a batch sent at minute 1 (expects 10 duplicates),
-# and a lake check (every acknowledged event once, that batch's events once).
+# Soak mode (10-event batches): Tributary alone at a fixed rate for --minutes, RSS every 30 s;
+# then 150 s quiet (RSS every 15 s: memory goes back about two minutes after the last batch);
+# then kill -9, a restart timed until it answers, a retry of a batch sent at minute 1 (expects
+# 10 duplicates), and a lake check (every acknowledged event once, that batch's events once).
 #
 # Everything stays on 127.0.0.1. The load generator shares the 2 cores with the server:
 # compare ratios and CPU per event, not absolute rates.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-secs=10 conns=32 runs=3 soak=0 minutes=10 rate=20000
+secs=10 conns=32 runs=3 soak=0 minutes=10 rate=20000 batch=10
 while [ $# -gt 0 ]; do
   case $1 in
     --secs) secs=$2; shift 2 ;;
     --conns) conns=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
+    --events) batch=$2; shift 2 ;;
     --soak) soak=1; shift ;;
     --minutes) minutes=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;;
@@ -70,7 +72,7 @@ measure() {
   local pid=$1 port=$2 key=$3; shift 3
   local before after out events
   before=$(ticks "$pid")
-  out=$("$bin/examples/loadgen" --addr "127.0.0.1:$port" --key "$key" --conns "$conns" "$@")
+  out=$("$bin/examples/loadgen" --addr "127.0.0.1:$port" --key "$key" --conns "$conns" --events "$batch" "$@")
   after=$(ticks "$pid")
   events=$(field events "$out")
   echo "$out cpu_us_per_event=$(awk -v t=$((after - before)) -v h="$hz" -v e="$events" 'BEGIN {printf "%.2f", e ? t * 1e6 / h / e : 0}')"
@@ -96,7 +98,7 @@ if [ "$soak" = 0 ]; then
   done
   med() { awk -v k="$1" '{for (i = 1; i <= NF; i++) {split($i, kv, "="); if (kv[1] == k) print kv[2]}}' "$2" | median; }
   ce=$(med events_per_s "$work/ceiling.txt"); te=$(med events_per_s "$work/tributary.txt")
-  half=$(awk -v e="$te" 'BEGIN {printf "%d", e / 10 / 2}')
+  half=$(awk -v e="$te" -v n="$batch" 'BEGIN {printf "%d", e / n / 2}')
   # HTTP costs more per request at a lower rate (fewer ready sockets per wake-up), so the
   # ceiling is also driven at Tributary's saturation rate: the HTTP part of the floor there.
   same=$(measure "$cpid" "$cport" none --secs "$secs" --rate "$((half * 2))")
@@ -108,7 +110,7 @@ if [ "$soak" = 0 ]; then
   kill -TERM "$tpid"; wait "$tpid" 2>/dev/null || true
   lake=$("$bin/examples/lake_count" "$work/data/lake")
   echo
-  echo "medians of $runs runs, ${secs}s each, $conns connections, 10-event batches"
+  echo "medians of $runs runs, ${secs}s each, $conns connections, $batch-event batches"
   printf "%-10s %12s %14s %10s %10s\n" "" "events/s" "cpu µs/event" "p50 µs" "p99 µs"
   for s in ceiling tributary; do
     printf "%-10s %12.0f %14.2f %10.0f %10.0f\n" "$s" "$(med events_per_s "$work/$s.txt")" \

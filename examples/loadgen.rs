@@ -1,10 +1,11 @@
 //! Load generator for `benches/load.sh`: HTTP/1.1 keep-alive connections on one thread (like
-//! `wrk -t1`), each sending 10-event collect batches with a fresh anonymousId and fresh
-//! messageIds on every request, as fast as answers come or at a fixed rate.
+//! `wrk -t1`), each sending collect batches (10 events unless `--events`) with a fresh
+//! anonymousId and fresh messageIds on every request, as fast as answers come or at a fixed
+//! rate.
 //!
 //! ```text
 //! loadgen --addr 127.0.0.1:PORT --key KEY [--conns 32] [--secs 10] [--rate REQ_PER_S]
-//!         [--save-at SECS --save FILE]
+//!         [--events 10] [--save-at SECS --save FILE]
 //! ```
 //!
 //! Prints one line of `name=value` pairs: requests, events (sent), accepted and duplicates (from
@@ -23,6 +24,8 @@ struct Args {
     conns: usize,
     secs: f64,
     rate: Option<f64>,
+    /// Events per batch (1 to 1000).
+    events: usize,
     save_at: Option<f64>,
     save: Option<String>,
 }
@@ -34,6 +37,7 @@ fn args() -> Args {
         conns: 32,
         secs: 10.0,
         rate: None,
+        events: 10,
         save_at: None,
         save: None,
     };
@@ -46,6 +50,10 @@ fn args() -> Args {
             "--conns" => a.conns = v.parse().expect("--conns"),
             "--secs" => a.secs = v.parse().expect("--secs"),
             "--rate" => a.rate = Some(v.parse().expect("--rate")),
+            "--events" => {
+                a.events = v.parse().expect("--events");
+                assert!((1..=1000).contains(&a.events), "--events: 1 to 1000");
+            }
             "--save-at" => a.save_at = Some(v.parse().expect("--save-at")),
             "--save" => a.save = Some(v),
             other => panic!("unknown flag {other}"),
@@ -54,12 +62,12 @@ fn args() -> Args {
     a
 }
 
-/// The body of request `n` of connection `conn`: 10 events, about 7.5 KB, each with the
+/// The body of request `n` of connection `conn`: `events` events, about 750 bytes each, with the
 /// context our tracker sends (page, device, locale, timezone, screen, library) and an SDK's
-/// forwarded `userAgent`, so `library` is merged into the context's JSON. What the 10 events
+/// forwarded `userAgent`, so `library` is merged into the context's JSON. What the events
 /// share is formatted once per request; each event adds its index (a cheap generator, so the
 /// ceiling run measures the server, not this).
-fn body(buf: &mut Vec<u8>, run: u64, conn: usize, n: u64) {
+fn body(buf: &mut Vec<u8>, run: u64, conn: usize, n: u64, events: usize) {
     buf.clear();
     let anon = format!("{run:08x}-{conn:04x}-4000-8000-{n:012x}");
     let head = format!(
@@ -72,14 +80,14 @@ fn body(buf: &mut Vec<u8>, run: u64, conn: usize, n: u64) {
         r#"}},"context":{{"page":{{"url":"https://shop.example/products/{n}?ref=home","path":"/products/{n}","title":"Product {n} - Shop","referrer":"https://www.google.com/"}},"device":{{"type":"desktop"}},"locale":"en-US","timezone":"Europe/Paris","screen":{{"width":1440,"height":900}},"library":{{"name":"tributary.js","version":"1.4.0"}},"userAgent":"Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0 Safari/537.36"}}}}"#
     );
     buf.extend_from_slice(b"{\"sentAt\":\"2026-11-22T10:00:01Z\",\"batch\":[");
-    for i in 0..10u8 {
+    for i in 0..events {
         if i > 0 {
             buf.push(b',');
         }
         buf.extend_from_slice(head.as_bytes());
-        buf.push(b'0' + i);
+        let _ = write!(buf, "{i}");
         buf.extend_from_slice(middle.as_bytes());
-        buf.push(b'0' + i);
+        let _ = write!(buf, "{i}");
         buf.extend_from_slice(tail.as_bytes());
     }
     buf.extend_from_slice(b"]}");
@@ -165,7 +173,7 @@ async fn connection(a: std::sync::Arc<Args>, run: u64, conn: usize, start: Insta
         if due > Instant::now() {
             tokio::time::sleep_until(due.into()).await;
         }
-        body(&mut body_buf, run, conn, n);
+        body(&mut body_buf, run, conn, n, a.events);
         if !saved && start.elapsed().as_secs_f64() >= a.save_at.unwrap_or(0.0) {
             if let Some(path) = &a.save {
                 std::fs::write(path, &body_buf).expect("--save");
@@ -244,13 +252,13 @@ fn main() {
     println!(
         "requests={} events={} accepted={} duplicates={} errors={} secs={:.2} req_per_s={:.0} events_per_s={:.0} p50_us={} p99_us={}",
         total.requests,
-        total.requests * 10,
+        total.requests * a.events as u64,
         total.accepted,
         total.duplicates,
         total.errors,
         secs,
         total.requests as f64 / secs,
-        total.requests as f64 * 10.0 / secs,
+        total.requests as f64 * a.events as f64 / secs,
         pct(0.50),
         pct(0.99)
     );
