@@ -117,23 +117,6 @@ impl Db {
         }
     }
 
-    /// Opens the sled database under `path` again in a unit test, waiting up to 20 s while the
-    /// file lock is held: a database dropped in this process keeps it until sled's flusher
-    /// thread lets go of its last reference.
-    #[cfg(test)]
-    pub fn reopen_after_drop(path: &Path) -> sled::Db {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            match sled::open(path) {
-                Err(e) if e.to_string().contains("could not acquire lock") => {
-                    assert!(Instant::now() < deadline, "{path:?} stays locked: {e}");
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-                opened => return opened.expect("the database reopens"),
-            }
-        }
-    }
-
     fn lock(&self) -> MutexGuard<'_, State> {
         self.shared.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -196,6 +179,23 @@ impl Db {
             .spawn(move || reopen(weak, old));
         if let Err(e) = spawned {
             tracing::error!(error = %e, "cannot start the thread that reopens the store");
+        }
+    }
+}
+
+/// Opens the sled database under `path` again in a unit test, waiting up to 20 s while the file
+/// lock is held: a database dropped in this process keeps it until sled's flusher thread lets
+/// go of its last reference.
+#[cfg(test)]
+pub(crate) fn reopen_after_drop(path: &Path) -> sled::Db {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match sled::open(path) {
+            Err(e) if e.to_string().contains("could not acquire lock") => {
+                assert!(Instant::now() < deadline, "{path:?} stays locked: {e}");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            opened => return opened.expect("the database reopens"),
         }
     }
 }
