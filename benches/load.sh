@@ -9,11 +9,12 @@
 # each in turn with the same load (examples/loadgen.rs: one thread, --conns keep-alive
 # connections, batches of --events events, about 750 bytes each, with a fresh anonymousId and
 # messageIds on every request), --runs times, and prints per run and as medians: events/s of
-# each, the ratio, server CPU µs per event of each (utime + stime from /proc/<pid>/stat),
-# p50/p99 latency. Then it runs the ceiling once more at Tributary's saturation rate (HTTP's CPU
-# per event at that rate, where each wake-up finds fewer requests than at the ceiling's own),
-# Tributary at half its saturation rate for p99, prints its peak RSS (VmHWM), stops it
-# (SIGTERM: everything flushed) and checks that the lake holds exactly the acknowledged events.
+# each, the ratio, server CPU µs per event of each (utime + stime from /proc/<pid>/stat; for
+# Tributary also by kind of thread: HTTP workers, shard writers, encoders, other), p50/p99 latency.
+# Then it runs the ceiling once more at Tributary's saturation rate (HTTP's CPU per event at that
+# rate, where each wake-up finds fewer requests than at the ceiling's own), Tributary at half
+# its saturation rate for p99, prints its peak RSS (VmHWM), stops it (SIGTERM: everything
+# flushed) and checks that the lake holds exactly the acknowledged events.
 # --events other than 10 splits the cost per request from the cost per event.
 #
 # Soak mode (10-event batches): Tributary alone at a fixed rate for --minutes, RSS every 30 s;
@@ -44,7 +45,10 @@ bin=${CARGO_TARGET_DIR:-target}/release
 hz=$(getconf CLK_TCK)
 work=$(mktemp -d)
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; rm -rf "$work"; }
+cleanup() {
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  rm -rf "$work"
+}
 trap cleanup EXIT
 
 free_port() { echo $((20000 + RANDOM % 20000)); }
@@ -53,37 +57,64 @@ wait_up() { # url
   echo "server did not start: $1" >&2; return 1
 }
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# thread_ticks PID: the CPU ticks of the server's threads by kind: "http writers encoders other"
+# (actix's workers, the shard writers, their Parquet encoders, everything else).
+thread_ticks() {
+  cat /proc/"$1"/task/*/stat 2>/dev/null | awk '{
+    lp = index($0, "("); rp = index($0, ") ")
+    name = substr($0, lp + 1, rp - lp - 1); split(substr($0, rp + 2), f, " ")
+    kind = name ~ /^actix-rt/ ? 1 : name ~ /^shard-/ ? 2 : name ~ /^encoder-/ ? 3 : 4
+    t[kind] += f[12] + f[13]
+  } END {printf "%d %d %d %d", t[1], t[2], t[3], t[4]}'
+}
 field() { sed -E "s/.*(^| )$1=([^ ]+).*/\2/" <<<"$2"; }
 
-export TRIBUTARY_ADMIN_TOKEN=load-test-admin-token-0123456789abcdef  # 16+ characters, or serve refuses it
+# 16+ characters, or serve refuses it.
+export TRIBUTARY_ADMIN_TOKEN=load-test-admin-token-0123456789abcdef
 start_tributary() { # data dir; sets tpid, tport
   tport=$(free_port)
-  RUST_LOG=warn "$bin/tributary" serve --bind "127.0.0.1:$tport" --data-dir "$1" >>"$work/tributary.log" 2>&1 &
+  RUST_LOG=warn "$bin/tributary" serve --bind "127.0.0.1:$tport" --data-dir "$1" \
+    >>"$work/tributary.log" 2>&1 &
   tpid=$!; pids+=("$tpid")
   wait_up "http://127.0.0.1:$tport/healthz"
 }
 create_app() {
-  curl -sf -X POST "http://127.0.0.1:$tport/admin/v1/apps" -H "Authorization: Bearer $TRIBUTARY_ADMIN_TOKEN" \
+  curl -sf -X POST "http://127.0.0.1:$tport/admin/v1/apps" \
+    -H "Authorization: Bearer $TRIBUTARY_ADMIN_TOKEN" \
     -H 'Content-Type: application/json' -d '{"name": "load", "plan": "enterprise"}' |
     sed -E 's/.*"integrationKey":"([^"]+)".*/\1/'
 }
-# measure PID PORT KEY [loadgen args...]: one loadgen run, with the server's CPU per event.
+# measure PID PORT KEY [loadgen args...]: one loadgen run, with the server's CPU per event, in
+# all and by kind of thread (cpu_http, cpu_writers, cpu_encoders, cpu_other).
 measure() {
   local pid=$1 port=$2 key=$3; shift 3
-  local before after out events
-  before=$(ticks "$pid")
-  out=$("$bin/examples/loadgen" --addr "127.0.0.1:$port" --key "$key" --conns "$conns" --events "$batch" "$@")
-  after=$(ticks "$pid")
+  local before after split_before split_after out events
+  before=$(ticks "$pid"); split_before=$(thread_ticks "$pid")
+  out=$("$bin/examples/loadgen" --addr "127.0.0.1:$port" --key "$key" --conns "$conns" \
+    --events "$batch" "$@")
+  after=$(ticks "$pid"); split_after=$(thread_ticks "$pid")
   events=$(field events "$out")
-  echo "$out cpu_us_per_event=$(awk -v t=$((after - before)) -v h="$hz" -v e="$events" 'BEGIN {printf "%.2f", e ? t * 1e6 / h / e : 0}')"
+  echo "$out $(awk -v t=$((after - before)) -v h="$hz" -v e="$events" \
+    -v b="$split_before" -v a="$split_after" 'BEGIN {
+      us = e ? 1e6 / h / e : 0; split(b, x, " "); split(a, y, " ")
+      printf "cpu_us_per_event=%.2f cpu_http=%.2f cpu_writers=%.2f", t * us, (y[1] - x[1]) * us,
+        (y[2] - x[2]) * us
+      printf " cpu_encoders=%.2f cpu_other=%.2f", (y[3] - x[3]) * us, (y[4] - x[4]) * us
+    }')"
 }
-median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+median() {
+  sort -g |
+    awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+}
 
 if [ "$soak" = 0 ]; then
   cport=$(free_port)
   "$bin/examples/ceiling" "127.0.0.1:$cport" >/dev/null 2>&1 &
   cpid=$!; pids+=("$cpid")
-  for _ in $(seq 300); do curl -s -o /dev/null -X POST -d x "http://127.0.0.1:$cport/api/w/analytics/collect" && break; sleep 0.02; done
+  for _ in $(seq 300); do
+    curl -s -o /dev/null -X POST -d x "http://127.0.0.1:$cport/api/w/analytics/collect" && break
+    sleep 0.02
+  done
   start_tributary "$work/data"
   key=$(create_app)
   : >"$work/ceiling.txt"; : >"$work/tributary.txt"
@@ -96,7 +127,10 @@ if [ "$soak" = 0 ]; then
     echo "run $r tributary: $t"
     echo "$c" >>"$work/ceiling.txt"; echo "$t" >>"$work/tributary.txt"
   done
-  med() { awk -v k="$1" '{for (i = 1; i <= NF; i++) {split($i, kv, "="); if (kv[1] == k) print kv[2]}}' "$2" | median; }
+  med() { # key file: the median of key=value over the file's lines
+    awk -v k="$1" '{for (i = 1; i <= NF; i++) {split($i, kv, "="); if (kv[1] == k) print kv[2]}}' \
+      "$2" | median
+  }
   ce=$(med events_per_s "$work/ceiling.txt"); te=$(med events_per_s "$work/tributary.txt")
   half=$(awk -v e="$te" -v n="$batch" 'BEGIN {printf "%d", e / n / 2}')
   # HTTP costs more per request at a lower rate (fewer ready sockets per wake-up), so the
@@ -114,14 +148,22 @@ if [ "$soak" = 0 ]; then
   printf "%-10s %12s %14s %10s %10s\n" "" "events/s" "cpu µs/event" "p50 µs" "p99 µs"
   for s in ceiling tributary; do
     printf "%-10s %12.0f %14.2f %10.0f %10.0f\n" "$s" "$(med events_per_s "$work/$s.txt")" \
-      "$(med cpu_us_per_event "$work/$s.txt")" "$(med p50_us "$work/$s.txt")" "$(med p99_us "$work/$s.txt")"
+      "$(med cpu_us_per_event "$work/$s.txt")" "$(med p50_us "$work/$s.txt")" \
+      "$(med p99_us "$work/$s.txt")"
   done
-  awk -v c="$ce" -v t="$te" 'BEGIN {printf "ratio      %12.3f (tributary events/s / ceiling events/s)\n", t / c}'
-  echo "ceiling at tributary's rate: $(field cpu_us_per_event "$same") cpu µs/event (HTTP's part of the floor there)"
+  awk -v c="$ce" -v t="$te" \
+    'BEGIN {printf "ratio      %12.3f (tributary events/s / ceiling events/s)\n", t / c}'
+  echo "tributary's cpu µs/event by thread: http $(med cpu_http "$work/tributary.txt")," \
+    "writers $(med cpu_writers "$work/tributary.txt")," \
+    "encoders $(med cpu_encoders "$work/tributary.txt")," \
+    "other $(med cpu_other "$work/tributary.txt")"
+  echo "ceiling at tributary's rate: $(field cpu_us_per_event "$same") cpu µs/event" \
+    "(HTTP's part of the floor there)"
   echo "p99 at half saturation ($half req/s): $(field p99_us "$h") µs"
   echo "tributary peak RSS: $((peak / 1024)) MB"
   echo "lake: $lake; acknowledged: $accepted"
-  if [ "$(field rows "$lake")" = "$accepted" ] && [ "$(field distinct_message_ids "$lake")" = "$accepted" ]; then
+  if [ "$(field rows "$lake")" = "$accepted" ] &&
+    [ "$(field distinct_message_ids "$lake")" = "$accepted" ]; then
     echo "CHECK lake holds exactly the acknowledged events: ok"
   else
     echo "CHECK lake holds exactly the acknowledged events: FAILED"; exit 1
@@ -148,7 +190,8 @@ wait "$lpid"
 soakline=$(cat "$work/soak.txt")
 echo "load: $soakline"
 awk 'NR > 4 {if (min == "" || $1 < min) min = $1; if ($1 > max) max = $1} END {
-  printf "RSS after minute 2: min %d MB, max %d MB, spread %.1f%%\n", min / 1024, max / 1024, (max - min) * 100 / max }' "$work/rss.txt"
+  printf "RSS after minute 2: min %d MB, max %d MB, spread %.1f%%\n", min / 1024, max / 1024,
+    (max - min) * 100 / max }' "$work/rss.txt"
 # Quiet: the allocator keeps freed memory while traffic flows and gives it back once the
 # collector has been idle for collector.release_memory_after_idle_secs (60 s), counted from the
 # last file flush (up to collector.max_file_age_ms after the last batch).
