@@ -747,7 +747,7 @@ mod tests {
         }
         check(&db, &app, &ideas, &m);
         drop(db);
-        let db = open(dir.path());
+        let db = crate::storage::reopen_after_drop(dir.path());
         check(&db, &app, &ideas, &m);
     }
 }

@@ -17,6 +17,8 @@ pub mod files;
 pub mod idempotency;
 pub mod queue;
 
+#[cfg(test)]
+pub(crate) use db::reopen_after_drop;
 pub use db::{Db, Unavailable};
 
 use std::path::Path;

@@ -360,12 +360,11 @@ async fn each_event_type_reaches_its_subscribers_only_and_filters_hold() {
         .await;
 
     // Every endpoint got at least one event of each type it subscribed to (among those
-    // caused), and nothing else. The last deliveries are in by now: "all" got everything.
+    // caused), and nothing else. Each endpoint's lanes deliver on their own (an endpoint's last
+    // delivery may still be on its way after "all" got everything), so each is waited for.
     let all_types: BTreeSet<String> = got.keys().cloned().collect();
+    let types_of = |log: &[Delivery]| -> BTreeSet<String> { kinds(log).keys().cloned().collect() };
     for (name, hook) in &subscribed {
-        let log = receiver.log(name, false).await;
-        all_verified_and_duplicates_alike(&log);
-        let types: BTreeSet<String> = kinds(&log).keys().cloned().collect();
         let wanted: BTreeSet<String> = hook["eventTypes"]
             .as_array()
             .unwrap()
@@ -378,6 +377,16 @@ async fn each_event_type_reaches_its_subscribers_only_and_filters_hold() {
             wanted.intersection(&all_types).cloned().collect()
         };
         let filtered = hook["filters"].as_object().is_some_and(|f| !f.is_empty());
+        let log = if filtered {
+            receiver.log(name, false).await
+        } else {
+            let every = |l: &[Delivery]| types_of(l).is_superset(&wanted);
+            receiver
+                .until(name, "its types", Duration::from_secs(30), every)
+                .await
+        };
+        all_verified_and_duplicates_alike(&log);
+        let types = types_of(&log);
         if filtered {
             assert!(
                 types.is_subset(&wanted),
@@ -387,28 +396,33 @@ async fn each_event_type_reaches_its_subscribers_only_and_filters_hold() {
             assert_eq!(types, wanted, "{name}");
         }
     }
-    let only = |name: &'static str| {
+    // The subjects a filtered endpoint got, once it got at least `expected`.
+    let only = |name: &'static str, expected: &[String]| {
         let receiver = &receiver;
+        let expected: BTreeSet<String> = expected.iter().cloned().collect();
         async move {
-            firsts(&receiver.log(name, false).await)
-                .iter()
-                .map(|d| d.subject().to_owned())
-                .collect::<BTreeSet<String>>()
+            let subjects = |l: &[Delivery]| -> BTreeSet<String> {
+                firsts(l).iter().map(|d| d.subject().to_owned()).collect()
+            };
+            let within = Duration::from_secs(30);
+            let every = |l: &[Delivery]| subjects(l).is_superset(&expected);
+            let log = receiver.until(name, "its subjects", within, every).await;
+            (subjects(&log), expected)
         }
     };
-    assert_eq!(
-        only("board-b").await,
-        caused.ideas_b.iter().cloned().collect()
-    );
-    assert_eq!(
-        only("survey-2").await,
-        caused.survey_2_responses.iter().cloned().collect()
-    );
-    assert_eq!(
-        only("customers").await,
-        caused.contacts_customer.iter().cloned().collect()
-    );
-    let comments = firsts(&receiver.log("comments", false).await)
+    for (name, subjects) in [
+        ("board-b", &caused.ideas_b),
+        ("survey-2", &caused.survey_2_responses),
+        ("customers", &caused.contacts_customer),
+    ] {
+        let (seen, wanted) = only(name, subjects).await;
+        assert_eq!(seen, wanted, "{name}");
+    }
+    let some = |l: &[Delivery]| !firsts(l).is_empty();
+    let comments = receiver
+        .until("comments", "a comment", Duration::from_secs(30), some)
+        .await;
+    let comments = firsts(&comments)
         .iter()
         .map(|d| d.data["comment"]["internal"].clone())
         .collect::<Vec<_>>();
