@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The collector under load, against the HTTP ceiling of this machine measured in the same run.
 #
-#   benches/load.sh [--secs 10] [--conns 32] [--runs 3] [--events 10]
-#   benches/load.sh --soak [--minutes 10] [--rate 20000]
+#   benches/load.sh [--secs 10] [--conns 32] [--runs 3] [--events 10] [--server PATH]
+#   benches/load.sh --soak [--minutes 10] [--rate 20000] [--server PATH]
 #
 # Load mode: starts a bare actix-web server (examples/ceiling.rs: reads the body, answers 200)
 # and Tributary in its default durable configuration (fresh data dir, local lake), then drives
@@ -15,7 +15,8 @@
 # rate, where each wake-up finds fewer requests than at the ceiling's own), Tributary at half
 # its saturation rate for p99, prints its peak RSS (VmHWM), stops it (SIGTERM: everything
 # flushed) and checks that the lake holds exactly the acknowledged events.
-# --events other than 10 splits the cost per request from the cost per event.
+# --events other than 10 splits the cost per request from the cost per event. --server runs that
+# Tributary binary instead of the one built here (e.g. benches/pgo.sh's profile-guided build).
 #
 # Soak mode (10-event batches): Tributary alone at a fixed rate for --minutes, RSS every 30 s;
 # then 150 s quiet (RSS every 15 s: memory goes back about two minutes after the last batch);
@@ -26,7 +27,7 @@
 # compare ratios and CPU per event, not absolute rates.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-secs=10 conns=32 runs=3 soak=0 minutes=10 rate=20000 batch=10
+secs=10 conns=32 runs=3 soak=0 minutes=10 rate=20000 batch=10 server=""
 while [ $# -gt 0 ]; do
   case $1 in
     --secs) secs=$2; shift 2 ;;
@@ -36,12 +37,16 @@ while [ $# -gt 0 ]; do
     --soak) soak=1; shift ;;
     --minutes) minutes=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;;
+    --server) server=$2; shift 2 ;;
     *) echo "unknown option $1 (see the header of $0)" >&2; exit 2 ;;
   esac
 done
 echo "== building (release)"
 cargo build --release --quiet --bin tributary --examples
 bin=${CARGO_TARGET_DIR:-target}/release
+server=${server:-$bin/tributary}
+[ -x "$server" ] || { echo "--server: $server is not an executable" >&2; exit 2; }
+echo "== tributary: $server"
 hz=$(getconf CLK_TCK)
 work=$(mktemp -d)
 pids=()
@@ -73,7 +78,7 @@ field() { sed -E "s/.*(^| )$1=([^ ]+).*/\2/" <<<"$2"; }
 export TRIBUTARY_ADMIN_TOKEN=load-test-admin-token-0123456789abcdef
 start_tributary() { # data dir; sets tpid, tport
   tport=$(free_port)
-  RUST_LOG=warn "$bin/tributary" serve --bind "127.0.0.1:$tport" --data-dir "$1" \
+  RUST_LOG=warn "$server" serve --bind "127.0.0.1:$tport" --data-dir "$1" \
     >>"$work/tributary.log" 2>&1 &
   tpid=$!; pids+=("$tpid")
   wait_up "http://127.0.0.1:$tport/healthz"

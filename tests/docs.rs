@@ -181,3 +181,35 @@ fn no_dead_code_is_kept_alive() {
         allowed.join("\n")
     );
 }
+
+#[test]
+fn the_shell_scripts_parse_and_refuse_an_unknown_option() {
+    let mut scripts: Vec<PathBuf> = files_below("benches")
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "sh"))
+        .collect();
+    scripts.push(Path::new(ROOT).join("tests/run"));
+    assert!(scripts.len() >= 3, "{scripts:?}");
+    for script in &scripts {
+        let parsed = std::process::Command::new("bash")
+            .arg("-n")
+            .arg(script)
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&parsed.stderr);
+        assert!(parsed.status.success(), "{}: {said}", script.display());
+    }
+    // The benches read their options before building anything: a wrong one costs nothing.
+    for script in ["benches/load.sh", "benches/pgo.sh"] {
+        let run = std::process::Command::new(Path::new(ROOT).join(script))
+            .arg("--no-such-option")
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{script}: {said}");
+        assert!(
+            said.contains("unknown option --no-such-option"),
+            "{script}: {said}"
+        );
+    }
+}
