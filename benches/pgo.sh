@@ -12,7 +12,7 @@
 # 4. Builds the release binary with the profile (target/pgo; RUSTFLAGS=-Cprofile-use).
 #
 # Prints the binary's path; `benches/load.sh --server target/pgo/release/tributary` measures it
-# against the ceiling. Two release builds: about 35 minutes cold on 2 cores. The profile fits
+# against the ceiling. Two release builds: about 30 minutes cold on 2 cores. The profile fits
 # the code it was made from: build again after a change (stale parts are ignored, not wrong).
 # Everything stays on 127.0.0.1.
 set -euo pipefail

@@ -624,6 +624,9 @@ async fn every_thread_gives_memory_back_once_per_quiet_period() {
             ("TRIBUTARY__COLLECTOR__RELEASE_MEMORY_AFTER_IDLE_SECS", "3"),
             ("TRIBUTARY__STORAGE__STORE_THREADS", "2"),
             ("TRIBUTARY__SERVER__WORKERS", "2"),
+            // Parts wait for their hour: no merge and upload a poll (3 s) after the batch, when
+            // the threads release, which would start a second quiet period.
+            ("TRIBUTARY__COLLECTOR__LAKE_FILE_MAX_WAIT_MS", "0"),
         ],
     );
     let client = reqwest::Client::new();
@@ -638,7 +641,7 @@ async fn every_thread_gives_memory_back_once_per_quiet_period() {
             .send()
     };
     assert_eq!(send("a").await.unwrap().status(), 200);
-    // The batch (and its file, flushed 150 ms later, and upload) restart every idle clock.
+    // The batch (and its part, flushed 150 ms later) restart every idle clock.
     releases_reach(&client, &server.base, 4.0).await;
     // That it is once per quiet period, however long the quiet lasts, is the idle clock's rule,
     // tested with explicit instants in `memory.rs` (no waiting here): the next batch starts a
