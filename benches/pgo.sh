@@ -50,10 +50,11 @@ if ! profdata=$(find_profdata); then
 fi
 echo "== llvm-profdata: $profdata"
 
-echo "== 1/4 building the instrumented binary (target/pgo-gen) and the load generator"
+echo "== 1/4 building the instrumented binary (target/pgo-gen; about 20 min cold on 2 cores)"
 rm -rf "$profiles"; mkdir -p "$profiles"
 RUSTFLAGS="-Cprofile-generate=$profiles" CARGO_TARGET_DIR=target/pgo-gen \
-  cargo build --release --quiet --bin tributary
+  cargo build --release --bin tributary
+echo "== building the load generator (target/release)"
 cargo build --release --quiet --example loadgen
 
 echo "== 2/4 training: ${secs}s of 10-event batches, then 1- and 50-event ones, Segment, contacts"
@@ -98,12 +99,13 @@ for i in $(seq 200); do
 done
 kill -TERM "$pid"; wait "$pid" || true; pid=""
 ls "$profiles"/*.profraw >/dev/null 2>&1 || { echo "the server wrote no profile" >&2; exit 1; }
+echo "profile: $(du -ch "$profiles"/*.profraw | tail -1 | cut -f1) from the training"
 
 echo "== 3/4 merging the profile"
 "$profdata" merge -o "$profiles/merged.profdata" "$profiles"/*.profraw
 
-echo "== 4/4 building with the profile (target/pgo)"
+echo "== 4/4 building with the profile (target/pgo; about 10 min on 2 cores)"
 RUSTFLAGS="-Cprofile-use=$profiles/merged.profdata" CARGO_TARGET_DIR=target/pgo \
-  cargo build --release --quiet --bin tributary
+  cargo build --release --bin tributary
 echo "built: target/pgo/release/tributary"
 echo "measure it: benches/load.sh --server target/pgo/release/tributary"

@@ -488,7 +488,7 @@ mod tests {
             db.flush().unwrap();
             s
         };
-        let db = crate::storage::db::reopen_after_drop(dir.path());
+        let db = crate::storage::reopen_after_drop(dir.path());
         let second = Q.push(&db, 0, 0, b"b").unwrap();
         assert!(second > first);
         assert_eq!(Q.peek(&db, 10, 100).unwrap().len(), 2);
