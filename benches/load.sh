@@ -41,11 +41,15 @@ while [ $# -gt 0 ]; do
     *) echo "unknown option $1 (see the header of $0)" >&2; exit 2 ;;
   esac
 done
+if [ -n "$server" ] && [ ! -x "$server" ]; then
+  echo "--server: $server is not an executable" >&2; exit 2
+fi
 echo "== building (release)"
-cargo build --release --quiet --bin tributary --examples
+# The load generator, the ceiling and the lake counter; Tributary too unless --server names one.
+targets=(--examples); [ -n "$server" ] || targets+=(--bin tributary)
+cargo build --release --quiet "${targets[@]}"
 bin=${CARGO_TARGET_DIR:-target}/release
 server=${server:-$bin/tributary}
-[ -x "$server" ] || { echo "--server: $server is not an executable" >&2; exit 2; }
 echo "== tributary: $server"
 hz=$(getconf CLK_TCK)
 work=$(mktemp -d)
