@@ -117,8 +117,8 @@ impl RowBuilder {
 
     /// Appends rows column by column, [`CELL_ROWS`] rows at a time: each builder takes them in
     /// turn, so its buffers stay in the cache (row by row, every row touches all the builders),
-    /// and so do the rows' cells.
-    pub fn append_all(&mut self, events: &[&Event]) {
+    /// and so do the rows' cells. Returns their estimated size ([`Event::approx_bytes`]).
+    pub fn append_all(&mut self, events: &[&Event]) -> usize {
         if let Some((rows, bytes)) = self.last_group.take_if(|_| !events.is_empty()) {
             for ((column, spec), bytes) in self.columns.iter_mut().zip(Event::COLUMNS).zip(bytes) {
                 *column = ColumnBuilder::with_capacity(spec.kind, rows, bytes);
@@ -142,7 +142,9 @@ impl RowBuilder {
             }
         }
         self.rows += events.len();
-        self.bytes += events.iter().map(|e| e.approx_bytes()).sum::<usize>();
+        let bytes = events.iter().map(|e| e.approx_bytes()).sum::<usize>();
+        self.bytes += bytes;
+        bytes
     }
 
     /// The rows as one record batch in schema order; the builder is left empty.
@@ -337,13 +339,14 @@ impl OpenFile {
         })
     }
 
-    /// Adds rows; every [`ROW_GROUP_ROWS`] rows go to the encoder. An error is the encoding
-    /// of an earlier row group failing.
-    pub fn append(&mut self, mut events: &[&Event]) -> Result<(), ParquetError> {
+    /// Adds rows; every [`ROW_GROUP_ROWS`] rows go to the encoder. Returns their estimated
+    /// size ([`Event::approx_bytes`]). An error is the encoding of an earlier row group failing.
+    pub fn append(&mut self, mut events: &[&Event]) -> Result<usize, ParquetError> {
+        let mut bytes = 0;
         while !events.is_empty() {
             let room = ROW_GROUP_ROWS - self.rows.rows();
             let (now, rest) = events.split_at(room.min(events.len()));
-            self.rows.append_all(now);
+            bytes += self.rows.append_all(now);
             self.total += now.len();
             if self.rows.rows() >= ROW_GROUP_ROWS {
                 let writer = self.take_writer()?;
@@ -360,7 +363,7 @@ impl OpenFile {
             }
             events = rest;
         }
-        Ok(())
+        Ok(bytes)
     }
 
     /// The Parquet writer, back from the encoder once it wrote the last row group sent.

@@ -365,8 +365,6 @@ enum Tail<'a> {
     Inline,
     /// Format 5, checked as UTF-8 as a whole.
     Checked(&'a str),
-    /// Format 5, not checked (only the ids' bytes are read).
-    Bytes(&'a [u8]),
 }
 
 /// Reads what [`Field::put`] and [`Field::put_text`] wrote; `None` on anything short or
@@ -383,9 +381,8 @@ pub struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     /// A reader of `record` after its format byte; `None` for a format this build does not
-    /// know, or a format 5 record that is not whole (or, with `check`, whose texts are not
-    /// UTF-8).
-    fn open(record: &'a [u8], check: bool) -> Option<Reader<'a>> {
+    /// know, or a format 5 record that is not whole or whose texts are not UTF-8.
+    fn open(record: &'a [u8]) -> Option<Reader<'a>> {
         let (&format, rest) = record.split_first()?;
         let mut r = Reader {
             rest,
@@ -405,10 +402,7 @@ impl<'a> Reader<'a> {
                     return None;
                 }
                 let (head, tail) = rest.split_at_checked(head_bytes(present))?;
-                r.tail = match check {
-                    true => Tail::Checked(std::str::from_utf8(tail).ok()?),
-                    false => Tail::Bytes(tail),
-                };
+                r.tail = Tail::Checked(std::str::from_utf8(tail).ok()?);
                 (r.rest, r.present) = (head, present);
                 Some(r)
             }
@@ -435,29 +429,12 @@ impl<'a> Reader<'a> {
         let len = self.take(4)?;
         Some(u32::from_le_bytes(len.try_into().ok()?) as usize)
     }
-    /// A text's bytes (not checked as UTF-8 unless the tail was).
-    fn text_bytes(&mut self) -> Option<&'a [u8]> {
-        let len = self.length()?;
-        self.bytes_of(len)
-    }
-    /// A text: a slice of the checked tail, or its bytes checked now.
+    /// A text: a slice of the checked tail, or (before format 5) its bytes checked now.
     fn text(&mut self) -> Option<&'a str> {
         let len = self.length()?;
         match &mut self.tail {
             Tail::Checked(t) => split(t, len),
-            _ => std::str::from_utf8(self.bytes_of(len)?).ok(),
-        }
-    }
-    /// The next `len` bytes of text.
-    fn bytes_of(&mut self, len: usize) -> Option<&'a [u8]> {
-        match &mut self.tail {
-            Tail::Inline => self.take(len),
-            Tail::Checked(t) => Some(split(t, len)?.as_bytes()),
-            Tail::Bytes(b) => {
-                let (text, rest) = b.split_at_checked(len)?;
-                *b = rest;
-                Some(text)
-            }
+            Tail::Inline => std::str::from_utf8(self.take(len)?).ok(),
         }
     }
     /// Whether the record was read to its end.
@@ -466,7 +443,6 @@ impl<'a> Reader<'a> {
             && match self.tail {
                 Tail::Inline => true,
                 Tail::Checked(t) => t.is_empty(),
-                Tail::Bytes(b) => b.is_empty(),
             }
     }
 }
@@ -536,7 +512,7 @@ macro_rules! event_row {
             /// Reads [`Event::encode_wal`]'s form, or an older format's (without the columns
             /// added since), borrowing its text; `None` when the bytes are not one whole event.
             pub fn decode_wal(bytes: &'a [u8]) -> Option<Event<'a>> {
-                let mut r = Reader::open(bytes, true)?;
+                let mut r = Reader::open(bytes)?;
                 let format = r.format;
                 let e = Event {
                     $( $field: { let v = <$ty as Field<'a>>::get(&mut r)?; r.column += 1; v }, )+
@@ -722,15 +698,6 @@ impl<'a> Event<'a> {
             .as_deref()
             .or(self.user_id.as_deref())
             .unwrap_or("")
-    }
-
-    /// The bytes of `(app_id, message_id)` of a WAL record, for their fingerprint, read
-    /// without the rest of it (they are its first two fields in every format) and not checked
-    /// as UTF-8 ([`Event::decode_wal`] does that); `None` when the record is not that long.
-    pub fn wal_ids(bytes: &'a [u8]) -> Option<(&'a [u8], &'a [u8])> {
-        let mut r = Reader::open(bytes, false)?;
-        let message_id = r.text_bytes()?;
-        Some((r.text_bytes()?, message_id))
     }
 
     /// A minimal event, for tests and benches: a page view of `anonymous_id` in `app_id`.

@@ -563,77 +563,87 @@ impl Writer {
         replies: Vec<Reply>,
     ) -> (Vec<Kept<'b>>, Vec<u128>, Vec<(Reply, Committed)>) {
         let events: usize = batches.iter().map(Records::len).sum();
-        let mut in_group = FingerprintSet::default();
-        in_group.reserve(events);
-        let mut keys = Vec::with_capacity(events);
-        // Identities of this group, not yet durable: they fill later events of the group only.
-        let mut pending: FingerprintMap<String> = FingerprintMap::default();
+        // Every record read once, in order, with the index of its batch: the candidates,
+        // compacted in place below (nothing moves while none is dropped).
         let mut kept = Vec::with_capacity(events);
-        let mut outcomes = Vec::with_capacity(replies.len());
-        let now = self.clock.now_micros();
+        let mut batch_of = Vec::with_capacity(events);
+        for (b, batch) in batches.iter().enumerate() {
+            for record in batch.records() {
+                match Event::decode_wal(record) {
+                    Some(event) => {
+                        kept.push(Kept {
+                            event,
+                            record: Some(record),
+                        });
+                        batch_of.push(b);
+                    }
+                    // The edge encoded it: never seen, but no reason to stop the shard.
+                    None => {
+                        tracing::error!(shard = self.cfg.index, "unreadable event record skipped")
+                    }
+                }
+            }
+        }
         // The group's messageIds first, so that their dedupe filter blocks load together.
-        // (A record whose ids cannot be read is not one `decode_wal` reads: its 0 is not used;
-        // one whose ids are not UTF-8 neither.)
         let index = self.seen.index();
-        let fingerprints: Vec<u128> = batches
+        let fingerprints: Vec<u128> = kept
             .iter()
-            .flat_map(Records::records)
-            .map(|r| Event::wal_ids(r).map_or(0, |(app, id)| index.fingerprint(app, id)))
+            .map(|k| index.fingerprint(&*k.event.app_id, &*k.event.message_id))
             .collect();
         self.seen.warm(&fingerprints);
-        let mut fingerprints = fingerprints.into_iter();
+        let mut in_group = FingerprintSet::default();
+        in_group.reserve(kept.len());
+        let mut keys = Vec::with_capacity(kept.len());
+        // Identities of this group, not yet durable: they fill later events of the group only.
+        let mut pending: FingerprintMap<String> = FingerprintMap::default();
+        let mut done = vec![Committed::default(); batches.len()];
+        let now = self.clock.now_micros();
         // Each app's gate, looked up once per group (batches are of one app).
         let mut gates: Vec<(Box<str>, AppGate)> = Vec::new();
-        for (batch, reply) in batches.iter().zip(replies) {
-            let mut done = Committed::default();
-            for record in batch.records() {
-                let key = fingerprints.next().unwrap_or_default();
-                let Some(mut e) = Event::decode_wal(record) else {
-                    // The edge encoded it: never seen, but no reason to stop the shard.
-                    tracing::error!(shard = self.cfg.index, "unreadable event record skipped");
-                    continue;
-                };
-                let mut record = Some(record);
-                let gate = match gates.iter().position(|(a, _)| **a == *e.app_id) {
-                    Some(i) => &gates[i].1,
-                    None => {
-                        gates.push((Box::from(&*e.app_id), self.gate.gate(&e.app_id)));
-                        &gates[gates.len() - 1].1
-                    }
-                };
-                if !gate.admits(&e, now) {
-                    self.counters.refused_at_commit.inc();
-                    continue;
+        let mut candidates = fingerprints.into_iter().zip(batch_of);
+        kept.retain_mut(|k| {
+            let Some((key, b)) = candidates.next() else {
+                return false;
+            };
+            let e = &mut k.event;
+            let gate = match gates.iter().position(|(a, _)| **a == *e.app_id) {
+                Some(i) => &gates[i].1,
+                None => {
+                    gates.push((Box::from(&*e.app_id), self.gate.gate(&e.app_id)));
+                    &gates[gates.len() - 1].1
                 }
-                if !in_group.insert(key) || self.seen.contains(key) {
-                    done.duplicates += 1;
-                    continue;
-                }
-                if let Some(anon) = &e.anonymous_id {
-                    let k = self.seen.index().fingerprint(&e.app_id, anon);
-                    if e.kind == EventType::Identify {
-                        if let Some(user) = &e.user_id {
-                            pending.insert(k, user.to_string());
-                        }
-                    } else if e.user_id.is_none() {
-                        let user = match pending.get(&k) {
-                            Some(u) => Some(u.clone()),
-                            None => self.user_of(k, &e.app_id, anon),
-                        };
-                        if let Some(user) = user {
-                            // Changed: encoded again for the WAL.
-                            e.user_id = Some(user.into());
-                            record = None;
-                        }
-                    }
-                }
-                done.accepted += 1;
-                kept.push(Kept { event: e, record });
-                keys.push(key);
+            };
+            if !gate.admits(e, now) {
+                self.counters.refused_at_commit.inc();
+                return false;
             }
-            outcomes.push((reply, done));
-        }
-        (kept, keys, outcomes)
+            if !in_group.insert(key) || self.seen.contains(key) {
+                done[b].duplicates += 1;
+                return false;
+            }
+            if let Some(anon) = &e.anonymous_id {
+                let k_anon = self.seen.index().fingerprint(&*e.app_id, &**anon);
+                if e.kind == EventType::Identify {
+                    if let Some(user) = &e.user_id {
+                        pending.insert(k_anon, user.to_string());
+                    }
+                } else if e.user_id.is_none() {
+                    let user = match pending.get(&k_anon) {
+                        Some(u) => Some(u.clone()),
+                        None => self.user_of(k_anon, &e.app_id, anon),
+                    };
+                    if let Some(user) = user {
+                        // Changed: encoded again for the WAL.
+                        e.user_id = Some(user.into());
+                        k.record = None;
+                    }
+                }
+            }
+            done[b].accepted += 1;
+            keys.push(key);
+            true
+        });
+        (kept, keys, replies.into_iter().zip(done).collect())
     }
 
     fn learn_identity(&mut self, e: &Event<'_>) {
@@ -683,11 +693,14 @@ impl Writer {
                 OpenFile::new(&self.encoder).and_then(|f| v.insert(f).append(run))
             }
         };
-        if let Err(err) = appended {
-            self.break_down(err);
-        }
         self.rows += run.len();
-        self.bytes += run.iter().map(|e| e.approx_bytes()).sum::<usize>();
+        self.bytes += match appended {
+            Ok(bytes) => bytes,
+            Err(err) => {
+                self.break_down(err);
+                run.iter().map(|e| e.approx_bytes()).sum()
+            }
+        };
         if self.oldest.is_none() {
             self.oldest = Some(arrived);
         }
