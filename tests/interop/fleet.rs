@@ -44,20 +44,13 @@ const FILES: [(&str, &str); 2] = [
     ("TRIBUTARY__COLLECTOR__MAX_FILE_AGE_MS", "500"),
 ];
 
-/// A port of 127.0.0.1 free right now (a node keeps it across restarts).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// One process of the fleet: its name, data dir, port and command line, so that it can be
 /// killed and started again as it was.
 pub struct Member {
     pub name: String,
     dir: tempfile::TempDir,
+    /// `127.0.0.1:0` until the first start; then the address the kernel gave it, kept across
+    /// restarts (the others call it there).
     bind: String,
     args: Vec<String>,
     env: Vec<(String, String)>,
@@ -69,7 +62,7 @@ impl Member {
         let mut m = Member {
             name: name.to_owned(),
             dir: tempfile::tempdir().unwrap(),
-            bind: format!("127.0.0.1:{}", free_port()),
+            bind: "127.0.0.1:0".to_owned(),
             args,
             env,
             server: None,
@@ -87,12 +80,11 @@ impl Member {
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
-        self.server = Some(binary::start_bound(
-            self.dir.path(),
-            &self.bind,
-            &args,
-            &env,
-        ));
+        let server = binary::start_bound(self.dir.path(), &self.bind, &args, &env);
+        // The port is the kernel's choice at the first start (no window in which another
+        // process could take a port picked in advance), then the same one.
+        self.bind = server.base.trim_start_matches("http://").to_owned();
+        self.server = Some(server);
         let health = format!("{}/healthz", self.base());
         let client = reqwest::Client::new();
         eventually(

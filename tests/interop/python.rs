@@ -159,6 +159,32 @@ pub struct Moto {
 
 impl Moto {
     pub async fn start(bucket: &str) -> Moto {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        // A port free when picked may be taken before moto binds it (another test's
+        // connection): then moto exits, and it starts again on another.
+        let mut moto = Moto::spawn();
+        let client = reqwest::Client::new();
+        loop {
+            // moto creates a bucket on an unsigned PUT.
+            if let Ok(r) = client
+                .put(format!("{}/{bucket}", moto.endpoint))
+                .send()
+                .await
+            {
+                if r.status().is_success() {
+                    return moto;
+                }
+            }
+            assert!(Instant::now() < deadline, "moto did not start within 60 s");
+            if moto.child.try_wait().is_ok_and(|exited| exited.is_some()) {
+                moto = Moto::spawn();
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// `moto_server` on a port free right now.
+    fn spawn() -> Moto {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -170,25 +196,10 @@ impl Moto {
             .stderr(Stdio::null())
             .spawn()
             .expect("moto_server starts");
-        let endpoint = format!("http://127.0.0.1:{port}");
-        let moto = Moto { child, endpoint };
-        let client = reqwest::Client::new();
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            // moto creates a bucket on an unsigned PUT.
-            if let Ok(r) = client
-                .put(format!("{}/{bucket}", moto.endpoint))
-                .send()
-                .await
-            {
-                if r.status().is_success() {
-                    break;
-                }
-            }
-            assert!(Instant::now() < deadline, "moto did not start within 60 s");
-            tokio::time::sleep(Duration::from_millis(100)).await;
+        Moto {
+            child,
+            endpoint: format!("http://127.0.0.1:{port}"),
         }
-        moto
     }
 }
 
