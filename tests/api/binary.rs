@@ -108,6 +108,16 @@ pub fn start_bound(data_dir: &Path, bind: &str, args: &[&str], env: &[(&str, &st
     }
 }
 
+/// A port of 127.0.0.1 free right now (another process may take it before it is bound: where
+/// a process can, it binds port 0 instead and reports its port, as `start` does).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// A small deterministic generator, seeded per run (the seed is printed to reproduce a failure).
 pub struct Rng(pub u64);
 

@@ -20,11 +20,7 @@ fn webhooks_app() -> TestApp {
 
 /// A local address where nothing listens.
 fn nowhere() -> String {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = crate::binary::free_port();
     format!("http://127.0.0.1:{port}/hook")
 }
 

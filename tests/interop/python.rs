@@ -185,11 +185,7 @@ impl Moto {
 
     /// `moto_server` on a port free right now.
     fn spawn() -> Moto {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = crate::binary::free_port();
         let child = Command::new(venv_bin("moto_server"))
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
             .stdout(Stdio::null())
