@@ -389,7 +389,7 @@ async fn receive(
                 .map_err(ApiError::internal)?;
         (Some(decoded), body)
     };
-    let mut scratch = decode::Scratch::default();
+    let mut scratch = decode::Scratch::kept();
     let decoded = match decoded {
         Some(d) => d,
         None => decode_body(&body, &mut scratch, &enrich, cfg),

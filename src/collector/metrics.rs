@@ -208,7 +208,12 @@ impl QuarantineCounters {
 }
 
 impl EdgeCounters {
+    /// Adds `n` refusals (every reason's series exists from the start, at 0: a request with
+    /// none looks nothing up).
     pub fn reject(&self, why: Reject, n: u64) {
+        if n == 0 {
+            return;
+        }
         self.rejected
             .get_or_create(&ReasonLabel { reason: why })
             .inc_by(n);
@@ -255,6 +260,9 @@ impl Metrics {
             rejected: Family::default(),
             quarantine: QuarantineCounters::default(),
         };
+        for why in Reject::ALL {
+            drop(edge.rejected.get_or_create(&ReasonLabel { reason: *why }));
+        }
         let retention = RetentionCounters::default();
         let r = &mut registry;
         register!(r,
@@ -395,9 +403,6 @@ mod tests {
         // Families show once a label is used.
         for kind in Expired::ALL {
             m.retention.removed(*kind, 0);
-        }
-        for why in Reject::ALL {
-            m.edge.reject(*why, 0);
         }
         let text = m.render();
         let config = include_str!("../../config/default.toml");

@@ -331,6 +331,76 @@ fn context_values<'t, 'i>(context: &Object<'t, 'i>) -> [Option<Value<'t, 'i>>; 7
     pick_with(context, context_key).0
 }
 
+/// [`context_values`] of an event's context, and in the same pass its other members (its
+/// rest) as cut out of the body (`close`: the offset of the context's closing brace, when
+/// known), when each of them can be.
+fn split_context<'t, 'i>(
+    context: &Object<'t, 'i>,
+    close: Option<usize>,
+    source: &Source<'i>,
+) -> ([Option<Value<'t, 'i>>; 7], Option<Cut<'i>>) {
+    let mut picked = [None; 7];
+    let mut cut = Some(Cut::default());
+    // A member of the rest, cut out once the key after it (or the context's end) is known.
+    let mut waiting = None;
+    for (k, v) in context.iter() {
+        if let Some(w) = waiting.take() {
+            cut = cut.and_then(|c| c.with(source.member_of(w, Some(k), close)?));
+        }
+        match context_key(k) {
+            Some(i) => picked[i] = Some(v),
+            None => waiting = Some(k),
+        }
+    }
+    if let Some(w) = waiting {
+        cut = cut.and_then(|c| c.with(source.member_of(w, None, close)?));
+    }
+    (picked, cut)
+}
+
+/// The most members of a context's rest written by [`Cut`] (more: `merged_json`).
+const MAX_CUT: usize = 8;
+
+/// The members of a context's rest as sent (`"key": value`), in order.
+#[derive(Default)]
+struct Cut<'i> {
+    parts: [&'i [u8]; MAX_CUT],
+    len: usize,
+}
+
+impl<'i> Cut<'i> {
+    fn with(mut self, part: &'i [u8]) -> Option<Self> {
+        *self.parts.get_mut(self.len)? = part;
+        self.len += 1;
+        Some(self)
+    }
+
+    /// The members as one object, written into the request's arena at its exact size (what
+    /// `merged_json` writes for a context without a batch's, without its copy through a
+    /// buffer). `None` if the text is no UTF-8 (never: the body is, and members are cut at
+    /// ASCII bytes), for the caller to encode it instead.
+    fn write(&self, texts: &'i Bump) -> Option<Result<Option<Text<'i>>, ArenaFull>> {
+        let parts = &self.parts[..self.len];
+        if parts.is_empty() {
+            return Some(Ok(None));
+        }
+        // `{`, each member and a comma after it, the last comma a `}`.
+        let len = 1 + parts.iter().map(|p| p.len() + 1).sum::<usize>();
+        let Ok(out) = texts.try_alloc_slice_fill_copy(len, b',') else {
+            return Some(Err(ArenaFull));
+        };
+        out[0] = b'{';
+        let mut at = 1;
+        for p in parts {
+            out[at..at + p.len()].copy_from_slice(p);
+            at += p.len() + 1;
+        }
+        out[len - 1] = b'}';
+        let text = std::str::from_utf8(out).ok()?;
+        Some(Ok(Some(Text::Borrowed(text))))
+    }
+}
+
 /// The values of `keys` in `object`, in one pass (the last of a repeated key).
 pub(super) fn pick<'t, 'i, const N: usize>(
     object: &Object<'t, 'i>,
@@ -470,7 +540,14 @@ impl Checker {
         if ctx.is_none() && batch.is_none() {
             return out;
         }
-        let mut picked = ctx.as_ref().map_or([None; 7], context_values);
+        let close = v.zip(after).and_then(|(v, after)| source.span_of(v, after));
+        let close = close.map(|(_, close)| close);
+        // Without a batch's context, the rest is cut out in the same pass (else merged below).
+        let (mut picked, cut) = match (&ctx, &batch) {
+            (Some(c), None) => split_context(c, close, source),
+            (Some(c), Some(_)) => (context_values(c), None),
+            (None, _) => ([None; 7], None),
+        };
         if let Some(b) = &batch {
             for (slot, from_batch) in picked.iter_mut().zip(context_values(b)) {
                 *slot = slot.or(from_batch);
@@ -528,10 +605,10 @@ impl Checker {
                 }
             }
         }
-        let close = v.zip(after).and_then(|(v, after)| source.span_of(v, after));
-        let close = close.map(|(_, close)| close);
+        let cut = cut.and_then(|c| c.write(source.texts));
         let known = |k: &str| context_key(k).is_some();
-        let rest = merged_json(ctx.as_ref(), close, batch.as_ref(), known, source);
+        let rest =
+            cut.unwrap_or_else(|| merged_json(ctx.as_ref(), close, batch.as_ref(), known, source));
         out.rest = self.kept("context", rest);
         out
     }

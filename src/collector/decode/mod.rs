@@ -12,6 +12,7 @@
 
 mod fields;
 mod numbers;
+mod scratch;
 mod time;
 
 use std::cell::RefCell;
@@ -26,6 +27,7 @@ use simd_json::{Buffers, Tape};
 use super::event::{Event, EventType, Text};
 use fields::{page_from_properties, pick_with, After, Checker, Source, MAX_ID_CHARS};
 pub use numbers::clamp_numbers;
+pub use scratch::{KeptScratch, Scratch};
 use time::parse_time;
 pub use time::{event_time, MAX_TIME, MIN_TIME};
 
@@ -591,16 +593,6 @@ pub fn decode_owned(
 ) -> Result<Decoded<'static>, BodyError> {
     let mut scratch = Scratch::default();
     decode(body, &mut scratch, enrich, limits).map(Decoded::into_owned)
-}
-
-/// What a body's events borrow besides the body, kept by the caller as long as the events:
-/// the copy simd-json parses in place (strings, unescaped there), and the texts the decoder
-/// writes (a `context` or `integrations` merged with the batch's, an object encoded again, a
-/// messageId it makes), so an event needs no allocation of its own.
-#[derive(Default)]
-pub struct Scratch {
-    copy: Vec<u8>,
-    texts: Bump,
 }
 
 fn decode_in_place<'a>(

@@ -185,3 +185,18 @@ fn the_context_rest_is_cut_out_of_the_body_member_by_member() {
     let last_known = r#"{"type":"track","event":"e","context":{"library":{"n":1},"locale":"en-US"},"userId":"u"}"#;
     assert_eq!(rest(last_known).as_deref(), Some(r#"{"library":{"n":1}}"#));
 }
+
+#[test]
+fn a_context_rest_of_more_members_than_one_pass_cuts_keeps_them_all_in_order() {
+    // Up to 8 members are cut in the pass that reads the columns; more are written member by
+    // member (as a batch's merge is): the same text either way.
+    for n in [1, 7, 8, 9, 20] {
+        let members: Vec<String> = (0..n)
+            .map(|i| format!(r#""k{i}": {{"v": [{i}]}}"#))
+            .collect();
+        let ctx = format!(r#"{{"locale": "en-US", {}}}"#, members.join(" , "));
+        let body = format!(r#"{{"type":"track","event":"e","context": {ctx},"userId":"u"}}"#);
+        let want = format!("{{{}}}", members.join(","));
+        assert_eq!(rest(&body), Some(want), "{n} members");
+    }
+}
