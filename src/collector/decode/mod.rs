@@ -27,7 +27,7 @@ use simd_json::{Buffers, Tape};
 use super::event::{Event, EventType, Text};
 use fields::{page_from_properties, pick_with, After, Checker, Source, MAX_ID_CHARS};
 pub use numbers::clamp_numbers;
-pub use scratch::{KeptScratch, Scratch};
+pub use scratch::Scratch;
 use time::parse_time;
 pub use time::{event_time, MAX_TIME, MIN_TIME};
 
