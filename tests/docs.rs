@@ -200,7 +200,7 @@ fn the_shell_scripts_parse_and_refuse_an_unknown_option() {
         assert!(parsed.status.success(), "{}: {said}", script.display());
     }
     // The benches read their options before building anything: a wrong one costs nothing.
-    for script in ["benches/load.sh", "benches/pgo.sh"] {
+    for script in ["benches/load.sh", "benches/pgo.sh", "benches/insn.sh"] {
         let run = std::process::Command::new(Path::new(ROOT).join(script))
             .arg("--no-such-option")
             .output()
