@@ -13,8 +13,10 @@
 # out. With two binaries it prints the ratio and the functions whose counts differ most.
 #
 # Caveats: this counts instructions, not time (a cache miss or an fsync costs nothing here, a
-# `rep stosb` counts once per byte); the group commits are smaller than at saturation; two runs
-# of one binary agree within about 1%. Needs valgrind (Debian: apt-get install valgrind).
+# `rep stosb` counts once per byte); valgrind hides some CPU features (SHA-NI, AVX-512), so code
+# that picks its path at run time (sha2, memcpy) takes a longer one here; the group commits are
+# smaller than at saturation; two runs of one binary agree within about 1%. Needs valgrind
+# (Debian: apt-get install valgrind).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 requests=3000
