@@ -37,18 +37,18 @@ release=${CARGO_TARGET_DIR:-target}/release
 export TRIBUTARY_ADMIN_TOKEN=insn-bench-admin-token-0123456789abcdef
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# free_port, wait_up, create_app.
+source benches/server.sh
 
 # run BINARY REQUESTS OUT: one fresh server under cachegrind; its counts in OUT.
 run() {
   local data port pid key
-  data=$(mktemp -d "$work/data.XXXX"); port=$((20000 + RANDOM % 20000))
+  data=$(mktemp -d "$work/data.XXXX"); port=$(free_port)
   RUST_LOG=warn valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file="$3" \
     "$1" serve --bind "127.0.0.1:$port" --data-dir "$data" >"$work/server.log" 2>&1 &
   pid=$!
-  for _ in $(seq 1200); do curl -sf -o /dev/null "http://127.0.0.1:$port/healthz" && break; sleep 0.1; done
-  key=$(curl -sf -X POST "http://127.0.0.1:$port/admin/v1/apps" \
-    -H "Authorization: Bearer $TRIBUTARY_ADMIN_TOKEN" -H 'Content-Type: application/json' \
-    -d '{"name": "insn", "plan": "enterprise"}' | sed -E 's/.*"integrationKey":"([^"]+)".*/\1/')
+  wait_up "http://127.0.0.1:$port/healthz" 120 || { cat "$work/server.log" >&2; kill "$pid"; return 1; }
+  key=$(create_app "$port" insn)
   "$release/examples/loadgen" --addr "127.0.0.1:$port" --key "$key" --conns 8 --rate 400 \
     --secs "$(awk -v r="$2" 'BEGIN {print r / 400}')" | tee -a "$work/loadgen.txt"
   kill -TERM "$pid"; wait "$pid" || true

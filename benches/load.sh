@@ -60,11 +60,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() { echo $((20000 + RANDOM % 20000)); }
-wait_up() { # url
-  for _ in $(seq 300); do curl -sf -o /dev/null "$1" && return 0; sleep 0.02; done
-  echo "server did not start: $1" >&2; return 1
-}
+# free_port, wait_up, create_app.
+source benches/server.sh
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 # thread_ticks PID: the CPU ticks of the server's threads by kind: "http writers encoders other"
 # (actix's workers, the shard writers, their Parquet encoders, everything else).
@@ -86,12 +83,6 @@ start_tributary() { # data dir; sets tpid, tport
     >>"$work/tributary.log" 2>&1 &
   tpid=$!; pids+=("$tpid")
   wait_up "http://127.0.0.1:$tport/healthz"
-}
-create_app() {
-  curl -sf -X POST "http://127.0.0.1:$tport/admin/v1/apps" \
-    -H "Authorization: Bearer $TRIBUTARY_ADMIN_TOKEN" \
-    -H 'Content-Type: application/json' -d '{"name": "load", "plan": "enterprise"}' |
-    sed -E 's/.*"integrationKey":"([^"]+)".*/\1/'
 }
 # measure PID PORT KEY [loadgen args...]: one loadgen run, with the server's CPU per event, in
 # all and by kind of thread (cpu_http, cpu_writers, cpu_encoders, cpu_other).
@@ -125,7 +116,7 @@ if [ "$soak" = 0 ]; then
     sleep 0.02
   done
   start_tributary "$work/data"
-  key=$(create_app)
+  key=$(create_app "$tport" load)
   : >"$work/ceiling.txt"; : >"$work/tributary.txt"
   accepted=0
   for r in $(seq "$runs"); do
@@ -182,7 +173,7 @@ fi
 
 # Soak.
 start_tributary "$work/data"
-key=$(create_app)
+key=$(create_app "$tport" load)
 secs=$((minutes * 60))
 echo "== soak: $rate events/s for $minutes min, fresh ids; RSS every 30 s"
 "$bin/examples/loadgen" --addr "127.0.0.1:$tport" --key "$key" --conns "$conns" --secs "$secs" \
