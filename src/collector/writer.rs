@@ -538,7 +538,9 @@ impl Writer {
         let bytes_before = self.wal.segment_bytes();
         let first = self.wal.append_with(kept, |k, buf| match k.record {
             Some(record) => buf.extend_from_slice(record),
-            None => k.event.encode_wal(buf),
+            None => {
+                k.event.encode_wal(buf);
+            }
         });
         // The backlog counts the segments' files (a failed append may have cut one).
         self.health

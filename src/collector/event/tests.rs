@@ -207,10 +207,18 @@ fn columns_cells_and_size_follow_the_one_list() {
     }
     assert_eq!(cells[2], Cell::Text(Some("track")));
     assert!(!Event::COLUMNS[8].nullable && Event::COLUMNS[9].nullable);
-    let text: usize = ["msg_1", "app", "Bought \"it\"", "a", "ses_1"]
+    let text: usize = ["msg_1", "app", "track", "Bought \"it\"", "a", "ses_1"]
         .iter()
         .chain(&["https://x.io", "é", "", "{\"a\":1}"])
         .map(|s| s.len())
         .sum();
     assert_eq!(e.approx_bytes(), ROW_OVERHEAD + text);
+    // The records' size is counted from the texts they wrote: the same.
+    let mut records = Records::default();
+    records.push(&e);
+    records.push(&Event::default());
+    assert_eq!(
+        records.approx_bytes(),
+        text + 2 * ROW_OVERHEAD + "page".len()
+    );
 }
