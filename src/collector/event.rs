@@ -194,6 +194,7 @@ impl<'a> Field<'a> for Text<'a> {
     fn put_text(&self, tail: &mut Vec<u8>) {
         tail.extend_from_slice(self.as_bytes());
     }
+    #[inline(always)]
     fn get(r: &mut Reader<'a>) -> Option<Self> {
         r.text().map(Text::Borrowed)
     }
@@ -238,6 +239,7 @@ macro_rules! number_field {
             fn put(&self, out: &mut Out<'_>) {
                 out.value(&self.to_le_bytes());
             }
+            #[inline(always)]
             fn get(r: &mut Reader<'_>) -> Option<Self> {
                 let bytes = r.take(std::mem::size_of::<$t>())?;
                 Some(<$t>::from_le_bytes(bytes.try_into().ok()?))
@@ -290,6 +292,9 @@ impl<'a, T: Field<'a>> Field<'a> for Option<T> {
             v.put_text(tail);
         }
     }
+    // The reads of a record are inlined into `decode_wal` (one copy per column): a call per
+    // column took a third more of its instructions (`benches/insn.sh`).
+    #[inline(always)]
     fn get(r: &mut Reader<'a>) -> Option<Self> {
         match r.is_there()? {
             true => Some(Some(T::get(r)?)),
@@ -413,12 +418,14 @@ impl<'a> Reader<'a> {
             _ => None,
         }
     }
+    #[inline(always)]
     fn take(&mut self, n: usize) -> Option<&'a [u8]> {
         let (head, rest) = self.rest.split_at_checked(n)?;
         self.rest = rest;
         Some(head)
     }
     /// Whether the current column, an option, holds a value.
+    #[inline(always)]
     fn is_there(&mut self) -> Option<bool> {
         if self.format >= HEAD_AND_TAIL {
             return Some(self.present >> self.column & 1 == 1);
@@ -429,11 +436,13 @@ impl<'a> Reader<'a> {
             _ => None,
         }
     }
+    #[inline(always)]
     fn length(&mut self) -> Option<usize> {
         let len = self.take(4)?;
         Some(u32::from_le_bytes(len.try_into().ok()?) as usize)
     }
     /// A text: a slice of the checked tail, or (before format 5) its bytes checked now.
+    #[inline(always)]
     fn text(&mut self) -> Option<&'a str> {
         let len = self.length()?;
         match &mut self.tail {
@@ -453,6 +462,7 @@ impl<'a> Reader<'a> {
 
 /// The first `len` bytes of `text` (`None` if it is shorter, or they end inside a character);
 /// `text` keeps the rest.
+#[inline(always)]
 fn split<'a>(text: &mut &'a str, len: usize) -> Option<&'a str> {
     let (head, rest) = text.split_at_checked(len)?;
     *text = rest;
