@@ -27,7 +27,7 @@ use serde_json::{json, Value};
 use tributary::collector::agent;
 use tributary::collector::columns::{encode_parquet, RowBuilder};
 use tributary::collector::decode::{self, Enrichment};
-use tributary::collector::{Collector, Event, Records};
+use tributary::collector::{Collector, Event, Record, Records};
 use tributary::config::Settings;
 
 #[global_allocator]
@@ -158,7 +158,7 @@ fn records(c: &mut Criterion) {
     });
     g.bench_function("read_10", |b| {
         b.iter(|| {
-            let read = encoded.records().filter_map(Event::decode_wal);
+            let read = encoded.records().filter_map(Record::decode);
             black_box(read.map(|e| e.message_id.len()).sum::<usize>())
         })
     });

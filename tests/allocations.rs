@@ -17,7 +17,7 @@ use std::cell::Cell;
 use serde_json::{json, Value};
 use tributary::collector::columns::RowBuilder;
 use tributary::collector::decode::{self, Enrichment};
-use tributary::collector::{Event, Records};
+use tributary::collector::{Event, Record, Records};
 
 /// Counts the allocations (and growths) of the thread that asked for them.
 struct Counting;
@@ -125,7 +125,7 @@ fn the_edge_allocates_per_request_not_per_event() {
     assert_eq!(events, [10, 100, 1000]);
     let counts = counts.map(|(n, _)| n);
     eprintln!("edge: allocations for 10, 100 and 1000 events: {counts:?}");
-    // What one request allocates (its lists of items and events, its records' buffer) is the
+    // What one request allocates (its lists of items and events, its records' two buffers) is the
     // same whatever its size.
     assert!(
         counts[2] <= counts[0] + 1,
@@ -144,7 +144,7 @@ fn the_writer_reads_records_into_the_builders_without_allocating_per_event() {
     let append = |rows: &mut RowBuilder, records: &Records| {
         allocations(|| {
             let mut events = Vec::with_capacity(records.len());
-            events.extend(records.records().filter_map(Event::decode_wal));
+            events.extend(records.records().filter_map(Record::decode));
             let refs: Vec<&Event> = events.iter().collect();
             rows.append_all(&refs);
             events.len()

@@ -172,8 +172,10 @@ pub trait Field<'a>: Sized {
     fn cell(&self) -> Cell<'_>;
     /// Its fixed part, in the record's head (a value that is there also sets its column's bit).
     fn put(&self, out: &mut Out<'_>);
-    /// Its text, in the record's tail (nothing for a number or a flag).
-    fn put_text(&self, _tail: &mut Vec<u8>) {}
+    /// Its text, in the record's tail (none for a number or a flag).
+    fn text(&self) -> Option<&str> {
+        None
+    }
     fn get(r: &mut Reader<'a>) -> Option<Self>;
     /// Bytes held on the heap (text length).
     fn heap_bytes(&self) -> usize {
@@ -191,8 +193,8 @@ impl<'a> Field<'a> for Text<'a> {
     fn put(&self, out: &mut Out<'_>) {
         out.value(&(self.len() as u32).to_le_bytes());
     }
-    fn put_text(&self, tail: &mut Vec<u8>) {
-        tail.extend_from_slice(self.as_bytes());
+    fn text(&self) -> Option<&str> {
+        Some(self)
     }
     #[inline(always)]
     fn get(r: &mut Reader<'a>) -> Option<Self> {
@@ -215,8 +217,8 @@ impl Field<'_> for EventType {
     fn put(&self, out: &mut Out<'_>) {
         out.value(&(self.as_str().len() as u32).to_le_bytes());
     }
-    fn put_text(&self, tail: &mut Vec<u8>) {
-        tail.extend_from_slice(self.as_str().as_bytes());
+    fn text(&self) -> Option<&str> {
+        Some(self.as_str())
     }
     fn get(r: &mut Reader<'_>) -> Option<Self> {
         EventType::parse(r.text()?)
@@ -287,10 +289,8 @@ impl<'a, T: Field<'a>> Field<'a> for Option<T> {
             v.put(out);
         }
     }
-    fn put_text(&self, tail: &mut Vec<u8>) {
-        if let Some(v) = self {
-            v.put_text(tail);
-        }
+    fn text(&self) -> Option<&str> {
+        self.as_ref().and_then(T::text)
     }
     // The reads of a record are inlined into `decode_wal` (one copy per column): a call per
     // column took a third more of its instructions (`benches/insn.sh`).
@@ -376,7 +376,7 @@ enum Tail<'a> {
     Checked(&'a str),
 }
 
-/// Reads what [`Field::put`] and [`Field::put_text`] wrote; `None` on anything short or
+/// Reads what [`Field::put`] and [`Field::text`] wrote; `None` on anything short or
 /// malformed.
 pub struct Reader<'a> {
     /// What is left of the head (format 5), or of the whole record (before).
@@ -393,30 +393,39 @@ impl<'a> Reader<'a> {
     /// know, or a format 5 record that is not whole or whose texts are not UTF-8.
     fn open(record: &'a [u8]) -> Option<Reader<'a>> {
         let (&format, rest) = record.split_first()?;
-        let mut r = Reader {
+        if !(HEAD_AND_TAIL..=WAL_FORMAT).contains(&format) {
+            return (1..HEAD_AND_TAIL).contains(&format).then_some(Reader {
+                rest,
+                format,
+                present: 0,
+                column: 0,
+                tail: Tail::Inline,
+            });
+        }
+        let present = u64::from_le_bytes(*rest.first_chunk::<8>()?);
+        let (head, texts) = record.split_at_checked(1 + 8 + head_bytes(present))?;
+        Reader::of_parts(head, std::str::from_utf8(texts).ok()?)
+    }
+
+    /// A reader of a format 5 record given as its head (the format, the column bits and the
+    /// fixed parts) and its texts; `None` unless the head is whole and the bits an event's.
+    fn of_parts(head: &'a [u8], texts: &'a str) -> Option<Reader<'a>> {
+        let (&format, rest) = head.split_first()?;
+        let (present, rest) = rest.split_first_chunk::<8>()?;
+        let present = u64::from_le_bytes(*present);
+        const REQUIRED: u64 = column_bits(None);
+        let all = u64::MAX >> (64 - COLUMN_COUNT);
+        let valid = (HEAD_AND_TAIL..=WAL_FORMAT).contains(&format)
+            && present & REQUIRED == REQUIRED
+            && present & !all == 0
+            && rest.len() == head_bytes(present);
+        valid.then_some(Reader {
             rest,
             format,
-            present: 0,
+            present,
             column: 0,
-            tail: Tail::Inline,
-        };
-        match format {
-            1..HEAD_AND_TAIL => Some(r),
-            HEAD_AND_TAIL..=WAL_FORMAT => {
-                let (present, rest) = rest.split_first_chunk::<8>()?;
-                let present = u64::from_le_bytes(*present);
-                const REQUIRED: u64 = column_bits(None);
-                let all = u64::MAX >> (64 - COLUMN_COUNT);
-                if present & REQUIRED != REQUIRED || present & !all != 0 {
-                    return None;
-                }
-                let (head, tail) = rest.split_at_checked(head_bytes(present))?;
-                r.tail = Tail::Checked(std::str::from_utf8(tail).ok()?);
-                (r.rest, r.present) = (head, present);
-                Some(r)
-            }
-            _ => None,
-        }
+            tail: Tail::Checked(texts),
+        })
     }
     #[inline(always)]
     fn take(&mut self, n: usize) -> Option<&'a [u8]> {
@@ -512,6 +521,15 @@ macro_rules! event_row {
             /// hot path): [`WAL_FORMAT`]'s. Returns the bytes of its texts (its tail), so
             /// [`Event::approx_bytes`] is [`ROW_OVERHEAD`] more, without a second pass.
             pub fn encode_wal(&self, buf: &mut Vec<u8>) -> usize {
+                self.encode_head(buf);
+                let tail = buf.len();
+                self.each_text(|t| buf.extend_from_slice(t.as_bytes()));
+                buf.len() - tail
+            }
+
+            /// A record's head: its format, the bits of the columns that hold a value, and
+            /// their fixed parts.
+            fn encode_head(&self, buf: &mut Vec<u8>) {
                 buf.push(WAL_FORMAT);
                 let bits = buf.len();
                 buf.extend_from_slice(&[0; 8]);
@@ -519,17 +537,25 @@ macro_rules! event_row {
                 $( Field::put(&self.$field, &mut out); out.column += 1; )+
                 $( $( Field::put(&self.$added, &mut out); out.column += 1; )+ )*
                 let present = out.present.to_le_bytes();
-                let tail = buf.len();
-                $( Field::put_text(&self.$field, buf); )+
-                $( $( Field::put_text(&self.$added, buf); )+ )*
                 buf[bits..bits + 8].copy_from_slice(&present);
-                buf.len() - tail
+            }
+
+            /// A record's tail: the texts, in column order.
+            fn each_text(&self, mut f: impl FnMut(&str)) {
+                $( if let Some(t) = Field::text(&self.$field) { f(t) } )+
+                $( $( if let Some(t) = Field::text(&self.$added) { f(t) } )+ )*
             }
 
             /// Reads [`Event::encode_wal`]'s form, or an older format's (without the columns
             /// added since), borrowing its text; `None` when the bytes are not one whole event.
             pub fn decode_wal(bytes: &'a [u8]) -> Option<Event<'a>> {
-                let mut r = Reader::open(bytes)?;
+                Event::read(Reader::open(bytes)?)
+            }
+
+            /// Inlined where it is called, so the reader stays in registers (passed to one
+            /// copy for both callers, reading took a fifth more instructions: `insn.sh`).
+            #[inline(always)]
+            fn read(mut r: Reader<'a>) -> Option<Event<'a>> {
                 let format = r.format;
                 let e = Event {
                     $( $field: { let v = <$ty as Field<'a>>::get(&mut r)?; r.column += 1; v }, )+
@@ -650,23 +676,29 @@ macro_rules! owned_as_is {
 }
 owned_as_is!(EventType, i64, Option<i64>, Option<i32>, Option<bool>);
 
-/// The events of one request for one shard in their WAL form, in one buffer: what the edge
-/// hands to a shard writer (one allocation per request, not one per text), and what the writer
-/// reads its events from (borrowing) and appends to its WAL as they are.
+/// The events of one request for one shard in their WAL form, in two buffers: what the edge
+/// hands to a shard writer (two allocations per request, not one per text), and what the writer
+/// reads its events from (borrowing) and appends to its WAL as they are. The records' texts are
+/// kept apart, in a `String`, so the writer reads them without checking them as UTF-8 again.
 #[derive(Debug, Default)]
 pub struct Records {
-    bytes: Vec<u8>,
-    /// Where each record ends in `bytes`.
-    ends: Vec<usize>,
+    /// The records' heads ([`Event::encode_wal`]'s form without its texts).
+    heads: Vec<u8>,
+    /// The records' texts (their tails).
+    texts: String,
+    /// Where each record's head and texts end.
+    ends: Vec<(usize, usize)>,
     /// The sum of the events' [`Event::approx_bytes`].
     approx: usize,
 }
 
 impl Records {
-    /// Room for `events` records of the usual size (a tracker's event, about 600 bytes).
+    /// Room for `events` records of the usual size (a tracker's event: a head of about 100
+    /// bytes, texts of about 500).
     pub fn with_capacity(events: usize) -> Records {
         Records {
-            bytes: Vec::with_capacity(events * 640),
+            heads: Vec::with_capacity(events * 128),
+            texts: String::with_capacity(events * 512),
             ends: Vec::with_capacity(events),
             approx: 0,
         }
@@ -682,8 +714,11 @@ impl Records {
     }
 
     pub fn push(&mut self, e: &Event<'_>) {
-        self.approx += ROW_OVERHEAD + e.encode_wal(&mut self.bytes);
-        self.ends.push(self.bytes.len());
+        e.encode_head(&mut self.heads);
+        let texts = self.texts.len();
+        e.each_text(|t| self.texts.push_str(t));
+        self.ends.push((self.heads.len(), self.texts.len()));
+        self.approx += ROW_OVERHEAD + self.texts.len() - texts;
     }
 
     pub fn len(&self) -> usize {
@@ -700,11 +735,35 @@ impl Records {
     }
 
     /// Each event's WAL record.
-    pub fn records(&self) -> impl Iterator<Item = &[u8]> {
-        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+    pub fn records(&self) -> impl Iterator<Item = Record<'_>> {
+        let starts = std::iter::once((0, 0)).chain(self.ends.iter().copied());
         starts
-            .zip(self.ends.iter())
-            .map(|(a, &b)| &self.bytes[a..b])
+            .zip(&self.ends)
+            .map(|((h, t), &(head, texts))| Record {
+                head: &self.heads[h..head],
+                texts: &self.texts[t..texts],
+            })
+    }
+}
+
+/// One event's WAL record in [`Records`]: its head, then its texts.
+#[derive(Debug, Clone, Copy)]
+pub struct Record<'a> {
+    head: &'a [u8],
+    texts: &'a str,
+}
+
+impl<'a> Record<'a> {
+    /// The event, borrowing the record (as [`Event::decode_wal`] of its bytes, without
+    /// checking its texts as UTF-8 again); `None` when it is not one whole event.
+    pub fn decode(self) -> Option<Event<'a>> {
+        Event::read(Reader::of_parts(self.head, self.texts)?)
+    }
+
+    /// Appends the record as the WAL holds it ([`Event::encode_wal`]'s form).
+    pub fn write_to(self, buf: &mut Vec<u8>) {
+        buf.extend_from_slice(self.head);
+        buf.extend_from_slice(self.texts.as_bytes());
     }
 }
 

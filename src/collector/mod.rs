@@ -60,7 +60,7 @@ use crate::clock::Clock;
 use crate::config::{CollectorSettings, Settings};
 use crate::storage::queue::UPLINK;
 use crate::storage::Db;
-pub use event::{Event, EventType, Records, Text};
+pub use event::{Event, EventType, Record, Records, Text};
 pub use gate::{AppGate, Gatekeeper};
 use health::Health;
 use metrics::Metrics;
@@ -545,7 +545,7 @@ impl Collector {
             return Submitted::failed(SubmitError::Backlogged);
         }
         let deadline = tokio::time::Instant::now() + self.answer_timeout;
-        // Each shard's events in their WAL form, in one buffer (sized for the usual record).
+        // Each shard's events in their WAL form, in two buffers (sized for the usual record).
         let per_shard = {
             let n = self.queues.len();
             let guess = events.len() / n + 1;

@@ -28,7 +28,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use super::columns::{Encoder, OpenFile};
 use super::dedupe::{self, FingerprintMap, FingerprintSet, Seen};
-use super::event::{Event, EventType, Records};
+use super::event::{Event, EventType, Record, Records};
 use super::gate::{AppGate, Gatekeeper};
 use super::health::{Check, Health};
 use super::metrics::ShardCounters;
@@ -104,7 +104,7 @@ struct Kept<'b> {
     event: Event<'b>,
     /// Its record as the edge encoded it; `None` once the writer changed the event (a userId
     /// filled in), so the WAL gets it encoded again.
-    record: Option<&'b [u8]>,
+    record: Option<Record<'b>>,
 }
 
 /// Why a batch was not committed.
@@ -537,7 +537,7 @@ impl Writer {
         let started = Instant::now();
         let bytes_before = self.wal.segment_bytes();
         let first = self.wal.append_with(kept, |k, buf| match k.record {
-            Some(record) => buf.extend_from_slice(record),
+            Some(record) => record.write_to(buf),
             None => {
                 k.event.encode_wal(buf);
             }
@@ -571,7 +571,7 @@ impl Writer {
         let mut batch_of = Vec::with_capacity(events);
         for (b, batch) in batches.iter().enumerate() {
             for record in batch.records() {
-                match Event::decode_wal(record) {
+                match record.decode() {
                     Some(event) => {
                         kept.push(Kept {
                             event,

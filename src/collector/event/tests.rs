@@ -31,6 +31,32 @@ fn the_wal_form_round_trips_and_refuses_truncation_and_future_formats() {
 }
 
 #[test]
+fn records_hold_the_wal_form_in_two_parts_and_read_back_the_same_events() {
+    let events = [full(), Event::example("app", "msg_2", "b", 3), full()];
+    let records = Records::of(&events);
+    assert_eq!(records.len(), 3);
+    for (record, e) in records.records().zip(&events) {
+        let mut whole = Vec::new();
+        record.write_to(&mut whole);
+        let mut encoded = Vec::new();
+        e.encode_wal(&mut encoded);
+        assert_eq!(
+            whole, encoded,
+            "the WAL gets the record as encode_wal writes it"
+        );
+        assert_eq!(record.decode().as_ref(), Some(e));
+        // A head cut short, or with a byte too many, is not a record.
+        let head = &whole[..whole.len() - record.texts.len()];
+        assert!(Reader::of_parts(&head[..head.len() - 1], record.texts).is_none());
+        let longer = [head, &[0]].concat();
+        assert!(Reader::of_parts(&longer, record.texts).is_none());
+        // Texts that are not all the record's are not read as an event.
+        let short = &record.texts[..record.texts.len() - 1];
+        assert_eq!(Record { head, texts: short }.decode(), None);
+    }
+}
+
+#[test]
 fn a_record_is_its_columns_bits_then_head_then_texts_each_checked() {
     let e = full();
     let mut buf = Vec::new();
