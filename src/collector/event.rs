@@ -693,12 +693,12 @@ pub struct Records {
 }
 
 impl Records {
-    /// Room for `events` records of the usual size (a tracker's event: a head of about 100
-    /// bytes, texts of about 500).
+    /// Room for `events` records of the usual size (a tracker's event: a head of about 110
+    /// bytes, texts of about 520), so that a request's records are not copied as they grow.
     pub fn with_capacity(events: usize) -> Records {
         Records {
             heads: Vec::with_capacity(events * 128),
-            texts: String::with_capacity(events * 512),
+            texts: String::with_capacity(events * 640),
             ends: Vec::with_capacity(events),
             approx: 0,
         }
