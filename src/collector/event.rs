@@ -292,7 +292,7 @@ impl<'a, T: Field<'a>> Field<'a> for Option<T> {
     fn text(&self) -> Option<&str> {
         self.as_ref().and_then(T::text)
     }
-    // The reads of a record are inlined into `decode_wal` (one copy per column): a call per
+    // The reads of a record are inlined into `Event::read` (one copy per column): a call per
     // column took a third more of its instructions (`benches/insn.sh`).
     #[inline(always)]
     fn get(r: &mut Reader<'a>) -> Option<Self> {
@@ -677,7 +677,7 @@ macro_rules! owned_as_is {
 owned_as_is!(EventType, i64, Option<i64>, Option<i32>, Option<bool>);
 
 /// The events of one request for one shard in their WAL form, in two buffers: what the edge
-/// hands to a shard writer (two allocations per request, not one per text), and what the writer
+/// hands to a shard writer (a few allocations per request, not one per text), and what the writer
 /// reads its events from (borrowing) and appends to its WAL as they are. The records' texts are
 /// kept apart, in a `String`, so the writer reads them without checking them as UTF-8 again.
 #[derive(Debug, Default)]
