@@ -177,10 +177,6 @@ pub trait Field<'a>: Sized {
         None
     }
     fn get(r: &mut Reader<'a>) -> Option<Self>;
-    /// Bytes held on the heap (text length).
-    fn heap_bytes(&self) -> usize {
-        0
-    }
 }
 
 /// Text: one text column; in the WAL, a length and bytes, read back borrowed.
@@ -200,11 +196,6 @@ impl<'a> Field<'a> for Text<'a> {
     fn get(r: &mut Reader<'a>) -> Option<Self> {
         r.text().map(Text::Borrowed)
     }
-    /// A text shared by a request's events is counted in full for each: the estimate errs on
-    /// the safe side.
-    fn heap_bytes(&self) -> usize {
-        self.len()
-    }
 }
 
 /// Written as its name, as format 1 always did.
@@ -222,10 +213,6 @@ impl Field<'_> for EventType {
     }
     fn get(r: &mut Reader<'_>) -> Option<Self> {
         EventType::parse(r.text()?)
-    }
-    /// Its name, as a text column would count it (so an event's size is its record's texts).
-    fn heap_bytes(&self) -> usize {
-        self.as_str().len()
     }
 }
 
@@ -301,8 +288,15 @@ impl<'a, T: Field<'a>> Field<'a> for Option<T> {
             false => Some(None),
         }
     }
-    fn heap_bytes(&self) -> usize {
-        self.as_ref().map_or(0, T::heap_bytes)
+}
+
+impl Event<'_> {
+    /// Its estimated size, for the "close a file by bytes" rule: [`ROW_OVERHEAD`] and the bytes
+    /// of its texts ([`Records`] counts the same from the texts it writes, without this walk).
+    pub fn approx_bytes(&self) -> usize {
+        let mut bytes = ROW_OVERHEAD;
+        self.each_text(|t| bytes += t.len());
+        bytes
     }
 }
 
@@ -568,13 +562,6 @@ macro_rules! event_row {
                     }, )+ )*
                 };
                 r.is_done().then_some(e)
-            }
-
-            /// Rough in-memory size, for the "close a file by bytes" rule: [`ROW_OVERHEAD`]
-            /// and the bytes of its texts.
-            pub fn approx_bytes(&self) -> usize {
-                ROW_OVERHEAD $( + Field::heap_bytes(&self.$field) )+
-                    $( $( + Field::heap_bytes(&self.$added) )+ )*
             }
 
             /// The same event, independent of what its text borrowed from.

@@ -489,7 +489,13 @@ fn check_event<'a>(
         region: None,
         city: None,
     };
-    if over_limit(&e, enrich, item, max_event_bytes) {
+    let sent = batch.source.open_of(item).zip(batch.close);
+    if over_limit(
+        item,
+        sent.and_then(|(open, close)| close.checked_sub(open))
+            .map(|n| n + 1),
+        max_event_bytes,
+    ) {
         c.fail("body", format!("event larger than {max_event_bytes} bytes"));
         c.errors[0].too_large = true;
         return Err(c.errors);
@@ -513,17 +519,11 @@ fn message_id(texts: &Bump) -> Text<'_> {
 
 /// Whether the event, as the client sent it (its JSON, compact), is over `max` bytes. What the
 /// server adds (ip, userAgent, appId, receivedAt) does not count. The JSON is encoded only when
-/// the kept text could come near the limit (an escape takes at most 6 bytes per character,
-/// keys and punctuation less than 1 KiB), so ordinary events cost no encoding.
-fn over_limit(e: &Event<'_>, enrich: &Enrichment, item: Value<'_, '_>, max: usize) -> bool {
-    // The user agent is the server's unless the event forwarded its own (`context.userAgent`).
-    let server_agent = match (e.user_agent.as_deref(), enrich.user_agent.as_deref()) {
-        (Some(a), Some(b)) if std::ptr::eq(a, b) => a.len(),
-        _ => 0,
-    };
-    let server = e.ip.as_ref().map_or(0, |s| s.len()) + server_agent + e.app_id.len();
-    let text = e.approx_bytes().saturating_sub(server);
-    text * 6 + 1024 > max && item.encode().len() > max
+/// the event's text in the body (`span`: from its opening to its closing brace, when found) could
+/// come near the limit: compact, whitespace goes and escapes only shrink, and a number grows at
+/// most 4.5 times (`1e15` is written `1000000000000000.0`), so ordinary events cost no encoding.
+fn over_limit(item: Value<'_, '_>, span: Option<usize>, max: usize) -> bool {
+    span.is_none_or(|span| span * 6 + 1024 > max) && item.encode().len() > max
 }
 
 /// The limits a body is decoded under.

@@ -200,3 +200,39 @@ fn a_context_rest_of_more_members_than_one_pass_cuts_keeps_them_all_in_order() {
         assert_eq!(rest(&body), Some(want), "{n} members");
     }
 }
+
+#[test]
+fn an_events_size_is_its_compact_json_whatever_its_text_in_the_body() {
+    let max = super::tests::LIMITS.max_event_bytes;
+    // An event whose compact JSON is `len` bytes: its properties padded by a string.
+    let event = |len: usize| {
+        let head = format!(
+            r#"{{"type":"track","event":"e","anonymousId":"{ANON}","properties":{{"p":""}}}}"#
+        );
+        let pad = "x".repeat(len - head.len());
+        head.replace(r#""p":"""#, &format!(r#""p":"{pad}""#))
+    };
+    let verdict = |body: String| {
+        let (events, rejected) = run(&body).unwrap();
+        match (events.len(), rejected.first()) {
+            (1, None) => Ok(()),
+            (0, Some(r)) => Err(r.message.clone()),
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(verdict(event(max)), Ok(()));
+    let refused = Err(format!("event larger than {max} bytes"));
+    assert_eq!(verdict(event(max + 1)), refused);
+    // Whitespace in the body does not count: the text sent is over the limit, its JSON not.
+    let spaced = event(max).replace(',', &format!(",\n{}", " ".repeat(300)));
+    assert!(spaced.len() > max + 900);
+    assert_eq!(verdict(format!(r#"{{"batch": [{spaced}]}}"#)), Ok(()));
+    // Numbers grow when written compact (`1e5` is 100000.0): 16 000 bytes in the body, under
+    // half the limit, are more than the limit as JSON.
+    let numbers = vec!["1e5"; 4000].join(",");
+    let body = format!(
+        r#"{{"type":"track","event":"e","anonymousId":"{ANON}","properties":{{"n":[{numbers}]}}}}"#
+    );
+    assert!(body.len() < max / 2);
+    assert_eq!(verdict(body), refused);
+}
