@@ -27,6 +27,7 @@ use serde_json::{json, Value};
 use tributary::collector::agent;
 use tributary::collector::columns::{encode_parquet, RowBuilder};
 use tributary::collector::decode::{self, Enrichment};
+use tributary::collector::rollup::top::{self, Top};
 use tributary::collector::{Collector, Event, Record, Records};
 use tributary::config::Settings;
 
@@ -288,5 +289,28 @@ fn agents(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, parse, agents, records, arrow, parquet, submit);
+/// The top-pages table (`rollup/top.rs`) of a site with more distinct paths than it keeps: a
+/// path not yet counted takes the place of the smallest count, a counted one adds to its own.
+fn tops(c: &mut Criterion) {
+    let mut g = c.benchmark_group("rollup");
+    g.throughput(Throughput::Elements(1));
+    let paths: Vec<String> = (0..100_000).map(|i| format!("/products/{i}")).collect();
+    let mut full = Top::default();
+    for p in &paths[..top::CAP] {
+        full.add(p, 1);
+    }
+    let mut i = 0;
+    g.bench_function("top_new_name_full_table", |b| {
+        b.iter(|| {
+            i = (i + 1) % paths.len();
+            full.add(black_box(&paths[i]), 1)
+        })
+    });
+    g.bench_function("top_counted_name", |b| {
+        b.iter(|| full.add(black_box("/home"), 1))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, parse, agents, records, arrow, parquet, submit, tops);
 criterion_main!(benches);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The collector under load, against the HTTP ceiling of this machine measured in the same run.
 #
-#   benches/load.sh [--secs 10] [--conns 32] [--runs 3] [--events 10] [--server PATH]
+#   benches/load.sh [--secs 10] [--conns 32] [--runs 3] [--events 10] [--pages] [--server PATH]
 #   benches/load.sh --soak [--minutes 10] [--rate 20000] [--server PATH]
 #
 # Load mode: starts a bare actix-web server (examples/ceiling.rs: reads the body, answers 200)
@@ -15,7 +15,9 @@
 # rate, where each wake-up finds fewer requests than at the ceiling's own), Tributary at half
 # its saturation rate for p99, prints its peak RSS (VmHWM), stops it (SIGTERM: everything
 # flushed) and checks that the lake holds exactly the acknowledged events.
-# --events other than 10 splits the cost per request from the cost per event. --server runs that
+# --events other than 10 splits the cost per request from the cost per event. --pages sends page
+# views, each request's with a path of its own (a site's long tail of pages), instead of track
+# events of one name: the rollups' top pages then keep a full table. --server runs that
 # Tributary binary instead of the one built here (e.g. benches/pgo.sh's profile-guided build).
 #
 # Soak mode (10-event batches): Tributary alone at a fixed rate for --minutes, RSS every 30 s;
@@ -27,13 +29,14 @@
 # compare ratios and CPU per event, not absolute rates.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-secs=10 conns=32 runs=3 soak=0 minutes=10 rate=20000 batch=10 server=""
+secs=10 conns=32 runs=3 soak=0 minutes=10 rate=20000 batch=10 server="" kind=()
 while [ $# -gt 0 ]; do
   case $1 in
     --secs) secs=$2; shift 2 ;;
     --conns) conns=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
     --events) batch=$2; shift 2 ;;
+    --pages) kind=(--pages); shift ;;
     --soak) soak=1; shift ;;
     --minutes) minutes=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;;
@@ -91,7 +94,7 @@ measure() {
   local before after split_before split_after out events
   before=$(ticks "$pid"); split_before=$(thread_ticks "$pid")
   out=$("$bin/examples/loadgen" --addr "127.0.0.1:$port" --key "$key" --conns "$conns" \
-    --events "$batch" "$@")
+    --events "$batch" "${kind[@]}" "$@")
   after=$(ticks "$pid"); split_after=$(thread_ticks "$pid")
   events=$(field events "$out")
   echo "$out $(awk -v t=$((after - before)) -v h="$hz" -v e="$events" \
@@ -144,7 +147,7 @@ if [ "$soak" = 0 ]; then
   kill -TERM "$tpid"; wait "$tpid" 2>/dev/null || true
   lake=$("$bin/examples/lake_count" "$work/data/lake")
   echo
-  echo "medians of $runs runs, ${secs}s each, $conns connections, $batch-event batches"
+  echo "medians of $runs runs, ${secs}s each, $conns connections, $batch-event batches${kind:+ (page views)}"
   printf "%-10s %12s %14s %10s %10s\n" "" "events/s" "cpu µs/event" "p50 µs" "p99 µs"
   for s in ceiling tributary; do
     printf "%-10s %12.0f %14.2f %10.0f %10.0f\n" "$s" "$(med events_per_s "$work/$s.txt")" \

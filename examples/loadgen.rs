@@ -5,8 +5,11 @@
 //!
 //! ```text
 //! loadgen --addr 127.0.0.1:PORT --key KEY [--conns 32] [--secs 10] [--rate REQ_PER_S]
-//!         [--events 10] [--save-at SECS --save FILE]
+//!         [--events 10] [--pages] [--save-at SECS --save FILE]
 //! ```
+//!
+//! `--pages` sends page views instead of track events: each request's path is new
+//! (`/products/CONN-N`), as on a site with a long tail of pages.
 //!
 //! Prints one line of `name=value` pairs: requests, events (sent), accepted and duplicates (from
 //! the answers), errors (non-200), rate, p50/p99 latency in µs. `--save-at` writes the body of
@@ -26,6 +29,8 @@ struct Args {
     rate: Option<f64>,
     /// Events per batch (1 to 1000).
     events: usize,
+    /// Page views (a new path per request) instead of track events.
+    pages: bool,
     save_at: Option<f64>,
     save: Option<String>,
 }
@@ -38,11 +43,16 @@ fn args() -> Args {
         secs: 10.0,
         rate: None,
         events: 10,
+        pages: false,
         save_at: None,
         save: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
+        if flag == "--pages" {
+            a.pages = true;
+            continue;
+        }
         let v = it.next().unwrap_or_default();
         match flag.as_str() {
             "--addr" => a.addr = v,
@@ -67,17 +77,24 @@ fn args() -> Args {
 /// forwarded `userAgent`, so `library` is merged into the context's JSON. What the events
 /// share is formatted once per request; each event adds its index (a cheap generator, so the
 /// ceiling run measures the server, not this).
-fn body(buf: &mut Vec<u8>, run: u64, conn: usize, n: u64, events: usize) {
+fn body(buf: &mut Vec<u8>, run: u64, conn: usize, n: u64, events: usize, pages: bool) {
     buf.clear();
     let anon = format!("{run:08x}-{conn:04x}-4000-8000-{n:012x}");
-    let head = format!(
-        r#"{{"type":"track","event":"Load Test","anonymousId":"{anon}","messageId":"msg_{run:x}_{conn}_{n}_"#
-    );
+    let kind = match pages {
+        true => r#""type":"page","name":"Product""#,
+        false => r#""type":"track","event":"Load Test""#,
+    };
+    let head = format!(r#"{{{kind},"anonymousId":"{anon}","messageId":"msg_{run:x}_{conn}_{n}_"#);
     let middle = format!(
         r#"","sessionId":"ses_{conn}_{n}","timestamp":"2026-11-22T10:00:00Z","properties":{{"plan":"pro","price":19.99,"currency":"EUR","sku":"sku-{n}","category":"shoes","tags":["new","sale"],"i":"#
     );
+    // Page views: a path of its own per request (the connection's number and the request's).
+    let product = match pages {
+        true => format!("{conn}-{n}"),
+        false => n.to_string(),
+    };
     let tail = format!(
-        r#"}},"context":{{"page":{{"url":"https://shop.example/products/{n}?ref=home","path":"/products/{n}","title":"Product {n} - Shop","referrer":"https://www.google.com/"}},"device":{{"type":"desktop"}},"locale":"en-US","timezone":"Europe/Paris","screen":{{"width":1440,"height":900}},"library":{{"name":"tributary.js","version":"1.4.0"}},"userAgent":"Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0 Safari/537.36"}}}}"#
+        r#"}},"context":{{"page":{{"url":"https://shop.example/products/{product}?ref=home","path":"/products/{product}","title":"Product {product} - Shop","referrer":"https://www.google.com/"}},"device":{{"type":"desktop"}},"locale":"en-US","timezone":"Europe/Paris","screen":{{"width":1440,"height":900}},"library":{{"name":"tributary.js","version":"1.4.0"}},"userAgent":"Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0 Safari/537.36"}}}}"#
     );
     buf.extend_from_slice(b"{\"sentAt\":\"2026-11-22T10:00:01Z\",\"batch\":[");
     for i in 0..events {
@@ -173,7 +190,7 @@ async fn connection(a: std::sync::Arc<Args>, run: u64, conn: usize, start: Insta
         if due > Instant::now() {
             tokio::time::sleep_until(due.into()).await;
         }
-        body(&mut body_buf, run, conn, n, a.events);
+        body(&mut body_buf, run, conn, n, a.events, a.pages);
         if !saved && start.elapsed().as_secs_f64() >= a.save_at.unwrap_or(0.0) {
             if let Some(path) = &a.save {
                 std::fs::write(path, &body_buf).expect("--save");

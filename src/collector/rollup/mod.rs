@@ -26,7 +26,7 @@
 //! Memory of a delta (it lives between two flushes of a shard, then with its flush until the
 //! stager applies it; `live.rs` shares it, never copies it): per row at most one new entry
 //! in each structure of its bucket, so it is bounded by the rows of the open files: at most
-//! `rows x (2 x 8 bytes of sparse sketch + page path or event name + ~48 bytes)`, and per
+//! `rows x (2 x 8 bytes of sparse sketch + page path or event name + ~80 bytes)`, and per
 //! (app, hour) at most 2 x 16 KiB of dense sketches and 2 x 1 000 names: a fraction of the
 //! open files' own bytes (`file_bytes` in budget.rs), which it shadows.
 
