@@ -60,26 +60,26 @@ struct Entry {
     used: Instant,
 }
 
-/// Makes room for one more bucket: drops the idle ones, then (only when `MAX_BUCKETS` keys
-/// were all used within the last minute) arbitrary ones, which start full again if they return.
+/// Makes room for one more bucket: drops the idle ones and then, when keys used within the
+/// last minute still hold more than nine tenths of `max`, the least recently used of them
+/// (they start full again if they return). A full table is scanned once per `max / 10` new
+/// keys, not once per new key: keys tried at a steady rate keep it full, and a scan of
+/// `MAX_BUCKETS` entries under the lock costs about a millisecond.
 fn make_room(buckets: &mut HashMap<String, Entry>, max: usize) {
     if buckets.len() < max {
         return;
     }
-    buckets.retain(|_, e| e.used.elapsed() < IDLE);
-    if buckets.len() >= max {
+    let now = Instant::now();
+    buckets.retain(|_, e| now.duration_since(e.used) < IDLE);
+    let keep = (max - max / 10).min(max - 1);
+    if buckets.len() > keep {
         tracing::warn!(
             buckets = buckets.len(),
-            "rate limit table full; forgetting active buckets"
+            "rate limit table full; forgetting the least recently used buckets"
         );
-        let excess: Vec<String> = buckets
-            .keys()
-            .take(buckets.len() + 1 - max)
-            .cloned()
-            .collect();
-        for k in excess {
-            buckets.remove(&k);
-        }
+        let mut used: Vec<Instant> = buckets.values().map(|e| e.used).collect();
+        let (_, &mut cutoff, _) = used.select_nth_unstable(buckets.len() - keep - 1);
+        buckets.retain(|_, e| e.used > cutoff);
     }
 }
 
@@ -197,6 +197,17 @@ mod tests {
             1,
             "room for one more, never beyond the bound"
         );
+        assert!(
+            buckets.contains_key("busy2"),
+            "the least recently used goes first"
+        );
+        // A full table of busy keys: a tenth goes at once, the most recently used stay.
+        let mut buckets: HashMap<String, Entry> = (0..100)
+            .map(|i| (format!("k{i}"), entry(Duration::from_millis(100 - i))))
+            .collect();
+        make_room(&mut buckets, 100);
+        assert_eq!(buckets.len(), 90);
+        assert!((10..100).all(|i| buckets.contains_key(&format!("k{i}"))));
         let limits = RateLimits::default();
         for i in 0..(MAX_BUCKETS + 100) {
             limits.check(&format!("k{i}"), 60);

@@ -489,13 +489,7 @@ fn check_event<'a>(
         region: None,
         city: None,
     };
-    let sent = batch.source.open_of(item).zip(batch.close);
-    if over_limit(
-        item,
-        sent.and_then(|(open, close)| close.checked_sub(open))
-            .map(|n| n + 1),
-        max_event_bytes,
-    ) {
+    if over_limit(item, batch, max_event_bytes) {
         c.fail("body", format!("event larger than {max_event_bytes} bytes"));
         c.errors[0].too_large = true;
         return Err(c.errors);
@@ -519,11 +513,15 @@ fn message_id(texts: &Bump) -> Text<'_> {
 
 /// Whether the event, as the client sent it (its JSON, compact), is over `max` bytes. What the
 /// server adds (ip, userAgent, appId, receivedAt) does not count. The JSON is encoded only when
-/// the event's text in the body (`span`: from its opening to its closing brace, when found) could
-/// come near the limit: compact, whitespace goes and escapes only shrink, and a number grows at
-/// most 4.5 times (`1e15` is written `1000000000000000.0`), so ordinary events cost no encoding.
-fn over_limit(item: Value<'_, '_>, span: Option<usize>, max: usize) -> bool {
-    span.is_none_or(|span| span * 6 + 1024 > max) && item.encode().len() > max
+/// the event's text in the body (from its opening to its closing brace, when found) could come
+/// near the limit: compact, whitespace goes and escapes only shrink, and a number grows at most
+/// 4.5 times (`1e15` is written `1000000000000000.0`), so ordinary events cost no encoding.
+fn over_limit<'i>(item: Value<'_, 'i>, batch: &Batch<'_, '_, 'i>, max: usize) -> bool {
+    let open = batch.source.open_of(item);
+    let span = open
+        .zip(batch.close)
+        .and_then(|(open, close)| close.checked_sub(open));
+    span.is_none_or(|span| (span + 1) * 6 + 1024 > max) && item.encode().len() > max
 }
 
 /// The limits a body is decoded under.
