@@ -53,27 +53,10 @@ impl Top {
     /// Counts `n` occurrences of `name`.
     pub fn add(&mut self, name: &str, n: u64) {
         let hash = self.hasher.hash_one(name);
-        if let Some(id) = self.find(name, hash) {
-            self.slots[id].count += n;
-            self.sift_down(self.slots[id].at);
-        } else if self.slots.len() < CAP {
-            self.push(name.to_owned(), n, hash);
-        } else {
-            // The smallest count (ties: the greatest name, so what is kept does not depend on
-            // the hash's key) makes room: its slot takes the name, from its count on.
-            let id = self.heap[0];
-            let old = self.slots[id].hash;
-            if let Ok(entry) = self.index.find_entry(old, |&s| s == id) {
-                entry.remove();
-            }
-            let slot = &mut self.slots[id];
-            slot.name.clear();
-            slot.name.push_str(name);
-            slot.count += n;
-            slot.hash = hash;
-            let slots = &self.slots;
-            self.index.insert_unique(hash, id, |&s| slots[s].hash);
-            self.sift_down(0);
+        match self.find(name, hash) {
+            Some(id) => self.grow(id, n),
+            None if self.slots.len() < CAP => self.push(name.to_owned(), n, hash),
+            None => self.replace_smallest(name, n, hash),
         }
     }
 
@@ -135,12 +118,32 @@ impl Top {
     fn add_kept(&mut self, name: &str, n: u64) {
         let hash = self.hasher.hash_one(name);
         match self.find(name, hash) {
-            Some(id) => {
-                self.slots[id].count += n;
-                self.sift_down(self.slots[id].at);
-            }
+            Some(id) => self.grow(id, n),
             None => self.push(name.to_owned(), n, hash),
         }
+    }
+
+    fn grow(&mut self, id: usize, n: u64) {
+        self.slots[id].count += n;
+        self.sift_down(self.slots[id].at);
+    }
+
+    /// The smallest count (ties: the greatest name, so what is kept does not depend on the
+    /// hash's key) makes room: its slot takes the name, from its count on.
+    fn replace_smallest(&mut self, name: &str, n: u64, hash: u64) {
+        let id = self.heap[0];
+        let old = self.slots[id].hash;
+        if let Ok(entry) = self.index.find_entry(old, |&s| s == id) {
+            entry.remove();
+        }
+        let slot = &mut self.slots[id];
+        slot.name.clear();
+        slot.name.push_str(name);
+        slot.count += n;
+        slot.hash = hash;
+        let slots = &self.slots;
+        self.index.insert_unique(hash, id, |&s| slots[s].hash);
+        self.sift_down(0);
     }
 
     fn push(&mut self, name: String, count: u64, hash: u64) {
