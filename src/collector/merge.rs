@@ -462,7 +462,7 @@ mod tests {
 
     /// A part of `rows` events of visitors `v<first>..`, written to `parts` as the stager does.
     fn write_part(parts: &Outbox, app: &str, lsn: u64, first: usize, rows: usize) {
-        let mut f = OpenFile::new(&Encoder::spawn("test-encoder".into()).unwrap()).unwrap();
+        let mut f = OpenFile::new(&Encoder::spawn("test-encoder".into()).unwrap());
         for i in first..first + rows {
             let mut e = Event::example(app, &format!("m{i}"), &format!("v{i}"), HOUR10 + 1);
             e.user_id = Some(format!("u{i}").into());

@@ -181,6 +181,9 @@ pub struct Writer {
     first_hour: Option<i64>,
     rows: usize,
     bytes: usize,
+    /// The open files' [`OpenFile::memory`], summed as appends change it (a file's changes
+    /// only there), so the budget is checked at each commit without visiting every file.
+    memory: usize,
     /// After a failed flush (the WAL cannot rotate), none is tried before this clock time
     /// (µs): a failing disk is retried once a second, not spun on.
     retry_flush_at: i64,
@@ -241,6 +244,7 @@ impl Writer {
             first_hour: None,
             rows: 0,
             bytes: 0,
+            memory: 0,
             retry_flush_at: 0,
             stager: parts.stager,
             health: parts.health,
@@ -371,13 +375,7 @@ impl Writer {
     fn full(&self) -> bool {
         self.rows >= self.cfg.max_rows
             || self.bytes >= self.cfg.max_bytes
-            || self
-                .open
-                .values()
-                .flat_map(BTreeMap::values)
-                .map(OpenFile::memory)
-                .sum::<usize>()
-                >= self.cfg.max_memory
+            || self.memory >= self.cfg.max_memory
     }
 
     /// Stops taking events after an encoding error (see `broken`).
@@ -689,12 +687,18 @@ impl Writer {
             self.open.insert(Arc::from(app), BTreeMap::new());
         }
         let hours = self.open.get_mut(app).expect("inserted above");
-        let appended = match hours.entry(hour) {
-            std::collections::btree_map::Entry::Occupied(o) => o.into_mut().append(run),
+        let (file, before) = match hours.entry(hour) {
+            std::collections::btree_map::Entry::Occupied(o) => {
+                let file = o.into_mut();
+                let before = file.memory();
+                (file, before)
+            }
             std::collections::btree_map::Entry::Vacant(v) => {
-                OpenFile::new(&self.encoder).and_then(|f| v.insert(f).append(run))
+                (v.insert(OpenFile::new(&self.encoder)), 0)
             }
         };
+        let appended = file.append(run);
+        self.memory = self.memory - before + file.memory();
         self.rows += run.len();
         self.bytes += match appended {
             Ok(bytes) => bytes,
@@ -748,6 +752,7 @@ impl Writer {
         self.first_open_lsn = None;
         let mut files = Vec::with_capacity(self.open.values().map(BTreeMap::len).sum());
         let open = std::mem::take(&mut self.open);
+        self.memory = 0;
         for (app, hour, file) in open
             .into_iter()
             .flat_map(|(app, hours)| hours.into_iter().map(move |(h, f)| (app.clone(), h, f)))

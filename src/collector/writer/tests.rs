@@ -263,6 +263,37 @@ fn files_close_by_age_on_the_clock_and_by_rows() {
 }
 
 #[test]
+fn many_quiet_apps_reach_the_memory_budget_with_their_open_files_and_are_flushed() {
+    // An edge keeps a file open per app and hour: a thousand apps of one event each must
+    // weigh on the budget what their files hold, not only their events' bytes.
+    let mut f = fixture();
+    f.cfg.max_memory = 40 * OpenFile::OVERHEAD;
+    let (w, _, uploads) = f.open();
+    let (tx, rx) = bounded(8);
+    let thread = std::thread::spawn(move || w.run(rx));
+    let one = |i: usize| {
+        let (app, id) = (format!("app{i}"), format!("msg_{i}"));
+        vec![Event::example(&app, &id, "a", T0)]
+    };
+    for i in 0..30 {
+        write(&tx, one(i));
+    }
+    // Far from max_rows, the clock standing still: nothing closes yet...
+    assert!(uploads.recv_timeout(TICK * 2).is_err());
+    // ...until the open files' count passes the budget.
+    for i in 30..40 {
+        write(&tx, one(i));
+    }
+    let job = uploads
+        .recv_timeout(Duration::from_secs(10))
+        .expect("files flushed on the memory budget");
+    assert_eq!(job.files.len(), 40, "every app's file");
+    assert!(job.files.iter().all(|f| f.rows == 1));
+    tx.send(Msg::Stop).unwrap();
+    thread.join().unwrap();
+}
+
+#[test]
 fn files_close_when_their_hour_is_over_or_a_settle_asks() {
     let mut f = fixture();
     f.cfg.max_age = Duration::from_secs(7200);

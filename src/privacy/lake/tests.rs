@@ -13,7 +13,7 @@ const PATH: &str = "lake/events/app_id=a/dt=2026-03-04/hour=05/part-n-0-1.parque
 /// Rows of 100 visitors over three row groups; every 50th row is the person's (alternating
 /// their two anonymousIds, every other one identified).
 fn file(person_every: usize) -> (Vec<u8>, usize) {
-    let mut f = OpenFile::new(&Encoder::spawn("test-encoder".into()).unwrap()).unwrap();
+    let mut f = OpenFile::new(&Encoder::spawn("test-encoder".into()).unwrap());
     let n = ROW_GROUP_ROWS * 2 + 500;
     let mut theirs = 0;
     for i in 0..n {
