@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The collector under load, against the HTTP ceiling of this machine measured in the same run.
 #
-#   benches/load.sh [--secs 10] [--conns 32] [--runs 3] [--events 10] [--pages] [--server PATH]
-#   benches/load.sh --soak [--minutes 10] [--rate 20000] [--server PATH]
+#   benches/load.sh [--secs 10] [--conns 32] [--runs 3] [--events 10] [--pages] [--apps 1]
+#                   [--server PATH]
+#   benches/load.sh --soak [--minutes 10] [--rate 20000] [--apps 1] [--server PATH]
 #
 # Load mode: starts a bare actix-web server (examples/ceiling.rs: reads the body, answers 200)
 # and Tributary in its default durable configuration (fresh data dir, local lake), then drives
@@ -17,8 +18,10 @@
 # flushed) and checks that the lake holds exactly the acknowledged events.
 # --events other than 10 splits the cost per request from the cost per event. --pages sends page
 # views, each request's with a path of its own (a site's long tail of pages), instead of track
-# events of one name: the rollups' top pages then keep a full table. --server runs that
-# Tributary binary instead of the one built here (e.g. benches/pgo.sh's profile-guided build).
+# events of one name: the rollups' top pages then keep a full table. --apps N spreads the
+# requests over N apps in turn (an edge serving many sites: a file open per app and hour, a
+# rollup bucket each). --server runs that Tributary binary instead of the one built here (e.g.
+# benches/pgo.sh's profile-guided build).
 #
 # Soak mode (10-event batches): Tributary alone at a fixed rate for --minutes, RSS every 30 s;
 # then 150 s quiet (RSS every 15 s: memory goes back about two minutes after the last batch);
@@ -29,7 +32,7 @@
 # compare ratios and CPU per event, not absolute rates.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-secs=10 conns=32 runs=3 soak=0 minutes=10 rate=20000 batch=10 server="" kind=()
+secs=10 conns=32 runs=3 soak=0 minutes=10 rate=20000 batch=10 apps=1 server="" kind=()
 while [ $# -gt 0 ]; do
   case $1 in
     --secs) secs=$2; shift 2 ;;
@@ -37,6 +40,7 @@ while [ $# -gt 0 ]; do
     --runs) runs=$2; shift 2 ;;
     --events) batch=$2; shift 2 ;;
     --pages) kind=(--pages); shift ;;
+    --apps) apps=$2; shift 2 ;;
     --soak) soak=1; shift ;;
     --minutes) minutes=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;;
@@ -77,6 +81,12 @@ thread_ticks() {
   } END {printf "%d %d %d %d", t[1], t[2], t[3], t[4]}'
 }
 field() { sed -E "s/.*(^| )$1=([^ ]+).*/\2/" <<<"$2"; }
+# app_keys: the key (or, with --apps N, @FILE of N keys) of the apps the load goes to.
+app_keys() {
+  if [ "$apps" -le 1 ]; then create_app "$tport" load; return; fi
+  for i in $(seq "$apps"); do create_app "$tport" "load-$i"; done >"$work/keys.txt"
+  echo "@$work/keys.txt"
+}
 
 # 16+ characters, or serve refuses it.
 export TRIBUTARY_ADMIN_TOKEN=load-test-admin-token-0123456789abcdef
@@ -119,7 +129,7 @@ if [ "$soak" = 0 ]; then
     sleep 0.02
   done
   start_tributary "$work/data"
-  key=$(create_app "$tport" load)
+  key=$(app_keys)
   : >"$work/ceiling.txt"; : >"$work/tributary.txt"
   accepted=0
   for r in $(seq "$runs"); do
@@ -147,7 +157,7 @@ if [ "$soak" = 0 ]; then
   kill -TERM "$tpid"; wait "$tpid" 2>/dev/null || true
   lake=$("$bin/examples/lake_count" "$work/data/lake")
   echo
-  echo "medians of $runs runs, ${secs}s each, $conns connections, $batch-event batches${kind:+ (page views)}"
+  echo "medians of $runs runs, ${secs}s each, $conns connections, $batch-event batches${kind:+ (page views)}, $apps app(s)"
   printf "%-10s %12s %14s %10s %10s\n" "" "events/s" "cpu µs/event" "p50 µs" "p99 µs"
   for s in ceiling tributary; do
     printf "%-10s %12.0f %14.2f %10.0f %10.0f\n" "$s" "$(med events_per_s "$work/$s.txt")" \
@@ -176,7 +186,7 @@ fi
 
 # Soak.
 start_tributary "$work/data"
-key=$(create_app "$tport" load)
+key=$(app_keys)
 secs=$((minutes * 60))
 echo "== soak: $rate events/s for $minutes min, fresh ids; RSS every 30 s"
 "$bin/examples/loadgen" --addr "127.0.0.1:$tport" --key "$key" --conns "$conns" --secs "$secs" \

@@ -9,7 +9,9 @@
 //! ```
 //!
 //! `--pages` sends page views instead of track events: each request's path is new
-//! (`/products/CONN-N`), as on a site with a long tail of pages.
+//! (`/products/CONN-N`), as on a site with a long tail of pages. `--key @FILE` reads one
+//! integration key per line: the requests go to those apps in turn (an edge serving many
+//! apps), request N of connection C to key `(N x conns + C) mod keys`.
 //!
 //! Prints one line of `name=value` pairs: requests, events (sent), accepted and duplicates (from
 //! the answers), errors (non-200), rate, p50/p99 latency in µs. `--save-at` writes the body of
@@ -23,7 +25,8 @@ use tokio::net::TcpStream;
 
 struct Args {
     addr: String,
-    key: String,
+    /// The integration keys, taken in turn (one unless `--key @FILE`).
+    keys: Vec<String>,
     conns: usize,
     secs: f64,
     rate: Option<f64>,
@@ -38,7 +41,7 @@ struct Args {
 fn args() -> Args {
     let mut a = Args {
         addr: "127.0.0.1:8080".into(),
-        key: String::new(),
+        keys: vec![String::new()],
         conns: 32,
         secs: 10.0,
         rate: None,
@@ -56,7 +59,18 @@ fn args() -> Args {
         let v = it.next().unwrap_or_default();
         match flag.as_str() {
             "--addr" => a.addr = v,
-            "--key" => a.key = v,
+            "--key" => {
+                a.keys = match v.strip_prefix('@') {
+                    Some(path) => std::fs::read_to_string(path)
+                        .expect("--key @FILE")
+                        .lines()
+                        .map(|l| l.trim().to_owned())
+                        .filter(|l| !l.is_empty())
+                        .collect(),
+                    None => vec![v],
+                };
+                assert!(!a.keys.is_empty(), "--key @FILE: no keys in the file");
+            }
             "--conns" => a.conns = v.parse().expect("--conns"),
             "--secs" => a.secs = v.parse().expect("--secs"),
             "--rate" => a.rate = Some(v.parse().expect("--rate")),
@@ -202,7 +216,7 @@ async fn connection(a: std::sync::Arc<Args>, run: u64, conn: usize, start: Insta
             req,
             "POST /api/w/analytics/collect HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nX-App-Key: {}\r\nContent-Length: {}\r\n\r\n",
             a.addr,
-            a.key,
+            a.keys[(n as usize * a.conns + conn) % a.keys.len()],
             body_buf.len()
         );
         req.extend_from_slice(&body_buf);
