@@ -84,7 +84,7 @@ field() { sed -E "s/.*(^| )$1=([^ ]+).*/\2/" <<<"$2"; }
 # app_keys: the key (or, with --apps N, @FILE of N keys) of the apps the load goes to.
 app_keys() {
   if [ "$apps" -le 1 ]; then create_app "$tport" load; return; fi
-  for i in $(seq "$apps"); do create_app "$tport" "load-$i"; done >"$work/keys.txt"
+  for i in $(seq "$apps"); do create_app "$tport" "load-$i"; echo; done >"$work/keys.txt"
   echo "@$work/keys.txt"
 }
 
