@@ -329,10 +329,12 @@ fn encoder_stopped() -> ParquetError {
 }
 
 impl OpenFile {
-    /// The estimated bytes of an open file's own state beside its rows (its builders, their
-    /// first allocations, the shard's maps), counted in [`OpenFile::memory`] so that an edge
-    /// with many quiet apps reaches its budget, and flushes, like one with a busy app.
-    pub const OVERHEAD: usize = 16 * 1024;
+    /// The estimated bytes of an open file's own state beside its rows (its builders and their
+    /// first allocations: 7 416 bytes with one event, `tests/allocations.rs`), counted in
+    /// [`OpenFile::memory`] so that an edge with many quiet apps reaches its budget, and
+    /// flushes, like one with a busy app. Not more: each flush closes every open file, and a
+    /// small file's Parquet costs about a millisecond, so counting more flushes more often.
+    pub const OVERHEAD: usize = 8 * 1024;
 
     pub fn new(encoder: &Encoder) -> OpenFile {
         OpenFile {
