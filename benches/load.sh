@@ -10,7 +10,8 @@
 # each in turn with the same load (examples/loadgen.rs: one thread, --conns keep-alive
 # connections, batches of --events events, about 750 bytes each, with a fresh anonymousId and
 # messageIds on every request), --runs times, and prints per run and as medians: events/s of
-# each, the ratio, server CPU µs per event of each (utime + stime from /proc/<pid>/stat; for
+# each (served: in requests answered 200, so a batch refused with 503 counts for nothing, here
+# and in the CPU per event), the requests refused, the ratio, server CPU µs per event of each (utime + stime from /proc/<pid>/stat; for
 # Tributary also by kind of thread: HTTP workers, shard writers, encoders, other), p50/p99 latency.
 # Then it runs the ceiling once more at Tributary's saturation rate (HTTP's CPU per event at that
 # rate, where each wake-up finds fewer requests than at the ceiling's own), Tributary at half
@@ -166,6 +167,8 @@ if [ "$soak" = 0 ]; then
   done
   awk -v c="$ce" -v t="$te" \
     'BEGIN {printf "ratio      %12.3f (tributary events/s / ceiling events/s)\n", t / c}'
+  echo "tributary's refusals (503 + Retry-After: back-pressure): $(med errors "$work/tributary.txt")" \
+    "requests of $(med requests "$work/tributary.txt") per run"
   echo "tributary's cpu µs/event by thread: http $(med cpu_http "$work/tributary.txt")," \
     "writers $(med cpu_writers "$work/tributary.txt")," \
     "encoders $(med cpu_encoders "$work/tributary.txt")," \

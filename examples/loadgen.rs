@@ -13,8 +13,9 @@
 //! integration key per line: the requests go to those apps in turn (an edge serving many
 //! apps), request N of connection C to key `(N x conns + C) mod keys`.
 //!
-//! Prints one line of `name=value` pairs: requests, events (sent), accepted and duplicates (from
-//! the answers), errors (non-200), rate, p50/p99 latency in µs. `--save-at` writes the body of
+//! Prints one line of `name=value` pairs: requests (sent), events (in requests answered 200: a
+//! batch refused with 503 is not served), accepted and duplicates (from the answers), errors
+//! (non-200), rates (requests sent, events served), p50/p99 latency in µs (of every request). `--save-at` writes the body of
 //! the first request sent after that many seconds to FILE, to retry it later.
 
 use std::io::Write as _;
@@ -280,16 +281,17 @@ fn main() {
             .copied()
             .unwrap_or(0)
     };
+    let served = total.requests.saturating_sub(total.errors) * a.events as u64;
     println!(
         "requests={} events={} accepted={} duplicates={} errors={} secs={:.2} req_per_s={:.0} events_per_s={:.0} p50_us={} p99_us={}",
         total.requests,
-        total.requests * a.events as u64,
+        served,
         total.accepted,
         total.duplicates,
         total.errors,
         secs,
         total.requests as f64 / secs,
-        total.requests as f64 * a.events as f64 / secs,
+        served as f64 / secs,
         pct(0.50),
         pct(0.99)
     );

@@ -17,11 +17,14 @@
 //! Only parts at or below the checkpoint are merged: a part beyond it (staged, checkpoint not
 //! yet written) may be written again by a WAL replay.
 //!
-//! One part alone moves with a rename. Several: a small group (at most `ROW_GROUP_ROWS` rows
-//! and [`REENCODE_MAX_BYTES`] decoded: a quiet app's hour) is decoded and written again as one
-//! row group; a bigger one is concatenated column chunk by column chunk (bytes, statistics,
-//! bloom filters and page indexes copied, nothing decoded), so merging a busy app costs disk
-//! reads and writes, not CPU. Memory: one small group's rows decoded, or a copy buffer.
+//! One part alone moves with a rename. Several are written as one file, row group by row group
+//! (`write_merged`): a lake-sized row group (zstd, at least half `ROW_GROUP_ROWS` rows: a busy
+//! app's) is appended as it is (bytes, statistics, Bloom filters and page indexes copied,
+//! nothing decoded), so merging a busy app costs disk reads and writes, not CPU; the rows of the
+//! small ones (a quiet app's flushes, which the writer leaves in Snappy, and a busy file's last
+//! rows) are decoded and written again, zstd, in row groups of about `ROW_GROUP_ROWS` rows: a
+//! quiet app's hour becomes one row group, and no lake file is a string of tiny ones. Memory: a
+//! decoded batch of 1 024 rows and one row group's encoded pages.
 //!
 //! Crash safety: the merged file is written to `<shard>/merging.parquet` and fsync'd; the
 //! manifest `<shard>/merging` (the outbox path, then the parts) is written atomically; the file
@@ -37,9 +40,16 @@ use std::path::Path as FsPath;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
+use arrow_array::RecordBatch;
 use object_store::path::Path;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+};
+use parquet::arrow::arrow_writer::{
+    compute_leaves, ArrowColumnWriter, ArrowRowGroupWriterFactory, ArrowWriterOptions,
+};
 use parquet::arrow::ArrowWriter;
+use parquet::basic::Compression;
 use parquet::bloom_filter::Sbbf;
 use parquet::column::writer::ColumnCloseResult;
 use parquet::errors::ParquetError;
@@ -57,8 +67,6 @@ pub const HOUR_GRACE: Duration = Duration::from_secs(10);
 const MANIFEST: &str = "merging";
 const MERGING: &str = "merging.parquet";
 const HOUR_MICROS: i64 = 3_600_000_000;
-/// Parts small enough (decoded: uncompressed column chunks) to decode whole into one row group.
-pub const REENCODE_MAX_BYTES: u64 = 4 << 20;
 
 /// The apps being settled (a count each: two jobs may settle one app).
 #[derive(Debug, Default)]
@@ -261,20 +269,8 @@ pub fn merge(
             ..done
         });
     }
-    let rows: i64 = metas.iter().map(|m| m.file_metadata().num_rows()).sum();
-    // What the rows take decoded (uncompressed column chunks), not their compressed bytes.
-    let decoded: i64 = metas
-        .iter()
-        .flat_map(|m| m.row_groups())
-        .map(|rg| rg.total_byte_size())
-        .sum();
     let tmp = shard_dir.join(MERGING);
-    let out = File::create(&tmp)?;
-    let written = if rows <= ROW_GROUP_ROWS as i64 && decoded <= REENCODE_MAX_BYTES as i64 {
-        reencode(group, out)
-    } else {
-        concat(group, &metas, out)
-    };
+    let written = write_merged(group, &metas, File::create(&tmp)?);
     let out = match written {
         Ok(f) => f,
         Err(e) => {
@@ -388,65 +384,129 @@ fn read_meta(file: &FsPath) -> Result<ParquetMetaData, MergeError> {
         .parse_and_finish(&f)?)
 }
 
-/// A small group: every row decoded and written again, as one row group.
-fn reencode(group: &Group, out: File) -> Result<File, MergeError> {
-    let mut writer: Option<ArrowWriter<File>> = None;
-    let mut out = Some(out);
-    for p in &group.parts {
-        let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(&p.file)?)?
-            .with_batch_size(ROW_GROUP_ROWS)
-            .build()?;
-        for batch in reader {
-            let batch = batch?;
-            let w = match &mut writer {
-                Some(w) => w,
-                None => writer.insert(ArrowWriter::try_new(
-                    out.take().ok_or_else(|| io::Error::other("no output"))?,
-                    batch.schema(),
-                    Some(columns::writer_properties()?),
-                )?),
-            };
-            w.write(&batch)?;
-        }
-    }
-    let w = writer.ok_or_else(|| io::Error::other("merged parts hold no rows"))?;
-    Ok(w.into_inner()?)
-}
-
-/// A big group: the parts' row groups appended as they are.
-fn concat(group: &Group, metas: &[ParquetMetaData], out: File) -> Result<File, MergeError> {
-    let first = metas[0].file_metadata();
-    let props = columns::properties_builder()?
-        .set_key_value_metadata(first.key_value_metadata().cloned())
-        .build();
-    let schema = first.schema_descr().root_schema_ptr();
-    let mut writer = SerializedFileWriter::new(out, schema, props.into())?;
+/// The parts' row groups into one file: a lake-sized row group (zstd, at least half
+/// [`ROW_GROUP_ROWS`] rows: a busy app's) is appended as it is (bytes, statistics, Bloom
+/// filters and page indexes copied, nothing decoded); the rows of the others (a quiet app's
+/// flushes, Snappy, and a busy file's last rows) are decoded a batch at a time and gather in a
+/// row group of their own, zstd, appended when it reaches [`ROW_GROUP_ROWS`] rows and at the end
+/// (so rows are not in the parts' order; a lake file's rows have none). Memory: one decoded
+/// batch and the encoded pages of the row group gathering.
+fn write_merged(group: &Group, metas: &[ParquetMetaData], out: File) -> Result<File, MergeError> {
+    let first = Arc::new(metas[0].clone());
+    let arrow = ArrowReaderMetadata::try_new(first.clone(), ArrowReaderOptions::new())?;
+    let options = ArrowWriterOptions::new()
+        .with_properties(columns::writer_properties()?)
+        .with_parquet_schema(first.file_metadata().schema_descr().clone());
+    let (mut writer, factory) =
+        ArrowWriter::try_new_with_options(out, arrow.schema().clone(), options)?
+            .into_serialized_writer()?;
+    let mut rows = Rows::default();
     for (p, meta) in group.parts.iter().zip(metas) {
         let input = File::open(&p.file)?;
-        let page_index = meta.page_index();
+        let meta = Arc::new(meta.clone());
         for (g, rg) in meta.row_groups().iter().enumerate() {
-            let mut rg_out = writer.next_row_group()?;
-            for (c, column) in rg.columns().iter().enumerate() {
-                let result = ColumnCloseResult {
-                    bytes_written: column.compressed_size() as u64,
-                    rows_written: rg.num_rows() as u64,
-                    metadata: column.clone(),
-                    bloom_filter: Sbbf::read_from_column_chunk(column, &input).ok().flatten(),
-                    column_index: page_index.and_then(|pi| pi.column_index(g, c)).cloned(),
-                    offset_index: page_index.and_then(|pi| pi.offset_index(g, c)).cloned(),
-                };
-                rg_out.append_column(&input, result)?;
+            if rg.num_rows() as usize >= ROW_GROUP_ROWS / 2
+                && rg
+                    .columns()
+                    .iter()
+                    .all(|c| matches!(c.compression(), Compression::ZSTD(_)))
+            {
+                copy_row_group(&mut writer, &input, &meta, g)?;
+                continue;
             }
-            rg_out.close()?;
+            let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(
+                input.try_clone()?,
+                ArrowReaderMetadata::try_new(meta.clone(), ArrowReaderOptions::new())?,
+            )
+            .with_row_groups(vec![g])
+            .with_batch_size(1024)
+            .build()?;
+            for batch in reader {
+                rows.write(&factory, &writer, &batch?)?;
+                if rows.count >= ROW_GROUP_ROWS {
+                    rows.close(&mut writer)?;
+                }
+            }
         }
     }
+    rows.close(&mut writer)?;
     Ok(writer.into_inner()?)
+}
+
+/// A row group being written again from decoded rows.
+#[derive(Default)]
+struct Rows {
+    writers: Vec<ArrowColumnWriter>,
+    count: usize,
+}
+
+impl Rows {
+    fn write(
+        &mut self,
+        factory: &ArrowRowGroupWriterFactory,
+        file: &SerializedFileWriter<File>,
+        batch: &RecordBatch,
+    ) -> Result<(), MergeError> {
+        if self.writers.is_empty() {
+            self.writers = factory.create_column_writers(file.flushed_row_groups().len())?;
+        }
+        let mut writers = self.writers.iter_mut();
+        for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
+            for leaf in compute_leaves(field, column)? {
+                let w = writers
+                    .next()
+                    .ok_or_else(|| io::Error::other("a part has more columns than its schema"))?;
+                w.write(&leaf)?;
+            }
+        }
+        self.count += batch.num_rows();
+        Ok(())
+    }
+
+    /// Appends the row group, if rows were written.
+    fn close(&mut self, file: &mut SerializedFileWriter<File>) -> Result<(), MergeError> {
+        if self.count == 0 {
+            return Ok(());
+        }
+        let mut rg = file.next_row_group()?;
+        for w in std::mem::take(&mut self.writers) {
+            w.close()?.append_to_row_group(&mut rg)?;
+        }
+        rg.close()?;
+        self.count = 0;
+        Ok(())
+    }
+}
+
+/// Appends row group `g` of a part as it is.
+fn copy_row_group(
+    writer: &mut SerializedFileWriter<File>,
+    input: &File,
+    meta: &ParquetMetaData,
+    g: usize,
+) -> Result<(), MergeError> {
+    let rg = meta.row_group(g);
+    let page_index = meta.page_index();
+    let mut rg_out = writer.next_row_group()?;
+    for (c, column) in rg.columns().iter().enumerate() {
+        let result = ColumnCloseResult {
+            bytes_written: column.compressed_size() as u64,
+            rows_written: rg.num_rows() as u64,
+            metadata: column.clone(),
+            bloom_filter: Sbbf::read_from_column_chunk(column, input).ok().flatten(),
+            column_index: page_index.and_then(|pi| pi.column_index(g, c)).cloned(),
+            offset_index: page_index.and_then(|pi| pi.offset_index(g, c)).cloned(),
+        };
+        rg_out.append_column(input, result)?;
+    }
+    rg_out.close()?;
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::collector::columns::{Encoder, OpenFile};
+    use crate::collector::columns::{codecs, Encoder, OpenFile};
     use crate::collector::event::Event;
     use crate::collector::lake;
     use parquet::file::reader::{FileReader, SerializedFileReader};
@@ -598,7 +658,9 @@ mod tests {
         (tmp, file)
     }
 
-    fn row_groups_and_bloom(file: &FsPath) -> (usize, bool, bool) {
+    /// The rows of each row group, and whether each one's Bloom filter of `user_id` holds
+    /// `user`.
+    fn row_groups_and_bloom(file: &FsPath, user: &str) -> Vec<(i64, bool)> {
         let options = ReadOptionsBuilder::new()
             .with_reader_properties(
                 parquet::file::properties::ReaderProperties::builder()
@@ -607,37 +669,66 @@ mod tests {
             )
             .build();
         let r = SerializedFileReader::new_with_options(File::open(file).unwrap(), options).unwrap();
-        let groups = r.metadata().num_row_groups();
         let descr = r.metadata().file_metadata().schema_descr_ptr();
-        let user = (0..descr.num_columns())
+        let column = (0..descr.num_columns())
             .find(|&i| descr.column(i).name() == "user_id")
             .unwrap();
-        let last = r.get_row_group(groups - 1).unwrap();
-        let bloom = last.get_column_bloom_filter(user).unwrap();
-        (
-            groups,
-            bloom.check(&"u3") || bloom.check(&"u20000"),
-            bloom.check(&"nobody"),
-        )
+        (0..r.metadata().num_row_groups())
+            .map(|g| {
+                let group = r.get_row_group(g).unwrap();
+                let bloom = group.get_column_bloom_filter(column).unwrap();
+                (group.metadata().num_rows(), bloom.check(&user))
+            })
+            .collect()
     }
 
     #[test]
-    fn a_small_group_is_written_again_as_one_row_group() {
+    fn a_small_group_is_written_again_as_one_zstd_row_group() {
         let (_tmp, file) = merged(&[3, 5, 2]);
         assert_eq!(message_ids(&file), expected(&[(0, 10)]));
-        let (groups, _, _) = row_groups_and_bloom(&file);
-        assert_eq!(groups, 1);
+        assert_eq!(row_groups_and_bloom(&file, "u3"), [(10, true)]);
+        assert!(row_groups_and_bloom(&file, "nobody")
+            .iter()
+            .all(|&(_, holds)| !holds));
+        // The parts are Snappy (small files at a flush); the lake file is zstd.
+        assert_eq!(codecs(&read_meta(&file).unwrap()), ["zstd"]);
     }
 
     #[test]
-    fn a_big_group_is_concatenated_row_group_by_row_group_with_its_bloom_filters() {
-        // 12 000 + 9 000 rows: more than a row group, so copied, not decoded.
+    fn full_row_groups_are_copied_and_the_small_ones_gather_in_one() {
+        // Two busy files (a full row group and 3 616 rows each) and a quiet flush of 30.
+        let (_tmp, file) = merged(&[20_000, 20_000, 30]);
+        assert_eq!(message_ids(&file), expected(&[(0, 40_030)]));
+        let full = ROW_GROUP_ROWS as i64;
+        // Each full row group copied with its Bloom filter; the rest in one, written again.
+        assert_eq!(
+            row_groups_and_bloom(&file, "u3"),
+            [(full, true), (full, false), (40_030 - 2 * full, false)]
+        );
+        assert_eq!(
+            row_groups_and_bloom(&file, "u20000"),
+            [(full, false), (full, true), (40_030 - 2 * full, false)]
+        );
+        assert_eq!(
+            row_groups_and_bloom(&file, "u40010"),
+            [(full, false), (full, false), (40_030 - 2 * full, true)]
+        );
+        assert_eq!(codecs(&read_meta(&file).unwrap()), ["zstd"]);
+    }
+
+    #[test]
+    fn small_row_groups_beyond_a_full_one_are_cut_into_full_ones() {
+        // 12 000 + 9 000 rows of quiet flushes: one full row group and the rest.
         let (_tmp, file) = merged(&[12_000, 9_000]);
         assert_eq!(message_ids(&file), expected(&[(0, 21_000)]));
-        let (groups, holds, absent) = row_groups_and_bloom(&file);
-        assert_eq!(groups, 2, "each part's row group, as it was");
-        assert!(holds, "the copied bloom filter knows its ids");
-        assert!(!absent, "and tells an absent one apart");
+        let rows: Vec<i64> = row_groups_and_bloom(&file, "u3")
+            .iter()
+            .map(|&(n, _)| n)
+            .collect();
+        // Cut at the first batch (1 024 rows) that reaches a full row group.
+        assert_eq!(rows.len(), 2, "{rows:?}");
+        assert!(rows[0] >= ROW_GROUP_ROWS as i64 && rows[0] < ROW_GROUP_ROWS as i64 + 1024);
+        assert_eq!(codecs(&read_meta(&file).unwrap()), ["zstd"]);
     }
 
     #[test]
@@ -655,8 +746,12 @@ mod tests {
 
         // Cut after the manifest, before the rename: the move is finished.
         let group = groups(&parts, u64::MAX).unwrap().remove(0);
-        let out = File::create(dir.join(MERGING)).unwrap();
-        reencode(&group, out).unwrap();
+        let metas: Vec<_> = group
+            .parts
+            .iter()
+            .map(|p| read_meta(&p.file).unwrap())
+            .collect();
+        write_merged(&group, &metas, File::create(dir.join(MERGING)).unwrap()).unwrap();
         let target = part_path("a", HOUR10, 1);
         let manifest = format!(
             "{target}\n{}\n{}\n",

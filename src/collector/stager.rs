@@ -1,15 +1,15 @@
 //! The stager actor: one thread per shard, fed by its writer over a rendezvous channel (the
 //! writer hands a flush over only when the stager is free, and otherwise keeps its files open).
 //!
-//! For each flush (files its writer encoded as Parquet, zstd, as rows came) it writes the
-//! files to the shard's parts (`outbox.rs`'s rules, fsync'd; the uploader merges them into
-//! lake files, `merge.rs`), applies the flush's traffic rollups
-//! (once per LSN: `rollup/store.rs`), writes the files' messageId fingerprints as a dedupe run,
-//! flushes sled (profiles), writes the checkpoint (the last LSN now safe outside the WAL),
-//! trims the WAL and wakes the uploader. Nothing here waits for the object store: a lake that
-//! is away only grows the parts and the outbox, within `collector.max_backlog_mb` (`health.rs`). Every
-//! failure (a full disk) is retried with the collector's one backoff rule (`retry.rs`) while
-//! the WAL keeps the events; meanwhile the writer keeps its files open, then answers 503.
+//! For each flush (files its writer encoded as Parquet as rows came: zstd, or Snappy for a small
+//! file) it writes the files to the shard's parts (`outbox.rs`'s rules; made durable together, one
+//! `syncfs`; the uploader merges them into lake files, `merge.rs`), applies the flush's traffic
+//! rollups (once per LSN: `rollup/store.rs`), writes the files' messageId fingerprints as a dedupe
+//! run, flushes sled (profiles), writes the checkpoint (the last LSN now safe outside the WAL),
+//! trims the WAL and wakes the uploader. Nothing here waits for the object store: a lake that is
+//! away only grows the parts and the outbox, within `collector.max_backlog_mb` (`health.rs`). Every
+//! failure (a full disk) is retried with the collector's one backoff rule (`retry.rs`) while the
+//! WAL keeps the events; meanwhile the writer keeps its files open, then answers 503.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -150,6 +150,11 @@ impl Stager {
                 self.bg.health.gauges.outbox_files.inc();
             }
         }
+        // Durable before the checkpoint says so (a part beyond it is deleted at start).
+        self.bg
+            .parts
+            .sync(job.files.iter().map(|f| &f.path))
+            .map_err(local("parts"))?;
         // Exactly once: skipped when the shard's rollup LSN already covers the job. On an edge
         // the delta goes onto the uplink for the control node instead of into sled.
         let (index, lsn) = (self.bg.index, job.last_lsn);
