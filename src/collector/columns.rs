@@ -215,14 +215,18 @@ pub fn writer_properties() -> Result<WriterProperties, ParquetError> {
     Ok(properties_builder()?.build())
 }
 
-/// A small file's writer properties: Snappy instead of zstd, for a file that closes before its
-/// first full row group (a quiet app's file at a flush). Parquet makes a codec for each column
-/// of each file, and a zstd codec (a compression and a decompression context) asks the CPU for
-/// its features each time it is made: six `cpuid` instructions, which trap to the hypervisor in
-/// a virtual machine (about 4.5 µs each on our test machines), so 1.2 ms for a file's 45
-/// columns, far more than compressing its few hundred rows. Snappy needs no context. A group of
-/// several such parts is written again with zstd by the merger; a part alone enters the lake as
-/// Snappy, Parquet's most widely read codec (Spark's default; DuckDB reads it).
+/// Files of fewer rows are written with Snappy ([`small_file_properties`]).
+pub const SMALL_FILE_ROWS: usize = 1_024;
+
+/// A small file's writer properties: Snappy instead of zstd, for a file that closes with fewer
+/// than [`SMALL_FILE_ROWS`] rows (a quiet app's file at a flush). Parquet makes a codec for each
+/// column of each file, and a zstd codec (a compression and a decompression context) asks the
+/// CPU for its features each time it is made: six `cpuid` instructions, which trap to the
+/// hypervisor in a virtual machine (about 4.5 µs each on our test machines), so 1.2 ms for a
+/// file's 45 columns, more than compressing a thousand rows. Snappy needs no context. The
+/// merger writes a group of such parts again with zstd; a part alone enters the lake as Snappy,
+/// Parquet's most widely read codec (Spark's default; DuckDB reads it). Not above that size:
+/// `collector.lake_file_mb` counts the parts' bytes, and Snappy's are larger than zstd's.
 pub fn small_file_properties() -> Result<WriterProperties, ParquetError> {
     Ok(properties_builder()?
         .set_compression(Compression::SNAPPY)
@@ -421,9 +425,14 @@ impl OpenFile {
 
     /// Encodes what is left and the footer on the caller's thread, once the encoder has
     /// handed back the writer (a flush needs the bytes now, so nothing is gained by sending it).
-    /// A file with no full row group is written with Snappy ([`small_file_properties`]).
+    /// A file of fewer than [`SMALL_FILE_ROWS`] rows is written with Snappy.
     pub fn close(mut self) -> Result<ClosedFile, ParquetError> {
-        let mut writer = self.take_writer(small_file_properties)?;
+        let props = if self.total < SMALL_FILE_ROWS {
+            small_file_properties
+        } else {
+            writer_properties
+        };
+        let mut writer = self.take_writer(props)?;
         if self.rows.rows() > 0 {
             writer.write(&self.rows.finish())?;
         }
@@ -561,18 +570,26 @@ mod tests {
     }
 
     #[test]
-    fn a_file_that_closes_before_its_first_full_row_group_is_snappy() {
-        let mut f = OpenFile::new(&Encoder::spawn("test-encoder".into()).unwrap());
-        let events: Vec<Event> = (0..40).map(sample).collect();
-        f.append(&events.iter().collect::<Vec<_>>()).unwrap();
-        let closed = f.close().unwrap();
-        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
-            bytes::Bytes::from(closed.bytes),
-        )
-        .unwrap();
-        assert_eq!(super::codecs(reader.metadata()), ["snappy"]);
-        let rows: usize = reader.build().unwrap().map(|b| b.unwrap().num_rows()).sum();
-        assert_eq!(rows, 40);
+    fn a_file_of_fewer_than_small_file_rows_is_snappy() {
+        let encoder = Encoder::spawn("test-encoder".into()).unwrap();
+        let events: Vec<Event> = (0..SMALL_FILE_ROWS as i64).map(sample).collect();
+        let refs: Vec<&Event> = events.iter().collect();
+        for (rows, codec) in [
+            (40, "snappy"),
+            (SMALL_FILE_ROWS - 1, "snappy"),
+            (SMALL_FILE_ROWS, "zstd"),
+        ] {
+            let mut f = OpenFile::new(&encoder);
+            f.append(&refs[..rows]).unwrap();
+            let closed = f.close().unwrap();
+            let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+                bytes::Bytes::from(closed.bytes),
+            )
+            .unwrap();
+            assert_eq!(super::codecs(reader.metadata()), [codec], "{rows} rows");
+            let read: usize = reader.build().unwrap().map(|b| b.unwrap().num_rows()).sum();
+            assert_eq!(read, rows);
+        }
     }
 
     #[test]

@@ -19,12 +19,12 @@
 //!
 //! One part alone moves with a rename. Several are written as one file, row group by row group
 //! (`write_merged`): a lake-sized row group (zstd, at least half `ROW_GROUP_ROWS` rows: a busy
-//! app's) is appended as it is (bytes, statistics, Bloom filters and page indexes copied,
-//! nothing decoded), so merging a busy app costs disk reads and writes, not CPU; the rows of the
-//! small ones (a quiet app's flushes, which the writer leaves in Snappy, and a busy file's last
-//! rows) are decoded and written again, zstd, in row groups of about `ROW_GROUP_ROWS` rows: a
-//! quiet app's hour becomes one row group, and no lake file is a string of tiny ones. Memory: a
-//! decoded batch of 1 024 rows and one row group's encoded pages.
+//! app's) is appended as it is (bytes, statistics, Bloom filters and page indexes copied, nothing
+//! decoded), so merging a busy app costs disk reads and writes, not CPU; the rows of the small ones
+//! (a quiet app's flushes, Snappy under 1 024 rows, and a busy file's last rows) are decoded and
+//! written again, zstd, in row groups of about `ROW_GROUP_ROWS` rows: a quiet app's hour becomes
+//! one row group, and no lake file is a string of tiny ones. Memory: a decoded batch of 1 024 rows
+//! and one row group's encoded pages.
 //!
 //! Crash safety: the merged file is written to `<shard>/merging.parquet` and fsync'd; the
 //! manifest `<shard>/merging` (the outbox path, then the parts) is written atomically; the file
@@ -690,7 +690,7 @@ mod tests {
         assert!(row_groups_and_bloom(&file, "nobody")
             .iter()
             .all(|&(_, holds)| !holds));
-        // The parts are Snappy (small files at a flush); the lake file is zstd.
+        // The parts are Snappy (files of under 1 024 rows); the lake file is zstd.
         assert_eq!(codecs(&read_meta(&file).unwrap()), ["zstd"]);
     }
 
@@ -718,9 +718,9 @@ mod tests {
 
     #[test]
     fn small_row_groups_beyond_a_full_one_are_cut_into_full_ones() {
-        // 12 000 + 9 000 rows of quiet flushes: one full row group and the rest.
-        let (_tmp, file) = merged(&[12_000, 9_000]);
-        assert_eq!(message_ids(&file), expected(&[(0, 21_000)]));
+        // 3 x 6 000 rows (zstd, under half a row group): one full row group and the rest.
+        let (_tmp, file) = merged(&[6_000, 6_000, 6_000]);
+        assert_eq!(message_ids(&file), expected(&[(0, 18_000)]));
         let rows: Vec<i64> = row_groups_and_bloom(&file, "u3")
             .iter()
             .map(|&(n, _)| n)
