@@ -5,18 +5,19 @@
 #                   [--server PATH]
 #   benches/load.sh --soak [--minutes 10] [--rate 20000] [--apps 1] [--server PATH]
 #
-# Load mode: starts a bare actix-web server (examples/ceiling.rs: reads the body, answers 200)
-# and Tributary in its default durable configuration (fresh data dir, local lake), then drives
-# each in turn with the same load (examples/loadgen.rs: one thread, --conns keep-alive
-# connections, batches of --events events, about 750 bytes each, with a fresh anonymousId and
-# messageIds on every request), --runs times, and prints per run and as medians: events/s of
-# each (served: in requests answered 200, so a batch refused with 503 counts for nothing, here
-# and in the CPU per event), the requests refused, the ratio, server CPU µs per event of each (utime + stime from /proc/<pid>/stat; for
-# Tributary also by kind of thread: HTTP workers, shard writers, encoders, other), p50/p99 latency.
-# Then it runs the ceiling once more at Tributary's saturation rate (HTTP's CPU per event at that
-# rate, where each wake-up finds fewer requests than at the ceiling's own), Tributary at half
-# its saturation rate for p99, prints its peak RSS (VmHWM), stops it (SIGTERM: everything
-# flushed) and checks that the lake holds exactly the acknowledged events.
+# Load mode: starts a bare actix-web server (examples/ceiling.rs: reads the body, answers 200) and
+# Tributary in its default durable configuration (fresh data dir, local lake), then drives each in
+# turn with the same load (examples/loadgen.rs: one thread, --conns keep-alive connections,
+# batches of --events events, about 750 bytes each, with a fresh anonymousId and messageIds on
+# every request), --runs times, and prints per run and as medians: events/s of each (served: in
+# requests answered 200, so a batch refused with 503 counts for nothing, here and in the CPU per
+# event), the requests refused, the ratio, server CPU µs per event of each (utime + stime from
+# /proc/<pid>/stat; for Tributary also by kind of thread: HTTP workers, shard writers, encoders,
+# other), p50/p99 latency. Then it runs the ceiling once more at Tributary's saturation rate
+# (HTTP's CPU per event at that rate, where each wake-up finds fewer requests than at the
+# ceiling's own), Tributary at half its saturation rate for p99, prints its peak RSS (VmHWM),
+# stops it (SIGTERM: everything flushed) and checks that the lake holds exactly the acknowledged
+# events.
 # --events other than 10 splits the cost per request from the cost per event. --pages sends page
 # views, each request's with a path of its own (a site's long tail of pages), instead of track
 # events of one name: the rollups' top pages then keep a full table. --apps N spreads the

@@ -15,8 +15,9 @@
 //!
 //! Prints one line of `name=value` pairs: requests (sent), events (in requests answered 200: a
 //! batch refused with 503 is not served), accepted and duplicates (from the answers), errors
-//! (non-200), rates (requests sent, events served), p50/p99 latency in µs (of every request). `--save-at` writes the body of
-//! the first request sent after that many seconds to FILE, to retry it later.
+//! (non-200), rates (requests sent, events served), p50/p99 latency in µs (of every request).
+//! `--save-at` writes the body of the first request sent after that many seconds to FILE, to retry
+//! it later.
 
 use std::io::Write as _;
 use std::time::{Duration, Instant};

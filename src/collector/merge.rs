@@ -404,6 +404,7 @@ fn write_merged(group: &Group, metas: &[ParquetMetaData], out: File) -> Result<F
     for (p, meta) in group.parts.iter().zip(metas) {
         let input = File::open(&p.file)?;
         let meta = Arc::new(meta.clone());
+        let arrow_meta = ArrowReaderMetadata::try_new(meta.clone(), ArrowReaderOptions::new())?;
         for (g, rg) in meta.row_groups().iter().enumerate() {
             if rg.num_rows() as usize >= ROW_GROUP_ROWS / 2
                 && rg
@@ -416,7 +417,7 @@ fn write_merged(group: &Group, metas: &[ParquetMetaData], out: File) -> Result<F
             }
             let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(
                 input.try_clone()?,
-                ArrowReaderMetadata::try_new(meta.clone(), ArrowReaderOptions::new())?,
+                arrow_meta.clone(),
             )
             .with_row_groups(vec![g])
             .with_batch_size(1024)
