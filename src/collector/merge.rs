@@ -377,11 +377,13 @@ fn move_part(parts: &Outbox, outbox: &Outbox, part: &Staged) -> io::Result<()> {
     parts.remove(part)
 }
 
-fn read_meta(file: &FsPath) -> Result<ParquetMetaData, MergeError> {
+fn read_meta(file: &FsPath) -> Result<Arc<ParquetMetaData>, MergeError> {
     let f = File::open(file)?;
-    Ok(ParquetMetaDataReader::new()
-        .with_page_index_policy(PageIndexPolicy::Optional)
-        .parse_and_finish(&f)?)
+    Ok(Arc::new(
+        ParquetMetaDataReader::new()
+            .with_page_index_policy(PageIndexPolicy::Optional)
+            .parse_and_finish(&f)?,
+    ))
 }
 
 /// The parts' row groups into one file: a lake-sized row group (zstd, at least half
@@ -391,20 +393,24 @@ fn read_meta(file: &FsPath) -> Result<ParquetMetaData, MergeError> {
 /// row group of their own, zstd, appended when it reaches [`ROW_GROUP_ROWS`] rows and at the end
 /// (so rows are not in the parts' order; a lake file's rows have none). Memory: one decoded
 /// batch and the encoded pages of the row group gathering.
-fn write_merged(group: &Group, metas: &[ParquetMetaData], out: File) -> Result<File, MergeError> {
-    let first = Arc::new(metas[0].clone());
-    let arrow = ArrowReaderMetadata::try_new(first.clone(), ArrowReaderOptions::new())?;
+fn write_merged(
+    group: &Group,
+    metas: &[Arc<ParquetMetaData>],
+    out: File,
+) -> Result<File, MergeError> {
+    let arrow_metas = metas
+        .iter()
+        .map(|m| ArrowReaderMetadata::try_new(m.clone(), ArrowReaderOptions::new()))
+        .collect::<Result<Vec<_>, _>>()?;
     let options = ArrowWriterOptions::new()
         .with_properties(columns::writer_properties()?)
-        .with_parquet_schema(first.file_metadata().schema_descr().clone());
+        .with_parquet_schema(metas[0].file_metadata().schema_descr().clone());
     let (mut writer, factory) =
-        ArrowWriter::try_new_with_options(out, arrow.schema().clone(), options)?
+        ArrowWriter::try_new_with_options(out, arrow_metas[0].schema().clone(), options)?
             .into_serialized_writer()?;
     let mut rows = Rows::default();
-    for (p, meta) in group.parts.iter().zip(metas) {
+    for ((p, meta), arrow_meta) in group.parts.iter().zip(metas).zip(&arrow_metas) {
         let input = File::open(&p.file)?;
-        let meta = Arc::new(meta.clone());
-        let arrow_meta = ArrowReaderMetadata::try_new(meta.clone(), ArrowReaderOptions::new())?;
         for (g, rg) in meta.row_groups().iter().enumerate() {
             if rg.num_rows() as usize >= ROW_GROUP_ROWS / 2
                 && rg
@@ -412,7 +418,7 @@ fn write_merged(group: &Group, metas: &[ParquetMetaData], out: File) -> Result<F
                     .iter()
                     .all(|c| matches!(c.compression(), Compression::ZSTD(_)))
             {
-                copy_row_group(&mut writer, &input, &meta, g)?;
+                copy_row_group(&mut writer, &input, meta, g)?;
                 continue;
             }
             let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(
