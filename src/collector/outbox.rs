@@ -143,15 +143,21 @@ impl Outbox {
             };
             for entry in entries {
                 let entry = entry?;
-                let meta = entry.metadata()?;
                 let file = entry.path();
-                if meta.is_dir() {
+                if entry.file_type()?.is_dir() {
                     dirs.push(file);
                     continue;
                 }
                 let name = entry.file_name();
                 let Some(lsn) = name.to_str().and_then(first_lsn) else {
                     continue;
+                };
+                // A file the stager renamed or removed since the directory was read is no
+                // longer there: not an error of the listing.
+                let meta = match entry.metadata() {
+                    Ok(m) => m,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                    Err(e) => return Err(e),
                 };
                 let Some(path) = file
                     .strip_prefix(&self.dir)
@@ -265,6 +271,32 @@ mod tests {
             "empty directories go"
         );
         assert!(dir.path().join("outbox/events/app_id=b").exists());
+    }
+
+    #[test]
+    fn a_listing_while_files_are_written_and_removed_does_not_fail() {
+        // The stager writes (a temporary renamed into place) while the uploader lists: an entry
+        // read from the directory may be gone by the time it is looked at.
+        let dir = tempfile::tempdir().unwrap();
+        let o = Outbox::new(dir.path());
+        o.write(&lake_path("a", 1), b"first").unwrap();
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for lsn in 2..3_000 {
+                    let path = lake_path("a", lsn);
+                    o.write(&path, b"part").unwrap();
+                    fs::remove_file(o.local(&path)).unwrap();
+                }
+                stop.store(true, std::sync::atomic::Ordering::Release);
+            });
+            let mut listings = 0;
+            while !stop.load(std::sync::atomic::Ordering::Acquire) || listings == 0 {
+                let listed = o.list().unwrap();
+                assert_eq!(listed[0].first_lsn, 1, "{listed:?}");
+                listings += 1;
+            }
+        });
     }
 
     #[test]

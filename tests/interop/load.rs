@@ -37,6 +37,36 @@ pub async fn post_batch(
         .await
 }
 
+/// How long [`post_until_taken`] sends a refused batch again before it fails the test.
+const TAKEN_WITHIN: Duration = Duration::from_secs(30);
+
+/// Posts `events` as [`post_batch`] does until the collector takes them, as a client does: a
+/// 503 (the shard's stager behind its flushes under a busy disk, the backlog at its budget) is
+/// sent again after its `Retry-After` (at most [`RETRY_AFTER_CAP`]); the messageIds make the
+/// retry of a batch one shard committed exact. Panics with the answer on any other status, a
+/// 503 without `Retry-After`, or a batch still refused after [`TAKEN_WITHIN`].
+pub async fn post_until_taken(client: &reqwest::Client, base: &str, ik: &str, events: Vec<Value>) {
+    let deadline = Instant::now() + TAKEN_WITHIN;
+    loop {
+        let r = post_batch(client, base, ik, events.clone()).await.unwrap();
+        let status = r.status().as_u16();
+        let retry_after = r
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        if status == 200 {
+            return;
+        }
+        let body = r.text().await.unwrap_or_default();
+        match retry_after {
+            Some(secs) if status == 503 && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_secs(secs).min(RETRY_AFTER_CAP)).await;
+            }
+            _ => panic!("{base} answered {status} (Retry-After {retry_after:?}): {body}"),
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Spec {
     /// Names this load's messageIds: `msg_<prefix>_<client>_<batch>_<i>`.

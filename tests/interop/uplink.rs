@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 use crate::fleet::Fleet;
 use crate::helpers::anon;
-use crate::load::post_batch;
+use crate::load::post_until_taken;
 use crate::observe::{eventually, rss_bytes, Node};
 
 /// Events per request, and the padding of each event's traits (an uplink item a little larger).
@@ -29,8 +29,7 @@ async fn identifies(client: &reqwest::Client, base: &str, ik: &str, prefix: &str
                     "traits": {"name": user, "bio": "b".repeat(PAD)}})
             })
             .collect();
-        let r = post_batch(client, base, ik, events).await.unwrap();
-        assert_eq!(r.status(), 200, "a batch of identifies through {base}");
+        post_until_taken(client, base, ik, events).await;
     }
 }
 
