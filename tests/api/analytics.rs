@@ -344,7 +344,7 @@ async fn after_kill_9_at_random_moments_the_rollups_equal_the_lake() {
     let mut rng = Rng(seed);
     let started = chrono::Utc::now();
     let mut server = start_binary(tmp.path());
-    let client = reqwest::Client::new();
+    let client = crate::helpers::test_client();
     let admin = |path: String, body: Value| {
         client
             .post(path)

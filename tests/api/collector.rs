@@ -629,7 +629,7 @@ async fn every_thread_gives_memory_back_once_per_quiet_period() {
             ("TRIBUTARY__COLLECTOR__LAKE_FILE_MAX_WAIT_MS", "0"),
         ],
     );
-    let client = reqwest::Client::new();
+    let client = crate::helpers::test_client();
     let key = server.create_app(&client, "idle").await;
     // Quiet since the start: each thread gives back what starting took, once.
     releases_reach(&client, &server.base, 2.0).await;

@@ -33,6 +33,7 @@ async fn kill_9_at_random_moments_loses_and_duplicates_nothing_acknowledged() {
     eprintln!("crash test seed {seed}");
     let mut rng = Rng(seed);
     let client = reqwest::Client::builder()
+        .pool_idle_timeout(Duration::from_secs(2)) // below the server's keep-alive
         .timeout(Duration::from_secs(10))
         .build()
         .unwrap();
@@ -183,7 +184,7 @@ async fn kill_9_at_random_moments_loses_and_duplicates_nothing_acknowledged() {
 #[tokio::test]
 async fn a_lowered_shard_count_still_replays_every_shards_wal() {
     let tmp = tempfile::tempdir().unwrap();
-    let client = reqwest::Client::new();
+    let client = crate::helpers::test_client();
     // Files never close on their own: every acknowledged event is in a WAL only.
     let mut server = start_with(
         tmp.path(),

@@ -175,8 +175,8 @@ fn start_on(
     }
 }
 
-/// The tests' HTTP client.
-fn test_client() -> reqwest::Client {
+/// The tests' HTTP client (every test's: `crate::helpers::test_client()` keeps idle connections 90 s).
+pub fn test_client() -> reqwest::Client {
     reqwest::Client::builder()
         .timeout(Duration::from_secs(30))
         // Below the server's keep-alive, so a test that waited never reuses a connection the

@@ -360,7 +360,7 @@ async fn an_erasure_killed_mid_lake_resumes_after_a_restart_and_readers_never_se
     let tmp = tempfile::tempdir().unwrap();
     let (dir, lake) = (tmp.path(), tmp.path().join("lake"));
     let env = [("TRIBUTARY__COLLECTOR__MAX_FILE_ROWS", "6")];
-    let client = reqwest::Client::new();
+    let client = crate::helpers::test_client();
     let mut server = start_with(dir, &env);
     let admin = ("authorization", &*format!("Bearer {ADMIN_TOKEN}"));
     let made = call(

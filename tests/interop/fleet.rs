@@ -86,7 +86,7 @@ impl Member {
         self.bind = server.base.trim_start_matches("http://").to_owned();
         self.server = Some(server);
         let health = format!("{}/healthz", self.base());
-        let client = reqwest::Client::new();
+        let client = crate::helpers::test_client();
         eventually(
             &format!("{} answers /healthz", self.name),
             Duration::from_secs(30),
@@ -349,7 +349,7 @@ async fn until_eq<T: PartialEq + std::fmt::Debug>(
 
 /// The events of the control node's hourly rollups of the app of `key`.
 async fn control_events(fleet: &Fleet, key: &str) -> Value {
-    let client = reqwest::Client::new();
+    let client = crate::helpers::test_client();
     let t = rollups::traffic(&client, fleet.control.server(), key, "hour").await;
     t["totals"]["events"].clone()
 }
@@ -376,7 +376,7 @@ async fn every_edge_answers(
     what: &str,
     since: Instant,
 ) -> Duration {
-    let client = reqwest::Client::new();
+    let client = crate::helpers::test_client();
     let mut n = 0u32;
     for edge in &fleet.edges {
         let base = edge.base();
@@ -425,7 +425,7 @@ async fn fleet_an_app_made_and_a_key_revoked_on_the_control_node_hold_on_both_ed
     );
 
     // An edge serves what browsers and SDKs call, and nothing else (404 with the envelope).
-    let client = reqwest::Client::new();
+    let client = crate::helpers::test_client();
     for edge in &fleet.edges {
         for path in ["/healthz", "/readyz", "/metrics", "/sdk/v1/analytics.js"] {
             let r = client
@@ -496,7 +496,7 @@ async fn fleet_two_apps_through_both_edges_are_in_the_bucket_once_and_in_the_con
         ],
     );
     let http = async {
-        let client = reqwest::Client::new();
+        let client = crate::helpers::test_client();
         let mut rng = Rng(25);
         let mut sent = Vec::new();
         for (app, (name, visitors)) in apps.iter().zip([("shop", 400), ("blog", 60)]) {
@@ -527,7 +527,7 @@ async fn fleet_two_apps_through_both_edges_are_in_the_bucket_once_and_in_the_con
     let ids_of: Vec<&str> = apps.iter().map(|a| a.id.as_str()).collect();
     let duck = fleet.bucket_rollups(&ids_of).await;
     let control = fleet.control.server();
-    let client = reqwest::Client::new();
+    let client = crate::helpers::test_client();
     for app in &apps {
         let want = &duck[&app.id];
         until_eq(
@@ -616,7 +616,7 @@ async fn fleet_an_identify_on_edge_1_decides_a_survey_on_edge_2_whose_answer_rea
     assert!(a.status.is_success(), "{}", a.body);
     fleet.registry_current().await;
 
-    let client = reqwest::Client::new();
+    let client = crate::helpers::test_client();
     let (edge1, edge2) = (fleet.edges[0].base(), fleet.edges[1].base());
     let visitor = anon("fleet survey visitor");
     let query = format!("anonymousId={visitor}");
@@ -691,7 +691,7 @@ async fn spend(
     per_batch: usize,
     every: Duration,
 ) -> u64 {
-    let http = reqwest::Client::new();
+    let http = crate::helpers::test_client();
     let mut tick = tokio::time::interval(every);
     // A client held up by a loaded machine goes on at its pace, not in a burst that catches up.
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -816,7 +816,7 @@ async fn fleet_the_control_node_killed_for_60_s_under_load_loses_nothing_and_cat
     let mut fleet = Fleet::start(2, &[]).await;
     let app = fleet.app("enterprise").await;
     fleet.registry_current().await;
-    let client = reqwest::Client::new();
+    let client = crate::helpers::test_client();
     let l1 = Load::start(&fleet.edges[0].base(), &app.ik, steady("edge1"));
     let l2 = Load::start(&fleet.edges[1].base(), &app.ik, steady("edge2"));
     eventually(

@@ -177,7 +177,7 @@ async fn a_busy_app_gets_files_of_lake_file_mb_but_the_last_of_each_hour() {
 async fn a_kill_9_in_the_middle_of_an_hour_loses_nothing_and_doubles_nothing() {
     let data = tempfile::tempdir().unwrap();
     let hourly = [("TRIBUTARY__COLLECTOR__LAKE_FILE_MAX_WAIT_MS", "0")];
-    let client = reqwest::Client::new();
+    let client = crate::helpers::test_client();
     let mut server = binary::start_with(data.path(), &hourly);
     let ik = server.create_app(&client, "hours").await;
     let mut sent = BTreeSet::new();

@@ -17,6 +17,8 @@ use crate::load::{self, Load};
 pub fn http() -> reqwest::Client {
     reqwest::Client::builder()
         .timeout(load::CLIENT_TIMEOUT)
+        // Below the server's keep-alive, as `helpers::test_client`'s.
+        .pool_idle_timeout(Duration::from_secs(2))
         .build()
         .unwrap()
 }

@@ -163,7 +163,7 @@ impl Moto {
         // A port free when picked may be taken before moto binds it (another test's
         // connection): then moto exits, and it starts again on another.
         let mut moto = Moto::spawn();
-        let client = reqwest::Client::new();
+        let client = crate::helpers::test_client();
         loop {
             // moto creates a bucket on an unsigned PUT.
             if let Ok(r) = client

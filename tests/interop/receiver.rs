@@ -104,7 +104,7 @@ impl Receiver {
         Receiver {
             child,
             base: format!("http://127.0.0.1:{port}"),
-            http: reqwest::Client::new(),
+            http: crate::helpers::test_client(),
         }
     }
 

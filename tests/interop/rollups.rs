@@ -172,7 +172,7 @@ pub async fn app_with_key(
 async fn events_count_from_their_200_and_after_kill_9_and_replay_equal_duckdb_once_written() {
     let tmp = tempfile::tempdir().unwrap();
     let (dir, lake) = (tmp.path(), tmp.path().join("lake"));
-    let client = reqwest::Client::new();
+    let client = crate::helpers::test_client();
     let mut server = start_with(dir, &DEFAULT_FLUSH);
     let (id, ik, key) = app_with_key(&client, &server, "live").await;
     let mut rng = Rng(11);
@@ -223,7 +223,7 @@ async fn events_count_from_their_200_and_after_kill_9_and_replay_equal_duckdb_on
 async fn rollups_match_duckdb_over_the_lake_before_and_after_kill_9() {
     let tmp = tempfile::tempdir().unwrap();
     let (dir, lake) = (tmp.path(), tmp.path().join("lake"));
-    let client = reqwest::Client::new();
+    let client = crate::helpers::test_client();
     let mut server = start_with(dir, &ENV);
     let mut apps = Vec::new();
     for name in ["big", "small"] {

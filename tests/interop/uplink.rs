@@ -52,7 +52,7 @@ async fn an_uplink_grown_while_the_control_node_is_away_stays_on_disk_not_in_mem
     let edge = &fleet.edges[0];
     let (base, pid) = (edge.base(), edge.server().child.id());
     let node = Node::new(edge.server(), edge.dir());
-    let client = reqwest::Client::new();
+    let client = crate::helpers::test_client();
     // Each new user's identify queues one profile item of about 3 KB for the control node.
     let queued = async |at_least: f64| {
         eventually(
