@@ -175,7 +175,8 @@ fn start_on(
     }
 }
 
-/// The tests' HTTP client (every test's: `crate::helpers::test_client()` keeps idle connections 90 s).
+/// The tests' HTTP client, every test's (`reqwest::Client::new()`'s pool would keep an idle
+/// connection 90 s).
 pub fn test_client() -> reqwest::Client {
     reqwest::Client::builder()
         .timeout(Duration::from_secs(30))

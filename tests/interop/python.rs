@@ -208,8 +208,18 @@ impl Drop for Moto {
 
 /// `lake.py watch`: a reader counting a local lake in a loop until `finish`.
 pub struct Watcher {
-    child: Child,
+    /// Taken by `finish`; a watcher dropped without it (a failed test) is killed.
+    child: Option<Child>,
     stop: PathBuf,
+}
+
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
 }
 
 /// What the reader saw: each distinct "files rows-of-others" with its number of reads.
@@ -234,14 +244,15 @@ impl Watcher {
             .spawn()
             .expect("python runs");
         Watcher {
-            child,
+            child: Some(child),
             stop: stop.to_path_buf(),
         }
     }
 
-    pub fn finish(self) -> Watched {
+    pub fn finish(mut self) -> Watched {
         std::fs::write(&self.stop, b"stop").unwrap();
-        let out = self.child.wait_with_output().expect("the watcher ends");
+        let child = self.child.take().expect("a watcher finishes once");
+        let out = child.wait_with_output().expect("the watcher ends");
         assert!(out.status.success(), "lake.py watch failed");
         serde_json::from_slice(&out.stdout).expect("lake.py watch prints JSON")
     }

@@ -17,6 +17,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 
 import duckdb
 
@@ -97,11 +98,13 @@ def watch(root, stop, user, anons):
     con = duckdb.connect()
     params = {"user": user, "anons": anons}
     seen, reads, errors = {}, 0, []
-    while not os.path.exists(stop):
+    # The stop file's directory gone: the test ended without `finish` (it failed); so do we.
+    while not os.path.exists(stop) and os.path.isdir(os.path.dirname(stop)):
         files = []
         for d, _, names in os.walk(os.path.join(root, "events")):
             files += [os.path.join(d, n) for n in names if n.endswith(".parquet")]
         if not files:
+            time.sleep(0.01)
             continue
         try:
             with tempfile.TemporaryDirectory() as copy:
