@@ -1,6 +1,6 @@
 //! The collector's metrics, in a `prometheus-client` registry served at `GET /metrics`
 //! (OpenMetrics text). Counters per shard and per rejection reason, histograms for the request
-//! latency, the WAL's group commit (write + fdatasync) and the flush (encode + upload +
+//! latency, the WAL's group commit (its durable write) and the flush (encode + upload +
 //! checkpoint).
 //!
 //! Every handle is created once, at start: the hot path only adds to atomics.
@@ -146,9 +146,10 @@ shard_metrics! {
     duplicates: Counter = Counter::default, "duplicates",
         "Events dropped as duplicates by messageId";
     wal_bytes: Counter = Counter::default, "wal_bytes", "Bytes appended to the write-ahead log";
-    /// One observation per group commit: WAL write + fdatasync.
+    /// One observation per group commit: the WAL's durable write (a direct, synchronous write,
+    /// or a write and an fdatasync; the name is older).
     wal_fsync: Histogram = seconds, "wal_fsync_seconds",
-        "Group commits: time to write and fdatasync the WAL";
+        "Group commits: time to write the WAL durably";
     rows_written: Counter = Counter::default, "rows_written",
         "Rows written to Parquet files in the lake";
     files_written: Counter = Counter::default, "files_written", "Parquet files put in the lake";

@@ -5,8 +5,8 @@
 //! one write of the whole blocks (4 KiB) it touches: the segment's last, partial block again (its
 //! bytes are kept in memory), the group's records, zeros to the block's end. The write returns
 //! once the disk has the data (Linux flushes the disk's cache, or writes with FUA), with no page
-//! cache on the way: at saturation on this machine, 0.965 of the CPU per event of a write and an
-//! `fdatasync` (BENCHMARKS.md). Where the filesystem takes no direct writes (tmpfs, some network
+//! cache on the way: at saturation on this machine, 0.961 of the CPU per event of a write and an
+//! `fdatasync` (the median of 26 alternated pairs; BENCHMARKS.md). Where the filesystem takes no direct writes (tmpfs, some network
 //! and FUSE filesystems) the append is a write and an `fdatasync`. The zeros after the records are
 //! read as the end of the segment, like a recycled segment's older records.
 //!
@@ -18,7 +18,7 @@
 //!
 //! Recycling: `trim` keeps one deleted segment as `spare.log`, and the next rotation renames it
 //! into the new segment and writes over it from the start. Its blocks are already allocated and
-//! its size already on disk, so an append's `fdatasync` has only the data to write, no size or
+//! its size already on disk, so an append's sync has only the data to write, no size or
 //! block map for ext4's journal (measured on this machine's ext4: about 40% less time and CPU
 //! per sync). Its old records stay behind the new ones until overwritten: a segment's records
 //! carry consecutive LSNs from the one in its name, so reading stops at the first record that
@@ -237,7 +237,8 @@ impl Wal {
         Ok((file, size, adopted))
     }
 
-    /// Appends the payloads as consecutive records and makes them durable with one fdatasync.
+    /// Appends the payloads as consecutive records and makes them durable with one write (see
+    /// the module's doc).
     /// Returns the LSN of the first one.
     pub fn append<P: AsRef<[u8]>>(&mut self, payloads: &[P]) -> io::Result<u64> {
         self.append_with(payloads, |p, buf| buf.extend_from_slice(p.as_ref()))
