@@ -163,7 +163,7 @@ impl Wal {
             if valid < len {
                 // A rotation cuts a segment to its records: only the newest may have more.
                 if Some(first) == newest {
-                    tracing::info!(segment = %path.display(), cut = len - valid, "the end of the newest write-ahead log segment cut off after its last record (a write cut by the stop, or a recycled segment's older records)");
+                    tracing::info!(segment = %path.display(), cut = len - valid, "the end of the newest write-ahead log segment cut off after its last record (the zeros after a direct write's records, a write cut by the stop, or a recycled segment's older records)");
                 } else {
                     tracing::warn!(segment = %path.display(), cut = len - valid, "torn write-ahead log tail cut off");
                 }
