@@ -7,8 +7,9 @@
 //! disk has the data (Linux flushes the disk's cache, or writes with FUA), with no page cache on
 //! the way: at saturation on this machine, 0.961 of the CPU per event of a write and an `fdatasync`
 //! (the median of 26 alternated pairs; BENCHMARKS.md). Where the filesystem takes no direct writes
-//! (tmpfs, some network and FUSE filesystems) the append is a write and an `fdatasync`. The zeros
-//! after the records are read as the end of the segment, like a recycled segment's older records.
+//! (tmpfs before Linux 6.6, some network and FUSE filesystems) the append is a write and an
+//! `fdatasync`. The zeros after the records are read as the end of the segment, like a recycled
+//! segment's older records.
 //!
 //! Record: `len: u32 LE | crc32(lsn ++ payload): u32 LE | lsn: u64 LE | payload`.
 //! Segments: `wal-<first lsn, 20 digits>.log`. The writer only appends to the newest segment; a
