@@ -33,7 +33,7 @@ async fn kill_9_at_random_moments_loses_and_duplicates_nothing_acknowledged() {
     eprintln!("crash test seed {seed}");
     let mut rng = Rng(seed);
     let client = reqwest::Client::builder()
-        .pool_idle_timeout(Duration::from_secs(2)) // below the server's keep-alive
+        .pool_idle_timeout(crate::helpers::IDLE_CONNECTION)
         .timeout(Duration::from_secs(10))
         .build()
         .unwrap();

@@ -308,7 +308,7 @@ impl Scenario {
         let data = fs.path().join("data");
         let server = start_with(&data, SETTINGS);
         let client = reqwest::Client::builder()
-            .pool_idle_timeout(Duration::from_secs(2)) // below the server's keep-alive
+            .pool_idle_timeout(crate::helpers::IDLE_CONNECTION)
             .timeout(Duration::from_secs(10))
             .build()
             .unwrap();

@@ -3,7 +3,6 @@
 //! binaries (the dashboard's tests, and the webhooks' events caused from the dashboard).
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use reqwest::header::HeaderMap;
 use reqwest::StatusCode;
@@ -50,7 +49,7 @@ impl<'a> Browser<'a> {
         Browser {
             app,
             client: reqwest::Client::builder()
-                .pool_idle_timeout(Duration::from_secs(2)) // below the server's keep-alive
+                .pool_idle_timeout(crate::helpers::IDLE_CONNECTION)
                 .redirect(reqwest::redirect::Policy::none())
                 .build()
                 .unwrap(),

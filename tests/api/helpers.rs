@@ -175,14 +175,16 @@ fn start_on(
     }
 }
 
-/// The tests' HTTP client, every test's (`reqwest::Client::new()`'s pool would keep an idle
-/// connection 90 s).
+/// How long every test's HTTP client keeps an idle connection: below the server's keep-alive
+/// (5 s), so a test that waited never reuses a connection the server is closing (a send that
+/// fails with IncompleteMessage). `reqwest::Client::new()`'s pool would keep one 90 s.
+pub const IDLE_CONNECTION: Duration = Duration::from_secs(2);
+
+/// The tests' HTTP client, every test's.
 pub fn test_client() -> reqwest::Client {
     reqwest::Client::builder()
         .timeout(Duration::from_secs(30))
-        // Below the server's keep-alive, so a test that waited never reuses a connection the
-        // server is closing (a send that fails with IncompleteMessage).
-        .pool_idle_timeout(Duration::from_secs(2))
+        .pool_idle_timeout(IDLE_CONNECTION)
         .build()
         .unwrap()
 }

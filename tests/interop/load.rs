@@ -192,7 +192,7 @@ impl Load {
                     // browser tab's. (A shared pool may open a connection it then keeps idle,
                     // which the server answers 408 once `client_request_timeout_ms` passed.)
                     http: reqwest::Client::builder()
-                        .pool_idle_timeout(Duration::from_secs(2)) // below the server's keep-alive
+                        .pool_idle_timeout(crate::helpers::IDLE_CONNECTION)
                         .timeout(CLIENT_TIMEOUT)
                         .build()
                         .unwrap(),

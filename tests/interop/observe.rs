@@ -17,8 +17,7 @@ use crate::load::{self, Load};
 pub fn http() -> reqwest::Client {
     reqwest::Client::builder()
         .timeout(load::CLIENT_TIMEOUT)
-        // Below the server's keep-alive, as `helpers::test_client`'s.
-        .pool_idle_timeout(Duration::from_secs(2))
+        .pool_idle_timeout(crate::helpers::IDLE_CONNECTION)
         .build()
         .unwrap()
 }

@@ -487,7 +487,7 @@ async fn burst(
     let mut tasks = Vec::new();
     for c in 0..clients {
         let http = reqwest::Client::builder()
-            .pool_idle_timeout(Duration::from_secs(2)) // below the server's keep-alive
+            .pool_idle_timeout(crate::helpers::IDLE_CONNECTION)
             .timeout(Duration::from_secs(10))
             .build()
             .unwrap();
