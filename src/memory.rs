@@ -41,7 +41,7 @@
 // The allocator calls below are the crate's only unsafe code (Cargo.toml denies it elsewhere).
 #![allow(
     unsafe_code,
-    reason = "mimalloc's C API (mi_collect, mi_option_get) and glibc's mallopt and malloc_trim have no safe wrapper"
+    reason = "mimalloc's C API (mi_collect, mi_option_get) and glibc's (mallopt, malloc_trim, getrusage) have no safe wrapper"
 )]
 
 use std::cell::Cell;
@@ -192,6 +192,18 @@ pub fn release_if_idle(thread: Thread) {
             thread = std::thread::current().name().unwrap_or(thread),
             "idle: free memory returned to the system"
         );
+    }
+}
+
+/// The pages the calling thread has faulted in so far (`getrusage`), for tests.
+#[cfg(all(test, target_os = "linux", target_env = "gnu"))]
+pub(crate) fn thread_page_faults() -> i64 {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage fills the struct it is given, zeroed and of the type it takes; it is
+    // read only when the call succeeds.
+    unsafe {
+        assert_eq!(libc::getrusage(libc::RUSAGE_THREAD, usage.as_mut_ptr()), 0);
+        usage.assume_init().ru_minflt
     }
 }
 

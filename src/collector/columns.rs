@@ -592,19 +592,6 @@ mod tests {
         }
     }
 
-    /// The pages this thread has faulted in so far.
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    fn thread_page_faults() -> i64 {
-        let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-        // SAFETY: getrusage fills the struct it is given; it is zeroed and of the right type.
-        #[allow(unsafe_code, reason = "getrusage has no safe wrapper")]
-        let usage = unsafe {
-            assert_eq!(libc::getrusage(libc::RUSAGE_THREAD, usage.as_mut_ptr()), 0);
-            usage.assume_init()
-        };
-        usage.ru_minflt
-    }
-
     /// Parquet makes and drops a zstd codec per column per row group; their memory (glibc's, C
     /// code) stays in the thread's arena for the next row group instead of going back to the
     /// system and faulting in again (`memory::configure_allocator`).
@@ -622,11 +609,11 @@ mod tests {
             let mut faults = Vec::new();
             for _ in 0..3 {
                 out.clear();
-                let before = thread_page_faults();
+                let before = crate::memory::thread_page_faults();
                 let mut w = ArrowWriter::try_new(&mut out, schema(), Some(props.clone())).unwrap();
                 w.write(&batch).unwrap();
                 w.close().unwrap();
-                faults.push(thread_page_faults() - before);
+                faults.push(crate::memory::thread_page_faults() - before);
             }
             // The first row group faults its contexts in (about 1 500 pages); a later one finds
             // them in the arena (100 to 200 pages here; about 950 with glibc's defaults).
