@@ -18,12 +18,14 @@
 //! - `submit/batch_10`: `Collector::submit` of 10 new events through one shard writer, which
 //!   answers after the WAL append + fsync (so milliseconds, and mostly the disk).
 //!
-//! The benches run on the server's allocator (mimalloc), as the figures are meant to be its own.
+//! The benches run on the server's allocator (mimalloc), configured as the server configures it
+//! (`memory::configure_allocator`: glibc's arenas keep zstd's contexts), as the figures are meant
+//! to be its own.
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use criterion::{criterion_group, BatchSize, Criterion, Throughput};
 use serde_json::{json, Value};
 use tributary::collector::agent;
 use tributary::collector::columns::{encode_parquet, RowBuilder};
@@ -314,4 +316,10 @@ fn tops(c: &mut Criterion) {
 }
 
 criterion_group!(benches, parse, agents, records, arrow, parquet, submit, tops);
-criterion_main!(benches);
+
+/// `criterion_main!`, with the allocators configured first as the server's `main` does.
+fn main() {
+    tributary::memory::configure_allocator();
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}
