@@ -605,14 +605,15 @@ mod tests {
             b.append_all(&events.iter().collect::<Vec<_>>());
             let batch = b.finish();
             let props = writer_properties().unwrap();
-            // The count sees fresh memory touched: 64 MiB (mapped on its own), a page at a time.
+            // The count sees fresh memory touched: 64 MiB (mapped on its own), a page at a time
+            // (16 384 faults, or 32 where transparent huge pages are always on).
             let before = crate::memory::thread_page_faults();
             let mut fresh = vec![0u8; 64 << 20];
             for b in fresh.iter_mut().step_by(4096) {
                 *b = 1;
             }
             std::hint::black_box(&fresh);
-            assert!(crate::memory::thread_page_faults() - before >= 10_000);
+            assert!(crate::memory::thread_page_faults() - before >= 32);
             drop(fresh);
             let mut out = Vec::with_capacity(64 << 20);
             let mut faults = Vec::new();
